@@ -1,0 +1,91 @@
+"""Encoding and decoding of per-tile matrix chunks as Arrow IPC streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import CorruptReportError
+
+#: Value types a chunk may use, narrowest first.
+VALUE_TYPES = (np.uint8, np.uint16, np.uint32, np.uint64)
+_ARROW_TYPES = {
+    np.dtype(np.uint8): pa.uint8(),
+    np.dtype(np.uint16): pa.uint16(),
+    np.dtype(np.uint32): pa.uint32(),
+    np.dtype(np.uint64): pa.uint64(),
+}
+_LIMITS = [(np.iinfo(t).max, np.dtype(t)) for t in VALUE_TYPES]
+
+
+def narrowest_dtype(values: np.ndarray) -> np.dtype:
+    """The narrowest unsigned integer type that holds every value of a non-negative array."""
+    top = int(values.max()) if values.size else 0
+    for limit, dtype in _LIMITS:
+        if top <= limit:
+            return dtype
+    raise ValueError(f"value {top} does not fit in 64 bits")
+
+
+def encode_chunk(
+    matrix: str, first_row: int, rows: np.ndarray, compression: str | None = "zstd"
+) -> bytes:
+    """Encode a 2-D array of non-negative integers as one Arrow IPC stream."""
+    if rows.ndim != 2:
+        raise ValueError(f"matrix {matrix!r}: expected a 2-D array, got {rows.ndim}-D")
+    if rows.size and rows.dtype.kind == "i" and int(rows.min()) < 0:
+        raise ValueError(f"matrix {matrix!r}: negative value {int(rows.min())}")
+    dtype = narrowest_dtype(rows)
+    flat = np.ascontiguousarray(rows, dtype=dtype).reshape(-1)
+    num_cols = rows.shape[1]
+    values = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=_ARROW_TYPES[dtype]), num_cols)
+    schema = pa.schema(
+        [pa.field("values", values.type, nullable=False)],
+        metadata={"pva.matrix": matrix, "pva.first_row": str(first_row)},
+    )
+    batch = pa.record_batch([values], schema=schema)
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, schema, options=options) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_chunk(
+    data: bytes, *, matrix: str, first_row: int, num_rows: int, num_cols: int, path: str
+) -> np.ndarray:
+    """Decode one chunk into a (num_rows, num_cols) array, checking it is what the index says."""
+    where = f"{path!r}: matrix {matrix!r} chunk at row {first_row}"
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(data))
+        batches = list(reader)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptReportError(
+            f"{where}: expected an Arrow IPC stream, found unreadable data ({exc})", path
+        ) from None
+    if len(batches) != 1 or batches[0].num_columns != 1:
+        raise CorruptReportError(
+            f"{where}: expected one record batch with one column, found "
+            f"{len(batches)} batches", path
+        )
+    column = batches[0].column(0)
+    if not pa.types.is_fixed_size_list(column.type) or column.type.list_size != num_cols:
+        raise CorruptReportError(
+            f"{where}: expected fixed_size_list of {num_cols} values, found {column.type}", path
+        )
+    if len(column) != num_rows or column.null_count:
+        raise CorruptReportError(
+            f"{where}: expected {num_rows} rows without nulls, found {len(column)} rows "
+            f"and {column.null_count} nulls", path
+        )
+    value_type = column.type.value_type
+    if not pa.types.is_unsigned_integer(value_type):
+        raise CorruptReportError(
+            f"{where}: expected unsigned integer values, found {value_type}", path
+        )
+    flat = column.flatten()
+    if len(flat) != num_rows * num_cols:
+        raise CorruptReportError(
+            f"{where}: expected {num_rows * num_cols} values, found {len(flat)}", path
+        )
+    return flat.to_numpy(zero_copy_only=False).reshape(num_rows, num_cols)

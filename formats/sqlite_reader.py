@@ -1,0 +1,207 @@
+"""Read-only, validated access to the SQLite files pva writes (reports and traces)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sqlite3
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes, read_head
+from .errors import (
+    CorruptReportError,
+    InconsistentReportError,
+    NotAReportError,
+    UnsupportedVersionError,
+)
+from .schema import Schema, split_user_version
+
+#: SQLite errors that mean the bytes of the file are damaged.
+_DAMAGE = (sqlite3.DatabaseError,)
+
+
+class SqliteHeader:
+    """The fields of a SQLite file header that identify and size the file."""
+
+    def __init__(self, head: bytes) -> None:
+        (raw_page_size,) = struct.unpack(">H", head[16:18])
+        self.page_size = 65536 if raw_page_size == 1 else raw_page_size
+        (self.change_counter,) = struct.unpack(">I", head[24:28])
+        (self.page_count,) = struct.unpack(">I", head[28:32])
+        (self.user_version,) = struct.unpack(">I", head[60:64])
+        (self.application_id,) = struct.unpack(">I", head[68:72])
+        (self.version_valid_for,) = struct.unpack(">I", head[92:96])
+
+    @property
+    def expected_size(self) -> int | None:
+        """The file size the header declares, when the in-header page count is valid."""
+        if self.version_valid_for != self.change_counter or self.page_count == 0:
+            return None
+        return self.page_size * self.page_count
+
+
+class SqliteFile:
+    """A read-only connection to a pva SQLite file whose kind, version and tables are checked.
+
+    Opening reads the 100-byte header, the metadata table and sqlite_master: its cost does not
+    grow with the file. Every query error from SQLite becomes a CorruptReportError naming the path.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        what: str,
+        application_id: int,
+        supported_major: int,
+        schema: Schema,
+        other_kinds: dict[int, str] | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.what = what
+        info = check_regular_file(self.path, what)
+        self.file_size = info.st_size
+        head = read_head(self.path, 100)
+        where = f"{self.path!r}"
+        if not head:
+            raise NotAReportError(f"{where}: is an empty file (0 bytes); expected a {what}", self.path)
+        if not head.startswith(SQLITE_MAGIC):
+            hint = ""
+            kind = kind_of_bytes(head)
+            if kind in (FileKind.JSON, FileKind.CBOR):
+                hint = "; if it is a legacy Poplar profile or a Chrome trace, convert it with `pva convert`"
+            raise NotAReportError(
+                f"{where}: expected a {what} (a SQLite 3 database), found {describe_bytes(head)}{hint}",
+                self.path,
+            )
+        if len(head) < 100:
+            raise CorruptReportError(
+                f"{where}: truncated: a SQLite file has a 100-byte header, found {len(head)} bytes", self.path
+            )
+        header = SqliteHeader(head)
+        if header.application_id != application_id:
+            other = (other_kinds or {}).get(header.application_id)
+            if other:
+                raise NotAReportError(f"{where}: expected a {what}, found {other}", self.path)
+            raise NotAReportError(
+                f"{where}: expected a {what}, found a SQLite database of another kind "
+                f"(application_id 0x{header.application_id:08x}, expected 0x{application_id:08x})",
+                self.path,
+            )
+        major, minor = split_user_version(header.user_version)
+        if major > supported_major:
+            raise UnsupportedVersionError(
+                f"{where}: {what} format version {major}.{minor} is newer than this reader supports "
+                f"({supported_major}.x); upgrade pva to read it",
+                self.path,
+            )
+        expected = header.expected_size
+        if expected is not None and self.file_size < expected:
+            raise CorruptReportError(
+                f"{where}: truncated: its header declares {header.page_count} pages of {header.page_size} bytes "
+                f"({expected} bytes), found {self.file_size} bytes",
+                self.path,
+            )
+        if self.file_size % header.page_size:
+            raise CorruptReportError(
+                f"{where}: truncated: expected a whole number of {header.page_size}-byte pages, "
+                f"found {self.file_size} bytes",
+                self.path,
+            )
+        self.header = header
+        self._lock = threading.RLock()
+        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+        try:
+            self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise CorruptReportError(f"{where}: cannot be opened by SQLite ({exc})", self.path) from None
+        try:
+            self.conn.execute("PRAGMA query_only=1")
+            self.conn.execute("PRAGMA trusted_schema=0")
+            self.conn.execute("PRAGMA cell_size_check=1")
+            self.metadata = self._read_metadata()
+            self.version = self._check_version(major, minor, supported_major)
+            self.tables = self._check_tables(schema)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # -- opening checks ---------------------------------------------------------------------
+
+    def _read_metadata(self) -> dict[str, str]:
+        rows = self.query("SELECT type FROM sqlite_master WHERE name = 'metadata'")
+        if not rows or rows[0][0] != "table":
+            raise CorruptReportError(f"{self.path!r}: expected a metadata table, found none", self.path)
+        return {str(k): "" if v is None else str(v) for k, v in self.query("SELECT key, value FROM metadata")}
+
+    def _check_version(self, major: int, minor: int, supported_major: int) -> tuple[int, int]:
+        text = self.metadata.get("format_version", "")
+        try:
+            meta_major, meta_minor = (int(p) for p in text.split("."))
+        except ValueError:
+            raise CorruptReportError(
+                f"{self.path!r}: expected metadata format_version 'major.minor', found {text!r}", self.path
+            ) from None
+        if meta_major > supported_major:
+            raise UnsupportedVersionError(
+                f"{self.path!r}: {self.what} format version {text} is newer than this reader supports "
+                f"({supported_major}.x); upgrade pva to read it",
+                self.path,
+            )
+        if (meta_major, meta_minor) != (major, minor):
+            raise InconsistentReportError(
+                f"{self.path!r}: format version {text} in the metadata table disagrees with "
+                f"{major}.{minor} in the file header",
+                self.path,
+            )
+        return meta_major, meta_minor
+
+    def _check_tables(self, schema: Schema) -> dict[str, tuple[str, ...]]:
+        kinds = dict(self.query("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"))
+        tables: dict[str, tuple[str, ...]] = {}
+        for name, spec in schema.tables.items():
+            kind = kinds.get(name)
+            if kind != "table":
+                found = "nothing" if kind is None else f"a {kind}"
+                raise CorruptReportError(
+                    f"{self.path!r}: expected table {name!r} of format {self.version[0]}.{self.version[1]}, "
+                    f"found {found}",
+                    self.path,
+                )
+            columns = tuple(row[1] for row in self.query(f'PRAGMA table_info("{name}")'))
+            missing = [c for c in spec.column_names if c not in columns]
+            if missing:
+                raise CorruptReportError(
+                    f"{self.path!r}: table {name!r} lacks column(s) {', '.join(missing)}", self.path
+                )
+            tables[name] = columns
+        return tables
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """All rows of a query."""
+        try:
+            with self._lock:
+                return self.conn.execute(sql, params).fetchall()
+        except _DAMAGE as exc:
+            raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
+
+    def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        """The first row of a query, or None."""
+        try:
+            with self._lock:
+                return self.conn.execute(sql, params).fetchone()
+        except _DAMAGE as exc:
+            raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
+
+    def column(self, sql: str, params: Sequence[Any] = ()) -> list:
+        """The first column of every row of a query."""
+        return [row[0] for row in self.query(sql, params)]
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()

@@ -1,0 +1,151 @@
+"""A streaming, atomic writer of schema-checked SQLite files (profile.pop and trace files)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .atomic import AtomicOutput
+from .errors import InvalidInputError
+from .schema import Schema, split_ddl, user_version
+
+
+class SqliteFileWriter:
+    """Create a SQLite file from a normative schema, insert rows in bulk, commit atomically.
+
+    Rows go to a temporary file beside the target; `close` builds the indexes, makes the file
+    durable and renames it to the target. `abort`, an exception inside a ``with`` block, or a
+    killed process leaves the target as it was.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        schema: Schema,
+        application_id: int,
+        version: tuple[int, int],
+        producer: str,
+        producer_version: str = "",
+    ) -> None:
+        self.path = os.fspath(path)
+        self.schema = schema
+        self.version = version
+        try:
+            self._out = AtomicOutput(self.path)
+        except (FileNotFoundError, PermissionError) as exc:
+            raise InvalidInputError(f"cannot write {self.path!r}: {exc}", self.path) from None
+        self._conn = sqlite3.connect(self._out.path, isolation_level=None, check_same_thread=False)
+        self._closed = False
+        try:
+            self._conn.execute("PRAGMA journal_mode=OFF")
+            self._conn.execute("PRAGMA synchronous=OFF")
+            self._conn.execute(f"PRAGMA application_id={application_id}")
+            self._conn.execute(f"PRAGMA user_version={user_version(*version)}")
+            tables, self._index_ddl = split_ddl(schema.ddl)
+            self._conn.executescript(tables)
+            self._conn.execute("BEGIN")
+        except BaseException:
+            self._conn.close()
+            self._out.abort()
+            raise
+        self._metadata: dict[str, str] = {
+            "format_version": f"{version[0]}.{version[1]}",
+            "producer": producer,
+            "producer_version": producer_version,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+        self._sql_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    # -- rows -------------------------------------------------------------------------------
+
+    def set_metadata(self, **values: Any) -> None:
+        """Set metadata facts (stored as text); later values replace earlier ones."""
+        for key, value in values.items():
+            self._metadata[key] = "" if value is None else str(value)
+
+    def _insert_sql(self, table: str, columns: Sequence[str]) -> str:
+        key = (table, tuple(columns))
+        sql = self._sql_cache.get(key)
+        if sql is None:
+            spec = self.schema.tables.get(table)
+            if spec is None:
+                raise InvalidInputError(f"{self.path!r}: no table {table!r} in the schema")
+            unknown = [c for c in columns if c not in spec.column_names]
+            if unknown:
+                raise InvalidInputError(
+                    f"{self.path!r}: table {table!r} has no column(s) {', '.join(unknown)}; "
+                    f"expected some of {', '.join(spec.column_names)}"
+                )
+            quoted = ", ".join(f'"{c}"' for c in columns)
+            marks = ", ".join("?" * len(columns))
+            sql = f'INSERT INTO "{table}" ({quoted}) VALUES ({marks})'
+            self._sql_cache[key] = sql
+        return sql
+
+    def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Insert many rows, each a sequence of values for `columns`, in one statement."""
+        self._check_open()
+        sql = self._insert_sql(table, columns)
+        try:
+            self._conn.executemany(sql, rows)
+        except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError) as exc:
+            raise InvalidInputError(f"{self.path!r}: bad row for table {table!r}: {exc}") from None
+
+    def insert_one(self, table: str, **values: Any) -> None:
+        """Insert one row given as column=value keywords."""
+        self.insert(table, list(values), [tuple(values.values())])
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """Run a statement on the file being written (for producers that read back)."""
+        self._check_open()
+        return self._conn.execute(sql, params)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidInputError(f"{self.path!r}: the writer is closed")
+
+    def _finish(self) -> None:
+        """Hook for subclasses: last rows before the indexes are built."""
+
+    def close(self) -> None:
+        """Finish the file and move it to its target name."""
+        if self._closed:
+            return
+        try:
+            self._finish()
+            self.insert("metadata", ("key", "value"), sorted(self._metadata.items()))
+            self._conn.execute("COMMIT")
+            self._conn.executescript(f"BEGIN;\n{self._index_ddl}\nCOMMIT;")
+            self._conn.execute("PRAGMA analysis_limit=1000")
+            self._conn.execute("ANALYZE")
+            self._conn.close()
+            self._closed = True
+            self._out.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Discard everything written; the target is left as it was."""
+        if not self._out.done:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+            self._closed = True
+            self._out.abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

@@ -1,0 +1,45 @@
+"""Building blocks of the object model: libpva-style enums and lists."""
+
+from __future__ import annotations
+
+import enum
+
+_print_length = 10
+
+
+def set_list_print_length(length: int) -> None:
+    """Set how many items a list's repr shows (Report.listPrintLength)."""
+    global _print_length
+    if not isinstance(length, int) or length < 0:
+        raise ValueError(f"list print length must be a non-negative integer, got {length!r}")
+    _print_length = length
+
+
+class PvaEnum(enum.IntEnum):
+    """An enum that behaves like libpva's pybind11 enums: hashable, comparable, int-valued."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    @classmethod
+    def parse(cls, name: str | None, default: str = "Unknown"):
+        """The member called `name`, or the `default` member for None or an unknown name."""
+        if name is not None and name in cls.__members__:
+            return cls[name]
+        return cls[default]
+
+
+class PvaList(list):
+    """A Python list with a short repr (see Report.listPrintLength)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(item) for item in self[:_print_length])
+        hidden = len(self) - _print_length
+        if hidden > 0:
+            shown += f", ... (+{hidden} more)"
+        return f"[{shown}]"

@@ -1,0 +1,63 @@
+"""The `pva` command line: a thin shell over the library; each command lives in pva/commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from formats import __version__
+
+from .errors import PvaError
+
+#: Command modules in the order `pva --help` lists them; each has register(subparsers).
+COMMANDS = ("info",)
+
+EXIT_OK = 0
+EXIT_FLAGGED = 1
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors exit with status 2 and a one-line hint."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command."""
+    parser = _Parser(
+        prog="pva",
+        description="Read, query, convert and compare accelerator profile reports (profile.pop).",
+        epilog="Run 'pva COMMAND --help' for a command's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"pva {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"pva.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 flagged, 2 bad usage or input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return int(args.run(args) or EXIT_OK)
+    except PvaError as exc:
+        print(f"pva {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print(f"pva {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

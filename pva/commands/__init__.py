@@ -1,0 +1,1 @@
+"""The commands of the `pva` command line, one module each with register(subparsers)."""

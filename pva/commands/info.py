@@ -1,0 +1,90 @@
+"""`pva info REPORT`: what a report is: format, producer, target, graph counts, size."""
+
+from __future__ import annotations
+
+import os
+
+from ..report import openReport
+from ._common import add_json_flag, print_json, thousands
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "info",
+        help="show a report's format, producer, target and graph counts",
+        description="Show what a report is: its file format and producer, the target, graph counts and size.",
+        epilog="Example: pva info profile.pop --json",
+    )
+    parser.add_argument("report", help="a profile.pop file")
+    add_json_flag(parser)
+    parser.set_defaults(run=run)
+
+
+def collect(path: str) -> dict:
+    """The facts `pva info` shows, as a dictionary."""
+    with openReport(path) as report:
+        meta = report._reader.metadata
+        t = report.compilation.target
+        g = report.compilation.graph
+        reader = report._reader
+        num_programs = reader.query_one("SELECT count(*) FROM programs")[0]
+        num_runs = reader.query_one("SELECT count(*) FROM runs")[0]
+        num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
+        settings = report.instrumentationSettings
+        return {
+            "path": os.path.abspath(path),
+            "file_size": os.path.getsize(path),
+            "format_version": f"{report.version.major}.{report.version.minor}",
+            "producer": meta.get("producer", ""),
+            "producer_version": meta.get("producer_version", ""),
+            "created": meta.get("created", ""),
+            "poplar_version": report.poplarVersion.string,
+            "target": {
+                "type": t.type.name,
+                "architecture": t.architecture.name,
+                "num_ipus": t.numIPUs,
+                "tiles_per_ipu": t.tilesPerIpu,
+                "num_tiles": t.numTiles,
+                "bytes_per_tile": t.bytesPerTile,
+                "total_memory": t.totalMemory,
+                "clock_frequency": t.clockFrequency,
+                "num_replicas": t.numReplicas,
+            },
+            "graph": {
+                "num_vertices": g.numVertices,
+                "num_edges": g.numEdges,
+                "num_vars": g.numVars,
+                "num_compute_sets": g.numComputeSets,
+            },
+            "num_programs": num_programs,
+            "num_runs": num_runs,
+            "num_steps": num_steps,
+            "instrumentation": {"compute": settings.compute.name, "external_exchange": settings.externalExchange.name},
+        }
+
+
+def run(args) -> int:
+    info = collect(args.report)
+    if args.json:
+        print_json(info)
+        return 0
+    t, g = info["target"], info["graph"]
+    producer = " ".join(p for p in (info["producer"], info["producer_version"]) if p)
+    lines = [
+        f"{os.path.basename(info['path'])}",
+        f"  File:             {info['path']} ({thousands(info['file_size'])} bytes)",
+        f"  Format:           profile.pop {info['format_version']}, written by {producer or 'unknown'} "
+        f"on {info['created'] or 'an unknown date'}",
+        f"  Poplar version:   {info['poplar_version'] or 'unknown'}",
+        f"  Target:           {t['type']} {t['architecture']}, {t['num_ipus']} IPU(s) x {thousands(t['tiles_per_ipu'])} "
+        f"tiles = {thousands(t['num_tiles'])} tiles, {thousands(t['bytes_per_tile'])} B per tile, "
+        f"{thousands(t['clock_frequency'] / 1e6)} MHz, {t['num_replicas']} replica(s)",
+        f"  Graph:            {thousands(g['num_vertices'])} vertices, {thousands(g['num_edges'])} edges, "
+        f"{thousands(g['num_vars'])} variables, {thousands(g['num_compute_sets'])} compute sets",
+        f"  Programs:         {thousands(info['num_programs'])}",
+        f"  Execution:        {thousands(info['num_runs'])} run(s), {thousands(info['num_steps'])} steps",
+        f"  Instrumentation:  compute {info['instrumentation']['compute']}, "
+        f"external exchange {info['instrumentation']['external_exchange']}",
+    ]
+    print("\n".join(lines))
+    return 0

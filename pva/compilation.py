@@ -1,0 +1,734 @@
+"""The compilation report: target, graph, tiles, memory, compute sets (libpva section 2.1)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._base import PvaEnum, PvaList
+from .errors import InconsistentReportError
+
+if TYPE_CHECKING:
+    from formats.profile_reader import ProfileReader
+
+
+__all__ = [
+    "CATEGORIES",
+    "Categories",
+    "CategoryMemory",
+    "CompilationReport",
+    "ComputeSet",
+    "Graph",
+    "IPU",
+    "Memory",
+    "MemoryOverlap",
+    "MemoryWithAndWithoutGaps",
+    "Replica",
+    "Target",
+    "Tile",
+    "VertexInstances",
+    "VertexMemory",
+    "VertexType",
+]
+
+# -- target and graph -----------------------------------------------------------------------
+
+
+class IPU:
+    """One IPU of the target: its tiles and architecture."""
+
+    class Architecture(PvaEnum):
+        """IPU architectures."""
+
+        Ipu1 = 0
+        Ipu2 = 1
+        Ipu21 = 2
+        Ipu30 = 3
+        Unknown = 4
+
+    __slots__ = ("_c", "_id")
+
+    def __init__(self, compilation: "CompilationReport", ipu_id: int) -> None:
+        self._c = compilation
+        self._id = ipu_id
+
+    @property
+    def id(self) -> int:
+        """The global IPU id."""
+        return self._id
+
+    @property
+    def tiles(self) -> PvaList:
+        """The tiles on this IPU."""
+        per_ipu = self._c.target.tilesPerIpu
+        return PvaList(self._c.tiles[self._id * per_ipu : (self._id + 1) * per_ipu])
+
+    @property
+    def architecture(self) -> "IPU.Architecture":
+        """The architecture of this IPU."""
+        return self._c.target.architecture
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IPU) and other._c is self._c and other._id == self._id
+
+    def __hash__(self) -> int:
+        return hash(("IPU", self._id))
+
+    def __repr__(self) -> str:
+        return f"<IPU {self._id} {self.architecture.name}, {self._c.target.tilesPerIpu} tiles>"
+
+
+class Target:
+    """The target hardware (libpva Target)."""
+
+    class Type(PvaEnum):
+        """Kinds of target."""
+
+        Ipu = 0
+        IpuModel = 1
+        Cpu = 2
+        Unknown = 3
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: dict) -> None:
+        self._row = row
+
+    numIPUs = property(lambda self: self._row["num_ipus"], doc="IPU chips in the system.")
+    tilesPerIpu = property(lambda self: self._row["tiles_per_ipu"], doc="Tiles on each IPU.")
+    numTiles = property(lambda self: self._row["num_tiles"], doc="Total number of tiles.")
+    bytesPerTile = property(lambda self: self._row["bytes_per_tile"], doc="Memory of one tile in bytes.")
+    bytesPerIPU = property(lambda self: self._row["bytes_per_ipu"], doc="Memory of one IPU in bytes.")
+    totalMemory = property(lambda self: self._row["total_memory"], doc="Total memory in bytes.")
+    clockFrequency = property(lambda self: float(self._row["clock_frequency"]), doc="Tile clock in Hz.")
+    numReplicas = property(lambda self: self._row["num_replicas"], doc="Number of replicas.")
+    ipusPerReplica = property(lambda self: self._row["ipus_per_replica"], doc="IPUs in a replica.")
+    tilesPerReplica = property(lambda self: self._row["tiles_per_replica"], doc="Tiles in a replica.")
+    memoryPerReplica = property(lambda self: self._row["memory_per_replica"], doc="Memory of a replica in bytes.")
+
+    @property
+    def type(self) -> "Target.Type":
+        """The target type."""
+        return Target.Type.parse(self._row["type"])
+
+    @property
+    def architecture(self) -> IPU.Architecture:
+        """The IPU architecture."""
+        return IPU.Architecture.parse(self._row["architecture"])
+
+    @property
+    def memoryElementOffsets(self) -> PvaList:
+        """Offsets of each memory element (address ranges without simultaneous access)."""
+        return PvaList(json.loads(self._row["memory_element_offsets"] or "[]"))
+
+    @property
+    def memoryRegionOffsets(self) -> PvaList:
+        """Offsets of each memory region (contiguous elements with the same access characteristics)."""
+        return PvaList(json.loads(self._row["memory_region_offsets"] or "[]"))
+
+    @property
+    def supportsSuperTileSendReceive(self) -> bool:
+        """Whether a supertile tile may use the supertile's whole exchange bandwidth; False if unknown."""
+        return bool(self._row["supports_super_tile_send_receive"])
+
+    def __repr__(self) -> str:
+        return (
+            f"<Target {self.type.name} {self.architecture.name}: {self.numIPUs} IPU(s) x "
+            f"{self.tilesPerIpu:,} tiles, {self.bytesPerTile:,} B/tile, {self.clockFrequency / 1e6:,.0f} MHz>"
+        )
+
+
+def _target_detail(column: str, doc: str) -> property:
+    return property(lambda self: self._row.get(column, 0) or 0, doc=doc + " Returns 0 if not present.")
+
+
+for _name, _column in {
+    "minSyncDelay": "min_sync_delay",
+    "supervisorInstrFetchDelay": "supervisor_instr_fetch_delay",
+    "interleavedMemoryStart": "interleaved_memory_start",
+    "tileMemoryBaseAddress": "tile_memory_base_address",
+    "tilesPerSuperTile": "tiles_per_super_tile",
+    "numWorkerContexts": "num_worker_contexts",
+    "exchangeBytesPerCycle": "exchange_bytes_per_cycle",
+    "memcpyBytesPerCycle": "memcpy_bytes_per_cycle",
+    "instructionBytes": "instruction_bytes",
+    "globalSyncCycles": "global_sync_cycles",
+    "globalExchangePacketBytes": "global_exchange_packet_bytes",
+    "tileLocalSyncSyncDelay": "tile_local_sync_sync_delay",
+    "tileLocalSyncExitDelay": "tile_local_sync_exit_delay",
+    "numStrideBits": "num_stride_bits",
+    "dataPathWidth": "data_path_width",
+    "fp8ConvUnitMaxPipelineDepth": "fp8_conv_unit_max_pipeline_depth",
+    "fp16ConvUnitMaxPipelineDepth": "fp16_conv_unit_max_pipeline_depth",
+    "fp32ConvUnitMaxPipelineDepth": "fp32_conv_unit_max_pipeline_depth",
+    "fp8ConvUnitInputLoadElemsPerCycle": "fp8_conv_unit_input_load_elems_per_cycle",
+    "fp16ConvUnitInputLoadElemsPerCycle": "fp16_conv_unit_input_load_elems_per_cycle",
+    "fp32ConvUnitInputLoadElemsPerCycle": "fp32_conv_unit_input_load_elems_per_cycle",
+    "fp16InFp16OutConvUnitsPerTile": "fp16_in_fp16_out_conv_units_per_tile",
+    "fp16InFp32OutConvUnitsPerTile": "fp16_in_fp32_out_conv_units_per_tile",
+    "fp32InFp32OutConvUnitsPerTile": "fp32_in_fp32_out_conv_units_per_tile",
+    "fp8InFp16OutConvUnitsPerTile": "fp8_in_fp16_out_conv_units_per_tile",
+    "convUnitCoeffLoadBytesPerCycle": "conv_unit_coeff_load_bytes_per_cycle",
+    "workerInstrFetchDelay": "worker_instr_fetch_delay",
+    "maxImmediateOffsetInRunInstr": "max_immediate_offset_in_run_instr",
+    "rptCountMax": "rpt_count_max",
+    "atomicStoreGranularity": "atomic_store_granularity",
+}.items():
+    setattr(Target, _name, _target_detail(_column, _name + "."))
+
+
+class Graph:
+    """Basic counts of the graph (libpva Graph)."""
+
+    __slots__ = ("_row", "_reader")
+
+    def __init__(self, row: dict, reader: "ProfileReader") -> None:
+        self._row = row
+        self._reader = reader
+
+    numComputeSets = property(lambda self: self._row["num_compute_sets"], doc="Number of compute sets.")
+    numEdges = property(lambda self: self._row["num_edges"], doc="Number of edges.")
+    numVars = property(lambda self: self._row["num_vars"], doc="Number of variables.")
+    numVertices = property(lambda self: self._row["num_vertices"], doc="Number of vertices.")
+
+    @property
+    def optimisationMetrics(self) -> dict[str, float]:
+        """Internal metrics of the graph optimisations: a map from strings to floats."""
+        return {name: float(value) for name, value in self._reader.query("SELECT name, value FROM optimisation_metrics")}
+
+    def __repr__(self) -> str:
+        return (
+            f"<Graph {self.numVertices:,} vertices, {self.numEdges:,} edges, {self.numVars:,} variables, "
+            f"{self.numComputeSets:,} compute sets>"
+        )
+
+
+class Replica:
+    """One replica of the graph."""
+
+    __slots__ = ("_c", "_id")
+
+    def __init__(self, compilation: "CompilationReport", replica_id: int) -> None:
+        self._c = compilation
+        self._id = replica_id
+
+    @property
+    def replicaId(self) -> int:
+        """The replica id."""
+        return self._id
+
+    @property
+    def ipus(self) -> PvaList:
+        """The IPUs of this replica."""
+        per = self._c.target.ipusPerReplica
+        return PvaList(self._c.ipus[self._id * per : (self._id + 1) * per])
+
+    def __repr__(self) -> str:
+        return f"<Replica {self._id}, {self._c.target.ipusPerReplica} IPU(s)>"
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+
+class MemoryWithAndWithoutGaps:
+    """Memory of a region with and without the gaps left by allocation constraints."""
+
+    __slots__ = ("excludingGaps", "includingGaps")
+
+    def __init__(self, excludingGaps: int, includingGaps: int) -> None:
+        self.excludingGaps = excludingGaps
+        self.includingGaps = includingGaps
+
+    def __repr__(self) -> str:
+        return f"<MemoryWithAndWithoutGaps excluding {self.excludingGaps:,} B, including {self.includingGaps:,} B>"
+
+
+class MemoryOverlap:
+    """Memory of a category and region split into overlapped and non-overlapped bytes."""
+
+    __slots__ = ("nonOverlapped", "overlapped")
+
+    def __init__(self, nonOverlapped: int, overlapped: int) -> None:
+        self.nonOverlapped = nonOverlapped
+        self.overlapped = overlapped
+
+    @property
+    def total(self) -> int:
+        """Overlapped plus non-overlapped bytes."""
+        return self.nonOverlapped + self.overlapped
+
+    def __repr__(self) -> str:
+        return f"<MemoryOverlap {self.nonOverlapped:,} B not overlapped, {self.overlapped:,} B overlapped>"
+
+
+class CategoryMemory:
+    """Memory of one category by region (interleaved, non-interleaved, overflowed)."""
+
+    __slots__ = ("interleaved", "nonInterleaved", "overflowed")
+
+    def __init__(self, interleaved: MemoryOverlap, nonInterleaved: MemoryOverlap, overflowed: MemoryOverlap) -> None:
+        self.interleaved = interleaved
+        self.nonInterleaved = nonInterleaved
+        self.overflowed = overflowed
+
+    @property
+    def total(self) -> int:
+        """Bytes in all three regions."""
+        return self.interleaved.total + self.nonInterleaved.total + self.overflowed.total
+
+    def __repr__(self) -> str:
+        return f"<CategoryMemory {self.total:,} B>"
+
+
+#: Memory categories in libpva order, with their descriptions (seed 004, Categories).
+CATEGORIES = {
+    "constant": "Constants added by the user.",
+    "controlCode": "Code for Program objects and running compute sets.",
+    "controlId": "Variables used in switch programs or storing sync ids.",
+    "controlTable": "A table listing the vertices to run in each compute set (table scheduler only).",
+    "copyDescriptor": "Variable-sized fields used by copy vertices.",
+    "globalExchangeCode": "Code for exchanges between IPUs.",
+    "globalExchangePacketHeader": "Packet headers for exchanges between IPUs.",
+    "globalMessage": "Message data for exchanges between IPUs.",
+    "hostExchangeCode": "Code for exchanges to and from the host.",
+    "hostExchangePacketHeader": "Packet headers for host exchanges.",
+    "hostMessage": "Message data for host exchanges.",
+    "instrumentationResults": "Storage for profiling information.",
+    "internalExchangeCode": "Code for internal exchanges.",
+    "message": "Message data for internal exchanges.",
+    "multiple": "Space shared by variables from several categories.",
+    "outputEdge": "Output edge data stored before an exchange.",
+    "rearrangement": "Rearranged versions of tensor data.",
+    "sharedCodeStorage": "Code shared by vertices.",
+    "sharedDataStorage": "Data shared by vertices.",
+    "stack": "Worker and supervisor stacks.",
+    "variable": "Variables created in the program.",
+    "vectorListDescriptor": "The data of VectorList<Input<...>, DeltaN> fields.",
+    "vertexCode": "Code of vertex functions (codelets).",
+    "vertexFieldData": "Variable-sized vertex fields such as Vector<float>.",
+    "vertexInstanceState": "Vertex class instances: sizeof(VertexName) per vertex.",
+    "dwarf": "DWARF debugging information.",
+}
+
+_ZERO_OVERLAP = MemoryOverlap(0, 0)
+_ZERO_CATEGORY = CategoryMemory(_ZERO_OVERLAP, _ZERO_OVERLAP, _ZERO_OVERLAP)
+
+
+class Categories:
+    """Memory of one tile by storage category (libpva Categories); one property per category."""
+
+    __slots__ = ("_c", "_tile")
+
+    def __init__(self, compilation: "CompilationReport", tile: int) -> None:
+        self._c = compilation
+        self._tile = tile
+
+    def _category(self, name: str) -> CategoryMemory:
+        matrix, columns = self._c._category_memory
+        base = columns.get(name)
+        if base is None or matrix is None:
+            return _ZERO_CATEGORY
+        row = matrix[self._tile]
+        v = row[base : base + 6].tolist()
+        return CategoryMemory(MemoryOverlap(v[0], v[1]), MemoryOverlap(v[2], v[3]), MemoryOverlap(v[4], v[5]))
+
+    def __repr__(self) -> str:
+        return f"<Categories of tile {self._tile}>"
+
+
+def _category_property(name: str, doc: str) -> property:
+    return property(lambda self: self._category(name), doc=doc)
+
+
+for _name, _doc in CATEGORIES.items():
+    setattr(Categories, _name, _category_property(_name, _doc))
+
+
+class VertexMemory:
+    """Memory of one vertex type on one tile (libpva VertexMemory)."""
+
+    __slots__ = ("_c", "_type", "codeBytes", "copyPtrBytes", "descriptorBytes", "edgePtrBytes", "paddingBytes",
+                 "vertexDataBytes")
+
+    def __init__(self, compilation, vertex_type, code, copy_ptr, descriptor, edge_ptr, padding, vertex_data):
+        self._c = compilation
+        self._type = vertex_type
+        self.codeBytes = code
+        self.copyPtrBytes = copy_ptr
+        self.descriptorBytes = descriptor
+        self.edgePtrBytes = edge_ptr
+        self.paddingBytes = padding
+        self.vertexDataBytes = vertex_data
+
+    @property
+    def type(self) -> "VertexType":
+        """The vertex type."""
+        return self._c._vertex_type(self._type)
+
+    def __repr__(self) -> str:
+        return f"<VertexMemory {self.type.name}: code {self.codeBytes:,} B, data {self.vertexDataBytes:,} B>"
+
+
+class Memory:
+    """Memory use of one tile (libpva Memory)."""
+
+    __slots__ = ("_c", "_tile")
+
+    def __init__(self, compilation: "CompilationReport", tile: int) -> None:
+        self._c = compilation
+        self._tile = tile  # index within one replica
+
+    def _pair(self, excluding: str, including: str) -> MemoryWithAndWithoutGaps:
+        columns = self._c._memory_columns
+        return MemoryWithAndWithoutGaps(columns[excluding][self._tile], columns[including][self._tile])
+
+    @property
+    def total(self) -> MemoryWithAndWithoutGaps:
+        """Total memory of the tile."""
+        return self._pair("total", "total_including_gaps")
+
+    @property
+    def interleaved(self) -> MemoryWithAndWithoutGaps:
+        """Memory in the interleaved region."""
+        return self._pair("interleaved", "interleaved_including_gaps")
+
+    @property
+    def nonInterleaved(self) -> MemoryWithAndWithoutGaps:
+        """Memory in the non-interleaved region."""
+        return self._pair("non_interleaved", "non_interleaved_including_gaps")
+
+    @property
+    def overflowed(self) -> MemoryWithAndWithoutGaps:
+        """Memory beyond the tile's capacity."""
+        return self._pair("overflowed", "overflowed_including_gaps")
+
+    @property
+    def alwaysLiveBytes(self) -> int:
+        """Always-live memory of the tile."""
+        return self._c._memory_columns["always_live_bytes"][self._tile]
+
+    @property
+    def notAlwaysLiveBytes(self) -> int:
+        """Peak not-always-live memory of the tile."""
+        return self._c._memory_columns["not_always_live_bytes"][self._tile]
+
+    @property
+    def category(self) -> Categories:
+        """Memory by storage category."""
+        return Categories(self._c, self._tile)
+
+    @property
+    def vertices(self) -> PvaList:
+        """Memory of each vertex type used on this tile."""
+        rows = self._c._reader.query(
+            "SELECT vertex_type, code_bytes, copy_ptr_bytes, descriptor_bytes, edge_ptr_bytes, padding_bytes, "
+            "vertex_data_bytes FROM vertex_memory WHERE tile = ? ORDER BY vertex_type",
+            (self._tile,),
+        )
+        return PvaList(VertexMemory(self._c, *row) for row in rows)
+
+    def __repr__(self) -> str:
+        total = self.total
+        return f"<Memory of tile {self._tile}: {total.includingGaps:,} B including gaps>"
+
+
+class Tile:
+    """One tile (libpva Tile)."""
+
+    __slots__ = ("_c", "tileId")
+
+    def __init__(self, compilation: "CompilationReport", tile_id: int) -> None:
+        self._c = compilation
+        self.tileId = tile_id
+
+    @property
+    def memory(self) -> Memory:
+        """Memory use of this tile (the same on every replica)."""
+        return Memory(self._c, self.tileId % self._c.target.tilesPerReplica)
+
+    @property
+    def relativeSyncDelay(self) -> int:
+        """Sync delay relative to the target's minimum, in cycles."""
+        return self._c._tile_columns[0][self.tileId]
+
+    @property
+    def clockFrequency(self) -> float:
+        """Tile clock in Hz."""
+        return self._c._tile_columns[1][self.tileId]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tile) and other._c is self._c and other.tileId == self.tileId
+
+    def __hash__(self) -> int:
+        return hash(("Tile", self.tileId))
+
+    def __repr__(self) -> str:
+        return f"<Tile {self.tileId}>"
+
+
+# -- vertices and compute sets --------------------------------------------------------------
+
+
+class VertexType:
+    """A vertex type (libpva VertexType)."""
+
+    class Source(PvaEnum):
+        """How the vertex type is implemented."""
+
+        Asm = 0
+        CPlusPlus = 1
+        Unknown = 2
+
+    __slots__ = ("_id", "name", "size", "_source")
+
+    def __init__(self, vertex_type_id: int, name: str, size: int, source: str) -> None:
+        self._id = vertex_type_id
+        self.name = name
+        self.size = size
+        self._source = source
+
+    @property
+    def source(self) -> "VertexType.Source":
+        """How the vertex type is implemented."""
+        return VertexType.Source.parse(self._source)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VertexType) and other._id == self._id and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("VertexType", self._id))
+
+    def __repr__(self) -> str:
+        return f"<VertexType {self.name} ({self.size} B)>"
+
+
+class VertexInstances:
+    """The instances of one vertex type in a compute set (libpva VertexInstances)."""
+
+    __slots__ = ("_c", "_type", "count", "estimatedCycles", "_count_row")
+
+    def __init__(self, compilation, vertex_type: int, count: int, estimated_cycles: int, count_row) -> None:
+        self._c = compilation
+        self._type = vertex_type
+        self.count = count
+        self.estimatedCycles = estimated_cycles
+        self._count_row = count_row
+
+    @property
+    def type(self) -> VertexType:
+        """The vertex type."""
+        return self._c._vertex_type(self._type)
+
+    @property
+    def countByTile(self) -> PvaList:
+        """Instances on each tile; empty if not recorded."""
+        return PvaList(self._c._reader.matrix_row("vertex_count_by_tile", self._count_row).tolist())
+
+    def __repr__(self) -> str:
+        return f"<VertexInstances {self.count:,} x {self.type.name}>"
+
+
+class ComputeSet:
+    """A compute set (libpva ComputeSet)."""
+
+    __slots__ = ("_c", "_id", "name", "_estimate_row")
+
+    def __init__(self, compilation: "CompilationReport", cs_id: int, name: str, estimate_row) -> None:
+        self._c = compilation
+        self._id = cs_id
+        self.name = name
+        self._estimate_row = estimate_row
+
+    @property
+    def vertices(self) -> PvaList:
+        """The vertex instances of this compute set, one entry per vertex type."""
+        rows = self._c._reader.query(
+            "SELECT vertex_type, count, estimated_cycles, count_by_tile_row FROM compute_set_vertices "
+            "WHERE compute_set = ? ORDER BY id",
+            (self._id,),
+        )
+        return PvaList(VertexInstances(self._c, *row) for row in rows)
+
+    @property
+    def estimatedCyclesByTile(self) -> PvaList:
+        """Estimated cycles on each tile; empty if estimates are unavailable."""
+        return PvaList(self._c._reader.matrix_row("compute_set_estimated_cycles_by_tile", self._estimate_row).tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ComputeSet) and other._c is self._c and other._id == self._id
+
+    def __hash__(self) -> int:
+        return hash(("ComputeSet", self._id))
+
+    def __repr__(self) -> str:
+        return f"<ComputeSet {self._id} {self.name!r}>"
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+class CompilationReport:
+    """Information known at the end of graph compilation (libpva CompilationReport)."""
+
+    def __init__(self, reader: "ProfileReader", report) -> None:
+        self._reader = reader
+        self._report = report
+
+    def __repr__(self) -> str:
+        t = self.target
+        return (
+            f"<CompilationReport {t.numIPUs} IPU(s), {t.numTiles:,} tiles, "
+            f"{self.graph.numComputeSets:,} compute sets>"
+        )
+
+    # -- singletons and lists --
+
+    @functools.cached_property
+    def target(self) -> Target:
+        """The target hardware."""
+        return Target(self._reader.target)
+
+    @functools.cached_property
+    def graph(self) -> Graph:
+        """Counts of the graph."""
+        return Graph(self._reader.graph, self._reader)
+
+    @functools.cached_property
+    def tiles(self) -> PvaList:
+        """Every tile of the target."""
+        return PvaList(Tile(self, t) for t in range(self.target.numTiles))
+
+    @functools.cached_property
+    def ipus(self) -> PvaList:
+        """Every IPU of the target."""
+        return PvaList(IPU(self, i) for i in range(self.target.numIPUs))
+
+    @functools.cached_property
+    def replicas(self) -> PvaList:
+        """Every replica."""
+        return PvaList(Replica(self, r) for r in range(self.target.numReplicas))
+
+    @functools.cached_property
+    def computeSets(self) -> PvaList:
+        """Every compute set, indexed by compute set id."""
+        rows = self._reader.query("SELECT compute_set, name, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
+        for index, row in enumerate(rows):
+            if row[0] != index:
+                raise InconsistentReportError(
+                    f"{self._reader.path!r}: compute set ids must be 0..{len(rows) - 1}, found id {row[0]} "
+                    f"at position {index}",
+                    self._reader.path,
+                )
+        return PvaList(ComputeSet(self, *row) for row in rows)
+
+    @property
+    def compilationParameters(self) -> PvaList:
+        """Options used during compilation, as (name, value) engine options."""
+        from .report import EngineOption
+
+        return PvaList(EngineOption(n, v) for n, v in self._reader.query(
+            "SELECT name, value FROM compilation_parameters ORDER BY name"))
+
+    @property
+    def targetParameters(self) -> PvaList:
+        """Parameters describing the target, as (name, value) engine options."""
+        from .report import EngineOption
+
+        return PvaList(EngineOption(n, v) for n, v in self._reader.query(
+            "SELECT name, value FROM target_parameters ORDER BY name"))
+
+    @property
+    def timestamp(self) -> str:
+        """Date and time of compilation."""
+        return self._reader.metadata.get("compilation_timestamp", "")
+
+    # -- programs (see programs.py) --
+
+    @functools.cached_property
+    def _program_table(self):
+        from .programs import ProgramTable
+
+        return ProgramTable(self)
+
+    @property
+    def programs(self) -> PvaList:
+        """Every program, nested ones included, in id order."""
+        return PvaList(self._program_table.all)
+
+    @property
+    def controlPrograms(self) -> PvaList:
+        """The control programs, in order."""
+        return self._program_table.list_of(self._reader.column("SELECT program FROM control_programs ORDER BY position"))
+
+    @property
+    def functions(self) -> PvaList:
+        """The functions (programs called by Call programs), in order."""
+        return self._program_table.list_of(self._reader.column("SELECT program FROM function_programs ORDER BY position"))
+
+    # -- cached columns used by the lightweight objects --
+
+    @functools.cached_property
+    def _memory_columns(self) -> dict[str, list[int]]:
+        names = (
+            "total", "total_including_gaps", "interleaved", "interleaved_including_gaps", "non_interleaved",
+            "non_interleaved_including_gaps", "overflowed", "overflowed_including_gaps", "always_live_bytes",
+            "not_always_live_bytes",
+        )
+        count = self.target.tilesPerReplica
+        columns = {name: [0] * count for name in names}
+        rows = self._reader.query(f"SELECT tile, {', '.join(names)} FROM memory_by_tile")
+        for row in rows:
+            tile = row[0]
+            if not isinstance(tile, int) or not 0 <= tile < count:
+                raise InconsistentReportError(
+                    f"{self._reader.path!r}: memory_by_tile has tile {tile!r}; the report has {count} tiles per replica",
+                    self._reader.path,
+                )
+            for name, value in zip(names, row[1:]):
+                columns[name][tile] = value
+        return columns
+
+    @functools.cached_property
+    def _tile_columns(self) -> tuple[list[int], list[float]]:
+        count = self.target.numTiles
+        delays = [0] * count
+        clocks = [self.target.clockFrequency] * count
+        for tile, delay, clock in self._reader.query("SELECT id, relative_sync_delay, clock_frequency FROM tiles"):
+            if not isinstance(tile, int) or not 0 <= tile < count:
+                raise InconsistentReportError(
+                    f"{self._reader.path!r}: table tiles has tile {tile!r}; the target has {count} tiles",
+                    self._reader.path,
+                )
+            delays[tile] = delay
+            clocks[tile] = float(clock)
+        return delays, clocks
+
+    @functools.cached_property
+    def _category_memory(self) -> tuple[np.ndarray | None, dict[str, int]]:
+        names = self._reader.query("SELECT id, name FROM var_categories ORDER BY id")
+        columns = {name: 6 * index for index, (_id, name) in enumerate(names)}
+        matrix = self._reader.matrix("memory_category_by_tile")
+        if matrix is None:
+            return None, columns
+        if matrix.num_rows != self.target.tilesPerReplica:
+            raise InconsistentReportError(
+                f"{self._reader.path!r}: memory_category_by_tile has {matrix.num_rows} rows; expected one per tile "
+                f"({self.target.tilesPerReplica})",
+                self._reader.path,
+            )
+        return matrix.rows(), columns
+
+    @functools.cached_property
+    def _vertex_types(self) -> dict[int, VertexType]:
+        return {row[0]: VertexType(*row) for row in self._reader.query("SELECT id, name, size, source FROM vertex_types")}
+
+    def _vertex_type(self, vertex_type_id: int) -> VertexType:
+        found = self._vertex_types.get(vertex_type_id)
+        if found is None:
+            raise InconsistentReportError(
+                f"{self._reader.path!r}: vertex type {vertex_type_id} is referenced but not defined", self._reader.path
+            )
+        return found

@@ -1,0 +1,538 @@
+"""Programs of every kind and the ProgramVisitor (libpva Program, its subclasses, visitor)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._base import PvaEnum, PvaList
+from .errors import InconsistentReportError
+
+if TYPE_CHECKING:
+    from .compilation import CompilationReport, ComputeSet
+
+
+__all__ = [
+    "BlockProgram",
+    "CallProgram",
+    "CodeCopyProgram",
+    "DoExchangeProgram",
+    "GetGlobalConsensusProgram",
+    "GlobalExchangeProgram",
+    "IfElseProgram",
+    "ImplicitSyncProgram",
+    "OnEveryTileSwitchProgram",
+    "OnTileExecuteProgram",
+    "OnTileSwitchProgram",
+    "Program",
+    "ProgramVisitor",
+    "RepeatProgram",
+    "RepeatWhileProgram",
+    "SansProgram",
+    "SequenceProgram",
+    "SetLocalConsensusFromVarProgram",
+    "SetLocalConsensusProgram",
+    "StreamCopyBeginProgram",
+    "StreamCopyEndProgram",
+    "StreamCopyMidProgram",
+    "SyncAnsProgram",
+    "SyncProgram",
+    "UnknownProgram",
+    "WriteUndefProgram",
+]
+
+class Program:
+    """Base class of every program; equal (and hashed) by program id."""
+
+    class Type(PvaEnum):
+        """Type of program (seed 004, Program::Type, in libpva order)."""
+
+        Unknown = 0
+        Sequence = 1
+        OnTileExecute = 2
+        Repeat = 3
+        RepeatWhile = 4
+        OnTileSwitch = 5
+        OnEveryTileSwitch = 6
+        IfElse = 7
+        DoExchange = 8
+        GlobalExchange = 9
+        StreamCopyBegin = 10
+        StreamCopyMid = 11
+        StreamCopyEnd = 12
+        WriteUndef = 13
+        Sync = 14
+        SetLocalConsensus = 15
+        SetLocalConsensusFromVar = 16
+        GetGlobalConsensus = 17
+        Sans = 18
+        Call = 19
+        SyncAns = 20
+        CodeCopy = 21
+        Block = 22
+        Execute = 23
+        UnloweredWhile = 24
+        UnloweredExecuteDst = 25
+        UnloweredSwitch = 26
+        OnTileCopy = 27
+        Copy = 28
+        CrossReplicaCopy = 29
+        StreamCopy = 30
+        InstrumentationPlaceholder = 31
+
+    class SyncType(PvaEnum):
+        """Type of synchronisation: Internal (one IPU), group syncs GS1..GS4, or Unknown."""
+
+        Internal = 0
+        GS1 = 1
+        GS2 = 2
+        GS3 = 3
+        GS4 = 4
+        Unknown = 5
+
+    __slots__ = ("_c", "_id", "_type", "_name", "_row")
+
+    #: The ProgramVisitor method `accept` calls.
+    _visit = "visitProgram"
+
+    def __init__(self, compilation: "CompilationReport", program_id: int, type_: "Program.Type", name: str, row):
+        self._c = compilation
+        self._id = program_id
+        self._type = type_
+        self._name = name
+        self._row = row
+
+    @property
+    def name(self) -> str:
+        """The program name; may be empty."""
+        return self._name
+
+    @property
+    def type(self) -> "Program.Type":
+        """The type of the program."""
+        return self._type
+
+    @property
+    def children(self) -> PvaList:
+        """Child programs in order; may be empty."""
+        return self._c._program_table.children_of(self._id)
+
+    def accept(self, visitor: "ProgramVisitor") -> None:
+        """Call the visitor method for this program's kind (exactly one call, no recursion)."""
+        getattr(visitor, self._visit)(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Program) and other._id == self._id and other._c is self._c
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __repr__(self) -> str:
+        name = f" {self._name!r}" if self._name else ""
+        return f"<{type(self).__name__} {self._id} {self._type.name}{name}>"
+
+
+def _vector_property(kind: str, doc: str) -> property:
+    return property(lambda self: self._c._program_table.vector(self._id, kind), doc=doc)
+
+
+def _vars_property() -> property:
+    return property(lambda self: self._c._program_table.vars_of(self._id), doc="The lowered variables used.")
+
+
+Program.controlCodeByTile = _vector_property(
+    "control_code", "Control code of this program and its children on each tile in bytes; may be empty."
+)
+Program.vars = _vars_property()
+
+
+class UnknownProgram(Program):
+    """A program of a kind the report does not identify."""
+
+    __slots__ = ()
+    _visit = "visitUnknown"
+
+
+class SequenceProgram(Program):
+    """Runs its children in order."""
+
+    __slots__ = ()
+    _visit = "visitSequence"
+
+
+class OnTileExecuteProgram(Program):
+    """Executes a compute set."""
+
+    __slots__ = ()
+    _visit = "visitOnTileExecute"
+
+    @property
+    def computeset(self) -> "ComputeSet":
+        """The compute set this program executes."""
+        cs = self._row[0]
+        sets = self._c.computeSets
+        if cs is None or not 0 <= cs < len(sets):
+            raise InconsistentReportError(
+                f"{self._c._reader.path!r}: OnTileExecute program {self._id} refers to compute set {cs!r}, "
+                f"but the report has {len(sets)}",
+                self._c._reader.path,
+            )
+        return sets[cs]
+
+    @property
+    def name(self) -> str:
+        """The program name, based on the compute set's name."""
+        if self._name:
+            return self._name
+        cs = self._row[0]
+        return self.computeset.name if cs is not None else ""
+
+
+
+class RepeatProgram(Program):
+    """Repeats its body."""
+
+    __slots__ = ()
+    _visit = "visitRepeat"
+
+    @property
+    def hasRepeatCount(self) -> bool:
+        """Whether this Repeat has a hard-coded repeat count."""
+        return self._row[1] is not None
+
+    @property
+    def repeatCount(self) -> int:
+        """How many times it repeats; 0 if not hard-coded."""
+        return self._row[1] or 0
+
+
+class RepeatWhileProgram(Program):
+    """Repeats its body while a condition holds."""
+
+    __slots__ = ()
+    _visit = "visitRepeatWhile"
+
+
+class OnTileSwitchProgram(Program):
+    """Selects a child by a value held on each tile."""
+
+    __slots__ = ()
+    _visit = "visitOnTileSwitch"
+
+
+class OnEveryTileSwitchProgram(Program):
+    """Selects a child by a value broadcast to every tile."""
+
+    __slots__ = ()
+    _visit = "visitOnEveryTileSwitch"
+
+
+class IfElseProgram(Program):
+    """Runs one of two children."""
+
+    __slots__ = ()
+    _visit = "visitIfElse"
+
+
+class DoExchangeProgram(Program):
+    """An internal exchange between tiles of one IPU."""
+
+    __slots__ = ()
+    _visit = "visitDoExchange"
+    bytesReceivedByTile = _vector_property("bytes_received", "Bytes received on each tile.")
+    bytesSentByTile = _vector_property("bytes_sent", "Bytes sent on each tile.")
+    estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
+    codeBytesByTile = _vector_property("code_bytes", "Exchange code on each tile in bytes.")
+
+
+class GlobalExchangeProgram(Program):
+    """An exchange between IPUs."""
+
+    __slots__ = ()
+    _visit = "visitGlobalExchange"
+    bytesReceivedByTile = _vector_property("bytes_received", "Bytes received on each tile.")
+    bytesSentByTile = _vector_property("bytes_sent", "Bytes sent on each tile.")
+    estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
+    exchangeCyclesByTile = _vector_property("exchange_cycles", "Exchange cycles on each tile.")
+    syncCyclesByTile = _vector_property("sync_cycles", "Sync cycles on each tile.")
+
+    @property
+    def syncType(self) -> "Program.SyncType":
+        """The synchronisation used."""
+        return Program.SyncType.parse(self._row[2])
+
+
+class StreamCopyBeginProgram(Program):
+    """The beginning of a stream copy (host or remote buffer)."""
+
+    __slots__ = ()
+    _visit = "visitStreamCopyBegin"
+
+
+class StreamCopyMidProgram(Program):
+    """The data transfer of a stream copy."""
+
+    class StreamCopyType(PvaEnum):
+        """The source or destination of the stream copy."""
+
+        Host = 0
+        RemoteBuffer = 1
+        Mixed = 2
+        Unknown = 3
+
+    __slots__ = ()
+    _visit = "visitStreamCopyMid"
+    bytesReceivedByTile = _vector_property("bytes_received", "Bytes received on each tile.")
+    bytesSentByTile = _vector_property("bytes_sent", "Bytes sent on each tile.")
+    estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
+
+    @property
+    def streamCopyType(self) -> "StreamCopyMidProgram.StreamCopyType":
+        """Whether the copy is with the host, a remote buffer, or both."""
+        return StreamCopyMidProgram.StreamCopyType.parse(self._row[3])
+
+
+class StreamCopyEndProgram(Program):
+    """The end of a stream copy."""
+
+    __slots__ = ()
+    _visit = "visitStreamCopyEnd"
+
+
+class WriteUndefProgram(Program):
+    """Marks variables as undefined (ends their liveness)."""
+
+    __slots__ = ()
+    _visit = "visitWriteUndef"
+
+
+class SyncProgram(Program):
+    """A synchronisation."""
+
+    __slots__ = ()
+    _visit = "visitSync"
+
+    @property
+    def syncType(self) -> "Program.SyncType":
+        """The type of synchronisation."""
+        return Program.SyncType.parse(self._row[2])
+
+
+class ImplicitSyncProgram(SyncProgram):
+    """A sync the execution trace adds between steps; always Internal, never has children."""
+
+    __slots__ = ()
+
+    @property
+    def children(self) -> PvaList:
+        """Always empty."""
+        return PvaList()
+
+    @property
+    def syncType(self) -> "Program.SyncType":
+        """Always Internal."""
+        return Program.SyncType.Internal
+
+
+class SetLocalConsensusProgram(Program):
+    """Sets the local consensus flag."""
+
+    __slots__ = ()
+    _visit = "visitSetLocalConsensus"
+
+
+class SetLocalConsensusFromVarProgram(Program):
+    """Sets the local consensus flag from a variable."""
+
+    __slots__ = ()
+    _visit = "visitSetLocalConsensusFromVar"
+
+
+class GetGlobalConsensusProgram(Program):
+    """Reads the global consensus."""
+
+    __slots__ = ()
+    _visit = "visitGetGlobalConsensus"
+
+
+class SansProgram(Program):
+    """A sync-and-notify across tiles."""
+
+    __slots__ = ()
+    _visit = "visitSans"
+
+    @property
+    def numTiles(self) -> int:
+        """Tiles involved."""
+        return self._row[5] or 0
+
+
+class CallProgram(Program):
+    """Calls a function."""
+
+    __slots__ = ()
+    _visit = "visitCall"
+
+    @property
+    def target(self) -> Program:
+        """The program this Call invokes."""
+        return self._c._program_table.get(self._row[4])
+
+
+class SyncAnsProgram(Program):
+    """A non-participatory sync."""
+
+    __slots__ = ()
+    _visit = "visitSyncAns"
+
+    @property
+    def numTiles(self) -> int:
+        """Tiles involved."""
+        return self._row[5] or 0
+
+
+class CodeCopyProgram(Program):
+    """Copies code into place."""
+
+    __slots__ = ()
+    _visit = "visitCodeCopy"
+
+
+class BlockProgram(Program):
+    """A block of programs."""
+
+    __slots__ = ()
+    _visit = "visitBlock"
+
+
+#: The class of each program type; types without a class of their own use Program.
+PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
+    Program.Type.Unknown: UnknownProgram,
+    Program.Type.Sequence: SequenceProgram,
+    Program.Type.OnTileExecute: OnTileExecuteProgram,
+    Program.Type.Repeat: RepeatProgram,
+    Program.Type.RepeatWhile: RepeatWhileProgram,
+    Program.Type.OnTileSwitch: OnTileSwitchProgram,
+    Program.Type.OnEveryTileSwitch: OnEveryTileSwitchProgram,
+    Program.Type.IfElse: IfElseProgram,
+    Program.Type.DoExchange: DoExchangeProgram,
+    Program.Type.GlobalExchange: GlobalExchangeProgram,
+    Program.Type.StreamCopyBegin: StreamCopyBeginProgram,
+    Program.Type.StreamCopyMid: StreamCopyMidProgram,
+    Program.Type.StreamCopyEnd: StreamCopyEndProgram,
+    Program.Type.WriteUndef: WriteUndefProgram,
+    Program.Type.Sync: SyncProgram,
+    Program.Type.SetLocalConsensus: SetLocalConsensusProgram,
+    Program.Type.SetLocalConsensusFromVar: SetLocalConsensusFromVarProgram,
+    Program.Type.GetGlobalConsensus: GetGlobalConsensusProgram,
+    Program.Type.Sans: SansProgram,
+    Program.Type.Call: CallProgram,
+    Program.Type.SyncAns: SyncAnsProgram,
+    Program.Type.CodeCopy: CodeCopyProgram,
+    Program.Type.Block: BlockProgram,
+}
+
+
+class ProgramVisitor:
+    """Base class of program visitors: override the visit<Kind> methods you need.
+
+    `program.accept(visitor)` calls exactly one method, the one for the program's kind, and
+    does not visit children. Methods you do not override do nothing. A subclass that defines
+    ``__init__`` should call ``super().__init__()``.
+
+    >>> class Names(ProgramVisitor):                                   # doctest: +SKIP
+    ...     def visitOnTileExecute(self, program):
+    ...         print(program.name)
+    >>> for program in report.compilation.programs:                    # doctest: +SKIP
+    ...     program.accept(Names())
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def visitUnknown(self, unknown: UnknownProgram) -> None: ...
+    def visitSequence(self, sequence: SequenceProgram) -> None: ...
+    def visitOnTileExecute(self, onTileExecute: OnTileExecuteProgram) -> None: ...
+    def visitRepeat(self, repeat: RepeatProgram) -> None: ...
+    def visitRepeatWhile(self, repeatWhile: RepeatWhileProgram) -> None: ...
+    def visitOnTileSwitch(self, onTileSwitch: OnTileSwitchProgram) -> None: ...
+    def visitOnEveryTileSwitch(self, onEveryTileSwitch: OnEveryTileSwitchProgram) -> None: ...
+    def visitIfElse(self, ifElse: IfElseProgram) -> None: ...
+    def visitDoExchange(self, doExchange: DoExchangeProgram) -> None: ...
+    def visitGlobalExchange(self, globalExchange: GlobalExchangeProgram) -> None: ...
+    def visitStreamCopyBegin(self, streamCopyBegin: StreamCopyBeginProgram) -> None: ...
+    def visitStreamCopyMid(self, streamCopyMid: StreamCopyMidProgram) -> None: ...
+    def visitStreamCopyEnd(self, streamCopyEnd: StreamCopyEndProgram) -> None: ...
+    def visitWriteUndef(self, writeUndef: WriteUndefProgram) -> None: ...
+    def visitSync(self, sync: SyncProgram) -> None: ...
+    def visitSetLocalConsensus(self, setLocalConsensus: SetLocalConsensusProgram) -> None: ...
+    def visitSetLocalConsensusFromVar(self, setLocalConsensusFromVar: SetLocalConsensusFromVarProgram) -> None: ...
+    def visitGetGlobalConsensus(self, getGlobalConsensus: GetGlobalConsensusProgram) -> None: ...
+    def visitSans(self, sans: SansProgram) -> None: ...
+    def visitCall(self, call: CallProgram) -> None: ...
+    def visitSyncAns(self, syncAns: SyncAnsProgram) -> None: ...
+    def visitCodeCopy(self, codeCopy: CodeCopyProgram) -> None: ...
+    def visitBlock(self, block: BlockProgram) -> None: ...
+    def visitProgram(self, program: Program) -> None: ...
+
+
+class ProgramTable:
+    """Every program of a report, loaded in one query and shared by all program objects."""
+
+    def __init__(self, compilation: "CompilationReport") -> None:
+        self._c = compilation
+        reader = compilation._reader
+        self._path = reader.path
+        rows = reader.query(
+            "SELECT id, type, name, compute_set, repeat_count, sync_type, stream_copy_type, call_target, num_tiles "
+            "FROM programs ORDER BY id"
+        )
+        types = Program.Type.__members__
+        by_id: dict[int, Program] = {}
+        for program_id, type_name, name, *fields in rows:
+            type_ = types.get(type_name, Program.Type.Unknown)
+            cls = PROGRAM_CLASSES.get(type_, Program)
+            by_id[program_id] = cls(compilation, program_id, type_, name or "", fields)
+        self.all = list(by_id.values())
+        self._by_id = by_id
+        self._children: dict[int, list[int]] | None = None
+        self._vectors: dict[tuple[int, str], int] | None = None
+
+    def get(self, program_id: int | None) -> Program:
+        """The program with an id, or an InconsistentReportError naming the missing id."""
+        found = self._by_id.get(program_id)  # type: ignore[arg-type]
+        if found is None:
+            raise InconsistentReportError(
+                f"{self._path!r}: program {program_id!r} is referenced but not defined", self._path
+            )
+        return found
+
+    def list_of(self, ids) -> PvaList:
+        """Programs for a sequence of ids."""
+        get = self.get
+        return PvaList(get(i) for i in ids)
+
+    def children_of(self, program_id: int) -> PvaList:
+        """The children of a program, in order."""
+        if self._children is None:
+            children: dict[int, list[int]] = {}
+            for parent, child in self._c._reader.query(
+                "SELECT parent, child FROM program_children ORDER BY parent, position"
+            ):
+                children.setdefault(parent, []).append(child)
+            self._children = children
+        return self.list_of(self._children.get(program_id, ()))
+
+    def vector(self, program_id: int, kind: str) -> PvaList:
+        """A per-tile vector of a program; empty when not recorded."""
+        if self._vectors is None:
+            self._vectors = {
+                (program, k): row for program, k, row in self._c._reader.query("SELECT program, kind, row FROM program_vectors")
+            }
+        row = self._vectors.get((program_id, kind))
+        return PvaList(self._c._reader.matrix_row(f"program_{kind}_by_tile", row).tolist())
+
+    def vars_of(self, program_id: int) -> PvaList:
+        """Lowered variables used by a program."""
+        lowered = self._c.loweredVariables
+        ids = self._c._reader.column("SELECT var FROM program_vars WHERE program = ? ORDER BY var", (program_id,))
+        return PvaList(lowered._get(i) for i in ids)

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 
 from formats import __version__
 
 from .errors import PvaError
 
-#: Command modules in the order `pva --help` lists them; each has register(subparsers).
-COMMANDS = ("info",)
+#: Commands listed first by `pva --help`; every other module of pva/commands follows, sorted.
+_FIRST = ("info", "summary", "sql", "tables", "simulate", "convert", "export")
+
+
+def command_modules() -> list[str]:
+    """Names of the command modules in pva/commands, in help order."""
+    from . import commands
+
+    found = {m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")}
+    return [n for n in _FIRST if n in found] + sorted(found - set(_FIRST))
 
 EXIT_OK = 0
 EXIT_FLAGGED = 1
@@ -35,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pva {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in command_modules():
         importlib.import_module(f"pva.commands.{name}").register(sub)
     return parser
 

@@ -1,0 +1,49 @@
+"""`pva sql REPORT "SELECT ..."`: read-only SQL on a report, as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import hashlib
+
+from formats.profile_reader import ProfileReader
+from formats.readonly_sql import run_readonly
+
+from ._tables import add_format_options, write_rows
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "sql",
+        help="run read-only SQL on a report",
+        description=(
+            "Run one read-only SQL statement on a report. Writes, ATTACH and extension loading are refused and "
+            "the file is never modified. `pva tables REPORT` lists the tables."
+        ),
+        epilog=(
+            "Example: pva sql profile.pop \"SELECT cs.name, sum(s.cycles) AS cycles FROM steps_by_ipu s "
+            "JOIN steps ON steps.id = s.step_id JOIN compute_sets cs ON cs.compute_set = steps.compute_set "
+            "GROUP BY cs.name ORDER BY cycles DESC LIMIT 10\""
+        ),
+    )
+    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument("query", help="one SQL statement (SELECT, WITH or a read-only PRAGMA)")
+    parser.add_argument("--param", action="append", default=[], metavar="VALUE",
+                        help="a value for a ? placeholder (repeat for several)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="stop a query that runs longer")
+    add_format_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    reader = ProfileReader(args.report)
+    try:
+        result = run_readonly(reader.file, args.query, args.param, timeout=args.timeout)
+        write_rows(result.columns, result.rows, args.format)
+    finally:
+        reader.close()
+    return 0
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file (tests use it to prove a report is unchanged)."""
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()

@@ -1,0 +1,54 @@
+"""`pva summary REPORT`: the profile summary, laid out as Poplar's printProfileSummary."""
+
+from __future__ import annotations
+
+import sys
+
+from formats.profile_reader import ProfileReader
+
+from ..summary import SummaryOptions, summary_data, summary_lines, use_colour
+from ._common import print_json
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "summary",
+        help="print the profile summary (target, graph, memory, liveness, execution)",
+        description=(
+            "Print the profile summary in the layout of Poplar's printProfileSummary: target, graph, memory usage "
+            "(with and without gaps, by region, by data type, vertex data), the by-tile histogram, variable storage "
+            "liveness and execution. Colour follows --colours, CLICOLOR, CLICOLOR_FORCE and NO_COLOR."
+        ),
+        epilog="Example: pva summary profile.pop --show-execution-steps | less -R",
+    )
+    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument("--show-var-storage", action="store_true", help="show liveness for each program step")
+    parser.add_argument("--show-optimizations", action="store_true", help="show compile optimisation metrics")
+    parser.add_argument("--show-execution-steps", action="store_true", help="show every execution step")
+    parser.add_argument("--show-per-ipu-memory", action="store_true", help="show memory usage of each IPU")
+    parser.add_argument("--colours", "--colors", choices=("auto", "true", "false"), default="auto",
+                        help="colour the output (default: when writing to a terminal)")
+    parser.add_argument("--json", action="store_true", help="print the summary figures as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    reader = ProfileReader(args.report)
+    try:
+        if args.json:
+            print_json(summary_data(reader))
+            return 0
+        options = SummaryOptions(
+            show_var_storage=args.show_var_storage,
+            show_optimizations=args.show_optimizations,
+            show_execution_steps=args.show_execution_steps,
+            show_per_ipu_memory=args.show_per_ipu_memory,
+            colours=None if args.colours == "auto" else args.colours == "true",
+        )
+        colour = use_colour(options.colours, sys.stdout)
+        write = sys.stdout.write
+        for line in summary_lines(reader, options, colour):
+            write(line + "\n")
+    finally:
+        reader.close()
+    return 0

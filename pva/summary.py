@@ -1,0 +1,657 @@
+"""The profile summary text of Poplar's printProfileSummary (seed 003, "Profile summary output")."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from typing import TextIO
+
+import numpy as np
+
+from formats.profile_reader import ProfileReader
+
+#: Display names of storage categories in the "By Data Type" rows, in the order Poplar prints them.
+DATA_TYPE_LABELS = {
+    "variable": "Variables",
+    "constant": "Constants",
+    "message": "Internal Exchange Message Buffers",
+    "globalMessage": "Global Exchange Message Buffers",
+    "hostMessage": "Host Exchange Message Buffers",
+    "rearrangement": "Data Rearrangement Buffers",
+    "outputEdge": "Output Edge Buffers",
+    "hostExchangePacketHeader": "Host Exchange Packet Headers",
+    "globalExchangePacketHeader": "Global Exchange Packet Headers",
+    "stack": "Stack",
+    "vertexInstanceState": "Vertex Instances",
+    "copyDescriptor": "Copy Descriptors",
+    "vectorListDescriptor": "VectorList Descriptors",
+    "vertexFieldData": "Vertex Field Data",
+    "controlTable": "Control Table",
+    "controlCode": "Control Code",
+    "controlId": "Control IDs",
+    "vertexCode": "Vertex Code",
+    "internalExchangeCode": "Internal Exchange Code",
+    "hostExchangeCode": "Host Exchange Code",
+    "globalExchangeCode": "Global Exchange Code",
+    "instrumentationResults": "Instrumentation Results",
+    "sharedCodeStorage": "Shared Code Storage",
+    "sharedDataStorage": "Shared Data Storage",
+    "multiple": "Multiple Categories",
+    "dwarf": "DWARF Debugging Information",
+}
+
+_OPTION_NAMES = {
+    "showVarStorage": "show_var_storage",
+    "showOptimizations": "show_optimizations",
+    "showExecutionSteps": "show_execution_steps",
+    "showPerIpuMemoryUsage": "show_per_ipu_memory",
+    "colours": "colours",
+}
+
+
+@dataclasses.dataclass
+class SummaryOptions:
+    """What the summary shows; the names follow Poplar's printProfileSummary options."""
+
+    show_var_storage: bool = False
+    show_optimizations: bool = False
+    show_execution_steps: bool = False
+    show_per_ipu_memory: bool = False
+    colours: bool | None = None  # None: decide from the terminal and the environment
+
+    @classmethod
+    def from_poplar(cls, options: Mapping[str, object] | None = None, **kwargs: object) -> "SummaryOptions":
+        """Options from Poplar-style names (showVarStorage="true") or from field names."""
+        values: dict[str, object] = {}
+        for source in (options or {}, kwargs):
+            for key, value in source.items():
+                field = _OPTION_NAMES.get(key, key)
+                if field not in cls.__dataclass_fields__:
+                    raise ValueError(f"unknown profile summary option {key!r}; expected one of {', '.join(_OPTION_NAMES)}")
+                if isinstance(value, str):
+                    if value.lower() not in ("true", "false"):
+                        raise ValueError(f"option {key!r} must be 'true' or 'false', got {value!r}")
+                    value = value.lower() == "true"
+                values[field] = value
+        return cls(**values)
+
+
+def use_colour(requested: bool | None, stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether to colour: CLICOLOR_FORCE=1 forces it, NO_COLOR or CLICOLOR=0 forbid it, else the option, else a tty."""
+    env = os.environ if environ is None else environ
+    if env.get("CLICOLOR_FORCE", "0") not in ("", "0"):
+        return True
+    if env.get("NO_COLOR"):
+        return False
+    if env.get("CLICOLOR") == "0":
+        return False
+    if requested is not None:
+        return requested
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class _Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+    def heading(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def warn(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+
+# -- number formats ----------------------------------------------------------------------------
+
+
+def _n(value: float | int) -> str:
+    return f"{int(value):,}"
+
+
+def _kb(value: float) -> str:
+    return f"{value / 1024:,.1f} kB"
+
+
+def _mb(value: float) -> str:
+    return f"{value / 1024 / 1024:,.1f} MB"
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+# -- data -----------------------------------------------------------------------------------
+
+
+class _Data:
+    """Everything the summary prints, read from a report with bulk queries."""
+
+    def __init__(self, reader: ProfileReader) -> None:
+        self.r = reader
+        self.t = reader.target
+        self.g = reader.graph
+        self.categories = dict(reader.query("SELECT id, name FROM var_categories ORDER BY id"))
+        memory = reader.query(
+            "SELECT tile, total, total_including_gaps, interleaved, non_interleaved, overflowed, "
+            "always_live_bytes FROM memory_by_tile ORDER BY tile"
+        )
+        self.tile_ids = np.array([m[0] for m in memory], dtype=np.int64)
+        self.memory = np.array([m[1:] for m in memory], dtype=np.int64).reshape(len(memory), 6)
+
+    def tile_memory(self, tiles: np.ndarray | None = None) -> np.ndarray:
+        """Rows of (total, including gaps, interleaved, non-interleaved, overflowed, always-live) per tile."""
+        if tiles is None:
+            return self.memory
+        return self.memory[np.isin(self.tile_ids, tiles)]
+
+    def categories_by_overlap(self, tiles: np.ndarray | None = None) -> dict[int, dict[str, int]]:
+        """Bytes per category name for overlapped (1) and non-overlapped (0) memory."""
+        result: dict[int, dict[str, int]] = {0: defaultdict(int), 1: defaultdict(int)}
+        if tiles is None:
+            for category, overlapped, total in self.r.query(
+                "SELECT category, overlapped, sum(total) FROM memory_by_category GROUP BY category, overlapped"
+            ):
+                result[1 if overlapped else 0][self.categories.get(category, str(category))] += int(total)
+            return result
+        matrix = self.r.matrix("memory_category_by_tile")
+        if matrix is None:
+            return result
+        rows = matrix.take(tiles)
+        sums = rows.sum(axis=0, dtype=np.uint64)
+        for index, (_cid, name) in enumerate(sorted(self.categories.items())):
+            base = 6 * index
+            result[0][name] += int(sums[base] + sums[base + 2] + sums[base + 4])
+            result[1][name] += int(sums[base + 1] + sums[base + 3] + sums[base + 5])
+        return result
+
+    def vertex_memory(self, tiles: np.ndarray | None = None) -> tuple[dict[str, int], list[tuple[str, int]]]:
+        """Vertex data bytes by category and total vertex memory by type."""
+        where, params = "", ()
+        if tiles is not None:
+            where = f" WHERE tile IN ({','.join('?' * len(tiles))})"
+            params = tuple(int(t) for t in tiles)
+        row = self.r.query_one(
+            "SELECT coalesce(sum(vertex_data_bytes), 0), coalesce(sum(edge_ptr_bytes), 0), "
+            "coalesce(sum(copy_ptr_bytes), 0), coalesce(sum(padding_bytes), 0), coalesce(sum(descriptor_bytes), 0) "
+            f"FROM vertex_memory{where}",
+            params,
+        )
+        by_category = dict(zip(("Internal vertex state", "Edge pointers", "Copy pointers", "Padding", "Descriptors"),
+                               (int(v) for v in row)))
+        by_type = self.r.query(
+            "SELECT t.name, sum(m.code_bytes + m.vertex_data_bytes + m.edge_ptr_bytes + m.copy_ptr_bytes + "
+            f"m.padding_bytes + m.descriptor_bytes) AS b FROM vertex_memory m JOIN vertex_types t ON t.id = m.vertex_type"
+            f"{where.replace('tile', 'm.tile')} GROUP BY t.name ORDER BY b DESC, t.name",
+            params,
+        )
+        return by_category, [(name, int(b)) for name, b in by_type]
+
+
+# -- sections -------------------------------------------------------------------------------
+
+
+def _target_lines(d: _Data, s: _Style) -> Iterator[str]:
+    t = d.t
+    yield s.heading("Target:")
+    rows = [
+        ("Number of IPUs:", _n(t["num_ipus"])),
+        ("Tiles per IPU:", _n(t["tiles_per_ipu"])),
+        ("Total Tiles:", _n(t["num_tiles"])),
+        ("Memory Per-Tile:", _kb(t["bytes_per_tile"])),
+        ("Total Memory:", _mb(t["total_memory"])),
+        ("Clock Speed (approx):", f"{t['clock_frequency'] / 1e6:,.1f} MHz"),
+        ("Number of Replicas:", _n(t["num_replicas"])),
+        ("IPUs per Replica:", _n(t["ipus_per_replica"])),
+        ("Tiles per Replica:", _n(t["tiles_per_replica"])),
+        ("Memory per Replica:", _mb(t["memory_per_replica"])),
+    ]
+    for label, value in rows:
+        yield f"  {label:<23} {value}"
+
+
+def _graph_lines(d: _Data, s: _Style) -> Iterator[str]:
+    g = d.g
+    yield s.heading("Graph:")
+    for label, value in (
+        ("Number of vertices:", g["num_vertices"]),
+        ("Number of edges:", g["num_edges"]),
+        ("Number of variables:", g["num_vars"]),
+        ("Number of compute sets:", g["num_compute_sets"]),
+    ):
+        yield f"  {label:<24} {_n(value):>12}"
+
+
+def _optimisation_lines(d: _Data, s: _Style) -> Iterator[str]:
+    metrics = d.r.query("SELECT name, value FROM optimisation_metrics ORDER BY name")
+    yield s.heading("Optimizations:")
+    if not metrics:
+        yield "  (none recorded)"
+    width = max((len(name) for name, _ in metrics), default=0)
+    for name, value in metrics:
+        text = _n(value) if float(value).is_integer() else f"{value:,.3f}"
+        yield f"  {name + ':':<{width + 1}} {text:>14}"
+
+
+def _memory_usage_lines(d: _Data, s: _Style, tiles: np.ndarray | None, indent: str = "") -> Iterator[str]:
+    mem = d.tile_memory(tiles)
+    total, including, interleaved, non_interleaved, overflowed = (int(mem[:, i].sum()) for i in range(5))
+    by_overlap = d.categories_by_overlap(tiles)
+    yield indent + s.heading("Memory Usage:")
+    yield indent + "  Total:"
+    yield indent + f"    Including Gaps:    {_n(including):>15} B"
+    yield indent + "    Excluding Gaps:"
+    yield indent + "      By Memory Region:"
+    yield indent + f"        Non-interleaved: {_n(non_interleaved):>13} B"
+    yield indent + f"        Interleaved:     {_n(interleaved):>13} B"
+    overflow_text = f"{_n(overflowed):>13} B"
+    yield indent + f"        Overflowed:      {s.warn(overflow_text) if overflowed else overflow_text}"
+    yield indent + f"      Total:             {_n(total):>13} B"
+    yield indent + "      By Data Type:"
+    not_overlapped_total = 0
+    for overlapped, title in ((0, "Not Overlapped"), (1, "Overlapped")):
+        values = by_overlap[overlapped]
+        rows = [(DATA_TYPE_LABELS.get(name, name), values[name]) for name in _category_order(values) if values[name]]
+        if not rows and overlapped:
+            continue
+        yield indent + f"        {title}"
+        for label, value in rows:
+            yield indent + f"            {label + ':':<36} {_n(value):>13} B"
+        subtotal = sum(v for _, v in rows)
+        yield indent + f"          {'Total:':<38} {_n(subtotal):>13} B"
+        if overlapped:
+            yield indent + f"          {'Total After Overlapping:':<38} {_n(max(0, total - not_overlapped_total)):>13} B"
+        else:
+            not_overlapped_total = subtotal
+    by_category, by_type = d.vertex_memory(tiles)
+    yield indent + f"      Vertex Data ({_n(sum(by_category.values()))}B):"
+    yield indent + "        By Category:"
+    for label, value in by_category.items():
+        yield indent + f"          {label + ':':<22} {_n(value):>14} B"
+    if by_type:
+        yield indent + "        By Type:"
+        width = max(len(name) for name, _ in by_type)
+        for name, value in by_type:
+            yield indent + f"          {name:<{width}} {_n(value):>14} B"
+
+
+def _category_order(values: Mapping[str, int]) -> list[str]:
+    known = [name for name in DATA_TYPE_LABELS if name in values]
+    return known + sorted(name for name in values if name not in DATA_TYPE_LABELS)
+
+
+def histogram_lines(totals: np.ndarray, max_bins: int = 128) -> list[str]:
+    """The "Range (KB) Histogram" rows for per-tile byte totals (62 columns wide, as Poplar prints)."""
+    if totals.size == 0:
+        return []
+    low_kb = int(totals.min()) // 1024
+    high_kb = int(totals.max()) // 1024 + 1
+    width = 1
+    while math.ceil(high_kb / width) - low_kb // width > max_bins:
+        width *= 2
+    first = (low_kb // width) * width
+    edges = list(range(first, high_kb + width, width))
+    if edges[-1] < high_kb:
+        edges.append(edges[-1] + width)
+    counts, _ = np.histogram(totals // 1024, bins=np.array(edges))
+    top = int(counts.max()) if counts.size else 0
+    digits = len(str(edges[-1]))
+    lines = []
+    for lo, hi, count in zip(edges[:-1], edges[1:], counts):
+        stars = 0 if count == 0 else max(1, int(count * 40 / top + 0.5))
+        label = f"{lo:>{digits}} - {hi:>{digits}}"
+        lines.append(f"    {label:>10} {'*' * stars:<40}{_n(count):>7}")
+    return lines
+
+
+def _by_tile_lines(d: _Data, s: _Style, tiles: np.ndarray | None) -> Iterator[str]:
+    mem = d.tile_memory(tiles)
+    ids = d.tile_ids if tiles is None else d.tile_ids[np.isin(d.tile_ids, tiles)]
+    if mem.shape[0] == 0:
+        return
+    yield "  By Tile (Excluding Gaps):"
+    yield "    Range (KB) Histogram (Excluding Gaps)               Count (tiles)"
+    yield from histogram_lines(mem[:, 0])
+    yield ""
+    for label, column in (("Including Gaps", 1), ("Excluding Gaps", 0)):
+        index = int(np.argmax(mem[:, column]))
+        value = int(mem[index, column])
+        yield f"    Maximum ({label}): {_n(value)} ({value / 1024:,.1f} K) on tile {int(ids[index])}"
+    oom = int((mem[:, 1] > d.t["bytes_per_tile"]).sum())
+    text = f"    {oom} tile(s) out of memory"
+    yield s.warn(text) if oom else text
+
+
+def _oom_tile_lines(d: _Data, s: _Style) -> Iterator[str]:
+    over = np.flatnonzero(d.memory[:, 1] > d.t["bytes_per_tile"])
+    worst = over[np.argsort(-d.memory[over, 1], kind="stable")][:5]
+    for index in worst:
+        tile = int(d.tile_ids[index])
+        yield ""
+        yield s.warn(f"Tile # {tile} memory usage:")
+        yield from _memory_usage_lines(d, s, np.array([tile]))
+
+
+def _liveness_lines(d: _Data, s: _Style, show_var_storage: bool) -> Iterator[str]:
+    r = d.r
+    always = r.query(
+        "SELECT v.name, sum(a.bytes) FROM always_live_vars a JOIN variables v ON v.id = a.var GROUP BY v.name ORDER BY v.name"
+    )
+    always_bytes = int(d.memory[:, 5].sum()) if d.memory.size else 0
+    if not always_bytes:
+        always_bytes = sum(int(b) for _, b in always)
+    peak = r.query_one("SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")[0]
+    yield ""
+    yield "  " + s.heading("Variable Storage Liveness: All tiles")
+    yield ""
+    yield f"    Always-live bytes: {_n(always_bytes)}"
+    if always:
+        yield "    Always-live variables:"
+        width = max(len(name) for name, _ in always)
+        for name, value in always:
+            yield f"      {name:<{width}} {_n(value):>12}"
+    yield ""
+    yield f"    Maximum live bytes (including always-live): {_n(always_bytes + int(peak))}"
+    if show_var_storage:
+        yield ""
+        yield from _var_storage_tree(d)
+
+
+def live_variables_by_step(reader: ProfileReader) -> Iterator[tuple[int, dict[str, int]]]:
+    """(liveness step, {variable name: bytes}) for every step, from lowered variables and their classes."""
+    class_vars: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for cls, name, size in reader.query(
+        "SELECT l.equivalence_class, coalesce(v.name, l.name), sum(l.size_bytes) FROM vars_info l "
+        "LEFT JOIN variables v ON v.id = l.unlowered_var WHERE l.always_live = 0 "
+        "GROUP BY l.equivalence_class, coalesce(v.name, l.name)"
+    ):
+        class_vars[cls][name] += int(size)
+    intervals = reader.query('SELECT class, start, "end" FROM equivalence_class_steps ORDER BY start')
+    steps = reader.column("SELECT id FROM liveness_steps ORDER BY id")
+    active: dict[tuple[int, int], int] = {}
+    position = 0
+    for step in steps:
+        while position < len(intervals) and intervals[position][1] <= step:
+            cls, start, end = intervals[position]
+            active[(cls, start)] = end
+            position += 1
+        for key in [k for k, end in active.items() if end <= step]:
+            del active[key]
+        live: dict[str, int] = defaultdict(int)
+        for cls, _start in active:
+            for name, size in class_vars.get(cls, {}).items():
+                live[name] += size
+        yield step, live
+
+
+def _var_storage_tree(d: _Data) -> Iterator[str]:
+    r = d.r
+    rows = r.query(
+        "SELECT l.id, l.depth, l.not_always_live_bytes, p.type, coalesce(nullif(p.name, ''), cs.name, '') "
+        "FROM liveness_steps l LEFT JOIN programs p ON p.id = l.program "
+        "LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY l.id"
+    )
+    live = live_variables_by_step(r)
+    for (step, depth, live_bytes, type_name, name), (_step, variables) in zip(rows, live):
+        pad = "    " + "  " * depth
+        title = type_name or "Unknown"
+        if name and type_name not in ("Sequence",):
+            title += f": {name}"
+        yield pad + title
+        if type_name == "Sequence":
+            continue
+        yield pad + f"  Live Bytes (excluding always-live): {_n(live_bytes)}"
+        if variables:
+            yield pad + "  Live Vars (excluding always-live):"
+            width = max(len(n) for n in variables)
+            for var_name in sorted(variables):
+                yield pad + f"    {var_name:<{width}} {_n(variables[var_name]):>12}"
+
+
+def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
+    r = d.r
+    runs = r.query_one("SELECT count(*) FROM runs")[0]
+    yield s.heading("Execution:")
+    yield ""
+    if not runs:
+        yield "  No execution profile: the report holds compilation information only."
+        return
+    total_cycles = int(r.query_one(
+        'SELECT coalesce(sum(length), 0) FROM (SELECT run, max("end" - start) AS length FROM run_cycles_by_ipu '
+        "GROUP BY run)"
+    )[0])
+    clock_mhz = d.t["clock_frequency"] / 1e6
+    totals = r.query_one(
+        "SELECT coalesce(sum(active_compute), 0), coalesce(sum(compute), 0), coalesce(sum(internal_exchange), 0), "
+        "coalesce(sum(inter_ipu_exchange), 0), coalesce(sum(stream_copy_begin + stream_copy + stream_copy_end), 0), "
+        "coalesce(sum(sync), 0), count(*) FROM cycle_totals"
+    )
+    active, compute, internal, global_, host, sync, have_totals = (int(v) for v in totals)
+    rows = [("Total cycles:", f"{_n(total_cycles)} (approx {total_cycles / clock_mhz:,.1f} microseconds)")]
+    if have_totals:
+        tiles = d.t["num_tiles"]
+        rows += [
+            ("Total compute cycles (including idle threads):", _n(compute)),
+            ("Total compute cycles (excluding idle threads):", _n(active)),
+            ("Total IPU exchange cycles:", _n(internal)),
+            ("Total global exchange cycles:", _n(global_)),
+            ("Total host exchange cycles:", _n(host)),
+            ("Total shared structure copy cycles:", "0"),
+            ("Total sync cycles:", _n(sync)),
+            ("Total tile balance:", _pct(compute / (total_cycles * tiles)) if total_cycles else "0.0%"),
+            ("Total thread balance:", _pct(active / compute) if compute else "0.0%"),
+        ]
+    for label, value in rows:
+        yield f"  {label:<46} {value}"
+    by_type, estimated = _cycles_by_vertex_type(r)
+    if by_type:
+        yield ""
+        yield "  Cycles by vertex type" + (" (estimated from cycle estimates):" if estimated else ":")
+        width = max(len(name) for name, _, _ in by_type)
+        inst_width = max(len(f"({count} instances):") for _, count, _ in by_type)
+        for name, count, cycles in by_type:
+            yield f"    {name:<{width}} {f'({count} instances):':>{inst_width}} {_n(cycles):>12}"
+    if show_steps:
+        yield from _step_lines(d, s)
+
+
+def _cycles_by_vertex_type(r: ProfileReader) -> tuple[list[tuple[str, int, int]], bool]:
+    instances = dict(r.query("SELECT vertex_type, sum(count) FROM compute_set_vertices GROUP BY vertex_type"))
+    names = dict(r.query("SELECT id, name FROM vertex_types"))
+    measured = r.query("SELECT vertex_type, sum(cycles) FROM step_vertex_cycles GROUP BY vertex_type")
+    estimated = False
+    if not measured:
+        measured = r.query(
+            "SELECT v.vertex_type, sum(v.estimated_cycles * n.times) FROM compute_set_vertices v JOIN "
+            "(SELECT compute_set, count(*) AS times FROM steps WHERE compute_set IS NOT NULL GROUP BY compute_set) n "
+            "ON n.compute_set = v.compute_set GROUP BY v.vertex_type"
+        )
+        estimated = bool(measured)
+    rows = [(names.get(vt, str(vt)), int(instances.get(vt, 0)), int(c)) for vt, c in measured if c]
+    rows.sort(key=lambda row: (-row[2], row[0]))
+    return rows, estimated
+
+
+def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
+    r = d.r
+    num_ipus = d.t["num_ipus"]
+    tiles_per_ipu = d.t["tiles_per_ipu"]
+    yield s.heading("Steps")
+    vertex_cycles: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+    for step, name, count, cycles in r.query(
+        "SELECT c.step_id, t.name, c.count, c.cycles FROM step_vertex_cycles c JOIN vertex_types t "
+        "ON t.id = c.vertex_type ORDER BY c.step_id, c.cycles DESC"
+    ):
+        vertex_cycles[step].append((name, count, cycles))
+    steps = r.query(
+        "SELECT s.id, s.type, coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), s.sync_type, "
+        "s.cycles_overlapped FROM steps s LEFT JOIN programs p ON p.id = s.program "
+        "LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set ORDER BY s.id"
+    )
+    per_ipu = r.query(
+        "SELECT step_id, ipu, profiled, tile_cycles_max, active_tiles, cycles_base + all_cycles_from_min, "
+        "cycles_base + all_cycles_to_max, thread_balance, tile_balance, active_tile_balance, data_in + data_out, "
+        "data_balance FROM steps_by_ipu ORDER BY step_id, ipu"
+    )
+    by_step: dict[int, list[tuple]] = defaultdict(list)
+    for row in per_ipu:
+        by_step[row[0]].append(row)
+    for step, type_name, name, sync_type, overlapped in steps:
+        if type_name == "Sync":
+            kind = "External" if sync_type == "External" else "Internal"
+            yield s.dim(f"  --- {kind} Sync ---")
+            continue
+        for row in by_step.get(step, []):
+            _sid, ipu, profiled, cycles, active, start, end, thread, tile_bal, active_bal, data, data_bal = row
+            where = f" on IPU {ipu}" if num_ipus > 1 else ""
+            suffix = f": {name}" if name else ""
+            yield f"  {type_name} (cycles {_n(start)} - {_n(end)}){where}{suffix}"
+            if not profiled:
+                yield "    (not profiled)"
+                continue
+            lines = []
+            cycles_text = _n(cycles)
+            if type_name in ("OnTileExecute", "DoExchange"):
+                cycles_text += f" ({_n(overlapped)} overlapped with previous)"
+            lines.append(("Cycles:", cycles_text))
+            lines.append(("Active Tiles:", f"{_n(active)} / {_n(tiles_per_ipu)}"))
+            if type_name == "OnTileExecute":
+                lines.append(("Thread Balance:", _pct(thread)))
+            lines.append(("Tile Balance:", _pct(tile_bal)))
+            lines.append(("Active Tile Balance:", _pct(active_bal)))
+            if type_name not in ("OnTileExecute",):
+                lines.append(("Total Data:", _n(data)))
+                lines.append(("Data Balance (mean / max data per tile):", _pct(data_bal)))
+            for label, value in lines:
+                yield f"    {label:<35} {value}"
+            if type_name == "OnTileExecute" and vertex_cycles.get(step):
+                yield "    By vertex type:"
+                entries = vertex_cycles[step]
+                width = max(len(n) for n, _, _ in entries)
+                for vname, count, vcycles in entries:
+                    yield f"      {vname:<{width}} {f'({count} instances):':>20} {_n(vcycles):>12}"
+
+
+def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool = False) -> Iterator[str]:
+    """The lines of the profile summary of a report."""
+    d = _Data(reader)
+    s = _Style(colour)
+    yield from _target_lines(d, s)
+    yield ""
+    yield from _graph_lines(d, s)
+    yield ""
+    if options.show_optimizations:
+        yield from _optimisation_lines(d, s)
+        yield ""
+    yield s.heading("Memory on all IPUs:" if d.t["ipus_per_replica"] > 1 else "Memory:")
+    yield from _memory_usage_lines(d, s, None)
+    yield ""
+    yield from _by_tile_lines(d, s, None)
+    yield from _oom_tile_lines(d, s)
+    if options.show_per_ipu_memory:
+        tiles_per_ipu = d.t["tiles_per_ipu"]
+        for ipu in range(d.t["ipus_per_replica"]):
+            tiles = np.arange(ipu * tiles_per_ipu, (ipu + 1) * tiles_per_ipu)
+            yield ""
+            yield s.heading(f"Memory on IPU {ipu}:")
+            yield from _memory_usage_lines(d, s, tiles)
+            yield ""
+            yield from _by_tile_lines(d, s, tiles)
+    yield from _liveness_lines(d, s, options.show_var_storage)
+    yield ""
+    yield from _execution_lines(d, s, options.show_execution_steps)
+
+
+def printProfileSummary(report, file: TextIO | None = None, options: Mapping[str, object] | None = None,
+                        **kwargs: object) -> None:
+    """Print the profile summary of a report (a pva Report or a path) as Poplar's printProfileSummary does.
+
+    Options use Poplar's names, as a dict or keywords: showVarStorage, showOptimizations,
+    showExecutionSteps, showPerIpuMemoryUsage and colours ("true"/"false" or booleans).
+
+    >>> pva.printProfileSummary(report, showExecutionSteps=True)     # doctest: +SKIP
+    """
+    out = sys.stdout if file is None else file
+    parsed = SummaryOptions.from_poplar(options, **kwargs)
+    colour = use_colour(parsed.colours, out)
+    if isinstance(report, (str, os.PathLike)):
+        reader = ProfileReader(report)
+        try:
+            for line in summary_lines(reader, parsed, colour):
+                out.write(line + "\n")
+        finally:
+            reader.close()
+        return
+    for line in summary_lines(report._reader, parsed, colour):
+        out.write(line + "\n")
+
+
+def summary_data(reader: ProfileReader) -> dict:
+    """The summary's figures as a dictionary (what `pva summary --json` prints)."""
+    d = _Data(reader)
+    t = d.t
+    mem = d.tile_memory()
+    by_overlap = d.categories_by_overlap()
+    by_category, by_type = d.vertex_memory()
+    peak = reader.query_one("SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")[0]
+    always = int(mem[:, 5].sum()) if mem.size else 0
+    data: dict = {
+        "target": {
+            "num_ipus": t["num_ipus"], "tiles_per_ipu": t["tiles_per_ipu"], "num_tiles": t["num_tiles"],
+            "bytes_per_tile": t["bytes_per_tile"], "total_memory": t["total_memory"],
+            "clock_frequency": t["clock_frequency"], "num_replicas": t["num_replicas"],
+            "ipus_per_replica": t["ipus_per_replica"], "tiles_per_replica": t["tiles_per_replica"],
+            "memory_per_replica": t["memory_per_replica"],
+        },
+        "graph": dict(d.g),
+        "memory": {
+            "including_gaps": int(mem[:, 1].sum()), "excluding_gaps": int(mem[:, 0].sum()),
+            "interleaved": int(mem[:, 2].sum()), "non_interleaved": int(mem[:, 3].sum()),
+            "overflowed": int(mem[:, 4].sum()),
+            "not_overlapped": {k: v for k, v in by_overlap[0].items() if v},
+            "overlapped": {k: v for k, v in by_overlap[1].items() if v},
+            "vertex_data": by_category, "vertex_memory_by_type": dict(by_type),
+            "max_tile_including_gaps": _max_tile(d, mem, 1), "max_tile_excluding_gaps": _max_tile(d, mem, 0),
+            "tiles_out_of_memory": int((mem[:, 1] > t["bytes_per_tile"]).sum()) if mem.size else 0,
+        },
+        "liveness": {"always_live_bytes": always, "peak_not_always_live_bytes": int(peak),
+                     "max_live_bytes": always + int(peak)},
+    }
+    totals = reader.query_one(
+        "SELECT coalesce(sum(active_compute), 0), coalesce(sum(compute), 0), coalesce(sum(internal_exchange), 0), "
+        "coalesce(sum(inter_ipu_exchange), 0), coalesce(sum(stream_copy_begin + stream_copy + stream_copy_end), 0), "
+        "coalesce(sum(sync), 0), coalesce(sum(total), 0) FROM cycle_totals"
+    )
+    total_cycles = int(reader.query_one(
+        'SELECT coalesce(sum(length), 0) FROM (SELECT run, max("end" - start) AS length FROM run_cycles_by_ipu '
+        "GROUP BY run)"
+    )[0])
+    by_vertex, estimated = _cycles_by_vertex_type(reader)
+    data["execution"] = {
+        "runs": reader.query_one("SELECT count(*) FROM runs")[0],
+        "steps": reader.query_one("SELECT count(*) FROM steps")[0],
+        "total_cycles": total_cycles,
+        "microseconds": total_cycles / (t["clock_frequency"] / 1e6) if t["clock_frequency"] else 0.0,
+        "tile_cycles": dict(zip(("active_compute", "compute", "internal_exchange", "global_exchange", "host_exchange",
+                                 "sync", "total"), (int(v) for v in totals))),
+        "cycles_by_vertex_type": [{"vertex_type": n, "instances": c, "cycles": cy} for n, c, cy in by_vertex],
+        "cycles_by_vertex_type_estimated": estimated,
+    }
+    return data
+
+
+def _max_tile(d: _Data, mem: np.ndarray, column: int) -> dict:
+    if mem.shape[0] == 0:
+        return {"tile": None, "bytes": 0}
+    index = int(np.argmax(mem[:, column]))
+    return {"tile": int(d.tile_ids[index]), "bytes": int(mem[index, column])}

@@ -50,7 +50,8 @@ class MatrixWriter:
         self._compression = compression
         self._buffer = np.zeros((rows_per_chunk, num_cols), dtype=np.uint64)
         self._fill = 0
-        self.num_rows = 0
+        self._written = 0  # rows already in chunks
+        self.num_rows = 0  # rows appended, buffered ones included
 
     def append(self, rows: Any) -> int:
         """Append one row (1-D) or several (2-D) of non-negative integers; return the first row number."""
@@ -72,6 +73,7 @@ class MatrixWriter:
                 f"got {int(array.min())}"
             )
         first = self.num_rows
+        self.num_rows += array.shape[0]
         position = 0
         count = array.shape[0]
         while position < count:
@@ -88,14 +90,14 @@ class MatrixWriter:
         return first
 
     def _write(self, rows: np.ndarray) -> None:
-        first_row = self.num_rows
+        first_row = self._written
         data = encode_chunk(self.name, first_row, rows, self._compression)
         self._owner.insert(
             "matrix_chunks",
             ("matrix", "first_row", "num_rows", "data"),
             [(self.name, first_row, rows.shape[0], data)],
         )
-        self.num_rows += rows.shape[0]
+        self._written += rows.shape[0]
 
     def flush(self) -> None:
         """Write the rows buffered so far as a chunk."""

@@ -214,3 +214,16 @@ def test_two_ipu_mk2_target_sizes(tmp_path):
     assert t.clockFrequency == 1330000000.0
     assert t.architecture == pva.IPU.Architecture.Ipu2
     assert t.type == pva.Target.Type.Ipu
+
+
+def test_row_references_point_at_the_vectors_written_for_them(sample):
+    reader = ProfileReader(sample.path)
+    estimates = sample.matrix("compute_set_estimated_cycles_by_tile")
+    rows = reader.query("SELECT compute_set, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
+    assert [row for _cs, row in rows] == [0, 1, 2]
+    matrix = reader.matrix("compute_set_estimated_cycles_by_tile")
+    for cs, row in rows:
+        assert np.array_equal(matrix.row(row), estimates[cs])
+    control = reader.query("SELECT program, row FROM program_vectors WHERE kind = 'control_code' ORDER BY program")
+    assert [row for _p, row in control] == list(range(18))
+    reader.close()

@@ -1,0 +1,50 @@
+"""`pva optime REPORT --mode total|each`: the share of execution time per operator type or operator."""
+
+from __future__ import annotations
+
+from formats.profile_reader import ProfileReader
+
+from ..optime import operator_times
+from ._common import print_json
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "optime",
+        help="share of execution time per operator type (total) or per operator (each)",
+        description=(
+            "Operator time cost, after SigmaStar's get_op_time_cost.py. In total mode, the share of execution time "
+            "of each operator type (vertex type, or exchange/sync kind) in descending order; in each mode, every "
+            "operator (compute set or exchange program) in the order it first ran."
+        ),
+        epilog="Example: pva optime profile.pop --mode each | head -20",
+    )
+    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument("--mode", choices=("total", "each"), default="total", help="total (default) or each")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    reader = ProfileReader(args.report)
+    try:
+        rows = operator_times(reader, args.mode)
+    finally:
+        reader.close()
+    if args.json:
+        print_json([{"index": r.index, "type": r.type, "name": r.name, "cycles": round(r.cycles, 3),
+                     "percent": round(100 * r.share, 3)} for r in rows])
+        return 0
+    if not rows:
+        print("no execution steps: the report holds compilation information only")
+        return 0
+    type_width = max(len(r.type) for r in rows)
+    if args.mode == "total":
+        for r in rows:
+            print(f"{r.type:<{type_width}} {100 * r.share:7.3f}%")
+    else:
+        index_width = len(str(rows[-1].index))
+        name_width = max(len(r.name) for r in rows)
+        for r in rows:
+            print(f"{r.index:>{index_width}} {r.type:<{type_width}} {r.name:<{name_width}} {100 * r.share:7.3f}%")
+    return 0

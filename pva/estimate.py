@@ -1,0 +1,228 @@
+"""Compile-time performance estimates in the layout of Cerebras' compile_report.txt (seed 000).
+
+How the Cerebras terms map onto a Poplar compilation report:
+
+* A **kernel** is a compute set that an OnTileExecute program runs.
+* A kernel's **PEs** are the tiles on which its estimated cycles are non-zero; **Active PEs** overall
+  is the share of tiles (of one replica) used by any kernel.
+* **Compute delta-T** of a kernel is its estimated cycles on its slowest tile.
+* **Transmission delta-T** of a kernel is the estimated cycles (slowest tile) of the exchanges
+  (DoExchange, GlobalExchange, StreamCopyMid) that run between the previous OnTileExecute and it, in
+  program order: the data it waits for.
+* **Delta-T** follows seed 000: max(compute, transmission) when the kernel can overlap them, their
+  sum when it cannot. On the IPU, compute and exchange are separate BSP phases on a tile, so a
+  kernel overlaps them only when its exchanges use tiles disjoint from its compute tiles (for
+  example stream copies through I/O tiles); otherwise the sum applies.
+* A **sample** is one execution of the control programs (times `batch_size`). Kernels run one after
+  another on the IPU, so the per-sample time is the sum over kernel executions of their delta-T
+  (Repeat counts multiply executions); Samples/s = clock * batch / that time, and likewise
+  Compute and Transmission Samples/s from the sums of the compute and transmission delta-Ts.
+* **Compute Utilization** is the estimated compute cycles summed over active tiles divided by
+  (active tiles * delta-T), overall and per kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+import numpy as np
+
+from formats.errors import InconsistentReportError
+from formats.profile_reader import ProfileReader
+
+_EXCHANGES = ("DoExchange", "GlobalExchange", "StreamCopyMid")
+
+
+@dataclasses.dataclass
+class Kernel:
+    """One kernel (compute set) of the estimate."""
+
+    name: str
+    compute_dt: int
+    transmission_dt: int
+    overlaps: bool
+    active_pes: int
+    compute_cycles: int  # estimated cycles summed over the kernel's tiles
+    executions: int
+
+    @property
+    def delta_t(self) -> int:
+        """Seed 000's delta-T: max when compute and transmission overlap, sum otherwise."""
+        if self.overlaps:
+            return max(self.compute_dt, self.transmission_dt)
+        return self.compute_dt + self.transmission_dt
+
+    @property
+    def utilization(self) -> float:
+        """Share of time the kernel's active tiles compute."""
+        if not self.active_pes or not self.delta_t:
+            return 0.0
+        return self.compute_cycles / (self.active_pes * self.delta_t)
+
+
+@dataclasses.dataclass
+class Estimate:
+    """The overall figures and the kernels."""
+
+    clock: float
+    batch_size: int
+    total_pes: int
+    active_pes: int
+    kernels: list[Kernel]
+
+    def _rate(self, cycles: float) -> float:
+        return self.clock * self.batch_size / cycles if cycles else float("inf")
+
+    @property
+    def samples_per_second(self) -> float:
+        return self._rate(sum(k.delta_t * k.executions for k in self.kernels))
+
+    @property
+    def compute_samples_per_second(self) -> float:
+        return self._rate(sum(k.compute_dt * k.executions for k in self.kernels))
+
+    @property
+    def transmission_samples_per_second(self) -> float:
+        return self._rate(sum(k.transmission_dt * k.executions for k in self.kernels))
+
+    @property
+    def active_pes_fraction(self) -> float:
+        return self.active_pes / self.total_pes if self.total_pes else 0.0
+
+    @property
+    def compute_utilization(self) -> float:
+        time = sum(k.delta_t * k.executions for k in self.kernels)
+        work = sum(k.compute_cycles * k.executions for k in self.kernels)
+        return work / (self.active_pes * time) if self.active_pes and time else 0.0
+
+
+def _program_sequence(reader: ProfileReader) -> list[tuple[int, int]]:
+    """(program, executions per sample) of every leaf program in execution order."""
+    programs = {pid: (ptype, repeat, target) for pid, ptype, repeat, target in reader.query(
+        "SELECT id, type, repeat_count, call_target FROM programs")}
+    children: dict[int, list[int]] = defaultdict(list)
+    for parent, child in reader.query("SELECT parent, child FROM program_children ORDER BY parent, position"):
+        children[parent].append(child)
+    sequence: list[tuple[int, int]] = []
+    on_path: set[int] = set()
+    for root in reader.column("SELECT program FROM control_programs ORDER BY position"):
+        work: list[tuple[int, int, bool]] = [(root, 1, False)]
+        while work:
+            program, times, leaving = work.pop()
+            if leaving:
+                on_path.discard(program)
+                continue
+            if program in on_path:
+                raise InconsistentReportError(f"{reader.path!r}: program {program} contains itself", reader.path)
+            info = programs.get(program)
+            if info is None:
+                continue
+            ptype, repeat, target = info
+            if ptype == "Repeat":
+                times *= max(1, repeat or 1)
+            kids = list(children.get(program, ()))
+            if ptype == "Call" and target is not None:
+                kids.append(target)
+            if not kids:
+                sequence.append((program, times))
+                continue
+            on_path.add(program)
+            work.append((program, times, True))
+            work.extend((child, times, False) for child in reversed(kids))
+    return sequence
+
+
+def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
+    """The Cerebras-style estimate of a report's compiled program."""
+    info = {pid: (ptype, cs, name) for pid, ptype, cs, name in reader.query(
+        "SELECT id, type, compute_set, name FROM programs")}
+    cs_rows = {cs: (name, row) for cs, name, row in reader.query(
+        "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")}
+    vectors = {(p, k): r for p, k, r in reader.query(
+        "SELECT program, kind, row FROM program_vectors WHERE kind IN ('estimated_cycles', 'bytes_sent', 'bytes_received')")}
+    estimates = reader.matrix("compute_set_estimated_cycles_by_tile")
+    exchange_cycles = reader.matrix("program_estimated_cycles_by_tile")
+    sent = reader.matrix("program_bytes_sent_by_tile")
+    received = reader.matrix("program_bytes_received_by_tile")
+    tiles = reader.target["tiles_per_replica"]
+    kernels: dict[int, Kernel] = {}
+    used = np.zeros(tiles, dtype=bool)
+    pending_cycles = 0
+    pending_tiles = np.zeros(tiles, dtype=bool)
+    for program, times in _program_sequence(reader):
+        ptype, cs, _name = info.get(program, ("", None, ""))
+        if ptype in _EXCHANGES:
+            row = vectors.get((program, "estimated_cycles"))
+            if row is not None and exchange_cycles is not None:
+                pending_cycles += int(exchange_cycles.row(row).max(initial=0))
+            for kind, matrix in (("bytes_sent", sent), ("bytes_received", received)):
+                row = vectors.get((program, kind))
+                if row is not None and matrix is not None:
+                    pending_tiles |= matrix.row(row) > 0
+            continue
+        if ptype != "OnTileExecute" or cs not in cs_rows:
+            continue
+        name, row = cs_rows[cs]
+        per_tile = estimates.row(row) if (row is not None and estimates is not None) else np.zeros(tiles, np.uint64)
+        compute_tiles = per_tile > 0
+        used |= compute_tiles
+        kernel = kernels.get(cs)
+        if kernel is None:
+            kernels[cs] = Kernel(
+                name=name, compute_dt=int(per_tile.max(initial=0)), transmission_dt=pending_cycles,
+                overlaps=bool(pending_cycles) and not bool((pending_tiles & compute_tiles).any()),
+                active_pes=int(compute_tiles.sum()), compute_cycles=int(per_tile.sum()), executions=times,
+            )
+        else:
+            kernel.executions += times
+            kernel.transmission_dt = max(kernel.transmission_dt, pending_cycles)
+        pending_cycles = 0
+        pending_tiles = np.zeros(tiles, dtype=bool)
+    return Estimate(
+        clock=float(reader.target["clock_frequency"]), batch_size=batch_size, total_pes=tiles,
+        active_pes=int(used.sum()), kernels=list(kernels.values()),
+    )
+
+
+def _rate_text(value: float) -> str:
+    return "inf" if value == float("inf") else f"{value:.1f}"
+
+
+def format_compile_report(est: Estimate) -> str:
+    """The estimate as compile_report.txt text (values from column 30, a +---+ bordered kernel table)."""
+    lines = [
+        "Estimated Overall Performance",
+        "-" * 31,
+        f"{'Samples/s:':<30}{_rate_text(est.samples_per_second)}",
+        f"{'Compute Samples/s:':<30}{_rate_text(est.compute_samples_per_second)}",
+        f"{'Transmission Samples/s:':<30}{_rate_text(est.transmission_samples_per_second)}",
+        f"{'Active PEs:':<30}{round(100 * est.active_pes_fraction)}%",
+        f"{'Compute Utilization:':<30}{round(100 * est.compute_utilization)}%",
+    ]
+    headers = ("Kernel Name", "Samples/s", "Compute Samples/s", "Transmission Samples/s", "Active PEs",
+               "Compute Utilization")
+    rows = []
+    for k in est.kernels:
+        rate = est.clock * est.batch_size
+        rows.append((
+            k.name,
+            _rate_text(rate / k.delta_t if k.delta_t else float("inf")),
+            _rate_text(rate / k.compute_dt if k.compute_dt else float("inf")),
+            _rate_text(rate / k.transmission_dt if k.transmission_dt else float("inf")),
+            str(k.active_pes),
+            f"{round(100 * k.utilization)}%",
+        ))
+    widths = [max(len(h), 91 if i == 0 else 14) for i, h in enumerate(headers)]
+    for row in rows:
+        widths = [max(w, len(v)) for w, v in zip(widths, row)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    lines.append(rule)
+    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
+    lines.append(rule)
+    lines.append("| " + " | ".join(" " * w for w in widths) + " |")
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(row[1:], widths[1:])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(rule)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,111 @@
+"""Operator time cost (after SigmaStar's get_op_time_cost.py, seed 001): who spends the execution time.
+
+Time is attributed per execution step: a step's time is its longest extent over the IPUs
+(cyclesTo.max - cyclesFrom.min). An OnTileExecute step's time is split between the vertex types
+of its compute set in proportion to their measured cycles (vertex instrumentation) or, without
+them, to their estimated cycles; exchange, stream-copy and sync steps count as operators of
+their own kind. When debug information is given, operator types come from the debug contexts'
+``op_type`` instead (the nearest context with one, walking up parents).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from formats.profile_reader import ProfileReader
+
+#: How non-compute steps are grouped in total mode.
+_STEP_KIND = {
+    "StreamCopyBegin": "StreamCopy",
+    "StreamCopyMid": "StreamCopy",
+    "StreamCopyEnd": "StreamCopy",
+    "StreamCopy": "StreamCopy",
+    "DoExchange": "DoExchange",
+    "GlobalExchange": "GlobalExchange",
+    "Sync": "Sync",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorTime:
+    """Time of one operator (each mode) or operator type (total mode)."""
+
+    index: int
+    type: str
+    name: str
+    cycles: float
+    share: float  # fraction of the total, 0..1
+
+
+def _step_times(reader: ProfileReader) -> dict[int, int]:
+    return dict(reader.query(
+        "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "
+        "GROUP BY step_id"
+    ))
+
+
+def _vertex_weights(reader: ProfileReader) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
+    """Per step (measured) and per compute set (estimated): vertex type name -> weight."""
+    names = dict(reader.query("SELECT id, name FROM vertex_types"))
+    measured: dict[int, dict[str, float]] = defaultdict(dict)
+    for step, vertex_type, cycles in reader.query("SELECT step_id, vertex_type, sum(cycles) FROM step_vertex_cycles "
+                                                  "GROUP BY step_id, vertex_type"):
+        measured[step][names.get(vertex_type, str(vertex_type))] = float(cycles)
+    estimated: dict[int, dict[str, float]] = defaultdict(dict)
+    for cs, vertex_type, weight in reader.query(
+        "SELECT compute_set, vertex_type, sum(max(estimated_cycles, 1) * count) FROM compute_set_vertices "
+        "GROUP BY compute_set, vertex_type"
+    ):
+        estimated[cs][names.get(vertex_type, str(vertex_type))] = float(weight)
+    return measured, estimated
+
+
+def _split(total: float, weights: dict[str, float]) -> dict[str, float]:
+    whole = sum(weights.values())
+    if whole <= 0:
+        return {}
+    return {name: total * w / whole for name, w in weights.items()}
+
+
+def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[int, str] | None = None) -> list[OperatorTime]:
+    """Operator time shares: by type in descending order (total), or per operator in program order (each).
+
+    `op_types` maps program ids to operator types taken from debug contexts, when known.
+    """
+    if mode not in ("total", "each"):
+        raise ValueError(f"mode must be 'total' or 'each', got {mode!r}")
+    times = _step_times(reader)
+    measured, estimated = _vertex_weights(reader)
+    steps = reader.query(
+        "SELECT s.id, s.type, s.program, s.compute_set, coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, '') "
+        "FROM steps s LEFT JOIN programs p ON p.id = s.program LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set "
+        "ORDER BY s.id"
+    )
+    by_type: dict[str, float] = defaultdict(float)
+    by_operator: dict[tuple, list] = {}
+    for step, kind, program, cs, name in steps:
+        time = float(times.get(step, 0))
+        if op_types and program in op_types:
+            parts = {op_types[program]: time}
+        elif kind == "OnTileExecute":
+            parts = _split(time, measured.get(step) or estimated.get(cs, {})) or {"OnTileExecute": time}
+        else:
+            parts = {_STEP_KIND.get(kind, kind): time}
+        for type_name, value in parts.items():
+            by_type[type_name] += value
+        key = ("cs", cs) if kind == "OnTileExecute" and cs is not None else ("program", program, kind, name)
+        entry = by_operator.setdefault(key, [name, defaultdict(float)])
+        for type_name, value in parts.items():
+            entry[1][type_name] += value
+    total = sum(by_type.values())
+    share = (lambda v: v / total) if total else (lambda v: 0.0)
+    if mode == "total":
+        ranked = sorted(by_type.items(), key=lambda item: (-item[1], item[0]))
+        return [OperatorTime(i, t, t, c, share(c)) for i, (t, c) in enumerate(ranked)]
+    result = []
+    for index, (name, parts) in enumerate(by_operator.values()):
+        cycles = sum(parts.values())
+        dominant = max(parts.items(), key=lambda item: (item[1], item[0]))[0] if parts else ""
+        result.append(OperatorTime(index, dominant, name, cycles, share(cycles)))
+    return result

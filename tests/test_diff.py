@@ -1,0 +1,68 @@
+"""`pva diff`: side-by-side comparison with regression flags and exit status."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from formats.profile_reader import ProfileReader
+from pva.cli import main
+from pva.diff import Difference, compare
+
+
+@pytest.fixture()
+def changed(sample, tmp_path):
+    path = tmp_path / "b.pop"
+    shutil.copyfile(sample.path, path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE memory_by_tile SET total_including_gaps = total_including_gaps * 2 WHERE tile = 3")
+    conn.execute("UPDATE compute_sets SET estimated_cycles_max = estimated_cycles_max - 10 WHERE compute_set = 0")
+    conn.execute("UPDATE compute_sets SET estimated_cycles_max = estimated_cycles_max + 1 WHERE compute_set = 2")
+    conn.execute("UPDATE target SET clock_frequency = 1.85e9")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_identical_reports_have_no_changes(sample, capsys):
+    assert main(["diff", sample.path, sample.path]) == 0
+    assert "no differences" in capsys.readouterr().out
+
+
+def test_changes_are_found_sorted_and_flagged(sample, changed):
+    a, b = ProfileReader(sample.path), ProfileReader(changed)
+    diffs = compare(a, b)
+    a.close()
+    b.close()
+    by_item = {(d.section, d.item): d for d in diffs}
+    tile3 = [row for row in sample.rows("memory_by_tile") if row[0] == 3][0][2]
+    grew = by_item[("memory", "total including gaps")]
+    assert grew.change == tile3 and grew.is_regression(0.05)
+    assert by_item[("target", "clock_frequency")].b == 1.85e9
+    assert not by_item[("target", "clock_frequency")].is_regression(0.0)
+    shrank = by_item[("compute set cycles", "init/copy (estimated)")]
+    assert shrank.change == -10 and not shrank.is_regression(0.0)
+    small = by_item[("compute set cycles", "layer1/bwd (estimated)")]
+    assert small.change == 1 and not small.is_regression(0.05) and small.is_regression(0.0001)
+    section = [d for d in diffs if d.section == "compute set cycles"]
+    assert [abs(d.change) for d in section] == sorted((abs(d.change) for d in section), reverse=True)
+
+
+def test_exit_status_and_threshold(sample, changed, capsys):
+    assert main(["diff", sample.path, str(changed)]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "regression(s) above 5%" in out
+    assert main(["diff", str(changed), sample.path]) == 0  # the reverse only shrinks (clock is not a regression)
+    capsys.readouterr()
+    assert main(["diff", sample.path, str(changed), "--json", "--threshold", "50"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    flagged = [d["item"] for d in data["differences"] if d["regression"]]
+    assert flagged == ["largest tile including gaps"]
+
+
+def test_a_figure_appearing_from_zero_is_a_regression():
+    assert Difference("memory", "tiles out of memory", 0, 2).is_regression(0.05)
+    assert not Difference("memory", "tiles out of memory", 2, 0).is_regression(0.05)

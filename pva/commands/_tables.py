@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import decimal
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -22,6 +23,8 @@ def _cell(value: Any) -> str:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
+    if isinstance(value, decimal.Decimal):  # DuckDB sums of integers are 128-bit decimals
+        return int(value) if value == value.to_integral_value() else float(value)
     return value
 
 
@@ -34,7 +37,7 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str =
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow(["" if v is None else (v.hex() if isinstance(v, bytes) else v) for v in row])
+            writer.writerow(["" if v is None else _jsonable(v) for v in row])
             count += 1
         return count
     if fmt == "json":

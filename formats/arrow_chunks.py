@@ -27,14 +27,23 @@ def narrowest_dtype(values: np.ndarray) -> np.dtype:
     raise ValueError(f"value {top} does not fit in 64 bits")
 
 
+#: Chunk codecs: the name stored in matrix_chunks.codec and pyarrow's codec name.
+CODECS = {"zstd": "zstd", "lz4": "lz4", "none": None}
+#: Bytes an Arrow IPC stream of one batch may hold beyond its values (schema, metadata, padding).
+IPC_OVERHEAD = 64 * 1024
+
+
 def encode_chunk(
     matrix: str, first_row: int, rows: np.ndarray, compression: str | None = "zstd"
-) -> bytes:
-    """Encode a 2-D array of non-negative integers as one Arrow IPC stream."""
+) -> tuple[str, int, bytes]:
+    """Encode a 2-D array of non-negative integers: (codec, raw_size, compressed Arrow IPC stream)."""
     if rows.ndim != 2:
         raise ValueError(f"matrix {matrix!r}: expected a 2-D array, got {rows.ndim}-D")
     if rows.size and rows.dtype.kind == "i" and int(rows.min()) < 0:
         raise ValueError(f"matrix {matrix!r}: negative value {int(rows.min())}")
+    codec = "none" if compression in (None, "none") else compression
+    if codec not in CODECS:
+        raise ValueError(f"unknown codec {compression!r}; expected one of {', '.join(CODECS)}")
     dtype = narrowest_dtype(rows)
     flat = np.ascontiguousarray(rows, dtype=dtype).reshape(-1)
     num_cols = rows.shape[1]
@@ -45,23 +54,45 @@ def encode_chunk(
     )
     batch = pa.record_batch([values], schema=schema)
     sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.ipc.new_stream(sink, schema, options=options) as writer:
+    with pa.ipc.new_stream(sink, schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    raw = sink.getvalue()
+    if CODECS[codec] is None:
+        return codec, raw.size, raw.to_pybytes()
+    return codec, raw.size, pa.Codec(CODECS[codec]).compress(raw, asbytes=True)
 
 
 def decode_chunk(
-    data: bytes, *, matrix: str, first_row: int, num_rows: int, num_cols: int, path: str
+    data: bytes, *, codec: str, raw_size: int, matrix: str, first_row: int, num_rows: int, num_cols: int,
+    path: str,
 ) -> np.ndarray:
-    """Decode one chunk into a (num_rows, num_cols) array, checking it is what the index says."""
+    """Decode one chunk into a (num_rows, num_cols) array, checking it is what the index says.
+
+    Nothing larger than the declared shape allows is allocated, whatever the chunk claims.
+    """
     where = f"{path!r}: matrix {matrix!r} chunk at row {first_row}"
+    limit = num_rows * num_cols * 8 + IPC_OVERHEAD
+    if codec not in CODECS:
+        raise CorruptReportError(f"{where}: expected codec zstd, lz4 or none, found {codec!r}", path)
+    if not isinstance(raw_size, int) or not 0 < raw_size <= limit:
+        raise CorruptReportError(
+            f"{where}: expected an uncompressed size of at most {limit} bytes for {num_rows}x{num_cols} values, "
+            f"found {raw_size!r}", path
+        )
+    if not isinstance(data, bytes):
+        raise CorruptReportError(f"{where}: expected a BLOB, found {type(data).__name__}", path)
     try:
-        reader = pa.ipc.open_stream(pa.py_buffer(data))
+        if CODECS[codec] is None:
+            if len(data) != raw_size:
+                raise ValueError(f"{len(data)} bytes stored, {raw_size} declared")
+            raw = pa.py_buffer(data)
+        else:
+            raw = pa.Codec(CODECS[codec]).decompress(data, decompressed_size=raw_size)
+        reader = pa.ipc.open_stream(raw)
         batches = list(reader)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptReportError(
-            f"{where}: expected an Arrow IPC stream, found unreadable data ({exc})", path
+            f"{where}: expected a {codec}-compressed Arrow IPC stream, found unreadable data ({exc})", path
         ) from None
     if len(batches) != 1 or batches[0].num_columns != 1:
         raise CorruptReportError(

@@ -120,14 +120,15 @@ def _matrices(reader: ProfileReader, out: _Collector) -> None:
         if matrix is None:
             continue
         expected_first = 0
-        for first, count, data in _chunks(reader, name):
+        for first, count, codec, raw_size, data in _chunks(reader, name):
             if first != expected_first or count != min(rows_per_chunk, num_rows - expected_first):
                 out.add("matrices", f"{where} chunk at row {first}",
                         f"expected {min(rows_per_chunk, num_rows - expected_first)} rows at row {expected_first}, "
                         f"found {count}")
                 expected_first = first
             try:
-                decode_chunk(data, matrix=name, first_row=first, num_rows=count, num_cols=num_cols, path=reader.path)
+                decode_chunk(data, codec=codec, raw_size=raw_size, matrix=name, first_row=first, num_rows=count,
+                             num_cols=num_cols, path=reader.path)
             except PvaError as exc:
                 out.add("matrices", f"{where} chunk at row {first}", str(exc).split(": ", 1)[-1])
             expected_first += count
@@ -135,11 +136,12 @@ def _matrices(reader: ProfileReader, out: _Collector) -> None:
             out.add("matrices", where, f"declares {num_rows} rows, its chunks hold {expected_first}")
 
 
-def _chunks(reader: ProfileReader, name: str) -> Iterator[tuple[int, int, bytes]]:
+def _chunks(reader: ProfileReader, name: str) -> Iterator[tuple[int, int, str, int, bytes]]:
     firsts = reader.column("SELECT first_row FROM matrix_chunks WHERE matrix = ? ORDER BY first_row", (name,))
     for first in firsts:
         row = reader.query_one(
-            "SELECT first_row, num_rows, data FROM matrix_chunks WHERE matrix = ? AND first_row = ?", (name, first)
+            "SELECT first_row, num_rows, codec, raw_size, data FROM matrix_chunks WHERE matrix = ? AND first_row = ?",
+            (name, first),
         )
         yield row
 

@@ -72,20 +72,25 @@ class MatrixReader:
         self._check_index()
         first = index * self.rows_per_chunk
         count = min(self.rows_per_chunk, self.num_rows - first)
+        array = self._read_chunk(first, count)
+        self._cache[index] = array
+        if len(self._cache) > 4:
+            self._cache.popitem(last=False)
+        return array
+
+    def _read_chunk(self, first: int, count: int) -> np.ndarray:
         row = self._source.file.query_one(
-            "SELECT data FROM matrix_chunks WHERE matrix = ? AND first_row = ?", (self.name, first)
+            "SELECT codec, raw_size, data FROM matrix_chunks WHERE matrix = ? AND first_row = ?", (self.name, first)
         )
         if row is None:
             raise InconsistentReportError(
                 f"{self._source.path!r}: matrix {self.name!r}: chunk at row {first} is missing", self._source.path
             )
-        array = decode_chunk(
-            row[0], matrix=self.name, first_row=first, num_rows=count, num_cols=self.num_cols, path=self._source.path
+        codec, raw_size, data = row
+        return decode_chunk(
+            data, codec=codec, raw_size=raw_size, matrix=self.name, first_row=first, num_rows=count,
+            num_cols=self.num_cols, path=self._source.path,
         )
-        self._cache[index] = array
-        if len(self._cache) > 4:
-            self._cache.popitem(last=False)
-        return array
 
     def _check_row(self, row: int) -> int:
         if not isinstance(row, (int, np.integer)):
@@ -121,18 +126,7 @@ class MatrixReader:
             count = min(self.rows_per_chunk, self.num_rows - first)
             cached = self._cache.get(index)
             if cached is None:
-                row = self._source.file.query_one(
-                    "SELECT data FROM matrix_chunks WHERE matrix = ? AND first_row = ?", (self.name, first)
-                )
-                if row is None:
-                    raise InconsistentReportError(
-                        f"{self._source.path!r}: matrix {self.name!r}: chunk at row {first} is missing",
-                        self._source.path,
-                    )
-                cached = decode_chunk(
-                    row[0], matrix=self.name, first_row=first, num_rows=count, num_cols=self.num_cols,
-                    path=self._source.path,
-                )
+                cached = self._read_chunk(first, count)
             lo = max(start, first) - first
             hi = min(stop, first + count) - first
             yield first + lo, cached[lo:hi]

@@ -91,11 +91,11 @@ class MatrixWriter:
 
     def _write(self, rows: np.ndarray) -> None:
         first_row = self._written
-        data = encode_chunk(self.name, first_row, rows, self._compression)
+        codec, raw_size, data = encode_chunk(self.name, first_row, rows, self._compression)
         self._owner.insert(
             "matrix_chunks",
-            ("matrix", "first_row", "num_rows", "data"),
-            [(self.name, first_row, rows.shape[0], data)],
+            ("matrix", "first_row", "num_rows", "codec", "raw_size", "data"),
+            [(self.name, first_row, rows.shape[0], codec, raw_size, data)],
         )
         self._written += rows.shape[0]
 

@@ -467,12 +467,16 @@ CREATE TABLE matrices (
   rows_per_chunk INTEGER NOT NULL  -- rows in every chunk but the last
 );
 
--- Chunks of the per-tile matrices: an Arrow IPC stream of one record batch each.
+-- Chunks of the per-tile matrices: an Arrow IPC stream of one record batch each, compressed as a
+-- whole with `codec`. Read one with pyarrow.ipc.open_stream(pyarrow.Codec(codec).decompress(data,
+-- raw_size)) (or the data itself when codec is none).
 CREATE TABLE matrix_chunks (
   matrix TEXT NOT NULL,  -- matrix name
   first_row INTEGER NOT NULL,  -- first row held by the chunk
   num_rows INTEGER NOT NULL,  -- rows held by the chunk
-  data BLOB NOT NULL  -- Arrow IPC stream: column "values", fixed_size_list<uintN> of num_cols
+  codec TEXT NOT NULL,  -- compression of data: zstd, lz4 or none
+  raw_size INTEGER NOT NULL,  -- size of the Arrow IPC stream before compression [bytes]
+  data BLOB NOT NULL  -- the compressed Arrow IPC stream: column "values", fixed_size_list<uintN> of num_cols
 );
 
 -- Indexes the reader relies on.

@@ -145,9 +145,10 @@ def test_chunk_with_per_tile_vector_longer_than_tile_count(sample, tmp_path):
     from formats.arrow_chunks import encode_chunk
 
     path = _copy(sample, tmp_path)
-    wide = encode_chunk("step_cycles_by_tile", 0, np.ones((11, 9), dtype=np.uint64))
+    codec, raw_size, wide = encode_chunk("step_cycles_by_tile", 0, np.ones((11, 9), dtype=np.uint64))
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE matrix_chunks SET data = ? WHERE matrix = 'step_cycles_by_tile'", (wide,))
+    conn.execute("UPDATE matrix_chunks SET codec = ?, raw_size = ?, data = ? WHERE matrix = 'step_cycles_by_tile'",
+                 (codec, raw_size, wide))
     conn.commit()
     conn.close()
     reader = ProfileReader(path)
@@ -179,6 +180,30 @@ def test_target_sizes_that_disagree(sample, tmp_path):
     _modify(path, "UPDATE target SET num_tiles = 9")
     with pytest.raises(pva.InconsistentReportError, match="num_tiles is 9"):
         pva.openReport(path)
+
+
+def test_chunk_declaring_a_huge_uncompressed_size_is_refused_before_allocating(sample, tmp_path):
+    path = _copy(sample, tmp_path)
+    _modify(path, "UPDATE matrix_chunks SET raw_size = 1 << 40 WHERE matrix = 'step_cycles_by_tile'")
+    reader = ProfileReader(path)
+    with pytest.raises(pva.CorruptReportError, match="expected an uncompressed size of at most"):
+        reader.matrix("step_cycles_by_tile").row(0)
+    reader.close()
+
+
+def test_decompression_bomb_is_refused(sample, tmp_path):
+    import pyarrow as pa
+
+    path = _copy(sample, tmp_path)
+    bomb = pa.Codec("zstd").compress(b"\0" * (64 << 20), asbytes=True)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE matrix_chunks SET data = ? WHERE matrix = 'step_cycles_by_tile'", (bomb,))
+    conn.commit()
+    conn.close()
+    reader = ProfileReader(path)
+    with pytest.raises(pva.CorruptReportError, match="unreadable data"):
+        reader.matrix("step_cycles_by_tile").row(0)
+    reader.close()
 
 
 def test_missing_chunk(sample, tmp_path):

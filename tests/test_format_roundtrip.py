@@ -44,10 +44,11 @@ def test_every_declared_table_and_matrix_is_exercised(sample):
     assert set(profile_matrices()["matrices"]) == set(sample.matrices)
 
 
-def test_small_chunks_and_no_compression_round_trip(tmp_path):
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"])
+def test_small_chunks_and_each_codec_round_trip(tmp_path, compression):
     from reportbuilder import write_sample_report
 
-    sample = write_sample_report(tmp_path / "small.pop", chunk_bytes=64, compression=None)
+    sample = write_sample_report(tmp_path / "small.pop", chunk_bytes=64, compression=compression)
     reader = ProfileReader(sample.path)
     matrix = reader.matrix("step_cycles_by_tile")
     assert matrix.rows_per_chunk == 1
@@ -143,10 +144,13 @@ def test_arrow_chunks_match_the_declared_arrow_schema(sample):
 
     declared = profile_matrices()["chunk_schema"]
     conn = sqlite3.connect(f"file:{sample.path}?mode=ro", uri=True)
-    for name, num_cols, data in conn.execute(
-        "SELECT c.matrix, m.num_cols, c.data FROM matrix_chunks c JOIN matrices m ON m.name = c.matrix"
+    for name, num_cols, codec, raw_size, data in conn.execute(
+        "SELECT c.matrix, m.num_cols, c.codec, c.raw_size, c.data FROM matrix_chunks c "
+        "JOIN matrices m ON m.name = c.matrix"
     ):
-        schema = pa.ipc.open_stream(data).schema
+        assert codec in declared["codecs"]
+        raw = pa.Codec(codec).decompress(data, decompressed_size=raw_size) if codec != "none" else data
+        schema = pa.ipc.open_stream(raw).schema
         assert schema.names == [f["name"] for f in declared["fields"]]
         field = schema.field("values")
         assert pa.types.is_fixed_size_list(field.type) and field.type.list_size == num_cols

@@ -217,6 +217,12 @@ class ProfileReader:
                 f"{t['num_ipus'] * t['tiles_per_ipu']}",
                 self.path,
             )
+        (rows,) = self.file.query_one("SELECT count(*) FROM tiles")
+        if rows != t["num_tiles"]:
+            raise InconsistentReportError(
+                f"{self.path!r}: target.num_tiles is {t['num_tiles']} but table tiles has {rows} rows",
+                self.path,
+            )
         if t["tiles_per_replica"] != t["ipus_per_replica"] * t["tiles_per_ipu"] or t["num_ipus"] != (
             t["ipus_per_replica"] * t["num_replicas"]
         ):

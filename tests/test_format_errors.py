@@ -206,6 +206,14 @@ def test_decompression_bomb_is_refused(sample, tmp_path):
     reader.close()
 
 
+def test_tile_count_larger_than_the_file_holds(sample, tmp_path):
+    path = _copy(sample, tmp_path)
+    _modify(path, "UPDATE target SET num_ipus = 500000, num_tiles = 2000000, ipus_per_replica = 500000, "
+                  "tiles_per_replica = 2000000")
+    with pytest.raises(pva.InconsistentReportError, match="num_tiles is 2000000 but table tiles has 8 rows"):
+        pva.openReport(path)
+
+
 def test_missing_chunk(sample, tmp_path):
     path = _copy(sample, tmp_path)
     _modify(path, "DELETE FROM matrix_chunks WHERE matrix = 'vertex_count_by_tile'")

@@ -38,8 +38,8 @@ class PvaList(list):
     __slots__ = ()
 
     def __repr__(self) -> str:
-        shown = ", ".join(repr(item) for item in self[:_print_length])
+        parts = [repr(item) for item in self[:_print_length]]
         hidden = len(self) - _print_length
         if hidden > 0:
-            shown += f", ... (+{hidden} more)"
-        return f"[{shown}]"
+            parts.append(f"... (+{hidden} more)")
+        return f"[{', '.join(parts)}]"

@@ -9,7 +9,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._base import PvaEnum, PvaList
+from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
+from .liveness import LivenessProgramStep
+from .model_errors import NoSuchObjectError, NotPresentError
+from .programs import ProgramTable
+from .variables import (
+    LOWERED_SELECT,
+    LoweredVariables,
+    Variable,
+    VariableCategory,
+    VariableSize,
+    lowered_variables_from_rows,
+)
+from .vectors import TileVector, read_only
 
 if TYPE_CHECKING:
     from formats.profile_reader import ProfileReader
@@ -64,12 +77,12 @@ class IPU:
     def tiles(self) -> PvaList:
         """The tiles on this IPU."""
         per_ipu = self._c.target.tilesPerIpu
-        return PvaList(self._c.tiles[self._id * per_ipu : (self._id + 1) * per_ipu])
+        return PvaList(self._c._tiles[self._id * per_ipu : (self._id + 1) * per_ipu])
 
     @property
     def architecture(self) -> "IPU.Architecture":
         """The architecture of this IPU."""
-        return self._c.target.architecture
+        return self._c._ipu_architectures[self._id]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, IPU) and other._c is self._c and other._id == self._id
@@ -78,7 +91,9 @@ class IPU:
         return hash(("IPU", self._id))
 
     def __repr__(self) -> str:
-        return f"<IPU {self._id} {self.architecture.name}, {self._c.target.tilesPerIpu} tiles>"
+        t = self._c.target
+        return (f"<IPU {self._id} {self.architecture.name}, tiles {self._id * t.tilesPerIpu:,}.."
+                f"{(self._id + 1) * t.tilesPerIpu - 1:,}, replica {self._id // t.ipusPerReplica}>")
 
 
 class Target:
@@ -102,6 +117,8 @@ class Target:
     numTiles = property(lambda self: self._row["num_tiles"], doc="Total number of tiles.")
     bytesPerTile = property(lambda self: self._row["bytes_per_tile"], doc="Memory of one tile in bytes.")
     bytesPerIPU = property(lambda self: self._row["bytes_per_ipu"], doc="Memory of one IPU in bytes.")
+    bytesPerIpu = property(lambda self: self._row["bytes_per_ipu"],
+                           doc="Memory of one IPU in bytes (the C++ spelling of bytesPerIPU).")
     totalMemory = property(lambda self: self._row["total_memory"], doc="Total memory in bytes.")
     clockFrequency = property(lambda self: float(self._row["clock_frequency"]), doc="Tile clock in Hz.")
     numReplicas = property(lambda self: self._row["num_replicas"], doc="Number of replicas.")
@@ -224,10 +241,11 @@ class Replica:
     def ipus(self) -> PvaList:
         """The IPUs of this replica."""
         per = self._c.target.ipusPerReplica
-        return PvaList(self._c.ipus[self._id * per : (self._id + 1) * per])
+        return PvaList(self._c._ipus[self._id * per : (self._id + 1) * per])
 
     def __repr__(self) -> str:
-        return f"<Replica {self._id}, {self._c.target.ipusPerReplica} IPU(s)>"
+        per = self._c.target.ipusPerReplica
+        return f"<Replica {self._id}: IPUs {self._id * per}..{(self._id + 1) * per - 1}>"
 
 
 # -- memory ---------------------------------------------------------------------------------
@@ -336,7 +354,13 @@ class Categories:
         return CategoryMemory(MemoryOverlap(v[0], v[1]), MemoryOverlap(v[2], v[3]), MemoryOverlap(v[4], v[5]))
 
     def __repr__(self) -> str:
-        return f"<Categories of tile {self._tile}>"
+        matrix, columns = self._c._category_memory
+        if matrix is None:
+            return f"<Categories of tile {self._tile}: none recorded>"
+        row = matrix[self._tile]
+        totals = sorted(((int(row[b : b + 6].sum()), n) for n, b in columns.items()), reverse=True)
+        top = ", ".join(f"{n} {v:,} B" for v, n in totals[:3] if v)
+        return f"<Categories of tile {self._tile}: {top or 'all 0 B'}>"
 
 
 def _category_property(name: str, doc: str) -> property:
@@ -431,8 +455,11 @@ class Memory:
         return PvaList(VertexMemory(self._c, *row) for row in rows)
 
     def __repr__(self) -> str:
-        total = self.total
-        return f"<Memory of tile {self._tile}: {total.includingGaps:,} B including gaps>"
+        columns = self._c._memory_columns
+        return (
+            f"<Memory of tile {self._tile}: {columns['total_including_gaps'][self._tile]:,} B including gaps, "
+            f"{columns['always_live_bytes'][self._tile]:,} B always live>"
+        )
 
 
 class Tile:
@@ -447,7 +474,7 @@ class Tile:
     @property
     def memory(self) -> Memory:
         """Memory use of this tile (the same on every replica)."""
-        return Memory(self._c, self.tileId % self._c.target.tilesPerReplica)
+        return self._c._memories[self.tileId]
 
     @property
     def relativeSyncDelay(self) -> int:
@@ -466,7 +493,8 @@ class Tile:
         return hash(("Tile", self.tileId))
 
     def __repr__(self) -> str:
-        return f"<Tile {self.tileId}>"
+        per_ipu = self._c.target.tilesPerIpu
+        return f"<Tile {self.tileId} (IPU {self.tileId // per_ipu}, tile {self.tileId % per_ipu})>"
 
 
 # -- vertices and compute sets --------------------------------------------------------------
@@ -523,9 +551,9 @@ class VertexInstances:
         return self._c._vertex_type(self._type)
 
     @property
-    def countByTile(self) -> PvaList:
+    def countByTile(self) -> TileVector:
         """Instances on each tile; empty if not recorded."""
-        return PvaList(self._c._reader.matrix_row("vertex_count_by_tile", self._count_row).tolist())
+        return TileVector(self._c._reader.matrix_row("vertex_count_by_tile", self._count_row))
 
     def __repr__(self) -> str:
         return f"<VertexInstances {self.count:,} x {self.type.name}>"
@@ -534,28 +562,56 @@ class VertexInstances:
 class ComputeSet:
     """A compute set (libpva ComputeSet)."""
 
-    __slots__ = ("_c", "_id", "name", "_estimate_row")
+    __slots__ = ("_c", "_id", "name", "_estimate_row", "_vertices")
 
     def __init__(self, compilation: "CompilationReport", cs_id: int, name: str, estimate_row) -> None:
         self._c = compilation
         self._id = cs_id
         self.name = name
         self._estimate_row = estimate_row
+        self._vertices: list[VertexInstances] | None = None
 
     @property
     def vertices(self) -> PvaList:
         """The vertex instances of this compute set, one entry per vertex type."""
-        rows = self._c._reader.query(
-            "SELECT vertex_type, count, estimated_cycles, count_by_tile_row FROM compute_set_vertices "
-            "WHERE compute_set = ? ORDER BY id",
-            (self._id,),
-        )
-        return PvaList(VertexInstances(self._c, *row) for row in rows)
+        if self._vertices is None:
+            rows = self._c._reader.query(
+                "SELECT vertex_type, count, estimated_cycles, count_by_tile_row FROM compute_set_vertices "
+                "WHERE compute_set = ? ORDER BY id",
+                (self._id,),
+            )
+            self._vertices = [VertexInstances(self._c, *row) for row in rows]
+        return PvaList(self._vertices)
 
     @property
-    def estimatedCyclesByTile(self) -> PvaList:
+    def estimatedCyclesByTile(self) -> TileVector:
         """Estimated cycles on each tile; empty if estimates are unavailable."""
-        return PvaList(self._c._reader.matrix_row("compute_set_estimated_cycles_by_tile", self._estimate_row).tolist())
+        return TileVector(self._c._reader.matrix_row("compute_set_estimated_cycles_by_tile", self._estimate_row))
+
+    @property
+    def vars(self) -> PvaList:
+        """The lowered variables the compute set uses, by id."""
+        rows = self._c._reader.query(
+            f"{LOWERED_SELECT} WHERE id IN (SELECT var FROM compute_set_vars WHERE compute_set = ?) ORDER BY id",
+            (self._id,),
+        )
+        return lowered_variables_from_rows(self._c.loweredVariables, rows)
+
+    @property
+    def varIds(self) -> PvaList:
+        """The ids of the lowered variables the compute set uses, ascending."""
+        return PvaList(self._c._reader.column(
+            "SELECT var FROM compute_set_vars WHERE compute_set = ? ORDER BY var", (self._id,)))
+
+    @property
+    def debugContexts(self) -> PvaList:
+        """The debug contexts of the compute set; may be empty (always without debug information)."""
+        return self._c._debug_contexts_of("compute_set", self._id)
+
+    def vertexCountArray(self) -> np.ndarray:
+        """Vertices of this compute set on each tile of a replica, all types together (pva addition)."""
+        rows = [v._count_row for v in self.vertices if v._count_row is not None]
+        return self._c._sum_vertex_rows(rows)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ComputeSet) and other._c is self._c and other._id == self._id
@@ -569,6 +625,78 @@ class ComputeSet:
 
 # -- the report -----------------------------------------------------------------------------
 
+#: memoryArray fields: tile.memory attribute paths and their memory_by_tile columns.
+MEMORY_FIELDS = {
+    "total.includingGaps": "total_including_gaps",
+    "total.excludingGaps": "total",
+    "interleaved.includingGaps": "interleaved_including_gaps",
+    "interleaved.excludingGaps": "interleaved",
+    "nonInterleaved.includingGaps": "non_interleaved_including_gaps",
+    "nonInterleaved.excludingGaps": "non_interleaved",
+    "overflowed.includingGaps": "overflowed_including_gaps",
+    "overflowed.excludingGaps": "overflowed",
+    "alwaysLiveBytes": "always_live_bytes",
+    "notAlwaysLiveBytes": "not_always_live_bytes",
+}
+
+#: categoryMemoryArray fields: CategoryMemory attribute paths and their columns in a category's 6.
+CATEGORY_FIELDS = {
+    "total": (0, 1, 2, 3, 4, 5),
+    "interleaved.total": (0, 1),
+    "interleaved.nonOverlapped": (0,),
+    "interleaved.overlapped": (1,),
+    "nonInterleaved.total": (2, 3),
+    "nonInterleaved.nonOverlapped": (2,),
+    "nonInterleaved.overlapped": (3,),
+    "overflowed.total": (4, 5),
+    "overflowed.nonOverlapped": (4,),
+    "overflowed.overlapped": (5,),
+}
+
+
+class _MemoryColumns(dict):
+    """Columns of memory_by_tile as lists indexed by tile, each read with one query on first use."""
+
+    def __init__(self, compilation: "CompilationReport") -> None:
+        super().__init__()
+        self._c = compilation
+
+    def __missing__(self, column: str) -> list[int]:
+        if column not in _MEMORY_COLUMN_NAMES:
+            raise KeyError(column)
+        reader = self._c._reader
+        count = self._c.target.tilesPerReplica
+        wanted = [column] + ([_MEMORY_PARTNERS[column]] if column in _MEMORY_PARTNERS else [])
+        wanted = [c for c in wanted if c not in self]
+        rows_count, low, high = reader.query_one("SELECT count(*), min(tile), max(tile) FROM memory_by_tile")
+        if rows_count == count and low == 0 and high == count - 1:  # tile is the primary key: dense
+            rows = reader.query(f"SELECT {', '.join(wanted)} FROM memory_by_tile ORDER BY tile")
+            for name, values in zip(wanted, zip(*rows)):
+                self[name] = list(values)
+        else:
+            found = {name: [0] * count for name in wanted}
+            for tile, *values in reader.query(f"SELECT tile, {', '.join(wanted)} FROM memory_by_tile"):
+                if not isinstance(tile, int) or not 0 <= tile < count:
+                    raise InconsistentReportError(
+                        f"{reader.path!r}: memory_by_tile has tile {tile!r}; the report has {count} tiles per replica",
+                        reader.path,
+                    )
+                for name, value in zip(wanted, values):
+                    found[name][tile] = value
+            self.update(found)
+        return self[column]
+
+
+#: Memory columns read together (excluding and including gaps of one region).
+_MEMORY_PARTNERS = {}
+for _excluding, _including in (("total", "total_including_gaps"), ("interleaved", "interleaved_including_gaps"),
+                               ("non_interleaved", "non_interleaved_including_gaps"),
+                               ("overflowed", "overflowed_including_gaps"),
+                               ("always_live_bytes", "not_always_live_bytes")):
+    _MEMORY_PARTNERS[_excluding] = _including
+    _MEMORY_PARTNERS[_including] = _excluding
+_MEMORY_COLUMN_NAMES = frozenset(MEMORY_FIELDS.values())
+
 
 class CompilationReport:
     """Information known at the end of graph compilation (libpva CompilationReport)."""
@@ -581,10 +709,10 @@ class CompilationReport:
         t = self.target
         return (
             f"<CompilationReport {t.numIPUs} IPU(s), {t.numTiles:,} tiles, "
-            f"{self.graph.numComputeSets:,} compute sets>"
+            f"{self.graph.numComputeSets:,} compute sets, {len(self._program_table.all):,} programs>"
         )
 
-    # -- singletons and lists --
+    # -- target, graph and hardware --
 
     @functools.cached_property
     def target(self) -> Target:
@@ -597,23 +725,34 @@ class CompilationReport:
         return Graph(self._reader.graph, self._reader)
 
     @functools.cached_property
+    def _tiles(self) -> list[Tile]:
+        return [Tile(self, t) for t in range(self.target.numTiles)]
+
+    @property
     def tiles(self) -> PvaList:
-        """Every tile of the target."""
-        return PvaList(Tile(self, t) for t in range(self.target.numTiles))
+        """Every tile of the target, by tile id (all replicas)."""
+        return PvaList(self._tiles)
 
     @functools.cached_property
+    def _ipus(self) -> list[IPU]:
+        return [IPU(self, i) for i in range(self.target.numIPUs)]
+
+    @property
     def ipus(self) -> PvaList:
-        """Every IPU of the target."""
-        return PvaList(IPU(self, i) for i in range(self.target.numIPUs))
+        """Every IPU of the target, by IPU id."""
+        return PvaList(self._ipus)
 
     @functools.cached_property
+    def _replicas(self) -> list[Replica]:
+        return [Replica(self, r) for r in range(self.target.numReplicas)]
+
+    @property
     def replicas(self) -> PvaList:
         """Every replica."""
-        return PvaList(Replica(self, r) for r in range(self.target.numReplicas))
+        return PvaList(self._replicas)
 
     @functools.cached_property
-    def computeSets(self) -> PvaList:
-        """Every compute set, indexed by compute set id."""
+    def _compute_sets(self) -> list[ComputeSet]:
         rows = self._reader.query("SELECT compute_set, name, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
         for index, row in enumerate(rows):
             if row[0] != index:
@@ -622,7 +761,12 @@ class CompilationReport:
                     f"at position {index}",
                     self._reader.path,
                 )
-        return PvaList(ComputeSet(self, *row) for row in rows)
+        return [ComputeSet(self, *row) for row in rows]
+
+    @property
+    def computeSets(self) -> PvaList:
+        """Every compute set, indexed by compute set id."""
+        return PvaList(self._compute_sets)
 
     @property
     def compilationParameters(self) -> PvaList:
@@ -642,15 +786,13 @@ class CompilationReport:
 
     @property
     def timestamp(self) -> str:
-        """Date and time of compilation."""
+        """Date and time of compilation; empty if not recorded."""
         return self._reader.metadata.get("compilation_timestamp", "")
 
     # -- programs (see programs.py) --
 
     @functools.cached_property
-    def _program_table(self):
-        from .programs import ProgramTable
-
+    def _program_table(self) -> ProgramTable:
         return ProgramTable(self)
 
     @property
@@ -668,28 +810,285 @@ class CompilationReport:
         """The functions (programs called by Call programs), in order."""
         return self._program_table.list_of(self._reader.column("SELECT program FROM function_programs ORDER BY position"))
 
-    # -- cached columns used by the lightweight objects --
+    # -- variables and liveness --
+
+    @property
+    def variables(self) -> PvaList:
+        """Every unlowered variable, by id."""
+        return PvaList(self._variables_by_id.values())
 
     @functools.cached_property
-    def _memory_columns(self) -> dict[str, list[int]]:
-        names = (
-            "total", "total_including_gaps", "interleaved", "interleaved_including_gaps", "non_interleaved",
-            "non_interleaved_including_gaps", "overflowed", "overflowed_including_gaps", "always_live_bytes",
-            "not_always_live_bytes",
-        )
-        count = self.target.tilesPerReplica
-        columns = {name: [0] * count for name in names}
-        rows = self._reader.query(f"SELECT tile, {', '.join(names)} FROM memory_by_tile")
-        for row in rows:
-            tile = row[0]
-            if not isinstance(tile, int) or not 0 <= tile < count:
+    def loweredVariables(self) -> LoweredVariables:
+        """Lowered variables by tile and by unlowered variable."""
+        return LoweredVariables(self)
+
+    @property
+    def alwaysLiveVariables(self) -> PvaList:
+        """Always-live variables with their size summed over the tiles of a replica, by name."""
+        rows = self._reader.query("SELECT var, sum(bytes) FROM always_live_vars GROUP BY var")
+        return self._sized_variables((var, None, size) for var, size in rows)
+
+    def alwaysLiveVariablesForTile(self, tileId) -> PvaList:
+        """Always-live variables on one tile (an id or a Tile) with their size there, by name."""
+        tile = self._replica_tile(tileId)
+        rows = self._reader.query("SELECT var, bytes FROM always_live_vars WHERE tile = ?", (tile,))
+        return self._sized_variables((var, None, size) for var, size in rows)
+
+    @functools.cached_property
+    def _liveness_steps(self) -> list[LivenessProgramStep]:
+        rows = self._reader.query("SELECT id, program, not_always_live_bytes FROM liveness_steps ORDER BY id")
+        for index, row in enumerate(rows):
+            if row[0] != index:
                 raise InconsistentReportError(
-                    f"{self._reader.path!r}: memory_by_tile has tile {tile!r}; the report has {count} tiles per replica",
+                    f"{self._reader.path!r}: liveness step ids must be 0..{len(rows) - 1}, found id {row[0]} "
+                    f"at position {index}",
                     self._reader.path,
                 )
-            for name, value in zip(names, row[1:]):
-                columns[name][tile] = value
-        return columns
+        return [LivenessProgramStep(self, *row) for row in rows]
+
+    @property
+    def livenessProgramSteps(self) -> PvaList:
+        """Program steps with liveness information, depth first."""
+        return PvaList(self._liveness_steps)
+
+    @functools.cached_property
+    def _liveness_tiles(self) -> frozenset[int]:
+        return frozenset(self._reader.column("SELECT tile FROM liveness_tiles"))
+
+    @property
+    def tilesWithLivenessInfo(self) -> PvaList:
+        """Tiles whose per-tile liveness LivenessProgramStep.notAlwaysLiveMemoryForTile gives."""
+        tiles = self._tiles
+        return PvaList(tiles[t] for t in sorted(self._liveness_tiles) if 0 <= t < len(tiles))
+
+    @property
+    def allocationOrderByTile(self) -> PvaList:
+        """For each tile of a replica, the ids of its lowered variables in allocation order."""
+        order: list[list[int]] = [[] for _ in range(self.target.tilesPerReplica)]
+        for tile, var_id in self._reader.query("SELECT tile, id FROM vars_info ORDER BY tile, alloc_order, id"):
+            if not 0 <= tile < len(order):
+                raise InconsistentReportError(
+                    f"{self._reader.path!r}: lowered variable {var_id} is on tile {tile}; a replica has "
+                    f"{len(order)} tiles",
+                    self._reader.path,
+                )
+            order[tile].append(var_id)
+        return PvaList(PvaList(ids) for ids in order)
+
+    # -- debug information --
+
+    @functools.cached_property
+    def _debug_info(self) -> DebugInfo | None:
+        path = getattr(self._report, "_debug_path", None)
+        return None if path is None else DebugInfo(path, self)
+
+    @property
+    def isDebugInfoPresent(self) -> bool:
+        """True if the report was opened with debug information (debug.cbor)."""
+        return self._debug_info is not None
+
+    def _require_debug(self) -> DebugInfo:
+        info = self._debug_info
+        if info is None:
+            path = self._reader.path
+            raise NotPresentError(
+                f"{path!r}: no debug information; open the report with openReport(profile, 'debug.cbor')", path
+            )
+        return info
+
+    def debugContexts(self, filter=None) -> PvaList:  # noqa: A002 (libpva's argument name)
+        """Debug contexts selected by a DebugContext.Filter (or a layer name, or withoutParent), by id.
+
+        Raises NotPresentError if isDebugInfoPresent is False.
+        """
+        info = self._require_debug()
+        chosen = filter if isinstance(filter, DebugContext.Filter) else DebugContext.Filter(filter)
+        context = info.context
+        return PvaList(context(i) for i, record in sorted(info.records.items()) if chosen._accepts(record))
+
+    def debugContext(self, id: int) -> DebugContext:  # noqa: A002 (libpva's argument name)
+        """The debug context with an id; raises NotPresentError if isDebugInfoPresent is False."""
+        return self._require_debug().context(id)
+
+    def _debug_contexts_of(self, kind: str, obj) -> PvaList:
+        info = self._debug_info
+        if info is None or obj is None:
+            return PvaList()
+        return info.contexts_of(kind, obj)
+
+    # -- numpy views (pva additions) --
+
+    def memoryArray(self, field: str = "total.includingGaps") -> np.ndarray:
+        """One memory figure of every tile as a uint64 array indexed by tile id (pva addition).
+
+        `field` is the path below ``tile.memory``: ``"total.includingGaps"`` (default),
+        ``"total.excludingGaps"``, ``"interleaved.*"``, ``"nonInterleaved.*"``, ``"overflowed.*"``,
+        ``"alwaysLiveBytes"`` or ``"notAlwaysLiveBytes"``. The result equals
+        ``[t.memory.<field> for t in tiles]``.
+        """
+        column = MEMORY_FIELDS.get(field)
+        if column is None:
+            raise ValueError(f"unknown memory field {field!r}; expected one of {', '.join(MEMORY_FIELDS)}")
+        return self._per_tile(np.asarray(self._memory_columns[column], dtype=np.uint64))
+
+    def categoryMemoryArray(self, category: str | None = None, field: str = "total"):
+        """Memory of a category on every tile as a uint64 array indexed by tile id (pva addition).
+
+        `field` is the path below ``tile.memory.category.<category>``: ``"total"`` (default),
+        ``"nonInterleaved.overlapped"``, ``"interleaved.total"``, ... Without a category, a dict
+        of every category's array.
+        """
+        columns = CATEGORY_FIELDS.get(field)
+        if columns is None:
+            raise ValueError(f"unknown category field {field!r}; expected one of {', '.join(CATEGORY_FIELDS)}")
+        if category is None:
+            return {name: self.categoryMemoryArray(name, field) for name in self._category_names}
+        if category not in CATEGORIES and category not in self._category_memory[1]:
+            raise ValueError(f"unknown memory category {category!r}; expected one of {', '.join(CATEGORIES)}")
+        matrix, bases = self._category_memory
+        base = bases.get(category)
+        if matrix is None or base is None:
+            return read_only(np.zeros(self.target.numTiles, dtype=np.uint64))
+        values = matrix[:, [base + c for c in columns]].sum(axis=1, dtype=np.uint64)
+        return self._per_tile(values)
+
+    def vertexCountArray(self) -> np.ndarray:
+        """Vertices on every tile over all compute sets, as a uint64 array by tile id (pva addition)."""
+        rows = self._reader.column(
+            "SELECT count_by_tile_row FROM compute_set_vertices WHERE count_by_tile_row IS NOT NULL"
+        )
+        return self._per_tile(self._sum_vertex_rows(rows))
+
+    def _sum_vertex_rows(self, rows) -> np.ndarray:
+        total = np.zeros(self.target.tilesPerReplica, dtype=np.uint64)
+        matrix = self._reader.matrix("vertex_count_by_tile")
+        if not rows:
+            return total
+        if matrix is None:
+            raise InconsistentReportError(
+                f"{self._reader.path!r}: compute_set_vertices refers to rows of vertex_count_by_tile, "
+                f"which the report does not have",
+                self._reader.path,
+            )
+        rows = sorted(rows)
+        if len(rows) == matrix.num_rows and rows[0] == 0 and rows[-1] == matrix.num_rows - 1 and len(set(rows)) == len(rows):
+            return matrix.sum_rows()
+        for start in range(0, len(rows), 4096):
+            total += matrix.take(rows[start : start + 4096]).sum(axis=0, dtype=np.uint64)
+        return total
+
+    def _per_tile(self, replica_values: np.ndarray) -> np.ndarray:
+        """Values of one replica's tiles repeated for every replica."""
+        replicas = self.target.numReplicas
+        values = np.asarray(replica_values, dtype=np.uint64)
+        return read_only(np.tile(values, replicas) if replicas > 1 else values.copy())
+
+    # -- helpers shared by the lightweight objects --
+
+    def _replica_tile(self, tile) -> int:
+        """A tile id (or Tile) checked against the target and mapped into one replica."""
+        if isinstance(tile, Tile):
+            tile = tile.tileId
+        if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
+            raise TypeError(f"expected a tile id or a Tile, not {type(tile).__name__}")
+        tile = int(tile)
+        if not 0 <= tile < self.target.numTiles:
+            raise NoSuchObjectError(
+                f"{self._reader.path!r}: no tile {tile}; the target has tiles 0..{self.target.numTiles - 1}",
+                self._reader.path,
+            )
+        return tile % self.target.tilesPerReplica
+
+    def _replica_ipu(self, ipu) -> int:
+        """An IPU id (or IPU) checked against the target and mapped into one replica."""
+        if isinstance(ipu, IPU):
+            ipu = ipu.id
+        if isinstance(ipu, bool) or not isinstance(ipu, (int, np.integer)):
+            raise TypeError(f"expected an IPU id or an IPU, not {type(ipu).__name__}")
+        ipu = int(ipu)
+        if not 0 <= ipu < self.target.numIPUs:
+            raise NoSuchObjectError(
+                f"{self._reader.path!r}: no IPU {ipu}; the target has IPUs 0..{self.target.numIPUs - 1}",
+                self._reader.path,
+            )
+        return ipu % self.target.ipusPerReplica
+
+    @functools.cached_property
+    def _variables_by_id(self) -> dict[int, Variable]:
+        return {i: Variable(self, i, name) for i, name in self._reader.query("SELECT id, name FROM variables ORDER BY id")}
+
+    @functools.cached_property
+    def _artificial_names(self) -> list[str]:
+        return self._reader.column("SELECT DISTINCT name FROM vars_info WHERE unlowered_var IS NULL ORDER BY name")
+
+    @functools.cached_property
+    def _artificial_ids(self) -> dict[str, int]:
+        return {name: -1 - index for index, name in enumerate(self._artificial_names)}
+
+    def _artificial_variable_name(self, var_id: int) -> str:
+        names = self._artificial_names
+        index = -1 - var_id
+        if not 0 <= index < len(names):
+            raise NoSuchObjectError(f"{self._reader.path!r}: no variable {var_id}", self._reader.path)
+        return names[index]
+
+    def _variable(self, var_id: int) -> Variable:
+        if var_id < 0:
+            return Variable(self, var_id, self._artificial_variable_name(var_id))
+        found = self._variables_by_id.get(var_id)
+        if found is None:
+            raise InconsistentReportError(
+                f"{self._reader.path!r}: variable {var_id} is referenced but not in table variables", self._reader.path
+            )
+        return found
+
+    def _sized_variables(self, rows) -> PvaList:
+        """VariableSize objects for (unlowered id or None, lowered name, size) rows, by name then id."""
+        out = []
+        artificial = None
+        for var_id, name, size in rows:
+            if var_id is None:
+                if artificial is None:
+                    artificial = self._artificial_ids
+                out.append(VariableSize(self, artificial[name], name, size))
+            else:
+                out.append(VariableSize(self, var_id, self._variable(var_id).name, size))
+        out.sort(key=lambda v: (v.name, v._id))
+        return PvaList(out)
+
+    @functools.cached_property
+    def _categories_by_id(self) -> dict[int, VariableCategory]:
+        return {
+            i: VariableCategory(i, name, description)
+            for i, name, description in self._reader.query("SELECT id, name, description FROM var_categories")
+        }
+
+    def _category(self, category_id: int) -> VariableCategory:
+        found = self._categories_by_id.get(category_id)
+        if found is None:
+            raise InconsistentReportError(
+                f"{self._reader.path!r}: category {category_id} is referenced but not in var_categories",
+                self._reader.path,
+            )
+        return found
+
+    @functools.cached_property
+    def _ipu_architectures(self) -> list[IPU.Architecture]:
+        default = self.target.architecture
+        found = [default] * self.target.numIPUs
+        for ipu, architecture in self._reader.query("SELECT id, architecture FROM ipus"):
+            if isinstance(ipu, int) and 0 <= ipu < len(found):
+                found[ipu] = IPU.Architecture.parse(architecture)
+        return found
+
+    @functools.cached_property
+    def _memory_columns(self) -> "_MemoryColumns":
+        return _MemoryColumns(self)
+
+    @functools.cached_property
+    def _memories(self) -> list[Memory]:
+        per_replica = [Memory(self, t) for t in range(self.target.tilesPerReplica)]
+        return per_replica * self.target.numReplicas
 
     @functools.cached_property
     def _tile_columns(self) -> tuple[list[int], list[float]]:
@@ -707,9 +1106,12 @@ class CompilationReport:
         return delays, clocks
 
     @functools.cached_property
+    def _category_names(self) -> list[str]:
+        return self._reader.column("SELECT name FROM var_categories ORDER BY id")
+
+    @functools.cached_property
     def _category_memory(self) -> tuple[np.ndarray | None, dict[str, int]]:
-        names = self._reader.query("SELECT id, name FROM var_categories ORDER BY id")
-        columns = {name: 6 * index for index, (_id, name) in enumerate(names)}
+        columns = {name: 6 * index for index, name in enumerate(self._category_names)}
         matrix = self._reader.matrix("memory_category_by_tile")
         if matrix is None:
             return None, columns

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ._base import PvaEnum, PvaList
 from .errors import InconsistentReportError
+from .vectors import TileVector
 
 if TYPE_CHECKING:
     from .compilation import CompilationReport, ComputeSet
@@ -116,9 +119,36 @@ class Program:
         """Child programs in order; may be empty."""
         return self._c._program_table.children_of(self._id)
 
+    @property
+    def debugContexts(self) -> PvaList:
+        """The debug contexts of the program; may be empty (always empty without debug information)."""
+        return self._c._debug_contexts_of("program", self._id)
+
+    @property
+    def vars(self) -> PvaList:
+        """The lowered variables the program uses, by id."""
+        return self._c._program_table.vars_of(self._id)
+
+    @property
+    def controlCodeByTile(self) -> TileVector:
+        """Control code of this program and its children on each tile in bytes; may be empty."""
+        return self._c._program_table.vector(self._id, "control_code")
+
     def accept(self, visitor: "ProgramVisitor") -> None:
         """Call the visitor method for this program's kind (exactly one call, no recursion)."""
         getattr(visitor, self._visit)(self)
+
+    def tileArray(self, name: str) -> np.ndarray:
+        """A per-tile vector of this program as a uint64 numpy array (pva addition).
+
+        `name` is the libpva property, e.g. ``"controlCodeByTile"`` or, for exchanges,
+        ``"bytesReceivedByTile"``; the array is empty when the report has no such vector.
+        """
+        kind = _VECTOR_KINDS.get(name)
+        if kind is None or not isinstance(getattr(type(self), name, None), property):
+            names = sorted(n for n in _VECTOR_KINDS if isinstance(getattr(type(self), n, None), property))
+            raise ValueError(f"{type(self).__name__} has no per-tile vector {name!r}; it has {', '.join(names)}")
+        return self._c._program_table.array(self._id, kind)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Program) and other._id == self._id and other._c is self._c
@@ -127,22 +157,25 @@ class Program:
         return hash(self._id)
 
     def __repr__(self) -> str:
-        name = f" {self._name!r}" if self._name else ""
-        return f"<{type(self).__name__} {self._id} {self._type.name}{name}>"
+        name = self.name
+        shown = f" {name!r}" if name else ""
+        return f"<{type(self).__name__} {self._id} {self._type.name}{shown}>"
+
+
+#: libpva per-tile vector properties and the program_vectors kind that stores each.
+_VECTOR_KINDS = {
+    "controlCodeByTile": "control_code",
+    "bytesReceivedByTile": "bytes_received",
+    "bytesSentByTile": "bytes_sent",
+    "estimatedCyclesByTile": "estimated_cycles",
+    "exchangeCyclesByTile": "exchange_cycles",
+    "syncCyclesByTile": "sync_cycles",
+    "codeBytesByTile": "code_bytes",
+}
 
 
 def _vector_property(kind: str, doc: str) -> property:
     return property(lambda self: self._c._program_table.vector(self._id, kind), doc=doc)
-
-
-def _vars_property() -> property:
-    return property(lambda self: self._c._program_table.vars_of(self._id), doc="The lowered variables used.")
-
-
-Program.controlCodeByTile = _vector_property(
-    "control_code", "Control code of this program and its children on each tile in bytes; may be empty."
-)
-Program.vars = _vars_property()
 
 
 class UnknownProgram(Program):
@@ -186,6 +219,16 @@ class OnTileExecuteProgram(Program):
         cs = self._row[0]
         return self.computeset.name if cs is not None else ""
 
+    @property
+    def vars(self) -> PvaList:
+        """The lowered variables used: the program's own and its compute set's, by id."""
+        own = self._c._program_table.vars_of(self._id)
+        cs = self._row[0]
+        if cs is None:
+            return own
+        merged = {v._id: v for v in self.computeset.vars}
+        merged.update((v._id, v) for v in own)
+        return PvaList(merged[i] for i in sorted(merged))
 
 
 class RepeatProgram(Program):
@@ -332,6 +375,29 @@ class ImplicitSyncProgram(SyncProgram):
         """Always Internal."""
         return Program.SyncType.Internal
 
+    @property
+    def vars(self) -> PvaList:
+        """Always empty."""
+        return PvaList()
+
+    @property
+    def controlCodeByTile(self) -> TileVector:
+        """Always empty."""
+        return TileVector()
+
+    @property
+    def debugContexts(self) -> PvaList:
+        """Always empty."""
+        return PvaList()
+
+    def __eq__(self, other: object) -> bool:
+        if self._id is None:
+            return isinstance(other, ImplicitSyncProgram) and other._id is None and other._name == self._name
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(("ImplicitSync", self._name)) if self._id is None else hash(self._id)
+
 
 class SetLocalConsensusProgram(Program):
     """Sets the local consensus flag."""
@@ -432,6 +498,10 @@ PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
 }
 
 
+#: Program.Type and class for each type name stored in the programs table.
+_KIND_BY_NAME = {name: (type_, PROGRAM_CLASSES.get(type_, Program)) for name, type_ in Program.Type.__members__.items()}
+
+
 class ProgramVisitor:
     """Base class of program visitors: override the visit<Kind> methods you need.
 
@@ -448,6 +518,12 @@ class ProgramVisitor:
 
     def __init__(self) -> None:
         pass
+
+    def __repr__(self) -> str:
+        base = ProgramVisitor.__dict__
+        own = sorted(name for name in dir(type(self))
+                     if name.startswith("visit") and getattr(type(self), name) is not base.get(name))
+        return f"<{type(self).__name__} visiting {', '.join(own) if own else 'nothing'}>"
 
     def visitUnknown(self, unknown: UnknownProgram) -> None: ...
     def visitSequence(self, sequence: SequenceProgram) -> None: ...
@@ -486,14 +562,15 @@ class ProgramTable:
             "SELECT id, type, name, compute_set, repeat_count, sync_type, stream_copy_type, call_target, num_tiles "
             "FROM programs ORDER BY id"
         )
-        types = Program.Type.__members__
-        by_id: dict[int, Program] = {}
-        for program_id, type_name, name, *fields in rows:
-            type_ = types.get(type_name, Program.Type.Unknown)
-            cls = PROGRAM_CLASSES.get(type_, Program)
-            by_id[program_id] = cls(compilation, program_id, type_, name or "", fields)
-        self.all = list(by_id.values())
-        self._by_id = by_id
+        kinds = _KIND_BY_NAME
+        unknown = _KIND_BY_NAME["Unknown"]
+        everything = []
+        append = everything.append
+        for row in rows:
+            type_, cls = kinds.get(row[1], unknown)
+            append(cls(compilation, row[0], type_, row[2] or "", row[3:]))
+        self.all = everything
+        self._by_id = {program._id: program for program in everything}
         self._children: dict[int, list[int]] | None = None
         self._vectors: dict[tuple[int, str], int] | None = None
 
@@ -511,8 +588,7 @@ class ProgramTable:
         get = self.get
         return PvaList(get(i) for i in ids)
 
-    def children_of(self, program_id: int) -> PvaList:
-        """The children of a program, in order."""
+    def _children_map(self) -> dict[int, list[int]]:
         if self._children is None:
             children: dict[int, list[int]] = {}
             for parent, child in self._c._reader.query(
@@ -520,19 +596,99 @@ class ProgramTable:
             ):
                 children.setdefault(parent, []).append(child)
             self._children = children
-        return self.list_of(self._children.get(program_id, ()))
+        return self._children
 
-    def vector(self, program_id: int, kind: str) -> PvaList:
-        """A per-tile vector of a program; empty when not recorded."""
+    def children_of(self, program_id: int) -> PvaList:
+        """The children of a program, in order."""
+        return self.list_of(self._children_map().get(program_id, ()))
+
+    def _vector_rows(self) -> dict[tuple[int, str], int]:
         if self._vectors is None:
             self._vectors = {
-                (program, k): row for program, k, row in self._c._reader.query("SELECT program, kind, row FROM program_vectors")
+                (program, k): row
+                for program, k, row in self._c._reader.query("SELECT program, kind, row FROM program_vectors")
             }
-        row = self._vectors.get((program_id, kind))
-        return PvaList(self._c._reader.matrix_row(f"program_{kind}_by_tile", row).tolist())
+        return self._vectors
+
+    def array(self, program_id: int, kind: str) -> np.ndarray:
+        """A per-tile vector of a program as uint64; empty when not recorded."""
+        row = self._vector_rows().get((program_id, kind))
+        return self._c._reader.matrix_row(f"program_{kind}_by_tile", row)
+
+    def vector(self, program_id: int, kind: str) -> TileVector:
+        """A per-tile vector of a program as a list; empty when not recorded."""
+        return TileVector(self.array(program_id, kind))
 
     def vars_of(self, program_id: int) -> PvaList:
-        """Lowered variables used by a program."""
-        lowered = self._c.loweredVariables
-        ids = self._c._reader.column("SELECT var FROM program_vars WHERE program = ? ORDER BY var", (program_id,))
-        return PvaList(lowered._get(i) for i in ids)
+        """Lowered variables used by a program, by id."""
+        from .variables import LOWERED_SELECT, lowered_variables_from_rows
+
+        rows = self._c._reader.query(
+            f"{LOWERED_SELECT} WHERE id IN (SELECT var FROM program_vars WHERE program = ?) ORDER BY id",
+            (program_id,),
+        )
+        return lowered_variables_from_rows(self._c.loweredVariables, rows)
+
+    def ordered(self, owned: set[int], *, inline_calls: bool) -> list[int]:
+        """The ids in `owned` in program-tree order (depth first from the control programs).
+
+        With `inline_calls` a Call program is followed by the programs of the function it
+        calls (recursively, once per call); otherwise functions follow the control programs.
+        Owned programs the walk does not reach come last, by id.
+        """
+        if not owned:
+            return []
+        children = self._children_map()
+        by_id = self._by_id
+        reader = self._c._reader
+        roots = reader.column("SELECT program FROM control_programs ORDER BY position")
+        functions = reader.column("SELECT program FROM function_programs ORDER BY position")
+
+        def kids(pid: int) -> list[int]:
+            found = children.get(pid, [])
+            if inline_calls:
+                program = by_id.get(pid)
+                if isinstance(program, CallProgram) and program._row[4] is not None:
+                    return [*found, program._row[4]]
+            return found
+
+        memo: dict[int, tuple[int, ...]] = {}
+        result: list[int] = []
+        for root in roots if inline_calls else [*roots, *functions]:
+            result.extend(_expand(root, owned, memo, kids))
+        if inline_calls:
+            reached = set(result)
+            for function in functions:
+                if function not in memo:
+                    result.extend(p for p in _expand(function, owned, memo, kids) if p not in reached)
+        else:
+            seen: set[int] = set()
+            result = [p for p in result if not (p in seen or seen.add(p))]
+        reached = set(result)
+        result.extend(sorted(p for p in owned if p not in reached))
+        return result
+
+
+def _expand(root: int, owned: set[int], memo: dict[int, tuple[int, ...]], kids) -> tuple[int, ...]:
+    """The owned programs of the tree under `root`, depth first; a program on its own path is skipped."""
+    if root in memo:
+        return memo[root]
+    on_path: set[int] = set()
+    stack: list[tuple[int, bool]] = [(root, False)]
+    while stack:
+        pid, done = stack.pop()
+        if done:
+            on_path.discard(pid)
+            parts: list[int] = [pid] if pid in owned else []
+            for kid in kids(pid):
+                parts.extend(memo.get(kid, ()))
+            memo[pid] = tuple(parts) if parts else ()
+            continue
+        if pid in memo or pid in on_path:
+            continue
+        on_path.add(pid)
+        stack.append((pid, True))
+        for kid in reversed(kids(pid)):
+            if kid not in memo and kid not in on_path:
+                stack.append((kid, False))
+    return memo.get(root, ())

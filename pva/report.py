@@ -7,6 +7,7 @@ import os
 import re
 from typing import NamedTuple
 
+from formats.detect import check_regular_file
 from formats.profile_reader import ProfileReader
 
 from ._base import PvaEnum, set_list_print_length
@@ -47,6 +48,10 @@ class PoplarVersion:
             self.major = self.minor = self.point = 0
             self.packageHash = ""
 
+    majorVer = property(lambda self: self.major, doc="Major version (the C++ spelling of major).")
+    minorVer = property(lambda self: self.minor, doc="Minor version (the C++ spelling of minor).")
+    pointVer = property(lambda self: self.point, doc="Point version (the C++ spelling of point).")
+
     def __str__(self) -> str:
         return self.string
 
@@ -64,6 +69,10 @@ class ProfileReportVersion:
         self.minor = minor
         self.point = point
         self.isUnstableFormat = unstable
+
+    majorVer = property(lambda self: self.major, doc="Major version (the C++ spelling of major).")
+    minorVer = property(lambda self: self.minor, doc="Minor version (the C++ spelling of minor).")
+    pointVer = property(lambda self: self.point, doc="Point version (the C++ spelling of point).")
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.point}"
@@ -98,6 +107,9 @@ class InstrumentationSettings:
         self.compute = InstrumentationSettings.ComputeInstrumentationLevel.parse(compute)
         self.externalExchange = InstrumentationSettings.ExternalExchangeInstrumentationLevel.parse(external_exchange)
 
+    def __str__(self) -> str:
+        return f"compute: {self.compute.name}, external exchange: {self.externalExchange.name}"
+
     def __repr__(self) -> str:
         return f"<InstrumentationSettings compute={self.compute.name} externalExchange={self.externalExchange.name}>"
 
@@ -116,6 +128,11 @@ class Report:
     def path(self) -> str:
         """Path of the report file (pva addition)."""
         return self._reader.path
+
+    @property
+    def debugInfoPath(self) -> str | None:
+        """Path of the debug information file given to openReport, or None (pva addition)."""
+        return self._debug_path
 
     @functools.cached_property
     def compilation(self) -> CompilationReport:
@@ -176,8 +193,13 @@ def openReport(profileFilename: str | os.PathLike[str], debugInfoFilename: str |
     """Open a profile report (profile.pop) and, optionally, its debug information (debug.cbor).
 
     Raises a subclass of pva.PvaError that names the path and the problem when the file is
-    missing, not a report, of an unsupported version, or damaged.
+    missing, not a report, of an unsupported version, or damaged. The debug information is
+    read when first used (debug contexts, OperationAnalysis); a damaged debug.cbor then raises
+    a PvaError naming it.
     """
+    debug_path = None
+    if debugInfoFilename is not None:
+        debug_path = os.fspath(debugInfoFilename)
+        check_regular_file(debug_path, "debug information file (debug.cbor)")
     reader = ProfileReader(profileFilename)
-    debug_path = None if debugInfoFilename is None else os.fspath(debugInfoFilename)
     return Report(reader, debug_path)

@@ -1,0 +1,1 @@
+"""Reproducible performance measurements: each figure beside a baseline measured in the same run."""

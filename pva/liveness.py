@@ -1,0 +1,148 @@
+"""Liveness: program steps with their not-always-live memory (libpva LivenessProgramStep).
+
+The not-always-live variables of a step are the allocated lowered variables that are not
+always live and whose equivalence class is live in the step, summed per unlowered variable
+(pieces without one are grouped by name under an artificial negative id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._base import PvaList
+from .model_errors import NotPresentError
+from .variables import Variable
+
+if TYPE_CHECKING:
+    from .compilation import CompilationReport
+
+
+__all__ = ["LivenessProgramStep", "NotAlwaysLiveMemory"]
+
+_LIVE = (
+    "v.allocated = 1 AND v.always_live = 0 AND v.equivalence_class IN "
+    '(SELECT class FROM equivalence_class_steps WHERE start <= ?1 AND "end" > ?1)'
+)
+
+
+class NotAlwaysLiveMemory:
+    """Not-always-live memory of a step: total bytes and the variables live in it."""
+
+    __slots__ = ("bytes", "_load", "_variables")
+
+    def __init__(self, size: int, variables: "PvaList | Callable[[], PvaList]") -> None:
+        self.bytes = size
+        if callable(variables):
+            self._load = variables
+            self._variables = None
+        else:
+            self._load = None
+            self._variables = variables
+
+    @property
+    def variables(self) -> PvaList:
+        """The not-always-live variables of the step, with their sizes, by name."""
+        if self._variables is None:
+            self._variables = self._load()
+            self._load = None
+        return PvaList(self._variables)
+
+    def __repr__(self) -> str:
+        return f"<NotAlwaysLiveMemory {self.bytes:,} B>"
+
+
+class LivenessProgramStep:
+    """One program step of the depth-first liveness walk (libpva LivenessProgramStep)."""
+
+    __slots__ = ("_c", "_index", "_program", "_bytes")
+
+    def __init__(self, compilation: "CompilationReport", index: int, program: int, size: int) -> None:
+        self._c = compilation
+        self._index = index
+        self._program = program
+        self._bytes = size
+
+    @property
+    def program(self):
+        """The program this step is for."""
+        return self._c._program_table.get(self._program)
+
+    @property
+    def notAlwaysLiveMemory(self) -> NotAlwaysLiveMemory:
+        """Not-always-live memory of this step over all tiles (of one replica)."""
+        return NotAlwaysLiveMemory(self._bytes, lambda: self._variables("", ()))
+
+    def notAlwaysLiveMemoryForTile(self, tileId) -> NotAlwaysLiveMemory:
+        """Not-always-live memory of this step on one tile (an id or a Tile).
+
+        Only tiles of CompilationReport.tilesWithLivenessInfo have it; other tiles raise
+        NotPresentError.
+        """
+        tile = self._c._replica_tile(tileId)
+        if tile not in self._c._liveness_tiles:
+            path = self._c._reader.path
+            shown = sorted(self._c._liveness_tiles)[:10]
+            raise NotPresentError(
+                f"{path!r}: tile {tile} has no per-tile liveness information; tiles with it: "
+                f"{shown if shown else 'none'}{' ...' if len(self._c._liveness_tiles) > 10 else ''}",
+                path,
+            )
+        (size,) = self._c._reader.query_one(
+            f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE v.tile = ?2 AND {_LIVE}",
+            (self._index, tile),
+        )
+        return NotAlwaysLiveMemory(size, lambda: self._variables(" AND v.tile = ?2", (tile,)))
+
+    def notAlwaysLiveMemoryForIpu(self, ipuId) -> NotAlwaysLiveMemory:
+        """Not-always-live memory of this step on one IPU (an id or an IPU) of a replica."""
+        ipu = self._c._replica_ipu(ipuId)
+        row = self._c._reader.query_one(
+            "SELECT bytes FROM liveness_step_ipus WHERE step = ? AND ipu = ?", (self._index, ipu)
+        )
+        per_ipu = self._c.target.tilesPerIpu
+        lo, hi = ipu * per_ipu, (ipu + 1) * per_ipu
+        load = lambda: self._variables(" AND v.tile >= ?2 AND v.tile < ?3", (lo, hi))  # noqa: E731
+        if row is None:
+            (size,) = self._c._reader.query_one(
+                f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE v.tile >= ?2 AND v.tile < ?3 AND {_LIVE}",
+                (self._index, lo, hi),
+            )
+        else:
+            size = row[0]
+        return NotAlwaysLiveMemory(size, load)
+
+    def notAlwaysLiveBytesForVariable(self, var) -> int:
+        """Bytes of a variable (a Variable or its id) that are live, not always live, in this step."""
+        var_id = var._id if isinstance(var, Variable) else var
+        if var_id < 0:
+            name = self._c._artificial_variable_name(var_id)
+            where, params = "v.unlowered_var IS NULL AND v.name = ?2", (self._index, name)
+        else:
+            where, params = "v.unlowered_var = ?2", (self._index, var_id)
+        (size,) = self._c._reader.query_one(
+            f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE {where} AND {_LIVE}", params
+        )
+        return size
+
+    def _variables(self, where: str, params: tuple) -> PvaList:
+        rows = self._c._reader.query(
+            f"SELECT v.unlowered_var, v.name, sum(v.size_bytes) FROM vars_info v WHERE {_LIVE}{where} "
+            "GROUP BY v.unlowered_var, CASE WHEN v.unlowered_var IS NULL THEN v.name END",
+            (self._index, *params),
+        )
+        return self._c._sized_variables(rows)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LivenessProgramStep) and other._c is self._c and other._index == self._index
+
+    def __hash__(self) -> int:
+        return hash(("LivenessProgramStep", self._index))
+
+    def __repr__(self) -> str:
+        program = self._c._program_table.get(self._program)
+        name = f" {program.name!r}" if program.name else ""
+        return (
+            f"<LivenessProgramStep {self._index} {program.type.name}{name}: "
+            f"{self._bytes:,} B not always live>"
+        )

@@ -1,0 +1,365 @@
+"""Variables: unlowered variables, their categories and their lowered pieces on tiles (libpva 2.1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._base import PvaList
+from .errors import InconsistentReportError
+from .model_errors import NotPresentError
+
+if TYPE_CHECKING:
+    from .compilation import CompilationReport
+
+
+__all__ = [
+    "EquivalenceClass",
+    "Interval",
+    "LoweredVariable",
+    "LoweredVariableBrief",
+    "LoweredVariables",
+    "Variable",
+    "VariableCategory",
+    "VariableSize",
+]
+
+
+class VariableCategory:
+    """The category of the data a variable holds (Message, Constant, Stack, ...)."""
+
+    __slots__ = ("id", "name", "description")
+
+    def __init__(self, category_id: int, name: str, description: str) -> None:
+        self.id = category_id
+        self.name = name
+        self.description = description
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VariableCategory) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("VariableCategory", self.id))
+
+    def __repr__(self) -> str:
+        return f"<VariableCategory {self.id} {self.name!r}>"
+
+
+class Variable:
+    """An unlowered variable; equal (and hashed) by id, so it can key dicts and sets.
+
+    Variables that group lowered pieces without an unlowered variable (``<anon>`` and the
+    like) have artificial negative ids.
+    """
+
+    __slots__ = ("_c", "_id", "name")
+
+    def __init__(self, compilation: "CompilationReport", variable_id: int, name: str) -> None:
+        self._c = compilation
+        self._id = variable_id
+        self.name = name
+
+    @property
+    def debugContexts(self) -> PvaList:
+        """The debug contexts of the variable; empty without debug information."""
+        return self._c._debug_contexts_of("variable", self._id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Variable) and other._id == self._id
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __repr__(self) -> str:
+        return f"<Variable {self._id} {self.name!r}>"
+
+
+class VariableSize(Variable):
+    """A variable with a size: an always-live or not-always-live variable of a liveness query."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, compilation: "CompilationReport", variable_id: int, name: str, size: int) -> None:
+        super().__init__(compilation, variable_id, name)
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"<VariableSize {self._id} {self.name!r} {self.size:,} B>"
+
+
+class Interval:
+    """Liveness steps start..end-1 (``steps[start:end]`` in Python terms)."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start = start
+        self.end = end
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Interval) and (other.start, other.end) == (self.start, self.end)
+
+    def __hash__(self) -> int:
+        return hash((self.start, self.end))
+
+    def __repr__(self) -> str:
+        return f"<Interval {self.start}..{self.end}>"
+
+
+class EquivalenceClass:
+    """Lowered variables with the same liveness: the liveness steps in which they are live."""
+
+    __slots__ = ("id", "steps")
+
+    def __init__(self, class_id: int, steps: list[Interval]) -> None:
+        self.id = class_id
+        self.steps = PvaList(steps)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EquivalenceClass) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("EquivalenceClass", self.id))
+
+    def __repr__(self) -> str:
+        spans = ", ".join(f"{i.start}..{i.end}" for i in self.steps[:4])
+        more = ", ..." if len(self.steps) > 4 else ""
+        return f"<EquivalenceClass {self.id} live in steps [{spans}{more}]>"
+
+
+class LoweredVariableBrief:
+    """Brief information on a lowered variable (LoweredVariables.allBriefVars)."""
+
+    __slots__ = ("id", "bytes", "tileId", "equivalenceClass")
+
+    def __init__(self, var_id: int, size: int, tile: int, equivalence_class: EquivalenceClass) -> None:
+        self.id = var_id
+        self.bytes = size
+        self.tileId = tile
+        self.equivalenceClass = equivalence_class
+
+    def __repr__(self) -> str:
+        return f"<LoweredVariableBrief {self.id} tile {self.tileId} {self.bytes:,} B class {self.equivalenceClass.id}>"
+
+
+#: Columns of vars_info read for a LoweredVariable, in row order.
+_COLUMNS = (
+    "id", "tile", "name", "size_bytes", "alignment", "offset", "category", "allocated", "constant", "always_live",
+    "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved_mem", "accessed_in_vertex",
+    "equivalence_class", "unlowered_var",
+)
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM vars_info"
+
+
+class LoweredVariable:
+    """A piece of a variable on one tile (libpva LoweredVariable); equal by id."""
+
+    __slots__ = ("_lv", "_row")
+
+    def __init__(self, lowered: "LoweredVariables", row: tuple) -> None:
+        self._lv = lowered
+        self._row = row
+
+    @property
+    def _id(self) -> int:
+        """The id of this lowered variable."""
+        return self._row[0]
+
+    @property
+    def tileId(self) -> int:
+        """The tile the variable is on."""
+        return self._row[1]
+
+    @property
+    def name(self) -> str:
+        """The name of the lowered variable."""
+        return self._row[2]
+
+    @property
+    def bytes(self) -> int:
+        """Size in bytes."""
+        return self._row[3]
+
+    @property
+    def alignment(self) -> int:
+        """Alignment in bytes; normally at least 4."""
+        return self._row[4]
+
+    @property
+    def offset(self) -> int:
+        """Offset within the tile's variable storage area in bytes."""
+        return self._row[5]
+
+    @property
+    def category(self) -> VariableCategory:
+        """The category of the data stored in the variable."""
+        return self._lv._c._category(self._row[6])
+
+    @property
+    def equivalenceClass(self) -> EquivalenceClass:
+        """The equivalence class: variables of one class have the same liveness."""
+        return self._lv._class(self._row[16])
+
+    @property
+    def elementConstraints(self) -> PvaList:
+        """Lowered variables that cannot share a memory element with this one."""
+        return self._lv._constraints(self._row[0], "element")
+
+    @property
+    def regionConstraints(self) -> PvaList:
+        """Lowered variables that cannot share a memory region with this one."""
+        return self._lv._constraints(self._row[0], "region")
+
+    @property
+    def hasUnloweredVar(self) -> bool:
+        """Whether the variable comes from an unlowered variable."""
+        return self._row[17] is not None
+
+    @property
+    def unloweredVar(self) -> Variable:
+        """The unlowered variable this one comes from; NotPresentError if hasUnloweredVar is False."""
+        var_id = self._row[17]
+        if var_id is None:
+            c = self._lv._c
+            raise NotPresentError(
+                f"{c._reader.path!r}: lowered variable {self._row[0]} ({self._row[2]!r}) has no unlowered variable; "
+                f"check hasUnloweredVar first",
+                c._reader.path,
+            )
+        return self._lv._c._variable(var_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LoweredVariable) and other._row[0] == self._row[0]
+
+    def __hash__(self) -> int:
+        return hash(("LoweredVariable", self._row[0]))
+
+    def __repr__(self) -> str:
+        live = " always live" if self._row[9] else ""
+        return f"<LoweredVariable {self._row[0]} {self._row[2]!r} tile {self._row[1]} {self._row[3]:,} B{live}>"
+
+
+def _flag(index: int, doc: str) -> property:
+    return property(lambda self: bool(self._row[index]), doc=doc)
+
+
+for _name, _index, _doc in (
+    ("allocated", 7, "True if allocated to a tile; otherwise ignore the rest of its data."),
+    ("constant", 8, "True if the variable holds constant data that is never written."),
+    ("alwaysLive", 9, "True if the variable can never overlap with others."),
+    ("executable", 10, "True if the variable needs executable memory."),
+    ("vertexCode", 11, "True if the variable holds vertex code."),
+    ("lowest256KBytes", 12, "True if the variable must be in the first 256 KB (run instruction reach)."),
+    ("startSection", 13, "True if the variable holds an entry point that may need special allocation."),
+    ("inInterleavedMem", 14, "True if the variable must be stored in interleaved memory."),
+    ("accessedInVertex", 15, "True if the variable may be accessed in a vertex."),
+):
+    setattr(LoweredVariable, _name, _flag(_index, _doc))
+
+
+class LoweredVariables:
+    """Lowered variables by tile and by unlowered variable (libpva LoweredVariables)."""
+
+    __slots__ = ("_c", "_classes", "_brief")
+
+    def __init__(self, compilation: "CompilationReport") -> None:
+        self._c = compilation
+        self._classes: dict[int, EquivalenceClass] | None = None
+        self._brief: list[LoweredVariableBrief] | None = None
+
+    def forTile(self, tileId) -> PvaList:
+        """The lowered variables on a tile (an id or a Tile), in allocation order."""
+        tile = self._c._replica_tile(tileId)
+        rows = self._c._reader.query(f"{_SELECT} WHERE tile = ? ORDER BY alloc_order, id", (tile,))
+        return PvaList(LoweredVariable(self, row) for row in rows)
+
+    def forVar(self, var) -> PvaList:
+        """The lowered pieces of an unlowered variable (a Variable or its id), by id."""
+        var_id = var._id if isinstance(var, Variable) else var
+        if not isinstance(var_id, int):
+            raise TypeError(f"forVar expects a Variable or a variable id, not {type(var).__name__}")
+        if var_id < 0:  # an artificial variable grouping pieces by name
+            name = self._c._artificial_variable_name(var_id)
+            rows = self._c._reader.query(f"{_SELECT} WHERE unlowered_var IS NULL AND name = ? ORDER BY id", (name,))
+        else:
+            rows = self._c._reader.query(f"{_SELECT} WHERE unlowered_var = ? ORDER BY id", (var_id,))
+        return PvaList(LoweredVariable(self, row) for row in rows)
+
+    @property
+    def allBriefVars(self) -> PvaList:
+        """Brief information for every lowered variable, by id; may be very long."""
+        if self._brief is None:
+            classes = self._all_classes()
+            get = classes.get
+            brief = []
+            for var_id, size, tile, eq in self._c._reader.query(
+                "SELECT id, size_bytes, tile, equivalence_class FROM vars_info ORDER BY id"
+            ):
+                cls = get(eq)
+                if cls is None:
+                    cls = classes[eq] = EquivalenceClass(eq, [])
+                brief.append(LoweredVariableBrief(var_id, size, tile, cls))
+            self._brief = brief
+        return PvaList(self._brief)
+
+    def _get(self, var_id: int) -> LoweredVariable:
+        row = self._c._reader.query_one(f"{_SELECT} WHERE id = ?", (var_id,))
+        if row is None:
+            raise InconsistentReportError(
+                f"{self._c._reader.path!r}: lowered variable {var_id} is referenced but not in vars_info",
+                self._c._reader.path,
+            )
+        return LoweredVariable(self, row)
+
+    def _get_many(self, ids) -> PvaList:
+        """Lowered variables for ids, in the order given (one query per 500 ids)."""
+        ids = list(ids)
+        found: dict[int, tuple] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for row in self._c._reader.query(f"{_SELECT} WHERE id IN ({marks})", chunk):
+                found[row[0]] = row
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise InconsistentReportError(
+                f"{self._c._reader.path!r}: lowered variable(s) {missing[:5]} are referenced but not in vars_info",
+                self._c._reader.path,
+            )
+        return PvaList(LoweredVariable(self, found[i]) for i in ids)
+
+    def _constraints(self, var_id: int, kind: str) -> PvaList:
+        ids = self._c._reader.column(
+            "SELECT other FROM lowered_var_constraints WHERE var = ? AND kind = ? ORDER BY other", (var_id, kind)
+        )
+        return self._get_many(ids)
+
+    def _all_classes(self) -> dict[int, EquivalenceClass]:
+        if self._classes is None:
+            spans: dict[int, list[Interval]] = {}
+            for cls, start, end in self._c._reader.query(
+                'SELECT class, start, "end" FROM equivalence_class_steps ORDER BY class, start'
+            ):
+                spans.setdefault(cls, []).append(Interval(start, end))
+            self._classes = {cls: EquivalenceClass(cls, steps) for cls, steps in spans.items()}
+        return self._classes
+
+    def _class(self, class_id: int) -> EquivalenceClass:
+        classes = self._all_classes()
+        found = classes.get(class_id)
+        if found is None:
+            found = classes[class_id] = EquivalenceClass(class_id, [])
+        return found
+
+    def __repr__(self) -> str:
+        (count,) = self._c._reader.query_one("SELECT count(*) FROM vars_info")
+        return f"<LoweredVariables {count:,} on {self._c.target.tilesPerReplica:,} tiles>"
+
+
+def lowered_variables_from_rows(lowered: LoweredVariables, rows) -> PvaList:
+    """LoweredVariable objects for vars_info rows selected with `LOWERED_SELECT`."""
+    return PvaList(LoweredVariable(lowered, row) for row in rows)
+
+
+#: The SELECT clause whose rows `lowered_variables_from_rows` accepts.
+LOWERED_SELECT = _SELECT
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -29,10 +30,10 @@ def table_to_arrow(reader: ProfileReader, table: str, columns: Sequence[str] | N
     if columns is not None:
         schema = pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
     names = ", ".join(f'"{f.name}"' for f in schema)
-    cursor = reader.file.conn.execute(f'SELECT {names} FROM "{table}"')
+    rows_iter = reader.file.iterate(f'SELECT {names} FROM "{table}"', batch=batch_rows)
     batches = []
     while True:
-        rows = cursor.fetchmany(batch_rows)
+        rows = list(itertools.islice(rows_iter, batch_rows))
         if not rows:
             break
         columns_data = list(zip(*rows))

@@ -7,7 +7,7 @@ import pathlib
 import sqlite3
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes, read_head
@@ -195,6 +195,20 @@ class SqliteFile:
         try:
             with self._lock:
                 return self.conn.execute(sql, params).fetchone()
+        except _DAMAGE as exc:
+            raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
+
+    def iterate(self, sql: str, params: Sequence[Any] = (), batch: int = 10_000) -> Iterator[tuple]:
+        """Rows of a query, fetched in batches (for results too large to hold at once)."""
+        try:
+            with self._lock:
+                cursor = self.conn.execute(sql, params)
+            while True:
+                with self._lock:
+                    rows = cursor.fetchmany(batch)
+                if not rows:
+                    return
+                yield from rows
         except _DAMAGE as exc:
             raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
 

@@ -1,0 +1,253 @@
+"""Trace reports: host-side events by process and thread (libpva section 2.3, pva.openTrace).
+
+A thread's events are read and checked in one step the first time they are asked for, and an
+Event object is made for each at once, so walking a large trace costs little per event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from itertools import repeat
+
+from formats.trace_reader import ThreadEvents, TraceReader
+
+from ._base import PvaList
+
+__all__ = [
+    "Event",
+    "Process",
+    "Thread",
+    "TraceReport",
+    "openTrace",
+]
+
+
+class _ThreadView:
+    """A thread's events as loaded: one Event object per event, and the columns as lists
+    (each converted from the reader's arrays on first use)."""
+
+    __slots__ = ("data", "pid", "tid", "channel_names", "children", "offsets", "roots", "__dict__")
+
+    def __init__(self, data: ThreadEvents) -> None:
+        self.data = data
+        self.pid = data.pid
+        self.tid = data.tid
+        self.channel_names = data.channel_names
+        self.offsets = data.offsets
+        n = len(data.labels)
+        with _gc_paused():
+            events = list(map(Event, repeat(self, n), range(n), data.labels))
+            #: the children of event i are children[offsets[i]:offsets[i + 1]]
+            self.children = list(map(events.__getitem__, data.kids))
+            self.roots = list(map(events.__getitem__, data.roots))
+
+    def __getattr__(self, name: str) -> list:
+        if name not in ("ids", "channels", "timestamps", "durations", "complete"):
+            raise AttributeError(name)
+        values = getattr(self.data, name).tolist()
+        setattr(self, name, values)
+        return values
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while many objects that form no cycles are made at once.
+
+    Each collection would walk every object made so far, making bulk creation quadratic.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Event:
+    """One traced event: a label on a channel, when it started and how long it lasted (libpva Event).
+
+    `children()` is a method, as in libpva: the events that occurred on the same thread during this
+    one, in start order.
+    """
+
+    __slots__ = ("_d", "_i", "label")
+
+    def __init__(self, view: _ThreadView, index: int, label: str) -> None:
+        self._d = view
+        self._i = index
+        #: The event's label.
+        self.label = label
+
+    @property
+    def pid(self) -> int:
+        """The process the event occurred in."""
+        return self._d.pid
+
+    @property
+    def tid(self) -> int:
+        """The thread the event occurred on."""
+        return self._d.tid
+
+    @property
+    def channel(self) -> str:
+        """The name of the event's channel."""
+        d = self._d
+        return d.channel_names[d.channels[self._i]]
+
+    @property
+    def timestamp(self) -> int:
+        """When the event started, in microseconds of a steady clock (comparable within one trace only)."""
+        return self._d.timestamps[self._i]
+
+    @property
+    def duration(self) -> int:
+        """How long the event lasted, in microseconds; for an event that never ended, until the trace stopped."""
+        return self._d.durations[self._i]
+
+    @property
+    def isComplete(self) -> bool:
+        """Whether the event ended; False if it was still open when the recording process stopped."""
+        return self._d.complete[self._i]
+
+    def children(self) -> PvaList:
+        """The events that occurred on this thread during this event, in start order."""
+        d = self._d
+        i = self._i
+        offsets = d.offsets
+        return PvaList(d.children[offsets[i]:offsets[i + 1]])
+
+    @property
+    def id(self) -> int:
+        """The event's id in the trace file (pva addition; events.id in SQL)."""
+        return self._d.ids[self._i]
+
+    @property
+    def args(self) -> dict:
+        """The event's arguments, e.g. from a Chrome trace (pva addition); empty if none."""
+        return self._d.data.reader.event_args(self._d.ids[self._i])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and other._d is self._d and other._i == self._i
+
+    def __hash__(self) -> int:
+        return hash((self._d.pid, self._d.tid, self._i))
+
+    def __repr__(self) -> str:
+        state = "" if self.isComplete else ", incomplete"
+        return f"<Event {self.label!r} on {self.channel!r} at {self.timestamp} µs for {self.duration} µs{state}>"
+
+
+class Thread:
+    """A thread of a traced process: its root events in start order (libpva Thread)."""
+
+    __slots__ = ("_trace", "pid", "tid", "name", "_view")
+
+    def __init__(self, trace: "TraceReport", pid: int, tid: int, name: str) -> None:
+        self._trace = trace
+        self.pid = pid
+        self.tid = tid
+        self.name = name
+        self._view: _ThreadView | None = None
+
+    @property
+    def events(self) -> PvaList:
+        """The root events of this thread, in start order; use `Event.children()` for the rest."""
+        view = self._view
+        if view is None:
+            view = self._view = _ThreadView(self._trace._reader.thread_events(self.pid, self.tid))
+        return PvaList(view.roots)
+
+    def __repr__(self) -> str:
+        name = f" {self.name!r}" if self.name else ""
+        return f"<Thread {self.tid}{name} of process {self.pid}>"
+
+
+class Process:
+    """A traced process and its threads (libpva Process)."""
+
+    __slots__ = ("_trace", "pid", "name", "_threads", "_by_tid")
+
+    def __init__(self, trace: "TraceReport", pid: int, name: str, threads: list[tuple]) -> None:
+        self._trace = trace
+        self.pid = pid
+        self.name = name
+        self._threads = PvaList(Thread(trace, pid, tid, thread_name) for tid, thread_name, _index in threads)
+        self._by_tid = {thread.tid: thread for thread in self._threads}
+
+    @property
+    def threads(self) -> PvaList:
+        """The threads of this process, by thread id."""
+        return PvaList(self._threads)
+
+    def thread(self, tid: int) -> Thread:
+        """The thread with id `tid`; IndexError (C++ std::out_of_range) if the process has none."""
+        found = self._by_tid.get(tid)
+        if found is None:
+            raise IndexError(f"process {self.pid} of {self._trace.path!r} has no thread {tid!r}")
+        return found
+
+    def __repr__(self) -> str:
+        name = f" {self.name!r}" if self.name else ""
+        return f"<Process {self.pid}{name}, {len(self._threads)} threads>"
+
+
+class TraceReport:
+    """A trace file opened with `openTrace`: its processes, threads and events (libpva TraceReport).
+
+    The file is opened read-only and never modified.
+    """
+
+    def __init__(self, reader: TraceReader) -> None:
+        self._reader = reader
+        threads = reader.threads()
+        self._processes = PvaList(Process(self, pid, name, threads.get(pid, [])) for pid, name, _ in reader.processes())
+        self._by_pid = {process.pid: process for process in self._processes}
+
+    @property
+    def path(self) -> str:
+        """Path of the trace file (pva addition)."""
+        return self._reader.path
+
+    @property
+    def processes(self) -> PvaList:
+        """The processes recorded in this trace, by process id."""
+        return PvaList(self._processes)
+
+    def process(self, pid: int) -> Process:
+        """The process with id `pid`; IndexError (C++ std::out_of_range) if the trace has none."""
+        found = self._by_pid.get(pid)
+        if found is None:
+            raise IndexError(f"{self.path!r} has no process {pid!r}")
+        return found
+
+    @property
+    def isComplete(self) -> bool:
+        """Whether the recorder closed the trace (pva addition); False if it died or is still recording."""
+        return self._reader.is_complete
+
+    def close(self) -> None:
+        """Close the trace file (pva addition); threads not read yet can no longer be."""
+        self._reader.close()
+
+    def __enter__(self) -> "TraceReport":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        threads = sum(len(p._threads) for p in self._processes)
+        state = "" if self.isComplete else ", incomplete"
+        return f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"
+
+
+def openTrace(tracePath: str | os.PathLike[str]) -> TraceReport:  # noqa: N802, N803 (libpva names)
+    """Open a trace file and return its TraceReport.
+
+    Raises a subclass of pva.PvaError naming the path and the problem when the file is missing,
+    not a trace file, of a newer major format version, or damaged.
+    """
+    return TraceReport(TraceReader(tracePath))

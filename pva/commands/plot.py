@@ -1,0 +1,35 @@
+"""`pva plot REPORT --kind KIND -o FILE.png`: one chart of the HTML report as an image (matplotlib)."""
+
+from __future__ import annotations
+
+from ..plots import KINDS, write_plot
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "plot",
+        help="draw memory, liveness, timeline or vertex-type charts as PNG, SVG or PDF (matplotlib)",
+        description=(
+            "Draw one chart of a report as an image for papers and CI artefacts, with matplotlib (Agg backend, no "
+            "display needed): memory (per tile by category, one panel per IPU, tile limit and out-of-memory tiles), "
+            "liveness (always live plus not always live over the program steps, peak marked), timeline (execution "
+            "steps per IPU coloured by program type) or vertex-types (cycles of the largest vertex types). The "
+            "image format follows the file extension: .png, .svg or .pdf. Needs the plot extra: "
+            "pip install 'pva[plot]'."
+        ),
+        epilog="Example: pva plot profile.pop --kind memory -o memory.png",
+    )
+    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument("--kind", required=True, choices=KINDS, help="which chart to draw")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the image to write (.png, .svg or .pdf)")
+    parser.add_argument("--width", type=float, default=12.0, metavar="INCHES", help="figure width (default 12)")
+    parser.add_argument("--height", type=float, default=None, metavar="INCHES",
+                        help="figure height (default: from the chart's content)")
+    parser.add_argument("--dpi", type=float, default=100, help="pixels per inch (default 100)")
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    size = write_plot(args.report, args.kind, args.output, width=args.width, height=args.height, dpi=args.dpi)
+    print(f"wrote {args.output} ({size:,} B)")
+    return 0

@@ -1,0 +1,457 @@
+"""The figures the HTML report and `pva plot` draw, read from a report with bulk SQL and numpy.
+
+Every function takes a `formats.profile_reader.ProfileReader` and returns plain data (numpy
+arrays, lists, numbers); large series are downsampled here, and each result says what it
+downsampled so the page and the plots can tell the reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+
+from formats.profile_reader import ProfileReader
+
+from ..summary import summary_data
+
+#: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
+CATEGORY_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+                    "#9c755f", "#86bcb6")
+OTHER_COLOUR = "#8c8c8c"
+GAPS_COLOUR = "#d9d9d9"
+ALWAYS_LIVE_COLOUR = "#9c755f"
+NOT_ALWAYS_LIVE_COLOUR = "#4e79a7"
+LIMIT_COLOUR = "#d62728"
+
+#: Colours of execution steps by Program.Type name; other types take FALLBACK_COLOURS in turn.
+TYPE_COLOURS = {
+    "OnTileExecute": "#4e79a7",
+    "DoExchange": "#f28e2b",
+    "GlobalExchange": "#b07aa1",
+    "StreamCopyBegin": "#59a14f",
+    "StreamCopyMid": "#8cd17d",
+    "StreamCopyEnd": "#3b7a32",
+    "Sync": "#bab0ac",
+    "SyncAns": "#79706e",
+    "Sans": "#d4a6c8",
+    "Call": "#edc948",
+    "Repeat": "#86bcb6",
+    "Sequence": "#d7d7d7",
+    "WriteUndef": "#ff9da7",
+}
+FALLBACK_COLOURS = ("#e15759", "#76b7b2", "#9d7660", "#f1ce63", "#499894", "#d37295", "#a0cbe8")
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """How much detail the charts keep; larger reports are downsampled to these sizes."""
+
+    max_tiles: int = 512  #: tile buckets per IPU in the memory chart
+    max_liveness_points: int = 2000  #: step buckets in the liveness chart
+    timeline_resolution: int = 8192  #: segments per IPU in the timeline; 0 keeps every step
+    max_table_rows: int = 500  #: rows of the compute set table
+    top_categories: int = 8  #: categories drawn separately; the rest are "other"
+    peak_variables: int = 10  #: variables listed for the liveness peak
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            low = 0 if field.name == "timeline_resolution" else 1
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{field.name} must be an integer of at least {low}, not {value!r}")
+
+
+def type_colour(name: str, index: int = 0) -> str:
+    """The colour of a Program.Type name."""
+    return TYPE_COLOURS.get(name) or FALLBACK_COLOURS[index % len(FALLBACK_COLOURS)]
+
+
+def _buckets(count: int, limit: int) -> int:
+    """Items per bucket so that `count` items make at most `limit` buckets."""
+    return max(1, math.ceil(count / max(1, limit)))
+
+
+def _bucket_reduce(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, max, index of the max) of consecutive buckets of `size` values."""
+    n = values.shape[0]
+    if size <= 1:
+        return values.astype(np.float64), values.copy(), np.arange(n)
+    starts = np.arange(0, n, size)
+    counts = np.diff(np.append(starts, n))
+    sums = np.add.reduceat(values, starts)
+    maxima = np.maximum.reduceat(values, starts)
+    padded = np.full(len(starts) * size, np.iinfo(np.int64).min, dtype=np.int64)
+    padded[:n] = values
+    where = padded.reshape(len(starts), size).argmax(axis=1) + starts
+    return sums / counts, maxima, where
+
+
+# -- summary --------------------------------------------------------------------------------
+
+
+def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
+    """The summary card: source, target, graph counts, cycles and time, memory and liveness totals."""
+    figures = summary_data(reader) if figures is None else figures
+    t = reader.target
+    execution = figures["execution"]
+    memory = figures["memory"]
+    return {
+        "source": os.path.basename(reader.path),
+        "producer": " ".join(v for v in (reader.metadata.get("producer"), reader.metadata.get("producer_version"))
+                             if v),
+        "poplar_version": reader.metadata.get("poplar_version") or "",
+        "created": reader.metadata.get("created") or "",
+        "target": {k: t[k] for k in ("type", "architecture", "num_ipus", "tiles_per_ipu", "num_tiles",
+                                     "bytes_per_tile", "clock_frequency", "num_replicas", "ipus_per_replica",
+                                     "tiles_per_replica")},
+        "graph": dict(figures["graph"]),
+        "execution": {"runs": execution["runs"], "steps": execution["steps"],
+                      "total_cycles": execution["total_cycles"], "microseconds": execution["microseconds"]},
+        "memory": {"including_gaps": memory["including_gaps"], "excluding_gaps": memory["excluding_gaps"],
+                   "tiles_out_of_memory": memory["tiles_out_of_memory"],
+                   "max_tile": memory["max_tile_including_gaps"]},
+        "liveness": dict(figures["liveness"]),
+    }
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+
+def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
+    """Memory per tile by category, per IPU of one replica, with the tile limit and out-of-memory tiles.
+
+    Categories are stacked largest first (top `limits.top_categories`, then "other", then "gaps":
+    memory including gaps minus the categories). With more tiles per IPU than
+    `limits.max_tiles`, tiles are grouped into buckets: each bar is the bucket's mean, `max` its
+    largest tile.
+    """
+    t = reader.target
+    num_tiles, per_ipu, ipus = t["tiles_per_replica"], t["tiles_per_ipu"], t["ipus_per_replica"]
+    limit = int(t["bytes_per_tile"])
+    rows = reader.query("SELECT tile, total, total_including_gaps FROM memory_by_tile ORDER BY tile")
+    if not rows:
+        return None
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), 3)
+    keep = (table[:, 0] >= 0) & (table[:, 0] < num_tiles)
+    total = np.zeros(num_tiles, dtype=np.int64)
+    including = np.zeros(num_tiles, dtype=np.int64)
+    total[table[keep, 0]] = table[keep, 1]
+    including[table[keep, 0]] = table[keep, 2]
+    names = reader.column("SELECT name FROM var_categories ORDER BY id")
+    matrix = reader.matrix("memory_category_by_tile")
+    if matrix is not None and matrix.num_rows and names and matrix.num_cols == 6 * len(names):
+        block = matrix.rows(0, num_tiles).astype(np.int64)
+        per_category = np.zeros((num_tiles, len(names)), dtype=np.int64)
+        per_category[: block.shape[0]] = block.reshape(block.shape[0], len(names), 6).sum(axis=2)
+        by_category = True
+    else:
+        per_category = total.reshape(-1, 1)
+        names = ["total (no categories recorded)"]
+        by_category = False
+    sums = per_category.sum(axis=0)
+    order = [int(i) for i in np.argsort(-sums, kind="stable") if sums[i] > 0]
+    shown, rest = order[: limits.top_categories], order[limits.top_categories:]
+    series_names = [names[i] for i in shown]
+    series = [per_category[:, i] for i in shown]
+    colours = [CATEGORY_COLOURS[k % len(CATEGORY_COLOURS)] for k in range(len(shown))]
+    if rest:
+        series_names.append(f"other ({len(rest)} categories)")
+        series.append(per_category[:, rest].sum(axis=1))
+        colours.append(OTHER_COLOUR)
+    gaps = np.maximum(including - per_category.sum(axis=1), 0)
+    if gaps.any():
+        series_names.append("gaps")
+        series.append(gaps)
+        colours.append(GAPS_COLOUR)
+    size = _buckets(per_ipu, limits.max_tiles)
+    oom = including > limit
+    result_ipus = []
+    for ipu in range(ipus):
+        lo, hi = ipu * per_ipu, (ipu + 1) * per_ipu
+        means = [np.rint(_bucket_reduce(s[lo:hi], size)[0]).astype(np.int64) for s in series]
+        _mean, maxima, where = _bucket_reduce(including[lo:hi], size)
+        oom_counts = np.add.reduceat(oom[lo:hi].astype(np.int64), np.arange(0, per_ipu, size))
+        oom_tiles = np.flatnonzero(oom[lo:hi]) + lo
+        peak = int(np.argmax(including[lo:hi])) + lo
+        result_ipus.append({
+            "ipu": ipu, "first_tile": lo, "series": means, "max": maxima, "max_tile": where + lo,
+            "oom": oom_counts, "oom_count": int(oom_tiles.size), "oom_tiles": oom_tiles[:50],
+            "peak_tile": peak, "peak_bytes": int(including[peak]),
+            "total": int(including[lo:hi].sum()),
+        })
+    return {
+        "limit": limit, "names": series_names, "colours": colours, "by_category": by_category,
+        "tiles_per_ipu": per_ipu, "bucket": size, "downsampled": size > 1, "ipus": result_ipus,
+        "largest": int(including.max()) if including.size else 0,
+        "tiles_out_of_memory": int(oom.sum()),
+    }
+
+
+# -- liveness -------------------------------------------------------------------------------
+
+
+def _program_label(reader: ProfileReader, program: int | None) -> tuple[str, str]:
+    if program is None:
+        return "", ""
+    row = reader.query_one(
+        "SELECT p.type, coalesce(nullif(p.name, ''), cs.name, '') FROM programs p LEFT JOIN compute_sets cs "
+        "ON cs.compute_set = p.compute_set WHERE p.id = ?", (int(program),))
+    return (row[0], row[1]) if row else ("", "")
+
+
+def peak_variables(reader: ProfileReader, step: int, limit: int) -> list[tuple[str, int]]:
+    """The largest not-always-live variables live in a liveness step: (name, bytes over all tiles)."""
+    rows = reader.query(
+        "SELECT coalesce(v.name, l.name) AS n, sum(l.size_bytes) AS b FROM vars_info l "
+        "LEFT JOIN variables v ON v.id = l.unlowered_var WHERE l.always_live = 0 AND l.equivalence_class IN "
+        '(SELECT class FROM equivalence_class_steps WHERE start <= ? AND "end" > ?) '
+        "GROUP BY n ORDER BY b DESC, n LIMIT ?", (int(step), int(step), int(limit)))
+    return [(name, int(size)) for name, size in rows]
+
+
+def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int | None = None) -> dict | None:
+    """Live memory over the liveness steps: always-live (constant) plus not-always-live, with the peak.
+
+    With more steps than `limits.max_liveness_points`, steps are grouped into buckets and each
+    bucket shows its largest value, so the peak is never lost.
+    """
+    rows = reader.query("SELECT id, coalesce(program, -1), depth, not_always_live_bytes FROM liveness_steps "
+                        "ORDER BY id")
+    if not rows:
+        return None
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
+    if always_live is None:
+        always_live = int(reader.query_one("SELECT coalesce(sum(always_live_bytes), 0) FROM memory_by_tile")[0])
+    values = table[:, 3]
+    peak_index = int(np.argmax(values))
+    peak_step = int(table[peak_index, 0])
+    program = int(table[peak_index, 1])
+    kind, name = _program_label(reader, None if program < 0 else program)
+    size = _buckets(len(values), limits.max_liveness_points)
+    _mean, maxima, _where = _bucket_reduce(values, size)
+    return {
+        "steps": len(values), "first_step": int(table[0, 0]), "bucket": size, "downsampled": size > 1,
+        "always_live": int(always_live), "not_always_live": maxima,
+        "peak": {"step": peak_step, "index": peak_index, "not_always_live": int(values[peak_index]),
+                 "total": int(always_live) + int(values[peak_index]), "program_type": kind, "program": name,
+                 "depth": int(table[peak_index, 2]),
+                 "variables": peak_variables(reader, peak_step, limits.peak_variables)},
+        "colours": {"always_live": ALWAYS_LIVE_COLOUR, "not_always_live": NOT_ALWAYS_LIVE_COLOUR},
+    }
+
+
+# -- execution timeline ---------------------------------------------------------------------
+
+
+def _merge_segments(start: np.ndarray, end: np.ndarray, kind: np.ndarray, step: np.ndarray,
+                    resolution: int) -> tuple[np.ndarray, ...]:
+    """Merge runs of short steps that fall in the same 1/resolution of the time span.
+
+    Returns (start, end, kind, step, count): a merged segment takes the kind and step of its
+    longest member. Steps at least one slot long are never merged.
+    """
+    n = start.size
+    ones = np.ones(n, dtype=np.int64)
+    if resolution <= 0 or n <= resolution:
+        return start, end, kind, step, ones
+    t_min = int(start.min())
+    span = max(1, int(end.max()) - t_min)
+    width = span / resolution
+    duration = end - start
+    long = duration >= width
+    slot = np.floor((start - t_min) / width).astype(np.int64)
+    new = np.ones(n, dtype=bool)
+    new[1:] = long[1:] | long[:-1] | (slot[1:] != slot[:-1])
+    first = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    order = np.lexsort((-duration, group))
+    longest = order[first]
+    return (start[first], np.maximum.reduceat(end, first), kind[longest], step[longest],
+            np.diff(np.append(first, n)))
+
+
+def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
+    """Execution steps per IPU as segments on a cycle axis, coloured by program type.
+
+    Times are cycles from the earliest step start over all IPUs (cycles_base + all_cycles_from_min
+    to cycles_base + all_cycles_to_max). With more steps per IPU than `limits.timeline_resolution`,
+    runs of steps shorter than 1/resolution of the span are merged into one segment.
+    """
+    steps = reader.query(
+        "SELECT s.id, s.type, coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, '') FROM steps s "
+        "LEFT JOIN programs p ON p.id = s.program LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set "
+        "ORDER BY s.id")
+    if not steps:
+        return None
+    ids = np.array([s[0] for s in steps], dtype=np.int64)
+    types, type_index = np.unique(np.array([s[1] for s in steps], dtype=object).astype(str), return_inverse=True)
+    names, name_index = np.unique(np.array([s[2] for s in steps], dtype=object).astype(str), return_inverse=True)
+    rows = reader.query(
+        "SELECT ipu, step_id, cycles_base + all_cycles_from_min, cycles_base + all_cycles_to_max FROM steps_by_ipu "
+        "WHERE profiled = 1")
+    if not rows:
+        return None
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
+    position = np.searchsorted(ids, table[:, 1])
+    known = (position < ids.size) & (ids[np.minimum(position, ids.size - 1)] == table[:, 1])
+    table, position = table[known], position[known]
+    if not table.size:
+        return None
+    table[:, 3] = np.maximum(table[:, 3], table[:, 2])
+    t0 = int(table[:, 2].min())
+    span = max(1, int(table[:, 3].max()) - t0)
+    result_ipus = []
+    merged_any = False
+    for ipu in np.unique(table[:, 0]).tolist():
+        mask = table[:, 0] == ipu
+        part, pos = table[mask], position[mask]
+        order = np.lexsort((part[:, 1], part[:, 2]))
+        part, pos = part[order], pos[order]
+        start, end, kind, step, count = _merge_segments(part[:, 2] - t0, part[:, 3] - t0, type_index[pos],
+                                                        part[:, 1], limits.timeline_resolution)
+        merged_any |= start.size < part.shape[0]
+        cycles_by_type = np.bincount(type_index[pos], weights=(part[:, 3] - part[:, 2]), minlength=len(types))
+        result_ipus.append({
+            "ipu": int(ipu), "start": start, "end": end, "kind": kind, "step": step, "count": count,
+            "steps": int(part.shape[0]), "cycles_by_type": np.rint(cycles_by_type).astype(np.int64),
+            "end_cycle": int(part[:, 3].max()) - t0,
+        })
+    return {
+        "t0": t0, "span": span, "types": [str(x) for x in types],
+        "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
+        "step_ids": ids, "step_names": name_index, "names": [str(x) for x in names],
+        "resolution": limits.timeline_resolution, "downsampled": merged_any, "ipus": result_ipus,
+        "clock_frequency": float(reader.target["clock_frequency"]),
+    }
+
+
+# -- cycles by vertex type and compute set --------------------------------------------------
+
+
+def vertex_types(figures: dict) -> dict | None:
+    """Cycles by vertex type (from summary_data), largest first."""
+    rows = figures["execution"]["cycles_by_vertex_type"]
+    if not rows:
+        return None
+    total = sum(r["cycles"] for r in rows) or 1
+    return {
+        "estimated": bool(figures["execution"]["cycles_by_vertex_type_estimated"]),
+        "rows": [{"name": r["vertex_type"], "instances": r["instances"], "cycles": r["cycles"],
+                  "percent": 100 * r["cycles"] / total} for r in rows],
+    }
+
+
+def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
+    """Cycles by compute set with the compiler's estimates, largest first.
+
+    Measured cycles come from the execution steps (the longest IPU of each step, summed over the
+    compute set's executions); a converted legacy report without steps may instead record the
+    cycles of each compute set's last execution (compute_sets.measured_cycles).
+    """
+    legacy = reader.has_column("compute_sets", "measured_cycles")
+    info = reader.query("SELECT compute_set, name, num_vertices, estimated_cycles_max, estimated_cycles_total, "
+                        f"{'measured_cycles' if legacy else 'NULL'} FROM compute_sets")
+    measured = {cs: (n, c) for cs, n, c in reader.query(
+        "SELECT compute_set, count(*), sum(longest) FROM (SELECT s.compute_set, max(b.tile_cycles_max) AS longest "
+        "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.id) "
+        "GROUP BY compute_set")}
+    if not info and not measured:
+        return None
+    source = "steps" if measured else "last execution" if any(row[5] is not None for row in info) else None
+    rows = []
+    for cs, name, vertices, est_max, est_total, last in info:
+        if source == "steps":
+            executions, cycles = measured.get(cs, (0, 0))
+        else:
+            executions, cycles = None, last or 0
+        rows.append({"id": cs, "name": name, "vertices": vertices, "executions": executions,
+                     "cycles": int(cycles or 0), "estimated_max": est_max, "estimated_total": est_total})
+    known = {row[0] for row in info}
+    rows += [{"id": cs, "name": f"compute set {cs}", "vertices": None, "executions": n, "cycles": int(c or 0),
+              "estimated_max": None, "estimated_total": None} for cs, (n, c) in measured.items() if cs not in known]
+    total = sum(r["cycles"] for r in rows)
+    for r in rows:
+        r["percent"] = 100 * r["cycles"] / total if total else 0.0
+    rows.sort(key=lambda r: (-r["cycles"], -(r["estimated_max"] or 0), r["name"]))
+    return {"rows": rows[: limits.max_table_rows], "total_rows": len(rows), "measured": source is not None,
+            "source": source, "total_cycles": total}
+
+
+# -- program tree ---------------------------------------------------------------------------
+
+
+def program_tree(reader: ProfileReader) -> dict | None:
+    """The program tree: programs by position, their children, the control programs and functions.
+
+    Each program has a type (index into `types`), a label (index into `labels`) and a child count;
+    `repeat`, `calls` and `executed` list, by program position, repeat counts, call targets, and
+    executions with their cycles (the longest IPU of each step, summed).
+    """
+    programs = reader.query(
+        "SELECT p.id, p.type, coalesce(nullif(p.name, ''), cs.name, ''), p.repeat_count, p.call_target "
+        "FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY p.id")
+    if not programs:
+        return None
+    ids = np.array([p[0] for p in programs], dtype=np.int64)
+    types, type_index = np.unique(np.array([p[1] for p in programs], dtype=object).astype(str), return_inverse=True)
+    labels, label_index = np.unique(np.array([p[2] for p in programs], dtype=object).astype(str),
+                                    return_inverse=True)
+
+    def positions(values) -> np.ndarray:
+        values = np.asarray(values, dtype=np.int64).reshape(-1)
+        pos = np.searchsorted(ids, values)
+        ok = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == values)
+        return np.where(ok, pos, -1)
+
+    links = reader.query("SELECT parent, child FROM program_children ORDER BY parent, position")
+    if links:
+        pairs = np.array(links, dtype=np.int64).reshape(len(links), 2)
+        parent, child = positions(pairs[:, 0]), positions(pairs[:, 1])
+        ok = (parent >= 0) & (child >= 0)
+        parent, child = parent[ok], child[ok]
+        order = np.argsort(parent, kind="stable")
+        parent, child = parent[order], child[order]
+        counts = np.bincount(parent, minlength=ids.size)
+    else:
+        child = np.zeros(0, dtype=np.int64)
+        counts = np.zeros(ids.size, dtype=np.int64)
+    repeat = np.array([(i, p[3]) for i, p in enumerate(programs) if p[3] is not None], dtype=np.int64).reshape(-1, 2)
+    calls = np.array([(i, p[4]) for i, p in enumerate(programs) if p[4] is not None], dtype=np.int64).reshape(-1, 2)
+    executed = np.array(reader.query(
+        "SELECT program, count(*), coalesce(sum(longest), 0) FROM (SELECT s.program, max(b.tile_cycles_max) AS longest "
+        "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.program IS NOT NULL GROUP BY s.id) "
+        "GROUP BY program"), dtype=np.int64).reshape(-1, 3)
+    executed_pos = positions(executed[:, 0])
+    executed = executed[executed_pos >= 0]
+    control = positions(reader.column("SELECT program FROM control_programs ORDER BY position"))
+    functions = positions(reader.column("SELECT program FROM function_programs ORDER BY position"))
+    return {
+        "count": int(ids.size), "ids": ids, "types": [str(x) for x in types],
+        "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
+        "type": type_index, "labels": [str(x) for x in labels], "label": label_index,
+        "children_count": counts, "children": child,
+        "repeat": {"program": repeat[:, 0], "count": repeat[:, 1]},
+        "calls": {"program": calls[:, 0], "target": positions(calls[:, 1]), "target_id": calls[:, 1]},
+        "executed": {"program": executed_pos[executed_pos >= 0], "count": executed[:, 1], "cycles": executed[:, 2]},
+        "control": control[control >= 0], "functions": functions[functions >= 0],
+    }
+
+
+# -- everything -----------------------------------------------------------------------------
+
+
+def report_data(reader: ProfileReader, limits: Limits = Limits()) -> dict:
+    """Every chart's data for one report."""
+    figures = summary_data(reader)
+    return {
+        "summary": summary(reader, figures),
+        "memory": memory(reader, limits),
+        "liveness": liveness(reader, limits, always_live=figures["liveness"]["always_live_bytes"]),
+        "timeline": timeline(reader, limits),
+        "vertex_types": vertex_types(figures),
+        "compute_sets": compute_sets(reader, limits),
+        "programs": program_tree(reader),
+    }

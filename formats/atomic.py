@@ -23,9 +23,11 @@ class AtomicOutput:
         self.directory = directory
         if directory:
             self.path = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent)
+            os.chmod(self.path, 0o777 & ~_umask())
         else:
             fd, self.path = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=parent)
             os.close(fd)
+            os.chmod(self.path, 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
         self.done = False
 
     def commit(self) -> None:
@@ -73,6 +75,12 @@ class AtomicOutput:
             self.commit()
         else:
             self.abort()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_path(path: str) -> None:

@@ -19,8 +19,8 @@ from .errors import (
 )
 from .schema import Schema, split_user_version
 
-#: SQLite errors that mean the bytes of the file are damaged.
-_DAMAGE = (sqlite3.DatabaseError,)
+#: Errors that mean the bytes of the file are damaged (text that is not UTF-8 included).
+_DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 class SqliteHeader:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -19,6 +20,21 @@ from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, 
 from .sqlite_reader import SqliteFile
 from .trace_writer import NULL as _NULL
 from .trace_writer import STATE_COMPLETE, THREAD_COLUMNS_SCHEMA, THREAD_EVENTS_SQL
+
+
+def _text_damage(method):
+    """Report text that is not UTF-8 (a damaged page) as CorruptReportError, as SQLite errors are."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except UnicodeDecodeError as exc:
+            raise CorruptReportError(
+                f"{self.path!r}: the trace file is damaged (text that is not UTF-8: {exc.reason})", self.path
+            ) from None
+
+    return guarded
 
 
 class ThreadEvents:
@@ -44,6 +60,7 @@ class TraceReader:
     rolled-back copy in a temporary directory; the file itself is never modified.
     """
 
+    @_text_damage
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._copy_dir: str | None = None
@@ -79,12 +96,14 @@ class TraceReader:
         if self._copy_dir is not None:
             shutil.rmtree(self._copy_dir, ignore_errors=True)
 
+    @_text_damage
     def query(self, sql: str, params=()) -> list[tuple]:
         """All rows of a read-only query."""
         return self.file.query(sql, params)
 
     # -- processes and threads -------------------------------------------------------------
 
+    @_text_damage
     def processes(self) -> list[tuple[int, str, int | None]]:
         """``(pid, name, sort_index)`` of every process, by pid."""
         rows = self.query("SELECT pid, name, sort_index FROM processes ORDER BY pid")
@@ -93,6 +112,7 @@ class TraceReader:
                 raise InconsistentReportError(f"{self.path!r}: process ids must be integers, found {pid!r}", self.path)
         return rows
 
+    @_text_damage
     def threads(self) -> dict[int, list[tuple[int, str, int | None]]]:
         """``{pid: [(tid, name, sort_index), ...]}``, threads by tid; every pid is a known process."""
         known = {row[0] for row in self.processes()}
@@ -107,9 +127,11 @@ class TraceReader:
             found[pid].append((tid, name, index))
         return found
 
+    @_text_damage
     def _channels(self) -> dict[int, str]:
         return {int(i): str(name) for i, name in self.query("SELECT id, name FROM channels")}
 
+    @_text_damage
     def end_of_trace(self) -> int:
         """The latest time the trace knows of: where events that never ended stop."""
         if self._end_of_trace is None:
@@ -124,6 +146,7 @@ class TraceReader:
 
     # -- events ----------------------------------------------------------------------------
 
+    @_text_damage
     def thread_events(self, pid: int, tid: int) -> ThreadEvents:
         """The events of one thread, checked: ends not before starts, children within parents."""
         where = f"{self.path!r}: thread {tid} of process {pid}"
@@ -277,6 +300,7 @@ class TraceReader:
         ids, parents, channels, stamps, lengths, complete = numbers
         return ids, parents, labels, channels, stamps, lengths, complete != 0
 
+    @_text_damage
     def event_args(self, event_id: int) -> dict:
         """The arguments of an event as a dict (empty if it has none)."""
         row = self.file.query_one("SELECT args FROM event_args WHERE event = ?", (event_id,))
@@ -292,6 +316,7 @@ class TraceReader:
                 f"{self.path!r}: event {event_id} has args that are not a JSON object", self.path)
         return value
 
+    @_text_damage
     def counter_samples(self, pid: int) -> dict[tuple[str, str], tuple[list[int], list[float]]]:
         """``{(name, series): (timestamps, values)}`` of a process's counters, in time order."""
         found: dict[tuple[str, str], tuple[list[int], list[float]]] = {}

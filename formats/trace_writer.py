@@ -115,21 +115,25 @@ def nest_events(starts: Sequence[int], ends: Sequence[int], labels: Sequence[str
 
 
 def _times(values: Any, count: int, what: str, where: str, allow_open: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Microsecond values as int64 (rounded), and a mask of the entries that are None/NaN (open)."""
+    """Microsecond values as int64 or (when any is fractional) float64, and a mask of the entries
+    that are None or NaN (open)."""
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
         data = values.astype(np.int64)
         missing = np.zeros(data.size, dtype=bool)
     else:
         items = list(values)
-        missing_list = [v is None for v in items]
         try:
-            data_f = np.array([0.0 if v is None else v for v in items], dtype=np.float64)
+            data = np.array([0.0 if v is None else v for v in items], dtype=np.float64)
         except (TypeError, ValueError):
             raise InvalidInputError(f"{where}: {what} must be numbers (microseconds)") from None
-        missing = np.asarray(missing_list, dtype=bool) | np.isnan(data_f)
-        if np.isinf(data_f).any():
+        missing = np.array([v is None for v in items], dtype=bool) | np.isnan(data)
+        if np.isinf(data).any():
             raise InvalidInputError(f"{where}: {what} must be finite, found infinity")
-        data = np.where(missing, 0, np.rint(data_f)).astype(np.int64)
+        data = np.where(missing, 0.0, data)
+        if np.abs(data).max(initial=0) >= 2.0 ** 62:
+            raise InvalidInputError(f"{where}: {what} must be below 2**62 microseconds")
+        if np.array_equal(data, np.rint(data)):
+            data = data.astype(np.int64)
     if data.size != count:
         raise InvalidInputError(f"{where}: expected {count} {what}, got {data.size}")
     if missing.any() and not allow_open:
@@ -289,7 +293,12 @@ class TraceWriter(SqliteFileWriter):
         if negative.size:
             k = int(negative[0])
             raise InvalidInputError(
-                f"{where}: event {labels[k]!r} at {int(start[k])} µs ends before it starts (duration {int(length[k])} µs)")
+                f"{where}: event {labels[k]!r} at {start[k]:g} µs ends before it starts (duration {length[k]:g} µs)")
+        if start.dtype.kind == "f" or length.dtype.kind == "f":
+            # round starts and ends (not durations), so that events that nest still nest
+            ends = np.rint(start + length).astype(np.int64)
+            start = np.rint(start).astype(np.int64)
+            length = ends - start
         end = np.where(open_, _OPEN, start + length)
         if complete is None:
             done = ~open_

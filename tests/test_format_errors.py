@@ -307,3 +307,26 @@ def test_exception_inside_writer_leaves_existing_report_intact(sample, tmp_path)
             raise RuntimeError("producer failed")
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.pop"]
+
+
+def test_text_that_is_not_utf8_is_damage(sample, tmp_path):
+    path = _copy(sample, tmp_path)
+    _modify(path, "UPDATE programs SET name = CAST(x'c328ff' AS TEXT) WHERE id = 1")
+    report = pva.openReport(path)
+    with pytest.raises(pva.CorruptReportError, match="damaged"):
+        report.compilation.programs
+    report.close()
+
+
+def test_written_reports_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    from reportbuilder import write_sample_report
+
+    mask = os.umask(0o022)
+    try:
+        sample = write_sample_report(tmp_path / "perm.pop")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(os.stat(sample.path).st_mode) == 0o644

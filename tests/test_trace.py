@@ -416,8 +416,40 @@ def test_writer_checks_inputs(tmp_path):
             w.add_event("p", 1, "a", 0, 1)
         with pytest.raises(pva.InvalidInputError, match="marked complete but has no duration"):
             w.add_events(1, 1, ["a"], [0], [None], complete=[True])
-        ids = w.add_events(1, 1, ["float"], np.array([10.4]), np.array([2.6]))
-        assert ids.tolist() == [0]
+        ids = w.add_events(1, 1, ["float", "inner"], np.array([10.4, 10.6]), np.array([2.2, 2.0]))
+        assert ids.tolist() == [0, 1]
     with pva.openTrace(tmp_path / "x.pvti") as t:
         (event,) = t.process(1).thread(1).events
-        assert (event.timestamp, event.duration) == (10, 3)  # start and end rounded to microseconds
+        # starts and ends are rounded, not durations: [10.4, 12.6] -> [10, 13] holds [10.6, 12.6] -> [11, 13]
+        assert (event.timestamp, event.duration) == (10, 3)
+        assert [(e.timestamp, e.duration) for e in event.children()] == [(11, 2)]
+
+
+def test_damaged_pages_give_pva_errors_or_correct_reads(fixture_path, tmp_path):
+    """Bytes flipped in any page of a trace file: reading it raises a PvaError or succeeds, nothing else."""
+    data = bytes(fixture_path[0].read_bytes())
+    page = struct.unpack(">H", data[16:18])[0]
+    outcomes = {"ok": 0, "error": 0}
+    for number in range(len(data) // page):
+        for offset in (0, page // 2, page - 24):
+            start = max(100, number * page + offset)  # the page header, the middle, the end (cell contents)
+            damaged = bytearray(data)
+            for k in range(8):
+                damaged[start + k] ^= 0xFF
+            path = tmp_path / f"damaged-{number}-{offset}.pvti"
+            path.write_bytes(bytes(damaged))
+            try:
+                with pva.openTrace(path) as trace:
+                    for process in trace.processes:
+                        for thread in process.threads:
+                            stack = list(thread.events)
+                            while stack:
+                                event = stack.pop()
+                                (event.label, event.channel, event.timestamp, event.duration, event.isComplete,
+                                 event.args)
+                                stack.extend(event.children())
+                outcomes["ok"] += 1
+            except pva.PvaError as exc:
+                assert str(path) in str(exc)
+                outcomes["error"] += 1
+    assert outcomes["error"] > 5 and outcomes["ok"] > 0, outcomes

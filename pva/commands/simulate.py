@@ -1,0 +1,120 @@
+"""`pva simulate`: build and run a bundled model on the IPU-Model simulator and write its reports."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import PvaError
+from ._common import print_json
+
+
+def register(sub) -> None:
+    parser = sub.add_parser(
+        "simulate",
+        help="run a bundled model on the IPU-Model simulator and write profile.pop, debug.cbor and a trace",
+        description=(
+            "Build a preset model (the Poplar tutorials, single matmul or convolution layers, networks), compile "
+            "and run it on the bundled IPU-Model simulator, and write the reports to a directory laid out as "
+            "Poplar's autoReport.directory. Preset knobs follow the preset name; see --list."
+        ),
+        epilog="Examples: pva simulate --list\n"
+               "          pva simulate --preset matmul --m 512 --k 256 --n 1024 --dtype half --arch ipu2 -o out",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--list", action="store_true", help="list the presets and their knobs")
+    parser.add_argument("--preset", metavar="NAME", help="the preset to run")
+    parser.add_argument("-o", "--output", metavar="DIR", default=".", help="report directory (default: .)")
+    parser.add_argument("--engine-option", metavar="KEY=VALUE", action="append", default=[],
+                        help="a Poplar engine option, e.g. debug.computeInstrumentationLevel=vertex (repeatable)")
+    parser.add_argument("--timestamp", metavar="ISO8601",
+                        help="creation time recorded in the report (for byte-identical reruns)")
+    parser.add_argument("--progress", dest="progress", action="store_true", default=None,
+                        help="show a progress bar on standard error even when it is not a terminal")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
+    parser.add_argument("--functional", dest="functional", action="store_true", default=None,
+                        help="run vertices on data (the tutorials do by default)")
+    parser.add_argument("--no-functional", dest="functional", action="store_false", help="time the model only")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    from simulator.presets import PRESETS
+
+    knobs = {}
+    for preset in PRESETS.values():
+        for knob in preset.knobs:
+            knobs.setdefault(knob.name, knob)
+    group = parser.add_argument_group("preset knobs", "valid knobs depend on the preset; see --list")
+    for name, knob in sorted(knobs.items()):
+        group.add_argument(f"--{name}", dest=f"knob_{name}", metavar=knob.type.__name__.upper(),
+                           help=argparse.SUPPRESS)
+    parser.set_defaults(run=run, _parser=parser)
+
+
+def _listing(as_json: bool) -> int:
+    from simulator.presets import listing
+
+    items = listing()
+    if as_json:
+        print_json([{"name": name, "summary": summary,
+                     "knobs": [{"name": k.name, "type": k.type.__name__, "default": k.default, "help": k.help,
+                                "choices": list(k.choices) if k.choices else None} for k in knobs]}
+                    for name, summary, knobs in items])
+        return 0
+    for name, summary, knobs in items:
+        print(f"{name}: {summary}")
+        for k in knobs:
+            choices = f" ({'|'.join(map(str, k.choices))})" if k.choices else ""
+            print(f"    --{k.name:<16} {k.help}{choices}; default {k.default}")
+    return 0
+
+
+def run(args) -> int:
+    if args.list:
+        return _listing(args.json)
+    if not args.preset:
+        args._parser.error("give --preset NAME (see --list)")
+    from simulator.errors import OptionError
+    from simulator.presets import PRESETS, run_preset
+
+    preset = PRESETS.get(args.preset)
+    if preset is None:
+        raise OptionError(f"unknown preset {args.preset!r}; available: {', '.join(PRESETS)}")
+    knobs = {key[5:]: value for key, value in vars(args).items() if key.startswith("knob_") and value is not None}
+    options = {}
+    for item in args.engine_option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise OptionError(f"--engine-option expects KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    directory = os.path.abspath(args.output)
+    engine = run_preset(args.preset, knobs, directory, options, timestamp=args.timestamp, progress=args.progress,
+                        functional=args.functional)
+    exe = engine.exe
+    summary = {
+        "preset": args.preset,
+        "directory": directory,
+        "files": sorted(os.listdir(directory)),
+        "programs": len(exe.progs),
+        "compute_sets": len(exe.compute_sets),
+        "runs": engine.run_count,
+        "cycles": int(engine.clock.max()) if engine.clock.size else 0,
+        "printed": engine.printed,
+    }
+    if args.json:
+        print_json(summary)
+        return 0
+    for line in engine.printed:
+        print(line)
+    print(f"{args.preset}: {summary['programs']:,} programs, {summary['compute_sets']:,} compute sets, "
+          f"{summary['runs']} run(s), {summary['cycles']:,} cycles on the busiest IPU")
+    print(f"reports in {directory}: {', '.join(summary['files'])}")
+    return 0
+
+
+def main(argv=None) -> int:  # pragma: no cover - convenience for python -m
+    from ..cli import main as cli_main
+
+    return cli_main(["simulate"] + list(sys.argv[1:] if argv is None else argv))
+
+
+__all__ = ["PvaError", "register", "run"]

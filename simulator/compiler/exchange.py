@@ -1,0 +1,128 @@
+"""Exchange plans: bytes each tile sends and receives, and their cycles, for internal (DoExchange),
+inter-IPU (GlobalExchange) and host (StreamCopy) transfers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .regions import Sparse, group_ids
+
+
+class ExchangePlan:
+    """Per-tile figures of one exchange (tiles of one replica)."""
+
+    __slots__ = ("kind", "recv", "sent", "cycles", "code", "regions", "sync", "exchange_cycles", "message",
+                 "message_category", "packets")
+
+    def __init__(self, kind: str, recv: Sparse, sent: Sparse, cycles: Sparse, code: Sparse, regions: Sparse,
+                 message: Sparse | None = None, message_category: str = "message") -> None:
+        self.kind = kind  # internal, global, host
+        self.recv = recv
+        self.sent = sent
+        self.cycles = cycles
+        self.code = code
+        self.regions = regions
+        self.message = message
+        self.message_category = message_category
+        self.sync: Sparse | None = None
+        self.exchange_cycles: Sparse | None = None
+        self.packets: Sparse | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return self.recv.total
+
+
+def _participants(recv: Sparse, sent: Sparse, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tiles sending or receiving, with their received and sent bytes."""
+    tiles = np.union1d(recv.idx[recv.val > 0], sent.idx[sent.val > 0])
+    return tiles, recv.at(tiles), sent.at(tiles)
+
+
+def internal_plan(target, n: int, recv: Sparse, sent: Sparse, recv_regions: Sparse, send_regions: Sparse,
+                  message: Sparse | None = None, message_category: str = "message") -> ExchangePlan:
+    """A statically scheduled exchange inside each IPU."""
+    a = target.arch
+    tiles, r, s = _participants(recv, sent, n)
+    latency = target.exchange_latency()[tiles % target.tiles_per_ipu]
+    busy = np.maximum(r, s)
+    cycles = a.exchange_setup_cycles + latency + (busy + a.exchange_bytes_per_cycle - 1) // a.exchange_bytes_per_cycle
+    regions = recv_regions.at(tiles) + send_regions.at(tiles)
+    code = 16 + 8 * regions
+    return ExchangePlan("internal", recv, sent, Sparse(tiles, cycles, n), Sparse(tiles, code, n),
+                        Sparse(tiles, regions, n), message, message_category)
+
+
+def global_plan(target, n: int, recv: Sparse, sent: Sparse, recv_regions: Sparse, send_regions: Sparse,
+                message: Sparse | None = None) -> ExchangePlan:
+    """An exchange between the IPUs of a replica, preceded by a global sync."""
+    a = target.arch
+    tiles, r, s = _participants(recv, sent, n)
+    per_tile = np.maximum(r, s)
+    ipu = tiles // target.tiles_per_ipu
+    num_ipus = max(1, n // target.tiles_per_ipu)
+    ipu_bytes = np.maximum(np.bincount(ipu, weights=r, minlength=num_ipus), np.bincount(ipu, weights=s, minlength=num_ipus))
+    link = np.ceil(ipu_bytes / a.global_exchange_bytes_per_cycle).astype(np.int64)
+    own = a.global_exchange_setup_cycles + (per_tile + 3) // 4
+    cycles = np.maximum(own, a.global_exchange_setup_cycles + link[ipu])
+    packets = (per_tile + a.global_exchange_packet_bytes - 1) // a.global_exchange_packet_bytes
+    regions = recv_regions.at(tiles) + send_regions.at(tiles)
+    code = 24 + 8 * regions + 4 * packets
+    plan = ExchangePlan("global", recv, sent, Sparse(tiles, cycles, n), Sparse(tiles, code, n),
+                        Sparse(tiles, regions, n), message, "globalMessage")
+    plan.exchange_cycles = Sparse(tiles, cycles, n)
+    delays = target.relative_sync_delays()
+    all_tiles = np.arange(n)
+    plan.sync = Sparse(all_tiles, a.global_sync_cycles + delays[all_tiles % target.tiles_per_ipu], n)
+    plan.packets = Sparse(tiles, packets, n)
+    return plan
+
+
+def host_plan(target, n: int, recv: Sparse, sent: Sparse, regions: Sparse) -> ExchangePlan:
+    """A stream copy between the host (or a remote buffer) and the tiles."""
+    a = target.arch
+    tiles, r, s = _participants(recv, sent, n)
+    ipu = tiles // target.tiles_per_ipu
+    num_ipus = max(1, n // target.tiles_per_ipu)
+    ipu_bytes = np.bincount(ipu, weights=np.maximum(r, s), minlength=num_ipus)
+    duration = 8 + np.ceil(ipu_bytes / a.host_bytes_per_cycle).astype(np.int64)
+    cycles = duration[ipu]
+    reg = regions.at(tiles)
+    code = 32 + 8 * reg
+    plan = ExchangePlan("host", recv, sent, Sparse(tiles, cycles, n), Sparse(tiles, code, n), Sparse(tiles, reg, n))
+    plan.packets = Sparse(tiles, 16 * np.maximum(reg, 1), n)
+    return plan
+
+
+def pieces_plan(target, n: int, src_tile: np.ndarray, dst_tile: np.ndarray, nbytes: np.ndarray,
+                send_key: np.ndarray | None = None, message: bool = False, message_category: str = "message"):
+    """Internal and global plans for pieces moving src_tile -> dst_tile (src != dst).
+
+    `send_key` identifies identical data so one send can reach several tiles (broadcast).
+    Returns (internal plan or None, global plan or None).
+    """
+    plans = []
+    same_ipu = (src_tile // target.tiles_per_ipu) == (dst_tile // target.tiles_per_ipu)
+    for mask, kind in ((same_ipu, "internal"), (~same_ipu, "global")):
+        if not mask.any():
+            plans.append(None)
+            continue
+        s, d, b = src_tile[mask], dst_tile[mask], nbytes[mask]
+        recv = Sparse.from_pairs(d, b, n)
+        if send_key is not None:
+            key = send_key[mask]
+            ids = group_ids(s, key)
+            first = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+            first[ids[::-1]] = np.arange(ids.size - 1, -1, -1)
+            sent = Sparse.from_pairs(s[first], b[first], n)
+            send_regions = Sparse.from_pairs(s[first], np.ones(first.size), n)
+        else:
+            sent = Sparse.from_pairs(s, b, n)
+            send_regions = Sparse.from_pairs(s, np.ones(s.size), n)
+        recv_regions = Sparse.from_pairs(d, np.ones(d.size), n)
+        msg = recv if message else None
+        if kind == "internal":
+            plans.append(internal_plan(target, n, recv, sent, recv_regions, send_regions, msg, message_category))
+        else:
+            plans.append(global_plan(target, n, recv, sent, recv_regions, send_regions, msg))
+    return plans[0], plans[1]

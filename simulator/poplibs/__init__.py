@@ -1,0 +1,9 @@
+"""Poplibs-style building blocks that plan tile mappings and create library vertices.
+
+`popops` (element-wise, casts, fills, reductions), `poplin` (matrix multiply, convolution),
+`popnn` (non-linearities, losses, accuracy), `poprand` (seeds), `poputil` (tile mapping).
+"""
+
+from . import popnn, poplin, popops, poprand, poputil
+
+__all__ = ["popnn", "poplin", "popops", "poprand", "poputil"]

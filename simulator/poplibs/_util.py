@@ -1,0 +1,155 @@
+"""Shared planning helpers of the Poplibs-style libraries: linear tile mappings, pieces of a
+tensor by tile, region lookup by element position, and vertex batches."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from ..compiler.regions import split_by_mapping
+from ..errors import GraphError
+from ..graph import ComputeSet, Graph
+from ..tensor import Tensor
+
+
+def linear_intervals(numel: int, num_tiles: int, grain: int = 1, min_per_tile: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split `numel` elements into contiguous chunks (multiples of `grain`) over up to `num_tiles`
+    tiles, at least `min_per_tile` each: (starts, ends, tile numbers)."""
+    if numel == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    grain = max(1, int(grain))
+    grains = -(-numel // grain)
+    min_grains = max(1, -(-int(min_per_tile) // grain))
+    used = int(max(1, min(num_tiles, grains // min_grains if grains >= min_grains else 1)))
+    per = -(-grains // used)
+    starts = np.arange(used, dtype=np.int64) * per * grain
+    keep = starts < numel
+    starts = starts[keep]
+    ends = np.minimum(starts + per * grain, numel)
+    tiles = np.arange(starts.size, dtype=np.int64)
+    if starts.size < num_tiles and starts.size > 1:
+        tiles = (tiles * (num_tiles // starts.size)).astype(np.int64)
+    return starts, ends, tiles
+
+
+def map_linearly(graph: Graph, tensor: Tensor, grain: int = 1, min_per_tile: int = 1) -> None:
+    """Spread a whole-variable tensor evenly over the graph's tiles (poputil::mapTensorLinearly)."""
+    if not tensor.is_whole_variable():
+        if tensor.numElements() == 0:
+            return
+        raise GraphError("map_linearly needs a tensor that is one whole variable")
+    starts, ends, tiles = linear_intervals(tensor.numElements(), graph.num_tiles, grain, min_per_tile)
+    graph.setTileMappingIntervals(tensor, starts, ends, tiles)
+
+
+def tile_pieces(graph: Graph, tensor: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pieces of `tensor` by tile: (tile, position in the tensor, variable, start, length)."""
+    state = graph.state
+    row, tile, pstart, plen = split_by_mapping(state, tensor.vars, tensor.starts, tensor.lengths)
+    offsets = np.cumsum(tensor.lengths) - tensor.lengths
+    pos = offsets[row] + (pstart - tensor.starts[row])
+    order = np.lexsort((pos, tile))
+    return tile[order], pos[order], tensor.vars[row][order], pstart[order], plen[order]
+
+
+def regions_at(tensor: Tensor, pos, length) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Regions of `tensor` covering flat positions pos..pos+length-1, for many ranges at once.
+
+    Returns (range index, variable, start, length), one row per region piece.
+    """
+    pos = np.asarray(pos, dtype=np.int64)
+    length = np.asarray(length, dtype=np.int64)
+    ends = np.cumsum(tensor.lengths)
+    begins = ends - tensor.lengths
+    i0 = np.searchsorted(ends, pos, side="right")
+    i1 = np.searchsorted(begins, pos + length, side="left")
+    counts = np.maximum(i1 - i0, 0)
+    rows = np.repeat(np.arange(pos.size), counts)
+    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    region = np.repeat(i0, counts) + within
+    lo = np.maximum(begins[region], pos[rows])
+    hi = np.minimum(ends[region], (pos + length)[rows])
+    start = tensor.starts[region] + (lo - begins[region])
+    return rows, tensor.vars[region], start, hi - lo
+
+
+def merge_regions(vidx, var, start, length):
+    """Merge regions of the same vertex that follow each other in one variable."""
+    vidx, var, start, length = (np.asarray(a, dtype=np.int64) for a in (vidx, var, start, length))
+    if vidx.size <= 1:
+        return vidx, var, start, length
+    join = (vidx[1:] == vidx[:-1]) & (var[1:] == var[:-1]) & (start[1:] == start[:-1] + length[:-1])
+    if not join.any():
+        return vidx, var, start, length
+    first = np.concatenate(([True], ~join))
+    idx = np.flatnonzero(first)
+    total = np.add.reduceat(length, idx)
+    return vidx[idx], var[idx], start[idx], total
+
+
+def dedupe_regions(vidx, var, start, length):
+    """Drop repeated reads of the same region by the same vertex (broadcast operands), keeping order."""
+    vidx, var, start, length = (np.asarray(a, dtype=np.int64) for a in (vidx, var, start, length))
+    if vidx.size <= 1:
+        return vidx, var, start, length
+    from ..compiler.regions import group_ids
+
+    ids = group_ids(vidx, var, start, length)
+    if int(ids.max()) + 1 == ids.size:
+        return vidx, var, start, length
+    first = np.full(int(ids.max()) + 1, ids.size, dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(ids.size))
+    keep = np.sort(first)
+    return vidx[keep], var[keep], start[keep], length[keep]
+
+
+def add_vertices(graph: Graph, cs: ComputeSet, type_name: str, tiles, fields: dict, work=None, params=None,
+                 cycles=None):
+    """Add a batch of vertices, merging adjacent regions of each field; `tiles` are graph tiles."""
+    merged = {}
+    for name, spec in fields.items():
+        merged[name] = merge_regions(*dedupe_regions(*spec))
+    return graph.state.add_batch(cs.id, type_name, np.asarray(tiles, dtype=np.int64), merged, work, params, cycles)
+
+
+def whole(tensor: Tensor) -> Tensor:
+    """The tensor itself if it is one whole variable (for the fast paths)."""
+    return tensor
+
+
+def require_codelets(graph: Graph, library: str) -> None:
+    if library not in graph.state.libraries:
+        raise GraphError(f"{library} vertices are not available in this graph; call {library}.addCodelets(graph) first")
+
+
+def poplibs_op(op_type: str):
+    """Decorate a Poplibs-style function: its programs go into one Sequence named after the op,
+    and its variables, compute sets and programs get a "poplibs" debug context."""
+
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            from ..debug import Scope
+            from ..programs import Sequence
+
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            graph = bound.arguments["graph"]
+            outer = bound.arguments["prog"]
+            name = bound.arguments.get("debugPrefix") or bound.arguments.get("name") or op_type
+            with Scope(graph.state.debug, name, "poplibs", {"op_type": op_type}):
+                local = Sequence(name=name)
+                bound.arguments["prog"] = local
+                result = fn(*bound.args, **bound.kwargs)
+            if local.programs:
+                outer.add(local)
+            return result
+
+        return inner
+
+    return wrap

@@ -1,0 +1,559 @@
+"""poplin: matrix multiplication and convolution on the accumulating matrix product units.
+
+A matrix multiply C[m,n] = A[m,k] B[k,n] is planned like Poplibs plans a 1x1 convolution: the
+output rows (m), output channels (n) and input channels (k) are split over a grid of
+pm x pn x pk tiles. Each tile runs one ``poplin::ConvPartial1x1Out`` vertex on its blocks of A
+and B, writing float partials; when k is split (pk > 1), or the output type differs from the
+partials type, ``poplin::ReduceAdd`` vertices sum the partials into C. The planner evaluates
+every grid with the same cycle model the vertices use (compute, exchange, reduction) and
+keeps the cheapest one that fits in tile memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import codelets as lib
+from ..errors import GraphError
+from ..graph import Graph
+from ..programs import Execute, Sequence, WriteUndef
+from ..tensor import Tensor
+from ..types import FLOAT, HALF, Type, as_type
+from ._util import add_vertices, poplibs_op, regions_at, require_codelets
+
+_CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512,
+               640, 768, 1024, 1216, 1472, 2048, 2944, 4096, 5888)
+
+
+def addCodelets(graph: Graph) -> None:
+    """Make the poplin vertices available to the graph."""
+    graph.addCodelets("poplin")
+
+
+@dataclass
+class MatMulPlan:
+    """A split of C[m,n] = A[m,k] B[k,n] over a pm x pn x pk grid of tiles."""
+
+    m: int
+    k: int
+    n: int
+    pm: int
+    pn: int
+    pk: int
+    in_type: Type
+    partials_type: Type
+    out_type: Type
+    tiles: np.ndarray  # graph tile of each grid cell, cell = (im * pn + jn) * pk + ik
+    estimate: dict
+
+    @property
+    def mb(self) -> int:
+        return -(-self.m // self.pm)
+
+    @property
+    def nb(self) -> int:
+        return -(-self.n // self.pn)
+
+    @property
+    def kb(self) -> int:
+        return -(-self.k // self.pk)
+
+    def bounds(self, index: int, parts: int, size: int) -> tuple[int, int]:
+        block = -(-size // parts)
+        return min(size, index * block), min(size, (index + 1) * block)
+
+    def needs_reduction(self) -> bool:
+        return self.pk > 1 or self.partials_type != self.out_type
+
+
+def _conv_cycles(target, in_type: str, partials: str, out_elems, in_groups, out_groups):
+    work = {"out_elems": out_elems, "in_groups": in_groups, "out_groups": out_groups}
+    n = np.size(out_elems)
+    cycles, _ = lib.conv_partial_cost(in_type, partials)(work, n, target)
+    return cycles
+
+
+def plan_matmul(graph: Graph, m: int, k: int, n: int, in_type: Type, partials_type: Type = FLOAT,
+                out_type: Type | None = None, conv_kernel: int = 1) -> MatMulPlan:
+    """The cheapest grid for this shape on the graph's tiles, by the vertex cycle model."""
+    target = graph.target
+    out_type = out_type or in_type
+    tiles = graph.num_tiles
+    grid, estimate = _best_grid(target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type,
+                                conv_kernel)
+    count = grid[0] * grid[1] * grid[2]
+    cell_tiles = (np.arange(count, dtype=np.int64) * tiles) // count
+    return MatMulPlan(m, k, n, *grid, in_type, partials_type, out_type,
+                      np.asarray(graph.tile(cell_tiles), dtype=np.int64), dict(estimate))
+
+
+@functools.lru_cache(maxsize=4096)
+def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, n: int, in_type: Type, partials_type: Type,
+               out_type: Type, conv_kernel: int):
+    from ..target import architecture
+
+    arch = architecture(arch_name)
+    cand = np.array(_CANDIDATES, dtype=np.int64)
+    pm_c = cand[cand <= max(1, m)]
+    pn_c = cand[cand <= max(1, n)]
+    pk_c = cand[cand <= max(1, k)]
+    pm, pn, pk = (x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij"))
+    ok = pm * pn * pk <= tiles
+    if not ok.any():
+        pm, pn, pk = np.array([1]), np.array([1]), np.array([1])
+    else:
+        pm, pn, pk = pm[ok], pn[ok], pk[ok]
+    mb = -(-m // pm)
+    nb = -(-n // pn)
+    kb = -(-k // pk)
+    icpg = 16 if in_type.name == "half" else 8
+    ocpg = 8 if in_type.name == "half" else 4
+    e = in_type.size
+    compute = _conv_cycles(_ArchTarget(arch), in_type.name, partials_type.name, mb, -(-kb // icpg) * conv_kernel,
+                           -(-nb // ocpg))
+    recv = (mb * kb + kb * nb) * e * conv_kernel
+    exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
+    reduce_needed = (pk > 1) | (partials_type != out_type)
+    slice_elems = -(-(mb * nb) // pk)
+    red_recv = (pk - 1) * slice_elems * partials_type.size
+    red_exchange = np.where(pk > 1, arch.exchange_setup_cycles + red_recv // arch.exchange_bytes_per_cycle, 0)
+    red_compute = np.where(reduce_needed, 6 * (16 + 2 * (-(-slice_elems // 6)) + (-(-slice_elems // 6)) * pk // 2), 0)
+    syncs = arch.min_sync_delay * (1 + reduce_needed.astype(np.int64))
+    total = compute + exchange + red_exchange + red_compute + syncs
+    memory = recv + mb * nb * partials_type.size + np.where(pk > 1, red_recv, 0)
+    fits = memory <= 0.55 * bytes_per_tile
+    if fits.any():
+        total = np.where(fits, total, np.iinfo(np.int64).max)
+    best = int(np.lexsort((pm * pn * pk, total))[0])
+    estimate = (("compute", int(compute[best])), ("exchange", int(exchange[best])),
+                ("reduceExchange", int(red_exchange[best])), ("reduceCompute", int(red_compute[best])),
+                ("total", int(total[best])))
+    return (int(pm[best]), int(pn[best]), int(pk[best])), estimate
+
+
+class _ArchTarget:
+    """The part of a target the cycle models use, built from an architecture (cacheable)."""
+
+    def __init__(self, arch) -> None:
+        self.arch = arch
+
+    def macs_per_cycle(self, in_type: str, partials_type: str) -> int:
+        a = self.arch
+        if in_type == "half":
+            return a.half_half_macs if partials_type == "half" else a.half_float_macs
+        return a.float_float_macs
+
+
+def _blocked_view(graph: Graph, var_tensor: Tensor, rows: int, cols: int, row_parts: int, col_parts: int,
+                  plan: MatMulPlan) -> tuple[Tensor, np.ndarray]:
+    """A [rows, cols] view of a variable stored block by block; returns (view, block offsets)."""
+    rb = -(-rows // row_parts)
+    cb = -(-cols // col_parts)
+    r = np.arange(rows, dtype=np.int64)
+    c = np.arange(cols, dtype=np.int64)
+    bi, bj = r // rb, c // cb
+    heights = np.minimum(rb, rows - np.arange(row_parts) * rb).clip(min=0)
+    widths = np.minimum(cb, cols - np.arange(col_parts) * cb).clip(min=0)
+    sizes = np.outer(heights, widths).reshape(-1)
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    block = bi[:, None] * col_parts + bj[None, :]
+    idx = offsets[block] + (r % rb)[:, None] * widths[bj][None, :] + (c % cb)[None, :]
+    var = np.full(idx.size, int(var_tensor.vars[0]), dtype=np.int64)
+    view = Tensor.from_elements(graph.state, var_tensor.dtype, (rows, cols), var, idx.reshape(-1))
+    return view, offsets
+
+
+def createMatMulInputLHS(graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/lhs",
+                         options: dict | None = None) -> Tensor:
+    """A left operand laid out for the planned matmul: each (rows, k) block on the tile that uses it."""
+    dtype = as_type(dtype)
+    m, k = aShape
+    _, n = bShape
+    plan = plan_matmul(graph, m, k, n, dtype)
+    var = graph.addVariable(dtype, [m * k], debugPrefix)
+    view, offsets = _blocked_view(graph, var, m, k, plan.pm, plan.pk, plan)
+    sizes = np.diff(np.append(offsets, m * k))
+    cells = [(im * plan.pn + 0) * plan.pk + ik for im in range(plan.pm) for ik in range(plan.pk)]
+    graph.state.set_mapping(int(var.vars[0]), offsets, offsets + sizes, plan.tiles[cells])
+    return view
+
+
+def createMatMulInputRHS(graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/rhs",
+                         options: dict | None = None) -> Tensor:
+    """A right operand laid out for the planned matmul: each (k, cols) block on a tile using it."""
+    dtype = as_type(dtype)
+    m, k = aShape
+    _, n = bShape
+    plan = plan_matmul(graph, m, k, n, dtype)
+    var = graph.addVariable(dtype, [k * n], debugPrefix)
+    view, offsets = _blocked_view(graph, var, k, n, plan.pk, plan.pn, plan)
+    sizes = np.diff(np.append(offsets, k * n))
+    cells = [(0 * plan.pn + jn) * plan.pk + ik for ik in range(plan.pk) for jn in range(plan.pn)]
+    graph.state.set_mapping(int(var.vars[0]), offsets, offsets + sizes, plan.tiles[cells])
+    return view
+
+
+@poplibs_op("MatMul")
+def matMul(graph: Graph, A: Tensor, B: Tensor, prog: Sequence, debugPrefix: str = "matmul",
+           options: dict | None = None, outputType=None) -> Tensor:
+    """C = A B for A [m, k] and B [k, n] (poplin::matMul); appends its programs to `prog`."""
+    require_codelets(graph, "poplin")
+    if A.rank() != 2 or B.rank() != 2 or A.shape[1] != B.shape[0]:
+        raise GraphError(f"matMul needs A [m, k] and B [k, n], got {list(A.shape)} and {list(B.shape)}")
+    if A.dtype != B.dtype:
+        raise GraphError(f"matMul needs operands of one type, got {A.dtype} and {B.dtype}")
+    options = options or {}
+    partials = as_type(options.get("partialsType", "float"))
+    out_type = as_type(outputType) if outputType is not None else A.dtype
+    m, k = A.shape
+    n = B.shape[1]
+    plan = plan_matmul(graph, m, k, n, A.dtype, partials, out_type)
+    return _build_matmul(graph, A, B, plan, prog, debugPrefix)
+
+
+def _reduce_slices(block: np.ndarray, size: np.ndarray, base: np.ndarray, p_off: np.ndarray, tiles: np.ndarray):
+    """Vertices summing the partial blocks of cells that share an output block.
+
+    Cells are given by their output block id, block size, the block's offset in the output
+    variable, their partial block's offset and their tile. Each cell reduces one slice of its
+    block, split over up to six worker vertices. Returns the output mapping (starts, ends,
+    tiles) and the vertices: tiles, partial regions (vertex, start, length), output regions,
+    outputs and partials per vertex.
+    """
+    order = np.lexsort((np.arange(block.size), block))
+    block, size, base, p_off, tiles = block[order], size[order], base[order], p_off[order], tiles[order]
+    first = np.r_[True, block[1:] != block[:-1]]
+    start_of = np.maximum.accumulate(np.where(first, np.arange(block.size), 0))
+    position = np.arange(block.size) - start_of
+    parts = np.bincount(np.cumsum(first) - 1)[np.cumsum(first) - 1]
+    ss = -(-size // parts)
+    s0 = np.minimum(position * ss, size)
+    s1 = np.minimum(s0 + ss, size)
+    keep = s1 > s0
+    map_s, map_e, map_t = base[keep] + s0[keep], base[keep] + s1[keep], tiles[keep]
+    cell = np.flatnonzero(keep)
+    length = s1[cell] - s0[cell]
+    workers = np.minimum(6, length)
+    step = -(-length // workers)
+    count = -(-length // step)
+    v_cell = np.repeat(cell, count)
+    j = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    w0 = s0[v_cell] + j * np.repeat(step, count)
+    w1 = np.minimum(s1[v_cell], w0 + np.repeat(step, count))
+    n_vertices = v_cell.size
+    v_parts = parts[v_cell]
+    rows_v = np.repeat(np.arange(n_vertices), v_parts)
+    member = np.repeat(start_of[v_cell], v_parts) + (np.arange(int(v_parts.sum())) -
+                                                      np.repeat(np.cumsum(v_parts) - v_parts, v_parts))
+    part_start = p_off[member] + np.repeat(w0, v_parts)
+    part_len = np.repeat(w1 - w0, v_parts)
+    return ((map_s, map_e, map_t), tiles[v_cell], (rows_v, part_start, part_len),
+            (np.arange(n_vertices), base[v_cell] + w0, w1 - w0), w1 - w0, v_parts)
+
+
+def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Sequence, name: str) -> Tensor:
+    state = graph.state
+    m, k, n = plan.m, plan.k, plan.n
+    pm, pn, pk = plan.pm, plan.pn, plan.pk
+    count = pm * pn * pk
+    cell = np.arange(count, dtype=np.int64)
+    im, jn, ik = cell // (pn * pk), (cell // pk) % pn, cell % pk
+    mb, nb, kb = plan.mb, plan.nb, plan.kb
+    r0, r1 = np.minimum(im * mb, m), np.minimum((im + 1) * mb, m)
+    c0, c1 = np.minimum(jn * nb, n), np.minimum((jn + 1) * nb, n)
+    k0, k1 = np.minimum(ik * kb, k), np.minimum((ik + 1) * kb, k)
+    keep = (r1 > r0) & (c1 > c0) & (k1 > k0)
+    cells = cell[keep]
+    r0, r1, c0, c1, k0, k1 = r0[keep], r1[keep], c0[keep], c1[keep], k0[keep], k1[keep]
+    tiles = plan.tiles[cells]
+    v = np.arange(cells.size, dtype=np.int64)
+    # A blocks: one region request per row of each block
+    rows_a = r1 - r0
+    va = np.repeat(v, rows_a)
+    row_a = np.repeat(r0, rows_a) + (np.arange(int(rows_a.sum())) - np.repeat(np.cumsum(rows_a) - rows_a, rows_a))
+    ra, var_a, st_a, ln_a = regions_at(A, row_a * k + np.repeat(k0, rows_a), np.repeat(k1 - k0, rows_a))
+    rows_b = k1 - k0
+    vb = np.repeat(v, rows_b)
+    row_b = np.repeat(k0, rows_b) + (np.arange(int(rows_b.sum())) - np.repeat(np.cumsum(rows_b) - rows_b, rows_b))
+    rb, var_b, st_b, ln_b = regions_at(B, row_b * n + np.repeat(c0, rows_b), np.repeat(c1 - c0, rows_b))
+    block_sizes = (r1 - r0) * (c1 - c0)
+    reduce = plan.needs_reduction()
+    partials = graph.addVariable(plan.partials_type if reduce else plan.out_type, [int(block_sizes.sum())],
+                                 f"{name}/partials" if reduce else f"{name}/out")
+    pvar = int(partials.vars[0])
+    p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
+    graph.state.set_mapping(pvar, p_off, p_off + block_sizes, tiles)
+    state.vars[pvar].interleaved = reduce and block_sizes.max() * plan.partials_type.size <= 16_384
+    icpg = 16 if plan.in_type.name == "half" else 8
+    ocpg = 8 if plan.in_type.name == "half" else 4
+    cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
+    add_vertices(graph, cs, lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type), tiles,
+                 {"in": (va[ra], var_a, st_a, ln_a), "weights": (vb[rb], var_b, st_b, ln_b),
+                  "out": (v, np.full(v.size, pvar), p_off, block_sizes)},
+                 work={"out_elems": r1 - r0, "in_groups": -(-(k1 - k0) // icpg), "out_groups": -(-(c1 - c0) // ocpg)})
+    blocks = list(zip(r0.tolist(), r1.tolist(), c0.tolist(), c1.tolist(), k0.tolist(), k1.tolist(), p_off.tolist()))
+
+    def convolve(data):
+        a = data.read(A).astype(np.float64)
+        b = data.read(B).astype(np.float64)
+        arr = data.array(pvar)
+        for q0, q1, s0, s1, t0, t1, off in blocks:
+            arr[off : off + (q1 - q0) * (s1 - s0)] = (a[q0:q1, t0:t1] @ b[t0:t1, s0:s1]).reshape(-1)
+
+    state.compute_sets[cs.id].functional.append(convolve)
+    prog.add(Execute(cs))
+    if not reduce:
+        view, _ = _blocked_view(graph, partials, m, n, pm, pn, plan)
+        return view
+    # C blocked by (im, jn); each block split in pk slices, one per tile of the block's cells
+    out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")
+    ovar = int(out.vars[0])
+    view, c_off = _blocked_view(graph, out, m, n, pm, pn, plan)
+    block_id = im[cells] * pn + jn[cells]
+    (map_s, map_e, map_t), red_tiles, (pv, ps, pl), (ov, os_, ol), outputs, nparts = _reduce_slices(
+        block_id, block_sizes, c_off[block_id], p_off, tiles)
+    from .popops import graph_tiles_inverse
+
+    graph.setTileMappingIntervals(out, map_s, map_e, graph_tiles_inverse(graph, map_t))
+    cs2 = graph.addComputeSet(f"{name}/Conv_1/Reduce")
+    add_vertices(graph, cs2, f"poplin::ReduceAdd<{plan.out_type},{plan.partials_type}>", red_tiles,
+                 {"partials": (pv, np.full(pv.size, pvar), ps, pl), "out": (ov, np.full(ov.size, ovar), os_, ol)},
+                 work={"outputs": outputs, "partials": nparts})
+
+    def reduce_partials(data):
+        arr = data.array(pvar)
+        result = np.zeros((m, n))
+        for q0, q1, s0, s1, t0, t1, off in blocks:
+            result[q0:q1, s0:s1] += arr[off : off + (q1 - q0) * (s1 - s0)].reshape(q1 - q0, s1 - s0)
+        data.write(view, result)
+
+    state.compute_sets[cs2.id].functional.append(reduce_partials)
+    prog.add(Execute(cs2))
+    prog.add(WriteUndef(partials))
+    return view
+
+
+# -- convolution --------------------------------------------------------------------------------
+
+
+@dataclass
+class ConvParams:
+    """A 2-D convolution: input [batch, inChans, height, width], weights [outChans, inChans, kh, kw]."""
+
+    batch: int
+    in_chans: int
+    out_chans: int
+    field: tuple[int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dtype: Type = HALF
+
+    @property
+    def out_field(self) -> tuple[int, int]:
+        return tuple((f + 2 * p - kk) // s + 1 for f, p, kk, s in zip(self.field, self.padding, self.kernel, self.stride))
+
+    @property
+    def macs(self) -> int:
+        oh, ow = self.out_field
+        return self.batch * oh * ow * self.out_chans * self.in_chans * self.kernel[0] * self.kernel[1]
+
+
+def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in") -> Tensor:
+    """An input activation tensor [batch, inChans, h, w], rows spread over the tiles."""
+    from ._util import map_linearly
+
+    b, c = params.batch, params.in_chans
+    h, w = params.field
+    t = graph.addVariable(params.dtype, [b, c, h, w], debugPrefix)
+    map_linearly(graph, t, grain=w, min_per_tile=w)
+    return t
+
+
+def createWeights(graph: Graph, params: ConvParams, debugPrefix: str = "conv/weights") -> Tensor:
+    """Weights [outChans, inChans, kh, kw], spread over the tiles."""
+    from ._util import map_linearly
+
+    kh, kw = params.kernel
+    t = graph.addVariable(params.dtype, [params.out_chans, params.in_chans, kh, kw], debugPrefix)
+    map_linearly(graph, t, grain=params.in_chans * kh * kw, min_per_tile=params.in_chans * kh * kw)
+    return t
+
+
+@poplibs_op("Convolution")
+def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, prog: Sequence,
+                debugPrefix: str = "conv", options: dict | None = None) -> Tensor:
+    """A 2-D convolution (poplin::convolution): partial sums on the AMP units, then reduced."""
+    require_codelets(graph, "poplin")
+    b, c, o = params.batch, params.in_chans, params.out_chans
+    h, w = params.field
+    kh, kw = params.kernel
+    sh, sw = params.stride
+    ph, pw = params.padding
+    oh, ow = params.out_field
+    if tuple(inp.shape) != (b, c, h, w) or tuple(weights.shape) != (o, c, kh, kw):
+        raise GraphError(f"convolution expects input {[b, c, h, w]} and weights {[o, c, kh, kw]}, got "
+                         f"{list(inp.shape)} and {list(weights.shape)}")
+    if oh <= 0 or ow <= 0:
+        raise GraphError(f"convolution output field {oh}x{ow} is empty; check kernel, stride and padding")
+    options = options or {}
+    partials_type = as_type(options.get("partialsType", "float"))
+    positions = b * oh
+    plan = plan_matmul(graph, positions * ow, c, o, params.dtype, partials_type, params.dtype, conv_kernel=kh * kw)
+    # keep whole output rows in a block: split positions (b, oh rows) instead of single pixels
+    pm = max(1, min(positions, plan.pm))
+    pn, pk = plan.pn, max(1, min(c, plan.pk))
+    count = pm * pn * pk
+    tiles_all = np.asarray(graph.tile((np.arange(count, dtype=np.int64) * graph.num_tiles) // count), dtype=np.int64)
+    rows_per = -(-positions // pm)
+    o_per = -(-o // pn)
+    c_per = -(-c // pk)
+    state = graph.state
+    small_channels = c < 4
+    type_name = (f"poplin::ConvPartialHorizontalMac<{params.dtype},{partials_type},true>" if small_channels else
+                 (lib.conv_partial_1x1(params.dtype, partials_type) if kh * kw == 1 else
+                  f"poplin::ConvPartialnx1<{params.dtype},{partials_type},true,false>"))
+    cells = []
+    for im in range(pm):
+        p0, p1 = im * rows_per, min(positions, (im + 1) * rows_per)
+        for jn in range(pn):
+            o0, o1 = jn * o_per, min(o, (jn + 1) * o_per)
+            for ik in range(pk):
+                k0, k1 = ik * c_per, min(c, (ik + 1) * c_per)
+                if p1 > p0 and o1 > o0 and k1 > k0:
+                    cells.append((im, jn, ik, p0, p1, o0, o1, k0, k1, int(tiles_all[(im * pn + jn) * pk + ik])))
+    sizes = np.array([(x[4] - x[3]) * ow * (x[6] - x[5]) for x in cells], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    partials = graph.addVariable(partials_type, [int(sizes.sum())], f"{debugPrefix}/partials")
+    pvar = int(partials.vars[0])
+    tiles = np.array([x[9] for x in cells], dtype=np.int64)
+    state.set_mapping(pvar, offsets, offsets + sizes, tiles)
+    in_rows, w_rows, work_out, work_in, work_og, macs = [], [], [], [], [], []
+    for vi, (im, jn, ik, p0, p1, o0, o1, k0, k1, tile) in enumerate(cells):
+        for pos in range(p0, p1):
+            bb, y = divmod(pos, oh)
+            ih0 = max(0, y * sh - ph)
+            ih1 = min(h, y * sh - ph + kh)
+            if ih1 <= ih0:
+                continue
+            for cc in range(k0, k1):
+                in_rows.append((vi, ((bb * c + cc) * h + ih0) * w, (ih1 - ih0) * w))
+        for oo in range(o0, o1):
+            w_rows.append((vi, (oo * c + k0) * kh * kw, (k1 - k0) * kh * kw))
+        work_out.append((p1 - p0) * ow)
+        work_in.append(-(-(k1 - k0) // (16 if params.dtype.name == "half" else 8)) * kh * kw)
+        work_og.append(-(-(o1 - o0) // (8 if params.dtype.name == "half" else 4)))
+        macs.append((p1 - p0) * ow * (o1 - o0) * (k1 - k0) * kh * kw)
+    ir = np.array(in_rows, dtype=np.int64).reshape(-1, 3)
+    wr = np.array(w_rows, dtype=np.int64).reshape(-1, 3)
+    ri, vi_, si, li = regions_at(inp, ir[:, 1], ir[:, 2])
+    rw, vw, sw_, lw = regions_at(weights, wr[:, 1], wr[:, 2])
+    v = np.arange(len(cells), dtype=np.int64)
+    cs = graph.addComputeSet(f"{debugPrefix}/Conv_1/Convolve")
+    add_vertices(graph, cs, type_name, tiles,
+                 {"in": (ir[ri, 0], vi_, si, li), "weights": (wr[rw, 0], vw, sw_, lw),
+                  "out": (v, np.full(v.size, pvar), offsets, sizes)},
+                 work={"out_elems": np.array(work_out), "in_groups": np.array(work_in),
+                       "out_groups": np.array(work_og), "macs": np.array(macs)})
+    # output: blocks of (o range x positions x ow), summed over the input-channel split
+    out = graph.addVariable(params.dtype, [b * o * oh * ow], f"{debugPrefix}/out")
+    ovar = int(out.vars[0])
+    groups: dict[tuple[int, int], list[int]] = {}
+    for j, cell in enumerate(cells):
+        groups.setdefault((cell[0], cell[1]), []).append(j)
+    o_base = {}
+    pos_count = 0
+    for key, members in groups.items():
+        o_base[key] = pos_count
+        pos_count += int(sizes[members[0]])
+    map_s, map_e, map_t, part_rows, out_rows, outputs, nparts, red_tiles = [], [], [], [], [], [], [], []
+    vertex = 0
+    for key, members in groups.items():
+        size = int(sizes[members[0]])
+        base = o_base[key]
+        parts = len(members)
+        slice_size = -(-size // parts)
+        for position, j in enumerate(members):
+            s0, s1 = position * slice_size, min(size, (position + 1) * slice_size)
+            if s1 <= s0:
+                continue
+            map_s.append(base + s0)
+            map_e.append(base + s1)
+            map_t.append(int(tiles[j]))
+            workers = min(6, s1 - s0)
+            step = -(-(s1 - s0) // workers)
+            for w0 in range(s0, s1, step):
+                w1 = min(s1, w0 + step)
+                for other in members:
+                    part_rows.append((vertex, int(offsets[other]) + w0, w1 - w0))
+                out_rows.append((vertex, base + w0, w1 - w0))
+                red_tiles.append(int(tiles[j]))
+                outputs.append(w1 - w0)
+                nparts.append(parts)
+                vertex += 1
+    from .popops import graph_tiles_inverse
+
+    graph.setTileMappingIntervals(out, np.array(map_s), np.array(map_e), graph_tiles_inverse(graph, np.array(map_t)))
+    pr = np.array(part_rows, dtype=np.int64).reshape(-1, 3)
+    orow = np.array(out_rows, dtype=np.int64).reshape(-1, 3)
+    cs2 = graph.addComputeSet(f"{debugPrefix}/Conv_1/Reduce")
+    add_vertices(graph, cs2, f"poplin::ReduceAdd<{params.dtype},{partials_type}>", red_tiles,
+                 {"partials": (pr[:, 0], np.full(pr.shape[0], pvar), pr[:, 1], pr[:, 2]),
+                  "out": (orow[:, 0], np.full(orow.shape[0], ovar), orow[:, 1], orow[:, 2])},
+                 work={"outputs": np.array(outputs), "partials": np.array(nparts)})
+    # the [b, o, oh, ow] view of the blocked output
+    idx = np.zeros((b, o, oh, ow), dtype=np.int64)
+    for (im, jn), members in groups.items():
+        cell = cells[members[0]]
+        p0, p1, o0, o1 = cell[3], cell[4], cell[5], cell[6]
+        base = o_base[(im, jn)]
+        local = np.arange((o1 - o0) * (p1 - p0) * ow, dtype=np.int64).reshape(o1 - o0, p1 - p0, ow) + base
+        for pos in range(p0, p1):
+            bb, y = divmod(pos, oh)
+            idx[bb, o0:o1, y, :] = local[:, pos - p0, :]
+    view = Tensor.from_elements(state, params.dtype, (b, o, oh, ow), np.full(idx.size, ovar), idx.reshape(-1))
+    cells_info = [(x[3], x[4], x[5], x[6], x[7], x[8], int(offsets[j])) for j, x in enumerate(cells)]
+
+    def convolve(data):
+        x = data.read(inp).astype(np.float64)
+        wt = data.read(weights).astype(np.float64)
+        xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        arr = data.array(pvar)
+        for p0, p1, o0, o1, k0, k1, off in cells_info:
+            block = np.zeros((o1 - o0, p1 - p0, ow))
+            for pos in range(p0, p1):
+                bb, y = divmod(pos, oh)
+                for i in range(kh):
+                    for j in range(kw):
+                        patch = xp[bb, k0:k1, y * sh + i, j : j + sw * ow : sw]
+                        block[:, pos - p0, :] += wt[o0:o1, k0:k1, i, j] @ patch
+            arr[off : off + block.size] = block.reshape(-1)
+
+    def reduce_partials(data):
+        arr = data.array(pvar)
+        result = np.zeros(b * o * oh * ow)
+        flat_view = idx.reshape(-1)
+        target = np.zeros(out.numElements())
+        for key, members in groups.items():
+            size = int(sizes[members[0]])
+            acc = np.zeros(size)
+            for j in members:
+                acc += arr[int(offsets[j]) : int(offsets[j]) + size]
+            target[o_base[key] : o_base[key] + size] = acc
+        result[:] = target[flat_view]
+        data.write(view, result.reshape(b, o, oh, ow))
+
+    state.compute_sets[cs.id].functional.append(convolve)
+    state.compute_sets[cs2.id].functional.append(reduce_partials)
+    prog.add(Execute(cs))
+    prog.add(Execute(cs2))
+    prog.add(WriteUndef(partials))
+    return view
+
+
+def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -> dict:  # pragma: no cover
+    """The planner's own estimate of a matmul (for experiments)."""
+    return plan_matmul(graph, m, k, n, as_type(dtype)).estimate

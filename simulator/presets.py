@@ -1,0 +1,587 @@
+"""Ready-made models for `pva simulate`: the Poplar tutorials, single layers and whole networks.
+
+A preset builds a graph and its programs from knobs (each with a type, a default and help),
+then says which programs to run. `run_preset` compiles, runs and writes the reports.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import programs as P
+from .codelets import Input, Output, Vertex
+from .engine import Engine
+from .errors import OptionError
+from .graph import Graph
+from .poplibs import popnn, poplin, popops, poprand
+from .poplibs._util import map_linearly
+from .target import Target
+from .types import FLOAT, HALF, INT, UNSIGNED_INT, as_type
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One preset parameter."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple | None = None
+    minimum: int | None = 1
+
+
+@dataclass
+class Built:
+    """A built preset: the graph, its programs and how to run them."""
+
+    graph: Graph
+    programs: list
+    runs: list[int]
+    functional: bool = False
+    setup: Callable[[Engine], None] | None = None
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    summary: str
+    knobs: tuple[Knob, ...]
+    build: Callable[..., Built]
+
+
+_ARCH = Knob("arch", str, "ipu2", "IPU architecture", ("ipu1", "ipu2", "ipu21"), None)
+_TILES = Knob("tiles-per-ipu", int, 0, "shrink each IPU to this many tiles (0: the full IPU)", None, 0)
+_DTYPE = Knob("dtype", str, "half", "data type", ("half", "float"), None)
+
+PRESETS: dict[str, Preset] = {}
+
+
+def preset(name: str, summary: str, *knobs: Knob):
+    def register(fn):
+        PRESETS[name] = Preset(name, summary, tuple(knobs), fn)
+        return fn
+
+    return register
+
+
+def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1) -> Target:
+    return Target(arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas)
+
+
+def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The knobs of preset `name` with defaults filled in; unknown or bad knobs raise OptionError."""
+    found = PRESETS.get(name)
+    if found is None:
+        raise OptionError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}")
+    spec = {k.name: k for k in found.knobs}
+    out = {k.name: k.default for k in found.knobs}
+    for key, value in values.items():
+        knob = spec.get(key.replace("_", "-"))
+        if knob is None:
+            raise OptionError(f"preset {name!r} has no knob --{key.replace('_', '-')}; its knobs are "
+                              f"{', '.join('--' + k for k in spec) or 'none'}")
+        try:
+            converted = knob.type(value)
+        except (TypeError, ValueError):
+            raise OptionError(f"knob --{knob.name} of preset {name!r} expects {knob.type.__name__}, got {value!r}") from None
+        if knob.choices and converted not in knob.choices:
+            raise OptionError(f"knob --{knob.name} of preset {name!r} must be one of {', '.join(map(str, knob.choices))}, "
+                              f"got {value!r}")
+        if knob.minimum is not None and knob.type is int and converted < knob.minimum:
+            raise OptionError(f"knob --{knob.name} of preset {name!r} must be at least {knob.minimum}, got {converted}")
+        out[knob.name] = converted
+    return out
+
+
+def build_preset(name: str, knobs: dict[str, Any] | None = None) -> Built:
+    values = resolve_knobs(name, knobs or {})
+    return PRESETS[name].build(**{k.replace("-", "_"): v for k, v in values.items()})
+
+
+def run_preset(name: str, knobs: dict[str, Any] | None = None, directory: str = ".", options: dict | None = None,
+               timestamp=None, progress=None, output=None, functional: bool | None = None) -> Engine:
+    """Build, compile and run a preset, writing every report to `directory`; returns the closed engine."""
+    built = build_preset(name, knobs)
+    engine_options = {"autoReport.all": "true", "autoReport.directory": directory}
+    engine_options.update(options or {})
+    engine = Engine(built.graph, built.programs, engine_options, timestamp=timestamp, progress=progress,
+                    output=output, functional=built.functional if functional is None else functional)
+    try:
+        engine.load()
+        if built.setup is not None:
+            built.setup(engine)
+        total = len(built.runs)
+        engine.progress.start("running", total)
+        for index in built.runs:
+            engine.run(index)
+            engine.progress.advance()
+        engine.progress.finish()
+        engine.close()
+    except BaseException:
+        engine.abort()
+        raise
+    return engine
+
+
+# -- the tutorials -------------------------------------------------------------------------------
+
+
+@preset("tutorial1", "Poplar tutorial 1: variables, constants, copies, host handles and a data stream", _ARCH, _TILES)
+def _tutorial1(arch: str, tiles_per_ipu: int) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu or 16))
+    v1 = g.addVariable(FLOAT, [4], "v1")
+    v2 = g.addVariable(FLOAT, [4], "v2")
+    v3 = g.addVariable(FLOAT, [4, 4], "v3")
+    v4 = g.addVariable(INT, [10], "v4")
+    g.setTileMapping(v1, 0)
+    for i in range(4):
+        g.setTileMapping(v2[i], i)
+    g.setTileMapping(v3, 0)
+    g.setTileMapping(v4, 1)
+    c1 = g.addConstant(FLOAT, [4], [1.0, 1.5, 2.0, 2.5], "c1")
+    g.setTileMapping(c1, 0)
+    g.createHostWrite("v3-write", v3)
+    g.createHostRead("v3-read", v3)
+    stream = g.addHostToDeviceFIFO("v4-input-stream", INT, 10)
+    prog = P.Sequence(name="tutorial1")
+    prog.add(P.Copy(c1, v1))
+    prog.add(P.PrintTensor("v1-debug", v1))
+    prog.add(P.Copy(v1, v2))
+    prog.add(P.PrintTensor("v2-debug", v2))
+    prog.add(P.Copy(v1.slice(0, 3), v3.slice([1, 1], [2, 4])))
+    prog.add(P.Copy(stream, v4))
+    prog.add(P.PrintTensor("v4-0", v4))
+    prog.add(P.Copy(stream, v4))
+    prog.add(P.PrintTensor("v4-1", v4))
+
+    def setup(engine: Engine) -> None:
+        engine.connectStream("v4-input-stream", np.arange(30, dtype=np.int32))
+        if engine.functional:
+            engine.writeTensor("v3-write", np.zeros(16, dtype=np.float32))
+
+    return Built(g, [prog], [0], functional=True, setup=setup)
+
+
+@preset("tutorial2", "Poplar tutorial 2: Poplibs element-wise additions (also on a transposed view)", _ARCH, _TILES)
+def _tutorial2(arch: str, tiles_per_ipu: int) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu or 16))
+    popops.addCodelets(g)
+    v1 = g.addVariable(FLOAT, [2, 2], "v1")
+    v2 = g.addVariable(FLOAT, [2, 2], "v2")
+    for i in range(2):
+        for j in range(2):
+            g.setTileMapping(v1[i][j], i * 2 + j)
+            g.setTileMapping(v2[i][j], j * 2 + i)
+    prog = P.Sequence(name="tutorial2")
+    c1 = g.addConstant(FLOAT, [4], [1.0, 1.5, 2.0, 2.5], "c1")
+    c2 = g.addConstant(FLOAT, [4], [4.0, 3.0, 2.0, 1.0], "c2")
+    g.setTileMapping(c1, 0)
+    g.setTileMapping(c2, 0)
+    prog.add(P.Copy(c1, v1.flatten()))
+    prog.add(P.Copy(c2, v2.flatten()))
+    v3 = popops.add(g, v1, v2, prog, "Add")
+    prog.add(P.PrintTensor("v3", v3))
+    v4 = popops.add(g, v3, v2, prog, "Add")
+    prog.add(P.PrintTensor("v4", v4))
+    v5 = popops.add(g, v1, v2.transpose(), prog, "Add")
+    prog.add(P.PrintTensor("v5", v5))
+    return Built(g, [prog], [0], functional=True)
+
+
+class SumVertex(Vertex):
+    """Tutorial 3's codelet: the sum of its inputs."""
+
+    fields = {"in": Input(FLOAT, vector=True), "out": Output(FLOAT)}
+
+    def compute(self, f) -> bool:
+        f["out"][0] = f["in"].sum()
+        return True
+
+
+@preset("tutorial3", "Poplar tutorial 3: a custom vertex (suffix sums) with a cycle estimate",
+        _ARCH, _TILES, Knob("cycle-estimate", int, 20, "cycle estimate set on every vertex", None, 0))
+def _tutorial3(arch: str, tiles_per_ipu: int, cycle_estimate: int) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu or 16))
+    g.addCodelets(SumVertex)
+    v1 = g.addVariable(FLOAT, [4], "v1")
+    v2 = g.addVariable(FLOAT, [4], "v2")
+    for i in range(4):
+        g.setTileMapping(v1[i], i)
+        g.setTileMapping(v2[i], i)
+    prog = P.Sequence(name="tutorial3")
+    c1 = g.addConstant(FLOAT, [4], [1.0, 1.5, 2.0, 2.5], "c1")
+    g.setTileMapping(c1, 0)
+    prog.add(P.Copy(c1, v1))
+    cs = g.addComputeSet("computeSet")
+    for i in range(4):
+        vtx = g.addVertex(cs, "SumVertex")
+        g.connect(vtx["in"], v1.slice(i, 4))
+        g.connect(vtx["out"], v2[i])
+        g.setTileMapping(vtx, i)
+        g.setCycleEstimate(vtx, cycle_estimate)
+    prog.add(P.PrintTensor("v1", v1))
+    prog.add(P.Execute(cs))
+    prog.add(P.PrintTensor("v2", v2))
+    return Built(g, [prog], [0], functional=True)
+
+
+class DotProductVertex(Vertex):
+    """Tutorials 6 and 7: a dot product of a row (segment) with the vector (segment)."""
+
+    fields = {"a": Input(FLOAT, vector=True), "b": Input(FLOAT, vector=True), "out": Output(FLOAT)}
+
+    def compute(self, f) -> bool:
+        f["out"][0] = float(np.dot(f["a"], f["b"]))
+        return True
+
+
+class ReduceVertex(Vertex):
+    """Tutorial 7: the sum of the partial dot products of one row."""
+
+    fields = {"in": Input(FLOAT, vector=True), "out": Output(FLOAT)}
+
+    def compute(self, f) -> bool:
+        f["out"][0] = f["in"].sum()
+        return True
+
+
+def _tut7_estimate(rows: int, cols: int, split: int, tiles: int) -> int:
+    """Tutorial 7's cost estimate of a column split (compute + exchange of both phases)."""
+    vertices = rows * split
+    per_tile = -(-vertices // tiles)
+    seg = -(-cols // split)
+    compute = -(-per_tile // 6) * (5 + (2 * seg + 3) // 4 + 1) * 6
+    exchange = seg * 4 // 4
+    reduce_per_tile = -(-rows // tiles)
+    reduce_compute = -(-reduce_per_tile // 6) * (5 + (split + 3) // 4 + 1) * 6
+    reduce_exchange = split * reduce_per_tile * 4 // 4
+    return compute + exchange + reduce_compute + reduce_exchange
+
+
+@preset("matrix-vector", "Poplar tutorials 6 and 7: matrix-vector multiplication with custom vertices",
+        _ARCH, _TILES, Knob("rows", int, 1000, "matrix rows"), Knob("cols", int, 200, "matrix columns"),
+        Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0))
+def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int) -> Built:
+    target = _target(arch, tiles_per_ipu)
+    g = Graph(target)
+    g.addCodelets([DotProductVertex, ReduceVertex])
+    tiles = g.num_tiles
+    if split == 0:
+        split = min(range(1, min(cols, 64) + 1), key=lambda s: _tut7_estimate(rows, cols, s, tiles))
+    matrix = g.addVariable(FLOAT, [rows, cols], "matrix")
+    vector = g.addVariable(FLOAT, [cols], "inputVector")
+    out = g.addVariable(FLOAT, [rows], "outputVector")
+    partials = g.addVariable(FLOAT, [rows, split], "partials")
+    seg = -(-cols // split)
+    vertices = rows * split
+    mul = g.addComputeSet("mulCS")
+    # segment j of row r goes to tile (r * split + j) * tiles // vertices
+    r = np.repeat(np.arange(rows), split)
+    j = np.tile(np.arange(split), rows)
+    vt = (np.arange(vertices) * tiles) // vertices
+    c0 = np.minimum(j * seg, cols)
+    c1 = np.minimum(c0 + seg, cols)
+    g.setTileMappingIntervals(matrix, r * cols + c0, r * cols + c1, vt)
+    g.setTileMappingIntervals(partials, r * split + j, r * split + j + 1, vt)
+    for jj in range(split):
+        a, b = min(jj * seg, cols), min((jj + 1) * seg, cols)
+        if b > a:
+            g.setTileMapping(vector.slice(a, b), int(vt[jj]))
+    mv, vv, pv = int(matrix.vars[0]), int(vector.vars[0]), int(partials.vars[0])
+    g.addVertexBatch(mul, "DotProductVertex", vt,
+                     {"a": (mv, r * cols + c0, c1 - c0), "b": (vv, c0, c1 - c0), "out": (pv, r * split + j, 1)})
+    red = g.addComputeSet("reduceCS")
+    rt = (np.arange(rows) * tiles) // rows
+    g.setTileMappingIntervals(out, np.arange(rows), np.arange(rows) + 1, rt)
+    g.addVertexBatch(red, "ReduceVertex", rt, {"in": (pv, np.arange(rows) * split, split),
+                                               "out": (int(out.vars[0]), np.arange(rows), 1)})
+    g.createHostWrite("matrix", matrix)
+    g.createHostWrite("vector", vector)
+    g.createHostRead("out", out)
+    prog = P.Sequence(P.Execute(mul), P.Execute(red), name="matrix-vector")
+    rng = np.random.default_rng(1)
+    m_data = rng.integers(-4, 5, size=(rows, cols)).astype(np.float32)
+    v_data = rng.integers(-4, 5, size=cols).astype(np.float32)
+
+    def setup(engine: Engine) -> None:
+        if engine.functional:
+            engine.writeTensor("matrix", m_data)
+            engine.writeTensor("vector", v_data)
+
+    return Built(g, [prog], [0], functional=rows * cols <= 4_000_000, setup=setup,
+                 notes={"split": split, "matrix": m_data, "vector": v_data})
+
+
+# -- single layers -------------------------------------------------------------------------------
+
+
+@preset("matmul", "one matrix multiplication C[m,n] = A[m,k] B[k,n] planned by poplin",
+        _ARCH, _TILES, _DTYPE, Knob("m", int, 1024, "rows of A and C"), Knob("k", int, 1024, "columns of A, rows of B"),
+        Knob("n", int, 1024, "columns of B and C"), Knob("ipus", int, 1, "IPUs"))
+def _matmul(arch: str, tiles_per_ipu: int, dtype: str, m: int, k: int, n: int, ipus: int) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu, ipus))
+    poplin.addCodelets(g)
+    popops.addCodelets(g)
+    t = as_type(dtype)
+    A = poplin.createMatMulInputLHS(g, t, (m, k), (k, n), "A")
+    B = poplin.createMatMulInputRHS(g, t, (m, k), (k, n), "B")
+    prog = P.Sequence(name="matmul")
+    C = poplin.matMul(g, A, B, prog, "matmul")
+    g.createHostRead("C", C)
+    return Built(g, [prog], [0], notes={"C": C})
+
+
+@preset("conv", "one 2-D convolution planned by poplin", _ARCH, _TILES, _DTYPE,
+        Knob("batch", int, 4, "batch size"), Knob("in-chans", int, 64, "input channels"),
+        Knob("out-chans", int, 64, "output channels"), Knob("height", int, 28, "input height"),
+        Knob("width", int, 28, "input width"), Knob("kernel", int, 3, "kernel height and width"),
+        Knob("stride", int, 1, "stride"), Knob("padding", int, 1, "padding on each side", None, 0))
+def _conv(arch, tiles_per_ipu, dtype, batch, in_chans, out_chans, height, width, kernel, stride, padding) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu))
+    poplin.addCodelets(g)
+    params = poplin.ConvParams(batch, in_chans, out_chans, (height, width), (kernel, kernel), (stride, stride),
+                               (padding, padding), as_type(dtype))
+    x = poplin.createInput(g, params, "conv/in")
+    w = poplin.createWeights(g, params, "conv/weights")
+    prog = P.Sequence(name="conv")
+    poplin.convolution(g, x, w, params, prog, "conv")
+    return Built(g, [prog], [0], notes={"macs": params.macs})
+
+
+# -- networks ------------------------------------------------------------------------------------
+
+
+def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):
+    W = poplin.createMatMulInputRHS(g, dtype, (x.shape[0], fan_in), (fan_in, fan_out), f"{name}/weights")
+    b = g.addVariable(dtype, [fan_out], f"{name}/biases")
+    map_linearly(g, b)
+    y = poplin.matMul(g, x, W, prog, f"{name}/Fwd")
+    popops.addInPlace(g, y, b, prog, f"{name}/Fwd/bias")
+    return y, W, b
+
+
+@preset("mnist-mlp", "a training loop of a two-layer perceptron on MNIST-sized data (tutorial 5 style)",
+        _ARCH, _TILES, _DTYPE, Knob("batch", int, 16, "batch size"), Knob("hidden", int, 128, "hidden units"),
+        Knob("steps", int, 4, "training steps per run"), Knob("runs", int, 2, "runs of the training program"))
+def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu))
+    for lib_ in (popops, poplin, popnn, poprand):
+        lib_.addCodelets(g)
+    t = as_type(dtype)
+    x = poplin.createMatMulInputLHS(g, t, (batch, 784), (784, hidden), "images")
+    labels = g.addVariable(t, [batch, 10], "labels")
+    map_linearly(g, labels)
+    label_index = g.addVariable(UNSIGNED_INT, [batch], "labelIndex")
+    g.setTileMapping(label_index, 0)
+    num_correct = g.addVariable(UNSIGNED_INT, [1], "numCorrect")
+    g.setTileMapping(num_correct, 0)
+    seed = g.addVariable(UNSIGNED_INT, [2], "seed")
+    g.setTileMapping(seed, 0)
+    images_in = g.addHostToDeviceFIFO("images", t, batch * 784)
+    labels_in = g.addHostToDeviceFIFO("labels", t, batch * 10)
+    index_in = g.addHostToDeviceFIFO("labelIndex", UNSIGNED_INT, batch)
+    seed_in = g.addHostToDeviceFIFO("seed", UNSIGNED_INT, 2)
+    correct_out = g.addDeviceToHostFIFO("numCorrect", UNSIGNED_INT, 1)
+    init = P.Sequence(name="init")
+    init.add(P.Copy(seed_in, seed))
+    poprand.setSeed(g, seed, 0, init, "init")
+    step = P.Sequence(name="trainingStep")
+    step.add(P.Copy(images_in, x))
+    step.add(P.Copy(labels_in, labels))
+    step.add(P.Copy(index_in, label_index))
+    h, W1, b1 = _dense(g, x, 784, hidden, step, "Layer1", t)
+    popnn.nonLinearityInPlace(g, "SIGMOID", h, step, "Layer1/Fwd/Nonlinearity")
+    hx = g.clone(h, "Layer1/Fwd/activations")
+    step.add(P.Copy(h, hx))
+    y, W2, b2 = _dense(g, hx, hidden, 10, step, "Layer3", t)
+    popnn.nonLinearityInPlace(g, "SIGMOID", y, step, "Layer3/Fwd/Nonlinearity")
+    deltas, loss = popnn.calcLoss(g, y, labels, "SUM_SQUARED", step, "Layer5/Bwd/LossSumSquared")
+    popnn.calcAccuracy(g, y, label_index, num_correct, step, "Layer5/Accuracy")
+    d3 = popnn.nonLinearityInputGradient(g, "SIGMOID", y, deltas, step, "Layer3/Bwd/Nonlinearity")
+    dW2 = poplin.matMul(g, hx.transpose(), d3, step, "Layer3/Wu")
+    dh = poplin.matMul(g, d3, W2.transpose(), step, "Layer3/Bwd")
+    d1 = popnn.nonLinearityInputGradient(g, "SIGMOID", hx, dh, step, "Layer1/Bwd/Nonlinearity")
+    dW1 = poplin.matMul(g, x.transpose(), d1, step, "Layer1/Wu")
+    db1 = popops.reduce(g, d1, [0], step, "ADD", debugPrefix="Layer1/Wu/ReduceBias")
+    db2 = popops.reduce(g, d3, [0], step, "ADD", debugPrefix="Layer3/Wu/ReduceBias")
+    for target_, grad, name in ((W1, dW1, "Layer1/Wu/weights"), (W2, dW2, "Layer3/Wu/weights"),
+                                (b1, db1, "Layer1/Wu/biases"), (b2, db2, "Layer3/Wu/biases")):
+        popops.scaledAddTo(g, target_, grad, -0.01, step, name)
+    step.add(P.WriteUndef(deltas))
+    train = P.Sequence(P.Repeat(steps, step, name="trainingLoop"), P.Copy(num_correct, correct_out), name="train")
+
+    def setup(engine: Engine) -> None:
+        rng = np.random.default_rng(5)
+        engine.connectStream("seed", np.array([7, 11], dtype=np.uint32))
+        engine.connectStream("images", rng.random(batch * 784 * steps).astype(t.numpy))
+        engine.connectStream("labels", np.eye(10, dtype=t.numpy)[rng.integers(0, 10, batch * steps)].reshape(-1))
+        engine.connectStream("labelIndex", rng.integers(0, 10, batch * steps).astype(np.uint32))
+        engine.connectStream("numCorrect", np.zeros(1, dtype=np.uint32))
+
+    return Built(g, [init, train], [0] + [1] * runs, setup=setup)
+
+
+@preset("cnn", "a small convolutional network: convolutions, ReLU, a dense layer, loss and its update",
+        _ARCH, _TILES, _DTYPE, Knob("batch", int, 4, "batch size"), Knob("channels", int, 32, "channels of each conv"),
+        Knob("layers", int, 3, "convolution layers"), Knob("size", int, 16, "input height and width"),
+        Knob("classes", int, 10, "output classes"))
+def _cnn(arch, tiles_per_ipu, dtype, batch, channels, layers, size, classes) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu))
+    for lib_ in (popops, poplin, popnn):
+        lib_.addCodelets(g)
+    t = as_type(dtype)
+    prog = P.Sequence(name="cnn")
+    in_chans = 4
+    params = poplin.ConvParams(batch, in_chans, channels, (size, size), (3, 3), (1, 1), (1, 1), t)
+    x = poplin.createInput(g, params, "input")
+    stream = g.addHostToDeviceFIFO("input", t, x.numElements())
+    prog.add(P.Copy(stream, x))
+    act = x
+    for layer in range(layers):
+        c_in = in_chans if layer == 0 else channels
+        p = poplin.ConvParams(batch, c_in, channels, (size, size), (3, 3), (1, 1), (1, 1), t)
+        w = poplin.createWeights(g, p, f"Layer{layer}/weights")
+        act = poplin.convolution(g, act, w, p, prog, f"Layer{layer}/Fwd/Conv")
+        popnn.nonLinearityInPlace(g, "RELU", act, prog, f"Layer{layer}/Fwd/Relu")
+    flat = act.reshape((batch, channels * size * size))
+    flat_copy = poplin.createMatMulInputLHS(g, t, flat.shape, (flat.shape[1], classes), "flatten")
+    prog.add(P.Copy(flat, flat_copy))
+    logits, W, b = _dense(g, flat_copy, flat.shape[1], classes, prog, "Dense", t)
+    popnn.nonLinearityInPlace(g, "SIGMOID", logits, prog, "Dense/Fwd/Sigmoid")
+    labels = g.addVariable(t, [batch, classes], "labels")
+    map_linearly(g, labels)
+    deltas, loss = popnn.calcLoss(g, logits, labels, "SUM_SQUARED", prog, "Loss")
+    grad = popnn.nonLinearityInputGradient(g, "SIGMOID", logits, deltas, prog, "Dense/Bwd/Sigmoid")
+    dW = poplin.matMul(g, flat_copy.transpose(), grad, prog, "Dense/Wu")
+    popops.scaledAddTo(g, W, dW, -0.01, prog, "Dense/Wu/update")
+
+    def setup(engine: Engine) -> None:
+        engine.connectStream("input", np.zeros(x.numElements(), dtype=t.numpy))
+
+    return Built(g, [prog], [0], setup=setup)
+
+
+def _layer_norm(g: Graph, x, prog, name: str):
+    """Normalise the last dimension of [rows, width] (mean and variance by reductions)."""
+    rows, width = x.shape
+    total = popops.reduce(g, x, [1], prog, "ADD", debugPrefix=f"{name}/mean")
+    scale = g.addConstant(x.dtype, [1], [1.0 / width], f"{name}/inverseWidth")
+    g.setTileMapping(scale, 0)
+    mean = popops.mul(g, total, scale, prog, f"{name}/scaleMean")
+    centred = popops.sub(g, x, mean.reshape((rows, 1)), prog, f"{name}/centre")
+    sq = popops.reduce(g, centred, [1], prog, "SQUARE_ADD", debugPrefix=f"{name}/variance")
+    inv = popops.map_unary(g, "RSQRT", sq, prog, f"{name}/rsqrt")
+    popops.mulInPlace(g, centred, inv.reshape((rows, 1)), prog, f"{name}/normalise")
+    return centred
+
+
+def _transformer_layer(g: Graph, x, prog, name: str, heads: int, ffn: int, dtype):
+    """One encoder layer: attention with `heads` heads, a feed-forward block, residuals, norms."""
+    seq, hidden = x.shape
+    dh = hidden // heads
+    contexts = []
+    for head in range(heads):
+        q, _, _ = _dense(g, x, hidden, dh, prog, f"{name}/head{head}/Q", dtype)
+        kk, _, _ = _dense(g, x, hidden, dh, prog, f"{name}/head{head}/K", dtype)
+        v, _, _ = _dense(g, x, hidden, dh, prog, f"{name}/head{head}/V", dtype)
+        scores = poplin.matMul(g, q, kk.transpose(), prog, f"{name}/head{head}/scores")
+        top = popops.reduce(g, scores, [1], prog, "MAX", debugPrefix=f"{name}/head{head}/softmax/max")
+        shifted = popops.sub(g, scores, top.reshape((seq, 1)), prog, f"{name}/head{head}/softmax/shift")
+        e = popops.exp(g, shifted, prog, f"{name}/head{head}/softmax/exp")
+        s = popops.reduce(g, e, [1], prog, "ADD", debugPrefix=f"{name}/head{head}/softmax/sum")
+        popops.divInPlace(g, e, s.reshape((seq, 1)), prog, f"{name}/head{head}/softmax/normalise")
+        contexts.append(poplin.matMul(g, e, v, prog, f"{name}/head{head}/context"))
+    from .tensor import concat
+
+    ctx = concat(contexts, 1)
+    ctx_in = poplin.createMatMulInputLHS(g, dtype, (seq, hidden), (hidden, hidden), f"{name}/context")
+    prog.add(P.Copy(ctx, ctx_in))
+    attn, _, _ = _dense(g, ctx_in, hidden, hidden, prog, f"{name}/projection", dtype)
+    popops.addInPlace(g, attn, x, prog, f"{name}/residual1")
+    normed = _layer_norm(g, attn, prog, f"{name}/norm1")
+    n_in = poplin.createMatMulInputLHS(g, dtype, (seq, hidden), (hidden, ffn), f"{name}/ffnIn")
+    prog.add(P.Copy(normed, n_in))
+    f1, _, _ = _dense(g, n_in, hidden, ffn, prog, f"{name}/ffn1", dtype)
+    popnn.nonLinearityInPlace(g, "GELU", f1, prog, f"{name}/ffn1/gelu")
+    f2, _, _ = _dense(g, f1, ffn, hidden, prog, f"{name}/ffn2", dtype)
+    popops.addInPlace(g, f2, normed, prog, f"{name}/residual2")
+    out = _layer_norm(g, f2, prog, f"{name}/norm2")
+    nxt = poplin.createMatMulInputLHS(g, dtype, (seq, hidden), (hidden, dh), f"{name}/output")
+    prog.add(P.Copy(out, nxt))
+    return nxt
+
+
+@preset("bert-encoder", "BERT-style encoder layers: multi-head attention, feed-forward, layer norm",
+        _ARCH, _TILES, _DTYPE, Knob("layers", int, 2, "encoder layers"), Knob("seq", int, 128, "sequence length"),
+        Knob("hidden", int, 256, "hidden size"), Knob("heads", int, 4, "attention heads"),
+        Knob("ipus", int, 1, "IPUs (layers are placed on consecutive IPUs)"))
+def _bert(arch, tiles_per_ipu, dtype, layers, seq, hidden, heads, ipus) -> Built:
+    if hidden % heads:
+        raise OptionError(f"knob --hidden ({hidden}) must be a multiple of --heads ({heads})")
+    target = _target(arch, tiles_per_ipu, ipus)
+    g = Graph(target)
+    for lib_ in (popops, poplin, popnn):
+        lib_.addCodelets(g)
+    t = as_type(dtype)
+    prog = P.Sequence(name="encoder")
+    x = poplin.createMatMulInputLHS(g, t, (seq, hidden), (hidden, hidden // heads), "embeddings")
+    stream = g.addHostToDeviceFIFO("embeddings", t, seq * hidden)
+    prog.add(P.Copy(stream, x))
+    per_ipu = -(-layers // ipus)
+    for layer in range(layers):
+        ipu = layer // per_ipu
+        sub = g.createVirtualGraph(ipu * target.tiles_per_ipu, (ipu + 1) * target.tiles_per_ipu) if ipus > 1 else g
+        x = _transformer_layer(sub, x, prog, f"encoder/layer{layer}", heads, 4 * hidden, t)
+
+    def setup(engine: Engine) -> None:
+        engine.connectStream("embeddings", np.zeros(seq * hidden, dtype=t.numpy))
+
+    return Built(g, [prog], [0], setup=setup)
+
+
+@preset("large", "a deep model spread over several Mk2 IPUs for scale tests (tens of thousands of compute sets)",
+        Knob("ipus", int, 4, "IPUs"), Knob("layers", int, 150, "encoder layers"),
+        Knob("steps", int, 1, "training-loop iterations per run"), Knob("seq", int, 64, "sequence length"),
+        Knob("hidden", int, 128, "hidden size"), Knob("heads", int, 8, "attention heads"),
+        Knob("tiles-per-layer", int, 32, "tiles each layer uses"), _ARCH, _TILES)
+def _large(ipus, layers, steps, seq, hidden, heads, tiles_per_layer, arch, tiles_per_ipu) -> Built:
+    if hidden % heads:
+        raise OptionError(f"knob --hidden ({hidden}) must be a multiple of --heads ({heads})")
+    target = _target(arch, tiles_per_ipu, ipus)
+    g = Graph(target)
+    for lib_ in (popops, poplin, popnn):
+        lib_.addCodelets(g)
+    t = HALF
+    total_tiles = g.num_tiles
+    span = max(1, min(tiles_per_layer, total_tiles))
+    body = P.Sequence(name="step")
+    x = poplin.createMatMulInputLHS(g.createVirtualGraph(0, span), t, (seq, hidden), (hidden, hidden // heads),
+                                    "embeddings")
+    stream = g.addHostToDeviceFIFO("embeddings", t, seq * hidden)
+    prep = P.Sequence(P.Copy(stream, x), name="input")
+    prepare = g.addFunction(prep, "prepareInput")
+    body.add(P.Call(prepare))
+    for layer in range(layers):
+        first = (layer * span) % total_tiles
+        first = min(first, total_tiles - span)
+        sub = g.createVirtualGraph(first, first + span)
+        x = _transformer_layer(sub, x, body, f"layer{layer}", heads, 4 * hidden, t)
+    prog = P.Sequence(P.Repeat(steps, body, name="loop"), name="main")
+
+    def setup(engine: Engine) -> None:
+        engine.connectStream("embeddings", np.zeros(seq * hidden, dtype=np.float16))
+
+    return Built(g, [prog], [0], setup=setup)
+
+
+@functools.lru_cache(maxsize=None)
+def listing() -> list[tuple[str, str, tuple[Knob, ...]]]:
+    """(name, summary, knobs) of every preset, in registration order."""
+    return [(p.name, p.summary, p.knobs) for p in PRESETS.values()]

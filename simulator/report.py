@@ -1,0 +1,560 @@
+"""Writing what the simulator knows: profile.pop (through formats), debug.cbor and the host trace.
+
+Layout of ``autoReport.directory`` (as Poplar lays it out): ``profile.pop`` and ``debug.cbor``
+side by side, plus a libpvti-style ``<date>_<pid>.pvti`` host trace. Compilation tables are
+written when the first run starts (or at close); execution steps are streamed to the writer as
+the engine runs; everything appears under its real name only when the engine is closed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from formats import __version__
+from formats.debug_info import write_debug_info
+from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
+
+from .compiler.memory import CATEGORIES, DESCRIPTIONS
+from .compiler.regions import Sparse
+from .hosttrace import trace_file_name
+
+if TYPE_CHECKING:
+    from .engine import Engine, StepTemplate
+
+#: The Poplar version string the simulator reports (major.minor.point and a package tag).
+POPLAR_VERSION = "3.1.0 (simulator)"
+PRODUCER = "pva simulator"
+
+_STEPS_BY_IPU = ("step_id", "ipu", "profiled", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min",
+                 "all_cycles_from_max", "all_cycles_from_avg", "all_cycles_to_min", "all_cycles_to_max",
+                 "all_cycles_to_avg", "active_cycles_from_min", "active_cycles_from_max", "active_cycles_from_avg",
+                 "active_cycles_to_min", "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max",
+                 "thread_balance", "tile_balance", "active_tile_balance", "data_in", "data_out", "data_balance")
+_ACTIVITIES = ("active_compute", "compute", "inter_ipu_exchange", "stream_copy_begin", "stream_copy", "stream_copy_end",
+               "internal_exchange", "sync")
+_FLUSH_STEPS = 512
+
+
+class ExecutionSink:
+    """Streams execution steps into the profile writer."""
+
+    def __init__(self, session: "ReportSession") -> None:
+        engine = session.engine
+        self.session = session
+        self.writer = session.writer
+        self.engine = engine
+        self.n = engine.exe.n_tiles
+        self.num_ipus = engine.num_ipus
+        self.tiles_per_ipu = engine.tiles_per_ipu
+        self.replicas = engine.replicas
+        self.total_tiles = self.n * self.replicas
+        replica = engine.options.replica_to_profile
+        if replica is not None and replica >= self.replicas:
+            from .errors import OptionError
+
+            raise OptionError(f"profiler.replicaToProfile is {replica} but the graph has {self.replicas} replica(s)")
+        self.profiled = [replica is None or r == replica for r in range(self.replicas)]
+        self.level = engine.options.compute
+        self.step_id = 0
+        self.run_id = 0
+        self.runs: list[tuple] = []
+        self.run_cycles: list[tuple] = []
+        self.run_params: list[tuple] = []
+        self.totals: list[tuple] = []
+        self._steps: list[tuple] = []
+        self._by_ipu: list[tuple] = []
+        self._cs_rows: list[tuple] = []
+        self._vertex_rows: list[tuple] = []
+        self._matrix = np.zeros((_FLUSH_STEPS, self.total_tiles), dtype=np.int64)
+        self._fill = 0
+        self._microseconds = 0
+        self._activity = None
+        self._base = None
+        self._run_first = 0
+
+    def begin_run(self, name: str, program: int, clock: np.ndarray) -> None:
+        self._base = clock.copy()
+        self._run_first = self.step_id
+        self._run_name = name
+        self._program = program
+        self._activity = {a: np.zeros(self.num_ipus, dtype=np.int64) for a in _ACTIVITIES}
+        self.run_params.append((self.run_id, "programIndex", str(program)))
+        self.run_params.append((self.run_id, "debug.computeInstrumentationLevel", self.level))
+
+    def step(self, tpl: "StepTemplate", overlap: int, clock: np.ndarray, wait: np.ndarray | None) -> None:
+        stats = tpl.stats
+        T = self.tiles_per_ipu
+        span = stats["span"]
+        sums = stats["sum"]
+        mins, means = stats["min"], stats["mean"]
+        active, act_min, act_mean = stats["active"], stats["act_min"], stats["act_mean"]
+        if wait is not None:
+            span = span + wait
+            sums = sums + wait * T
+            mins, means = mins + wait, means + wait
+            act_min, act_mean = act_min + wait, act_mean + wait
+            active = np.full(self.num_ipus, T)
+        ov = np.minimum(overlap, span)
+        frm = clock - self._base - ov
+        to_max = frm + span
+        # the measured per-tile row of one replica
+        row = np.zeros(self.n, dtype=np.int64)
+        cyc = tpl.cycles
+        row[cyc.idx] = cyc.val
+        if wait is not None:
+            row += np.repeat(wait, T)
+        measured_sums, measured_active, measured_max = sums, active, span
+        if tpl.type == "OnTileExecute" and self.level in ("Device", "Ipu"):
+            per_ipu = row.reshape(self.num_ipus, T).max(axis=1)
+            row[:] = 0
+            if self.level == "Device":
+                row[0] = int(per_ipu.max())
+            else:
+                row[np.arange(self.num_ipus) * T] = per_ipu
+            measured_sums = row.reshape(self.num_ipus, T).sum(axis=1)
+            measured_active = (row.reshape(self.num_ipus, T) > 0).sum(axis=1)
+            measured_max = row.reshape(self.num_ipus, T).max(axis=1)
+        sid = self.step_id
+        self._steps.append((sid, self.run_id, tpl.type, tpl.program, tpl.cs, tpl.name,
+                            tpl.sync if tpl.type == "Sync" else None, int(overlap)))
+        base = self._base
+        is_compute = tpl.type == "OnTileExecute"
+        thread = stats["thread"]
+        for j in range(self.num_ipus):
+            s = int(span[j])
+            f = int(frm[j])
+            total = int(measured_sums[j])
+            act = int(measured_active[j])
+            tile_balance = total / (s * T) if s else 0.0
+            active_balance = total / (s * act) if s and act else 0.0
+            a_to_min = f + int(act_min[j]) if active[j] else f
+            a_to_avg = f + int(act_mean[j]) if active[j] else f
+            values = (1, total, act, int(base[j]), f, f, f, f + int(mins[j]), int(to_max[j]), f + int(means[j]),
+                      f, f, f, a_to_min, int(to_max[j]), a_to_avg, int(measured_max[j]),
+                      round(float(thread[j]), 6) if is_compute else 0.0, round(tile_balance, 6),
+                      round(active_balance, 6), int(stats["data_in"][j]), int(stats["data_out"][j]),
+                      round(float(stats["data_balance"][j]), 6))
+            for r in range(self.replicas):
+                ipu = r * self.num_ipus + j
+                if self.profiled[r]:
+                    self._by_ipu.append((sid, ipu) + values)
+                else:
+                    self._by_ipu.append((sid, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0))
+        for r in range(self.replicas):
+            if self.profiled[r]:
+                self._matrix[self._fill, r * self.n : (r + 1) * self.n] = row
+            else:
+                self._matrix[self._fill, r * self.n : (r + 1) * self.n] = 0
+        self._fill += 1
+        if is_compute:
+            self._cs_rows.append((sid, 0, tpl.cs, None))
+            if self.level == "Vertex":
+                for type_id, count, cycles in tpl.vertex_rows:
+                    self._vertex_rows.append((sid, tpl.cs, type_id, count, cycles))
+            self._activity["active_compute"] += stats.get("active_sum", 0)
+        activity = _ACTIVITY_OF[tpl.type]
+        self._activity[activity] += measured_sums
+        clock += span - ov
+        self.step_id += 1
+        if self._fill == _FLUSH_STEPS:
+            self.flush()
+
+    def end_run(self, clock: np.ndarray) -> None:
+        engine = self.engine
+        clock_hz = engine.graph.target.clockFrequency
+        cycles = int((clock - self._base).max()) if clock.size else 0
+        start = self._microseconds
+        end = start + int(np.ceil(cycles / clock_hz * 1e6))
+        self._microseconds = end + 40
+        self.runs.append((self.run_id, self._run_name, start, end, self._run_first, self.step_id - self._run_first))
+        for r in range(self.replicas):
+            if not self.profiled[r]:
+                continue
+            for j in range(self.num_ipus):
+                ipu = r * self.num_ipus + j
+                self.run_cycles.append((self.run_id, ipu, int(self._base[j]), int(clock[j])))
+                act = {a: int(self._activity[a][j]) for a in _ACTIVITIES}
+                total = sum(v for k, v in act.items() if k != "active_compute")
+                self.totals.append((self.run_id, ipu) + tuple(act[a] for a in _ACTIVITIES) + (total,))
+        self.run_id += 1
+        self.flush()
+
+    def flush(self) -> None:
+        w = self.writer
+        if self._steps:
+            w.insert("steps", ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
+                     self._steps)
+            self._steps = []
+        if self._by_ipu:
+            w.insert("steps_by_ipu", _STEPS_BY_IPU, self._by_ipu)
+            self._by_ipu = []
+        if self._cs_rows:
+            w.insert("step_compute_sets", ("step_id", "position", "compute_set", "cycles_row"), self._cs_rows)
+            self._cs_rows = []
+        if self._vertex_rows:
+            w.insert("step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"),
+                     self._vertex_rows)
+            self._vertex_rows = []
+        if self._fill:
+            w.matrix("step_cycles_by_tile").append(self._matrix[: self._fill])
+            self._fill = 0
+
+    def finish(self) -> None:
+        self.flush()
+        w = self.writer
+        w.insert("runs", ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"), self.runs)
+        w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"), self.run_cycles)
+        w.insert("run_parameters", ("run", "name", "value"), self.run_params)
+        w.insert("cycle_totals", ("run", "ipu") + _ACTIVITIES + ("total",), self.totals)
+
+
+_ACTIVITY_OF = {
+    "OnTileExecute": "compute",
+    "DoExchange": "internal_exchange",
+    "GlobalExchange": "inter_ipu_exchange",
+    "StreamCopyBegin": "stream_copy_begin",
+    "StreamCopyMid": "stream_copy",
+    "StreamCopyEnd": "stream_copy_end",
+    "Sync": "sync",
+}
+
+
+class ReportSession:
+    """The reports of one engine: opened on first need, committed by close."""
+
+    def __init__(self, engine: "Engine") -> None:
+        self.engine = engine
+        options = engine.options
+        self.directory = os.path.abspath(options.directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self.profile_path = os.path.join(self.directory, "profile.pop")
+        self.debug_path = os.path.join(self.directory, "debug.cbor")
+        self.trace_path = os.path.join(self.directory, trace_file_name(engine.timestamp.timestamp()))
+        self.writer: ProfileWriter | None = None
+        self._execution: ExecutionSink | None = None
+        self._closed = False
+        if options.graph_profile or options.execution_profile:
+            self.writer = ProfileWriter(self.profile_path, producer=PRODUCER, producer_version=__version__,
+                                        poplar_version=POPLAR_VERSION)
+            self.writer.execute("PRAGMA cache_size=-262144")  # 256 MB of page cache for the bulk inserts
+            try:
+                with engine.trace.phase("write graph profile"):
+                    write_compilation(self.writer, engine)
+            except BaseException:
+                self.writer.abort()
+                raise
+
+    @property
+    def execution(self) -> ExecutionSink:
+        if self._execution is None:
+            self._execution = ExecutionSink(self)
+        return self._execution
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        engine = self.engine
+        try:
+            if self.writer is not None:
+                with engine.trace.phase("write execution profile"):
+                    if self._execution is not None:
+                        self._execution.finish()
+                    stamp = engine.timestamp.isoformat(timespec="seconds").replace("+00:00", "Z")
+                    self.writer.set_metadata(created=stamp, compilation_timestamp=stamp)
+                self.writer.close()
+            if engine.options.debug_info:
+                contexts = engine.graph.state.debug.contexts
+                write_debug_info(self.debug_path, contexts)
+            engine.trace.write(self.trace_path)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        self._closed = True
+        if self.writer is not None:
+            self.writer.abort()
+
+
+# -- the compilation part ------------------------------------------------------------------------
+
+
+def _dense_code(every: int, extra: Sparse | None, n: int) -> np.ndarray:
+    out = np.full(n, every, dtype=np.int64)
+    if extra is not None and extra.idx.size:
+        out[extra.idx] += extra.val
+    return out
+
+
+class _Rows:
+    """Buffers rows of a per-tile matrix and appends them in blocks."""
+
+    def __init__(self, writer: ProfileWriter, name: str, n: int, block: int = 64) -> None:
+        self.matrix = writer.matrix(name)
+        self.buffer = np.zeros((block, n), dtype=np.int64)
+        self.fill = 0
+        self.next = self.matrix.num_rows
+
+    def add(self, values: np.ndarray) -> int:
+        row = self.next
+        self.buffer[self.fill] = values
+        self.fill += 1
+        self.next += 1
+        if self.fill == self.buffer.shape[0]:
+            self.flush()
+        return row
+
+    def add_sparse(self, vec: Sparse) -> int:
+        row = self.next
+        self.buffer[self.fill] = 0
+        self.buffer[self.fill, vec.idx] = vec.val
+        self.fill += 1
+        self.next += 1
+        if self.fill == self.buffer.shape[0]:
+            self.flush()
+        return row
+
+    def flush(self) -> None:
+        if self.fill:
+            self.matrix.append(self.buffer[: self.fill])
+            self.fill = 0
+
+
+def write_compilation(w: ProfileWriter, engine: "Engine") -> None:
+    exe = engine.exe
+    state = exe.state
+    target = exe.target
+    n = exe.n_tiles
+    opts = engine.options
+    w.set_metadata(instrumentation_compute=opts.compute, instrumentation_external_exchange=opts.external_exchange)
+    w.set_target(num_ipus=target.num_ipus, tiles_per_ipu=target.tiles_per_ipu, bytes_per_tile=target.bytesPerTile,
+                 clock_frequency=target.clockFrequency, type=target.type, architecture=target.architecture,
+                 num_replicas=state.replicas, relative_sync_delay_by_tile=target.relative_sync_delays().tolist(),
+                 **target.writer_details())
+    num_vertices = sum(info.num_vertices for info in exe.cs_infos if info is not None)
+    w.set_graph(num_compute_sets=len(exe.compute_sets), num_edges=state.num_edges, num_vars=len(state.vars),
+                num_vertices=num_vertices)
+    mem = exe.memory
+    lv = exe.lowered
+    metrics = {
+        "numLoweredVariables": float(len(lv)),
+        "numLivenessSteps": float(exe.liveness.num_steps),
+        "numOverlapLanes": float(mem.num_lanes),
+        "numPrograms": float(len(exe.progs)),
+        "numCompilerComputeSets": float(sum(1 for cs in exe.compute_sets if cs.origin == "compiler")),
+        "maxTileBytesIncludingGaps": float(mem.by_tile["total_including_gaps"].max() if n else 0),
+    }
+    w.insert("optimisation_metrics", ("name", "value"), sorted(metrics.items()))
+    w.insert("compilation_parameters", ("name", "value"), sorted(opts.as_text().items()))
+    a = target.arch
+    params = {
+        "architecture": a.name, "targetType": target.type, "exchangeSetupCycles": a.exchange_setup_cycles,
+        "globalExchangeBytesPerCycle": a.global_exchange_bytes_per_cycle, "hostBytesPerCycle": a.host_bytes_per_cycle,
+        "hostSyncCycles": a.host_sync_cycles, "halfHalfMacsPerCycle": a.half_half_macs,
+        "halfFloatMacsPerCycle": a.half_float_macs, "floatFloatMacsPerCycle": a.float_float_macs,
+        "replicationFactor": state.replicas, "ipusPerReplica": exe.num_ipus,
+    }
+    w.insert("target_parameters", ("name", "value"), sorted((k, str(v)) for k, v in params.items()))
+    w.insert("var_categories", ("id", "name", "description"),
+             [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)])
+    w.insert("vertex_types", ("id", "name", "size", "source"),
+             [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)])
+
+    # compute sets
+    est = _Rows(w, "compute_set_estimated_cycles_by_tile", n)
+    act = _Rows(w, "compute_set_active_cycles_by_tile", n)
+    counts = _Rows(w, "vertex_count_by_tile", n)
+    cs_rows, vertex_rows, cs_vars = [], [], []
+    msg_by_cs: dict[int, list[int]] = {}
+    for (cs_id, _), cls in exe.message_classes.items():
+        msg_by_cs.setdefault(cs_id, []).append(cls)
+    for info in exe.cs_infos:
+        er = est.add_sparse(info.cycles)
+        ar = act.add_sparse(info.active)
+        cs_rows.append((info.id, info.name, info.num_vertices, er, ar, info.cycles.max, info.cycles.total))
+        for v in info.vertices:
+            vertex_rows.append((len(vertex_rows), info.id, v.type_id, v.count, v.cycles, counts.add_sparse(v.count_by_tile)))
+        ids = [lv.user_ids(info.lv_keys)] if info.lv_keys.size else []
+        for cls in msg_by_cs.get(info.id, ()):
+            ids.append(_class_piece_ids(exe, cls))
+        if ids:
+            cs_vars.extend((info.id, int(v)) for v in np.unique(np.concatenate(ids)).tolist())
+    for rows in (est, act, counts):
+        rows.flush()
+    w.insert("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_row", "active_cycles_row",
+                              "estimated_cycles_max", "estimated_cycles_total"), cs_rows)
+    w.insert("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles",
+                                      "count_by_tile_row"), vertex_rows)
+    w.insert("compute_set_vars", ("compute_set", "var"), cs_vars)
+    del cs_vars
+
+    _write_programs(w, exe, n)
+
+    refs = set()
+    for p in exe.progs:
+        for ctx in p.debug:
+            refs.add(("program", p.id, ctx))
+    for cs in exe.compute_sets:
+        refs.add(("compute_set", cs.id, cs.debug))
+    for var in state.vars:
+        refs.add(("variable", var.id, var.debug))
+    w.insert("debug_context_refs", ("kind", "object", "debug_context"), sorted(refs))
+
+    names = [v.name for v in state.vars] + list(exe.classes.synthetic)
+    w.insert("variables", ("id", "name"), list(enumerate(names)))
+    _write_lowered(w, exe)
+    _write_memory(w, exe, n)
+    _write_liveness(w, exe, n)
+
+
+def _class_piece_ids(exe, cls: int) -> np.ndarray:
+    b = exe.classes.bytes(cls)
+    tiles = b.idx[b.val > 0]
+    return exe.lowered.class_ids(cls, tiles)
+
+
+def _write_programs(w: ProfileWriter, exe, n: int) -> None:
+    progs = exe.progs
+    rows = [(p.id, p.type, p.name, p.cs, p.repeat, p.sync if p.type in ("Sync", "GlobalExchange") else None, p.sct,
+             p.call, None) for p in progs]
+    w.insert("programs", ("id", "type", "name", "compute_set", "repeat_count", "sync_type", "stream_copy_type",
+                          "call_target", "num_tiles"), rows)
+    w.insert("program_children", ("parent", "position", "child"),
+             [(p.id, i, c.id) for p in progs for i, c in enumerate(p.children)])
+    w.insert("control_programs", ("position", "program"), [(0, exe.root.id)])
+    w.insert("function_programs", ("position", "program"), [(i, f.id) for i, f in enumerate(exe.functions)])
+    vectors: list[tuple] = []
+    code_rows = _Rows(w, "program_control_code_by_tile", n)
+
+    def emit(prog_id: int, kind: str, rows: _Rows, vec: np.ndarray) -> None:
+        row = rows.add(vec)
+        vectors.append((prog_id, kind, row, int(vec.sum()), int(vec.min()) if vec.size else 0,
+                        int(vec.max()) if vec.size else 0))
+
+    # cumulative control code, children before parents
+    done = np.zeros(len(progs), dtype=bool)
+    for root in [exe.root] + list(exe.functions) + list(progs):
+        if done[root.id]:
+            continue
+        stack = [(root, 0, _dense_code(*root.code, n))]
+        while stack:
+            node, index, acc = stack[-1]
+            if index < len(node.children):
+                stack[-1] = (node, index + 1, acc)
+                child = node.children[index]
+                if not done[child.id]:
+                    stack.append((child, 0, _dense_code(*child.code, n)))
+                continue
+            stack.pop()
+            done[node.id] = True
+            emit(node.id, "control_code", code_rows, acc)
+            if stack:
+                stack[-1][2][:] += acc
+    code_rows.flush()
+    matrices = {kind: _Rows(w, f"program_{kind}_by_tile", n, block=32) for kind in
+                ("bytes_received", "bytes_sent", "estimated_cycles", "exchange_cycles", "sync_cycles", "code_bytes")}
+    for p in progs:
+        plan = p.plan
+        if plan is None or p.type not in ("DoExchange", "GlobalExchange", "StreamCopyMid"):
+            continue
+        emit(p.id, "bytes_received", matrices["bytes_received"], plan.recv.dense())
+        emit(p.id, "bytes_sent", matrices["bytes_sent"], plan.sent.dense())
+        emit(p.id, "estimated_cycles", matrices["estimated_cycles"], plan.cycles.dense())
+        if p.type == "DoExchange":
+            emit(p.id, "code_bytes", matrices["code_bytes"], plan.code.dense())
+        if p.type == "GlobalExchange":
+            emit(p.id, "exchange_cycles", matrices["exchange_cycles"], plan.exchange_cycles.dense())
+            emit(p.id, "sync_cycles", matrices["sync_cycles"], plan.sync.dense())
+    for rows in matrices.values():
+        rows.flush()
+    w.insert("program_vectors", ("program", "kind", "row", "total", "min", "max"), vectors)
+    lv = exe.lowered
+    program_vars = []
+    for p in progs:
+        ids = []
+        if p.lv_keys is not None and p.lv_keys.size:
+            ids.append(lv.user_ids(p.lv_keys))
+        for cls in p.classes:
+            ids.append(_class_piece_ids(exe, cls))
+        if ids:
+            program_vars.extend((p.id, int(v)) for v in np.unique(np.concatenate(ids)).tolist())
+        if len(program_vars) > 200_000:
+            w.insert("program_vars", ("program", "var"), program_vars)
+            program_vars = []
+    w.insert("program_vars", ("program", "var"), program_vars)
+
+
+def _write_lowered(w: ProfileWriter, exe) -> None:
+    lv = exe.lowered
+    mem = exe.memory
+    names = lv.names
+    cols = [np.arange(len(lv)), lv["tile"], lv["name_id"], lv["size"], lv["align"], mem.offset, lv["category"],
+            lv["constant"], lv["always_live"], lv["executable"], lv["vertex_code"], lv["lowest_256k"],
+            lv["start_section"], lv["in_interleaved"], lv["accessed"], lv["eq_class"], lv["unlowered"],
+            mem.alloc_order]
+    step = 200_000
+    columns = ("id", "tile", "name", "size_bytes", "alignment", "offset", "category", "allocated", "constant",
+               "always_live", "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved_mem",
+               "accessed_in_vertex", "equivalence_class", "unlowered_var", "alloc_order")
+    for lo in range(0, len(lv), step):
+        part = [c[lo : lo + step].tolist() for c in cols]
+        rows = ((r[0], r[1], names[r[2]], r[3], r[4], r[5], r[6], 1, *r[7:]) for r in zip(*part))
+        w.insert("vars_info", columns, rows)
+    always = exe.classes.always_live
+    intervals = sorted(i for i in exe.liveness.intervals if not always[i[0]])
+    w.insert("equivalence_class_steps", ("class", "start", "end"), intervals)
+
+
+def _write_memory(w: ProfileWriter, exe, n: int) -> None:
+    mem = exe.memory
+    t = mem.by_tile
+    columns = ("total", "total_including_gaps", "interleaved", "interleaved_including_gaps", "non_interleaved",
+               "non_interleaved_including_gaps", "overflowed", "overflowed_including_gaps", "always_live_bytes",
+               "not_always_live_bytes")
+    data = [np.arange(n)] + [t[c] for c in columns]
+    w.insert("memory_by_tile", ("tile",) + columns, zip(*(d.tolist() for d in data)))
+    w.matrix("memory_category_by_tile").append(mem.category_matrix)
+    rows = []
+    matrix = mem.category_matrix
+    for c in range(len(CATEGORIES)):
+        for ri, region in enumerate(MEMORY_REGIONS):
+            for overlapped in (0, 1):
+                column = matrix[:, 6 * c + 2 * ri + overlapped]
+                if column.any():
+                    rows.append((c, region, overlapped, int(column.sum()), int(column.max())))
+    w.insert("memory_by_category", ("category", "region", "overlapped", "total", "max"), rows)
+    vm = []
+    for type_id, (vtype, memory) in enumerate(zip(exe.types.types, exe.types.memory)):
+        used = np.flatnonzero(memory["count"])
+        for tile in used.tolist():
+            vm.append((tile, type_id, vtype.code_bytes, int(memory["copy_ptr"][tile]), int(memory["descriptor"][tile]),
+                       int(memory["edge_ptr"][tile]), int(memory["padding"][tile]), int(memory["vertex_data"][tile])))
+    w.insert("vertex_memory", ("tile", "vertex_type", "code_bytes", "copy_ptr_bytes", "descriptor_bytes",
+                               "edge_ptr_bytes", "padding_bytes", "vertex_data_bytes"), vm)
+
+
+def _write_liveness(w: ProfileWriter, exe, n: int) -> None:
+    live = exe.liveness
+    w.insert("liveness_steps", ("id", "program", "parent", "depth", "not_always_live_bytes"),
+             zip(range(live.num_steps), live.step_program, live.step_parent, live.step_depth, live.step_bytes))
+    num_ipus = exe.num_ipus
+    w.insert("liveness_step_ipus", ("step", "ipu", "bytes"),
+             ((s, i, int(b[i])) for s, b in enumerate(live.step_ipu_bytes) for i in range(num_ipus)))
+    t = exe.memory.by_tile
+    chosen = {0}
+    if n:
+        chosen.add(int(np.argmax(t["total_including_gaps"])))
+        chosen.add(int(np.argmax(t["not_always_live_bytes"])))
+        chosen.add(int(np.argmax(t["always_live_bytes"])))
+    w.insert("liveness_tiles", ("tile",), [(x,) for x in sorted(chosen)])
+    lv = exe.lowered
+    al = np.flatnonzero(lv["always_live"])
+    keys = lv["unlowered"][al] * np.int64(n) + lv["tile"][al]
+    ukeys, inverse = np.unique(keys, return_inverse=True)
+    sizes = np.bincount(inverse, weights=lv["size"][al]).astype(np.int64)
+    w.insert("always_live_vars", ("var", "tile", "bytes"),
+             zip((ukeys // n).tolist(), (ukeys % n).tolist(), sizes.tolist()))

@@ -1,0 +1,148 @@
+"""Poplibs-style operations: their results on data, their vertices, and the calibrated cycle model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from formats.profile_reader import ProfileReader
+from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
+from simulator.poplibs import popnn, poplin, popops
+from simulator_invariants import check_report
+
+TS = "2024-01-01T00:00:00Z"
+
+
+def _graph(tiles: int = 32, arch: str = "ipu2") -> Graph:
+    g = Graph(Target(arch, tiles_per_ipu=tiles))
+    for lib in (popops, poplin, popnn):
+        lib.addCodelets(g)
+    return g
+
+
+def _run(g, prog, tmp_path, writes: dict, reads: list[str]):
+    with Engine(g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS,
+                functional=True) as e:
+        for name, value in writes.items():
+            e.writeTensor(name, value)
+        e.run(0)
+        out = {name: e.readTensor(name) for name in reads}
+    assert check_report(tmp_path / "profile.pop") == []
+    return out
+
+
+def test_matmul_reduce_and_elementwise_compute_on_data(tmp_path):
+    g = _graph()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((37, 50)).astype(np.float32)
+    b = rng.standard_normal((50, 23)).astype(np.float32)
+    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A")
+    B = g.addVariable(FLOAT, b.shape, "B")
+    from simulator.poplibs.poputil import mapTensorLinearly
+
+    mapTensorLinearly(g, B)
+    prog = Sequence()
+    C = poplin.matMul(g, A, B, prog, "mm")
+    D = popops.sub(g, C, popops.reduce(g, C, [0], prog, "MAX", debugPrefix="colmax"), prog, "shift")
+    S = popops.reduce(g, D, [1], prog, "ADD", debugPrefix="rowsum")
+    popnn.nonLinearityInPlace(g, "SIGMOID", D, prog, "sigmoid")
+    for name, t in (("A", A), ("B", B)):
+        g.createHostWrite(name, t)
+    for name, t in (("C", C), ("D", D), ("S", S)):
+        g.createHostRead(name, t)
+    out = _run(g, prog, tmp_path, {"A": a, "B": b}, ["C", "D", "S"])
+    c = a @ b
+    d = c - c.max(axis=0)
+    assert np.allclose(out["C"], c, atol=1e-4)
+    assert np.allclose(out["S"], d.sum(axis=1), atol=1e-3)
+    assert np.allclose(out["D"], 1 / (1 + np.exp(-d)), atol=1e-5)
+    r = ProfileReader(tmp_path / "profile.pop")
+    names = set(r.column("SELECT name FROM vertex_types"))
+    assert "poplin::ConvPartial1x1Out<float,float,true,false>" in names
+    assert "popnn::NonLinearitySupervisor<float,popnn::NonLinearityType::SIGMOID>" in names
+    assert any(n.startswith("popops::Reduce<popops::ReduceMax,float,float,false") for n in names)
+    assert "mm/Conv_1/Convolve" in r.column("SELECT name FROM compute_sets")
+
+
+def test_convolution_matches_numpy(tmp_path):
+    g = _graph(16)
+    params = poplin.ConvParams(2, 3, 5, (6, 7), (3, 3), (1, 2), (1, 1), FLOAT)
+    x = poplin.createInput(g, params)
+    w = poplin.createWeights(g, params)
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv")
+    g.createHostWrite("x", x)
+    g.createHostWrite("w", w)
+    g.createHostRead("y", y)
+    rng = np.random.default_rng(9)
+    xv = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    wv = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    out = _run(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
+    xp = np.pad(xv, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = params.out_field
+    ref = np.zeros((2, 5, oh, ow))
+    for i in range(3):
+        for j in range(3):
+            patch = xp[:, :, i : i + oh, j : j + 2 * ow : 2]
+            ref += np.einsum("bchw,oc->bohw", patch, wv[:, :, i, j])
+    assert out.shape == (2, 5, oh, ow)
+    assert np.allclose(out, ref, atol=1e-4)
+
+
+def test_loss_and_gradients(tmp_path):
+    g = _graph(8)
+    probs = g.addVariable(FLOAT, [4, 3], "probs")
+    expected = g.addVariable(FLOAT, [4, 3], "expected")
+    from simulator.poplibs.poputil import mapTensorLinearly
+
+    mapTensorLinearly(g, probs)
+    mapTensorLinearly(g, expected)
+    prog = Sequence()
+    deltas, loss = popnn.calcLoss(g, probs, expected, "SUM_SQUARED", prog, "loss")
+    grad = popnn.nonLinearityInputGradient(g, "SIGMOID", probs, deltas, prog, "grad")
+    g.createHostWrite("p", probs)
+    g.createHostWrite("e", expected)
+    g.createHostRead("loss", loss)
+    g.createHostRead("grad", grad)
+    p = np.full((4, 3), 0.25, dtype=np.float32)
+    e = np.eye(4, 3, dtype=np.float32)
+    out = _run(g, prog, tmp_path, {"p": p, "e": e}, ["loss", "grad"])
+    assert np.isclose(float(out["loss"]), 0.5 * ((p - e) ** 2).sum())
+    assert np.allclose(out["grad"], (p - e) * p * (1 - p))
+
+
+# -- the cycle model against published IPU-Model figures ----------------------------------------
+
+#: Cycles of poplibs' gemm benchmarks on the IPU Model (Mk1, half data, float partials), from
+#: graphcore/poplibs tests/benchmark_results.csv; see docs/sections/20-simulator.md.
+PUBLISHED = {(200, 64, 10000): 11_597, (1000, 256, 10000): 113_300, (600, 512, 30000): 502_036,
+             (1000, 512, 30000): 941_961, (200, 256, 20000): 58_346}
+
+
+@pytest.mark.parametrize("shape", sorted(PUBLISHED))
+def test_matmul_plan_estimate_within_2x_of_published(shape):
+    g = Graph(Target("ipu1"))
+    m, k, n = shape
+    plan = poplin.plan_matmul(g, m, k, n, HALF, FLOAT, HALF)
+    ratio = plan.estimate["total"] / PUBLISHED[shape]
+    assert 0.5 <= ratio <= 2.0, (shape, plan.estimate)
+
+
+def test_simulated_matmul_within_2x_of_published(tmp_path):
+    g = Graph(Target("ipu1"))
+    poplin.addCodelets(g)
+    A = poplin.createMatMulInputLHS(g, HALF, (200, 64), (64, 10000), "A")
+    B = poplin.createMatMulInputRHS(g, HALF, (200, 64), (64, 10000), "B")
+    prog = Sequence()
+    poplin.matMul(g, A, B, prog, "gemm")
+    with Engine(g, prog, {"autoReport.outputExecutionProfile": "true", "autoReport.directory": str(tmp_path)},
+                timestamp=TS, functional=False) as e:
+        e.run(0)
+    r = ProfileReader(tmp_path / "profile.pop")
+    start, end = r.query_one("SELECT start, \"end\" FROM run_cycles_by_ipu")
+    ratio = (end - start) / PUBLISHED[(200, 64, 10000)]
+    assert 0.5 <= ratio <= 2.0
+    # the AMP vertex dominates and reaches a plausible share of the peak multiply-accumulate rate
+    macs = 200 * 64 * 10000
+    peak = 1216 * g.target.macs_per_cycle("half", "float")
+    assert 0.1 <= macs / peak / (end - start) <= 1.0

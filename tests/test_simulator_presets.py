@@ -1,0 +1,146 @@
+"""Every `pva simulate` preset: its results, the report invariants, determinism and the CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from formats.profile_reader import ProfileReader
+from pva.cli import main as cli_main
+from simulator.errors import OptionError
+from simulator.presets import PRESETS, build_preset, resolve_knobs, run_preset
+from simulator_invariants import check_report
+
+TS = "2024-01-01T00:00:00Z"
+
+#: Small knobs for every preset so the suite stays fast.
+SMALL = {
+    "tutorial1": {},
+    "tutorial2": {},
+    "tutorial3": {},
+    "matrix-vector": {"rows": 60, "cols": 40, "tiles-per-ipu": 16},
+    "matmul": {"m": 96, "k": 64, "n": 80, "tiles-per-ipu": 32, "dtype": "float"},
+    "conv": {"batch": 2, "in-chans": 8, "out-chans": 8, "height": 6, "width": 6, "tiles-per-ipu": 16},
+    "mnist-mlp": {"batch": 4, "hidden": 16, "steps": 2, "runs": 2, "tiles-per-ipu": 32},
+    "cnn": {"batch": 2, "channels": 4, "layers": 2, "size": 6, "tiles-per-ipu": 16},
+    "bert-encoder": {"layers": 2, "seq": 16, "hidden": 32, "heads": 2, "ipus": 2, "tiles-per-ipu": 16},
+    "large": {"ipus": 2, "layers": 2, "steps": 2, "seq": 8, "hidden": 16, "heads": 2, "tiles-per-layer": 8,
+              "tiles-per-ipu": 16},
+}
+
+
+def test_every_preset_has_small_knobs():
+    assert set(SMALL) == set(PRESETS)
+
+
+@pytest.fixture(scope="module")
+def preset_reports(tmp_path_factory):
+    reports = {}
+    for name, knobs in SMALL.items():
+        directory = tmp_path_factory.mktemp(name.replace("-", "_"))
+        engine = run_preset(name, knobs, str(directory), timestamp=TS)
+        reports[name] = (directory, engine)
+    return reports
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_preset_report_invariants(preset_reports, name):
+    directory, engine = preset_reports[name]
+    assert check_report(directory / "profile.pop") == []
+    r = ProfileReader(directory / "profile.pop")
+    assert r.query_one("SELECT count(*) FROM steps")[0] > 0
+    assert r.metadata["instrumentation_compute"] == "Tile"
+    # every table the concept applies to is filled
+    for table in ("compute_sets", "compute_set_vertices", "compute_set_vars", "programs", "program_children",
+                  "program_vectors", "program_vars", "vars_info", "variables", "var_categories", "memory_by_tile",
+                  "memory_by_category", "vertex_memory", "liveness_steps", "liveness_step_ipus", "liveness_tiles",
+                  "always_live_vars", "equivalence_class_steps", "runs", "run_cycles_by_ipu", "run_parameters",
+                  "steps_by_ipu", "step_compute_sets", "cycle_totals", "debug_context_refs", "optimisation_metrics",
+                  "compilation_parameters", "target_parameters"):
+        assert r.query_one(f"SELECT count(*) FROM {table}")[0] > 0, table
+    r.close()
+
+
+def test_tutorial_outputs(preset_reports):
+    assert preset_reports["tutorial1"][1].printed == [
+        "v1-debug: {1,1.5,2,2.5}", "v2-debug: {1,1.5,2,2.5}",
+        "v4-0: {0,1,2,3,4,5,6,7,8,9}", "v4-1: {10,11,12,13,14,15,16,17,18,19}",
+    ]
+    assert preset_reports["tutorial2"][1].printed[0] == "v3: {\n {5,4.5},\n {4,3.5}\n}"
+    assert preset_reports["tutorial2"][1].printed[2] == "v5: {\n {5,3.5},\n {5,3.5}\n}"
+    assert preset_reports["tutorial3"][1].printed == ["v1: {1,1.5,2,2.5}", "v2: {7,6,4.5,2.5}"]
+
+
+def test_tutorial3_cycle_estimate(preset_reports):
+    directory, _ = preset_reports["tutorial3"]
+    r = ProfileReader(directory / "profile.pop")
+    count, cycles, est_row, act_row = r.query_one(
+        "SELECT v.count, v.estimated_cycles, c.estimated_cycles_row, c.active_cycles_row FROM compute_set_vertices v "
+        "JOIN compute_sets c ON c.compute_set = v.compute_set JOIN vertex_types t ON t.id = v.vertex_type "
+        "WHERE t.name = 'SumVertex'")
+    assert (count, cycles) == (4, 80)
+    # one vertex of 20 thread cycles alone on each of tiles 0..3: 120 tile cycles, 20 active
+    assert r.matrix("compute_set_estimated_cycles_by_tile").row(est_row)[:5].tolist() == [120, 120, 120, 120, 0]
+    assert r.matrix("compute_set_active_cycles_by_tile").row(act_row)[:5].tolist() == [20, 20, 20, 20, 0]
+    assert r.query_one("SELECT source FROM vertex_types WHERE name = 'SumVertex'")[0] == "CPlusPlus"
+
+
+def test_matrix_vector_result(tmp_path):
+    engine = run_preset("matrix-vector", SMALL["matrix-vector"], str(tmp_path), timestamp=TS)
+    built = build_preset("matrix-vector", SMALL["matrix-vector"])
+    expected = built.notes["matrix"] @ built.notes["vector"]
+    assert np.allclose(engine._data.read(engine.graph.state.host_handles[("read", "out")][1]), expected)
+    assert built.notes["split"] >= 1
+
+
+def test_same_model_same_report(tmp_path):
+    first = tmp_path / "run"
+    run_preset("mnist-mlp", SMALL["mnist-mlp"], str(first), timestamp=TS)
+    shutil.copy(first / "profile.pop", tmp_path / "first.pop")
+    shutil.copy(first / "debug.cbor", tmp_path / "first.cbor")
+    run_preset("mnist-mlp", SMALL["mnist-mlp"], str(first), timestamp=TS)
+    assert (first / "profile.pop").read_bytes() == (tmp_path / "first.pop").read_bytes()
+    assert (first / "debug.cbor").read_bytes() == (tmp_path / "first.cbor").read_bytes()
+
+
+def test_knob_errors():
+    with pytest.raises(OptionError, match=r"preset 'matmul' has no knob --rows; its knobs are --arch"):
+        resolve_knobs("matmul", {"rows": 3})
+    with pytest.raises(OptionError, match="knob --dtype of preset 'matmul' must be one of half, float"):
+        resolve_knobs("matmul", {"dtype": "double"})
+    with pytest.raises(OptionError, match="knob --m of preset 'matmul' expects int"):
+        resolve_knobs("matmul", {"m": "many"})
+    with pytest.raises(OptionError, match="unknown preset 'resnet'"):
+        resolve_knobs("resnet", {})
+
+
+def test_cli_list(capsys):
+    assert cli_main(["simulate", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in PRESETS:
+        assert f"{name}: " in out
+    assert "--dtype" in out and "--layers" in out and "(ipu1|ipu2|ipu21)" in out
+
+
+def test_cli_run_and_bad_knob(tmp_path, capsys):
+    directory = tmp_path / "out"
+    assert cli_main(["simulate", "--preset", "matmul", "--m", "64", "--k", "32", "--n", "48", "--tiles-per-ipu", "16",
+                     "--arch", "ipu1", "-o", str(directory), "--timestamp", TS, "--engine-option",
+                     "debug.computeInstrumentationLevel=vertex"]) == 0
+    out = capsys.readouterr().out
+    assert "matmul:" in out and "profile.pop" in out
+    r = ProfileReader(directory / "profile.pop")
+    assert r.target["architecture"] == "Ipu1" and r.target["tiles_per_ipu"] == 16
+    assert r.metadata["instrumentation_compute"] == "Vertex"
+    assert r.query_one("SELECT count(*) FROM step_vertex_cycles")[0] > 0
+    r.close()
+    bad = tmp_path / "bad"
+    assert cli_main(["simulate", "--preset", "conv", "--m", "5", "-o", str(bad)]) == 2
+    assert "preset 'conv' has no knob --m" in capsys.readouterr().err
+    assert not bad.exists()
+    assert cli_main(["simulate", "--preset", "matmul", "--engine-option", "debug.nope=1", "-o", str(bad)]) == 2
+    assert "unknown engine option 'debug.nope'" in capsys.readouterr().err
+    assert not bad.exists() or not os.listdir(bad)

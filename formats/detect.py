@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import stat
 import struct
+import urllib.parse
 
 from .errors import NotAFileError, ReportNotFoundError, ReportPermissionError
 from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID
@@ -109,3 +111,228 @@ def describe_bytes(head: bytes) -> str:
     if kind is FileKind.BINARY:
         return f"{kind.value} (first bytes {head[:8].hex(' ')})"
     return kind.value
+
+
+# -- what an input to `pva convert` is ----------------------------------------------------------
+
+#: Top-level keys of a legacy (v1) graph profile, as Poplar wrote them.
+LEGACY_GRAPH_KEYS = frozenset({
+    "target", "optimizationInfo", "graph", "vertexTypes", "computeSets", "exchanges", "externalExchanges",
+    "hostExchanges", "programs", "controlPrograms", "functionPrograms", "memory",
+})
+#: Top-level keys of a legacy (v1) execution profile.
+LEGACY_EXECUTION_KEYS = frozenset({
+    "profilerMode", "programTrace", "simulation", "computeSetCyclesByTile", "computeSetCycles", "vertexCycles",
+    "vertexComputeSet", "vertexType", "externalExchangeCycles", "hostExchangeCycles",
+})
+#: Keys that carry an explicit format marker in newer (v2) profiles.
+_FORMAT_MARKER_KEYS = ("profilerFormat", "profileFormat", "formatVersion", "format", "version")
+#: Bytes read when sniffing a document's top-level keys.
+SNIFF_BYTES = 1 << 20
+
+
+class InputKind(enum.Enum):
+    """Kinds of input `pva convert` recognises (and, for some, refuses)."""
+
+    LEGACY_GRAPH = "a legacy Poplar graph profile (v1)"
+    LEGACY_EXECUTION = "a legacy Poplar execution profile (v1)"
+    LEGACY_COMBINED = "a legacy Poplar profile holding graphProfile and executionProfile (v1)"
+    LEGACY_PRE_2019 = "a pre-2019 Poplar report (the old getGraphReport/getExecutionReport format)"
+    LEGACY_V2 = "a Poplar v2 'experimental' profile (profiler.format=experimental)"
+    LEGACY_V3 = "a SQLite profile that is not a pva report (a Poplar v3 'unstable' profile or a Graphcore profile.pop)"
+    POPLAR_TEXT_SUMMARY = "a Poplar text profile summary (printProfileSummary output)"
+    CHROME_TRACE = "a Chrome trace event JSON file"
+    CEREBRAS_COMPILE_REPORT = "a Cerebras compile report (compile_report.txt)"
+    PVA_REPORT = "a pva report (profile.pop)"
+    PVA_TRACE = "a pva trace file"
+    UNKNOWN = "a file of unknown kind"
+
+
+class InputInfo:
+    """What `classify_input` found: the kind, the encoding and the top-level keys seen."""
+
+    __slots__ = ("path", "kind", "encoding", "keys", "detail")
+
+    def __init__(self, path: str, kind: InputKind, encoding: str, keys: tuple[str, ...] = (), detail: str = ""):
+        self.path = path
+        self.kind = kind
+        self.encoding = encoding  # json, cbor, text, sqlite or binary
+        self.keys = keys
+        self.detail = detail
+
+    def describe(self) -> str:
+        """The kind in words, with the encoding and detail when they help."""
+        text = self.kind.value
+        if self.kind in (InputKind.LEGACY_GRAPH, InputKind.LEGACY_EXECUTION, InputKind.LEGACY_COMBINED):
+            text += f" in {self.encoding.upper()}"
+        if self.detail:
+            text += f" ({self.detail})"
+        return text
+
+    def __repr__(self) -> str:
+        return f"<InputInfo {self.path!r} {self.kind.name} {self.encoding}>"
+
+
+_PRE_2019_TEXT = (
+    re.compile(r"^Memory Usage\s+:", re.M),
+    re.compile(r"^\s*Step #\d+:", re.M),
+    re.compile(r"Max tile memory \(tile \d+\): \d+"),
+)
+_SUMMARY_TEXT = (
+    re.compile(r"^Target:\s*$", re.M),
+    re.compile(r"^\s*Memory Usage:\s*$", re.M),
+    re.compile(r"^\s*Total cycles:\s+[\d,]+", re.M),
+    re.compile(r"^\s*Execution:\s*$", re.M),
+)
+
+
+def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[str, ...], dict]:
+    """(container kind, top-level keys, keys of the first array item, small top-level values)."""
+    from .legacy.cborstream import cbor_events
+    from .legacy.jsonstream import json_events
+    from .legacy.tree import InputProblem
+
+    keys: list[str] = []
+    item_keys: list[str] = []
+    values: dict = {}
+    container = ""
+    depth = 0
+    with open(path, "rb") as raw:
+        limited = _Limited(raw, SNIFF_BYTES)
+        events = json_events(limited, None) if encoding == "json" else cbor_events(limited, None)
+        current = None
+        try:
+            for event, value in events:
+                if depth == 0 and event in ("start_map", "start_array"):
+                    container = "object" if event == "start_map" else "array"
+                elif depth == 0 and event == "value":
+                    container = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else ""
+                    if isinstance(value, dict):
+                        keys = list(value)
+                        values = {k: v for k, v in value.items() if isinstance(v, (str, int, float))}
+                    elif isinstance(value, list) and value and isinstance(value[0], dict):
+                        item_keys = list(value[0])
+                    break
+                if event in ("start_map", "start_array"):
+                    depth += 1
+                    continue
+                if event in ("end_map", "end_array"):
+                    depth -= 1
+                    if depth == 1 and container == "array" and item_keys:
+                        break
+                    if depth == 0:
+                        break
+                    continue
+                if depth == 1 and event == "map_key":
+                    keys.append(value)
+                    current = value
+                elif depth == 1 and container == "object" and current is not None and event in ("string", "number"):
+                    values[current] = value
+                elif depth == 1 and container == "object" and event == "value" and current is not None:
+                    if isinstance(value, (str, int, float)):
+                        values[current] = value
+                elif depth == 2 and container == "array" and event == "map_key":
+                    item_keys.append(value)
+                elif depth == 1 and container == "array" and event == "value" and isinstance(value, dict):
+                    item_keys = list(value)
+                    break
+                if len(keys) > 64:
+                    break
+        except (InputProblem, ValueError, OSError):
+            pass
+    return container, tuple(keys), tuple(item_keys), values
+
+
+class _Limited:
+    """A binary reader that ends after `limit` bytes."""
+
+    def __init__(self, raw, limit: int) -> None:
+        self._raw = raw
+        self._left = limit
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        if size is None or size < 0 or size > self._left:
+            size = self._left
+        data = self._raw.read(size)
+        self._left -= len(data)
+        return data
+
+
+def _marker(values: dict) -> str | None:
+    for key in _FORMAT_MARKER_KEYS:
+        value = values.get(key)
+        if value is None:
+            continue
+        text = str(value).lower()
+        if "experimental" in text or text in ("2", "v2", "2.0") or "unstable" in text:
+            return f"{key} = {value!r}"
+    return None
+
+
+def classify_input(path: str | os.PathLike[str]) -> InputInfo:
+    """What an input file for `pva convert` is, from its first bytes and top-level keys."""
+    name = os.fspath(path)
+    check_regular_file(name, "input file")
+    head = read_head(name, 4096)
+    kind = kind_of_bytes(head)
+    if kind is FileKind.PROFILE:
+        return InputInfo(name, InputKind.PVA_REPORT, "sqlite")
+    if kind is FileKind.TRACE:
+        return InputInfo(name, InputKind.PVA_TRACE, "sqlite")
+    if kind is FileKind.SQLITE:
+        return InputInfo(name, InputKind.LEGACY_V3, "sqlite", detail=_sqlite_tables(name))
+    if kind in (FileKind.JSON, FileKind.CBOR):
+        encoding = "json" if kind is FileKind.JSON else "cbor"
+        container, keys, item_keys, values = _top_level(name, encoding)
+        found = set(keys)
+        marker = _marker(values)
+        if marker:
+            return InputInfo(name, InputKind.LEGACY_V2, encoding, keys, marker)
+        if container == "array" and {"ph", "name"} & set(item_keys) or "traceEvents" in found:
+            return InputInfo(name, InputKind.CHROME_TRACE, encoding, keys)
+        if {"graphProfile", "executionProfile"} & found:
+            return InputInfo(name, InputKind.LEGACY_COMBINED, encoding, keys)
+        if LEGACY_GRAPH_KEYS & found:
+            return InputInfo(name, InputKind.LEGACY_GRAPH, encoding, keys)
+        if LEGACY_EXECUTION_KEYS & found:
+            return InputInfo(name, InputKind.LEGACY_EXECUTION, encoding, keys)
+        if {"graphReport", "executionReport", "computeSetReport", "tileReport"} & found:
+            return InputInfo(name, InputKind.LEGACY_PRE_2019, encoding, keys)
+        shown = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
+        detail = f"a JSON {container or 'value'}" if encoding == "json" else f"a CBOR {container or 'value'}"
+        if keys:
+            detail += f" with top-level keys {shown}"
+        return InputInfo(name, InputKind.UNKNOWN, encoding, keys, detail)
+    if kind is FileKind.TEXT:
+        text = head.decode("utf-8", "replace").lstrip("\ufeff")
+        if text.lstrip().startswith("Estimated Overall Performance"):
+            return InputInfo(name, InputKind.CEREBRAS_COMPILE_REPORT, "text")
+        if any(p.search(text) for p in _PRE_2019_TEXT):
+            return InputInfo(name, InputKind.LEGACY_PRE_2019, "text", detail="its text summary")
+        if sum(bool(p.search(text)) for p in _SUMMARY_TEXT) >= 1 and (
+            "Total Tiles:" in text or "Tiles per IPU:" in text or "Total cycles:" in text
+            or "Memory Usage:" in text
+        ):
+            return InputInfo(name, InputKind.POPLAR_TEXT_SUMMARY, "text")
+        return InputInfo(name, InputKind.UNKNOWN, "text", detail=describe_bytes(head))
+    return InputInfo(name, InputKind.UNKNOWN, "binary", detail=describe_bytes(head))
+
+
+def _sqlite_tables(path: str) -> str:
+    import sqlite3
+
+    try:
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return f"unreadable: {exc}"
+    if {"steps_by_ipu", "compute_sets", "programs"} <= set(names):
+        return "its tables look like a Graphcore profile.pop"
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return f"tables: {shown}" if names else "no tables"

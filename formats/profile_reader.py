@@ -25,6 +25,9 @@ from .sqlite_reader import SqliteFile
 MMAP_BYTES = 1 << 40
 
 
+_PYTHON_TYPES = {"INTEGER": int, "REAL": (int, float), "TEXT": str, "BLOB": bytes}
+
+
 class MatrixReader:
     """Read access to one per-tile matrix: single rows, row ranges, or chunk by chunk."""
 
@@ -200,6 +203,7 @@ class ProfileReader:
                 f"{self.path!r}: expected exactly one row in table target, found {len(target)}", self.path
             )
         self.target = dict(zip(self.file.tables["target"], target[0]))
+        self._check_types("target", self.target)
         self._check_target()
         graph = self.file.query("SELECT num_compute_sets, num_edges, num_vars, num_vertices FROM graph")
         if len(graph) != 1:
@@ -207,7 +211,27 @@ class ProfileReader:
                 f"{self.path!r}: expected exactly one row in table graph, found {len(graph)}", self.path
             )
         self.graph = dict(zip(("num_compute_sets", "num_edges", "num_vars", "num_vertices"), graph[0]))
+        self._check_types("graph", self.graph)
+        for key, value in self.graph.items():
+            if value < 0:
+                raise InconsistentReportError(f"{self.path!r}: graph.{key} is negative ({value})", self.path)
         self._matrices: dict[str, MatrixReader] | None = None
+
+    def _check_types(self, table: str, row: dict) -> None:
+        """Every value of a one-row table must have its declared type."""
+        for column in profile_schema().tables[table].columns:
+            if column.name not in row:
+                continue
+            value = row[column.name]
+            if value is None and not column.not_null:
+                continue
+            expected = _PYTHON_TYPES[column.type]
+            if isinstance(value, bool) or not isinstance(value, expected):
+                raise InconsistentReportError(
+                    f"{self.path!r}: {table}.{column.name} should be {column.type}, found "
+                    f"{type(value).__name__} {value!r:.60}",
+                    self.path,
+                )
 
     def _check_target(self) -> None:
         t = self.target

@@ -131,7 +131,8 @@ CREATE TABLE compute_sets (
   estimated_cycles_row INTEGER,  -- row of compute_set_estimated_cycles_by_tile; NULL without estimates
   active_cycles_row INTEGER,  -- row of compute_set_active_cycles_by_tile; NULL without estimates
   estimated_cycles_max INTEGER,  -- largest estimated cycles over tiles [cycles]
-  estimated_cycles_total INTEGER  -- estimated cycles summed over tiles [cycles]
+  estimated_cycles_total INTEGER,  -- estimated cycles summed over tiles [cycles]
+  measured_cycles INTEGER  -- measured cycles of its last execution over all tiles (legacy computeSetCycles); NULL if not measured [cycles]
 );
 
 -- Vertex instances of one type in one compute set (libpva VertexInstances).
@@ -196,6 +197,17 @@ CREATE TABLE program_vectors (
   min INTEGER NOT NULL,  -- smallest value over tiles
   max INTEGER NOT NULL,  -- largest value over tiles
   PRIMARY KEY (program, kind)
+) WITHOUT ROWID;
+
+-- Exchanges of a legacy (v1) profile: exchanges (internal), externalExchanges and hostExchanges,
+-- numbered as programs.exchange numbers them. Each per-tile vector is a row of matrix
+-- program_<kind>_by_tile; the programs that perform an exchange point at the same rows.
+CREATE TABLE exchanges (
+  family TEXT NOT NULL,  -- internal, external or host
+  exchange INTEGER NOT NULL,  -- exchange id within its family
+  kind TEXT NOT NULL,  -- bytes_received, bytes_sent, estimated_cycles, exchange_cycles or code_bytes
+  row INTEGER NOT NULL,  -- row in matrix program_<kind>_by_tile
+  PRIMARY KEY (family, exchange, kind)
 ) WITHOUT ROWID;
 
 -- Lowered variables used by a program (Program.vars).
@@ -303,6 +315,19 @@ CREATE TABLE vertex_memory (
   padding_bytes INTEGER NOT NULL DEFAULT 0,  -- padding [bytes]
   vertex_data_bytes INTEGER NOT NULL DEFAULT 0,  -- vertex data [bytes]
   PRIMARY KEY (tile, vertex_type)
+) WITHOUT ROWID;
+
+-- Vertex memory per compute set per tile (legacy memory.byComputeSet); all-zero rows are left out.
+CREATE TABLE compute_set_memory (
+  compute_set INTEGER NOT NULL,  -- compute set
+  tile INTEGER NOT NULL,  -- tile id (within one replica)
+  code_bytes INTEGER NOT NULL DEFAULT 0,  -- code; may be shared with other compute sets [bytes]
+  copy_ptr_bytes INTEGER NOT NULL DEFAULT 0,  -- copy pointers [bytes]
+  descriptor_bytes INTEGER NOT NULL DEFAULT 0,  -- descriptors [bytes]
+  edge_ptr_bytes INTEGER NOT NULL DEFAULT 0,  -- edge pointers [bytes]
+  padding_bytes INTEGER NOT NULL DEFAULT 0,  -- padding [bytes]
+  vertex_data_bytes INTEGER NOT NULL DEFAULT 0,  -- vertex data [bytes]
+  PRIMARY KEY (compute_set, tile)
 ) WITHOUT ROWID;
 
 -- Program steps with liveness information, depth first (libpva LivenessProgramStep).
@@ -423,6 +448,14 @@ CREATE TABLE step_vertex_cycles (
   PRIMARY KEY (step_id, compute_set, vertex_type)
 ) WITHOUT ROWID;
 
+-- Measured cycles of each vertex in its last execution (legacy profilerMode VERTICES).
+CREATE TABLE vertex_cycles (
+  vertex INTEGER PRIMARY KEY NOT NULL,  -- vertex id
+  compute_set INTEGER NOT NULL,  -- compute set of the vertex
+  vertex_type INTEGER NOT NULL,  -- vertex type of the vertex
+  cycles INTEGER NOT NULL  -- cycles of its last execution [cycles]
+);
+
 -- Cycles by activity summed over tiles, per run and IPU (libpva TileCycleTotals).
 CREATE TABLE cycle_totals (
   run INTEGER NOT NULL,  -- run index
@@ -449,6 +482,20 @@ CREATE TABLE blocks (
   is_stream_copy INTEGER NOT NULL DEFAULT 0,  -- 1 for a stream copy block
   is_common INTEGER NOT NULL DEFAULT 0,  -- 1 for a block common to several programs
   is_overflow INTEGER NOT NULL DEFAULT 0  -- 1 if the block buffer overflowed
+);
+
+-- Performance estimates of a compiler that reports per kernel, such as a Cerebras compile report
+-- (compile_report.txt): the overall estimate (kernel NULL), then one row per kernel in file order.
+CREATE TABLE compile_estimates (
+  id INTEGER PRIMARY KEY NOT NULL,  -- row number: 0 is the overall estimate
+  kernel TEXT,  -- kernel name, e.g. fc_para30.fc.lib_fc; NULL for the overall estimate
+  compute_set INTEGER,  -- compute_sets row that stands for the kernel; NULL for the overall estimate
+  samples_per_second REAL,  -- estimated throughput, the lower of the two below [samples/s]
+  compute_samples_per_second REAL,  -- throughput allowed by computation [samples/s]
+  transmission_samples_per_second REAL,  -- throughput allowed by transmission between kernels [samples/s]
+  active_pes INTEGER,  -- processing elements the kernel uses; NULL for the overall estimate [PEs]
+  active_pes_percent INTEGER,  -- share of all processing elements used, rounded to a whole number; NULL for kernels [%]
+  compute_utilization_percent INTEGER  -- share of time the active processing elements compute, rounded [%]
 );
 
 -- Values a producer had but this format has no column for, kept as JSON (queryable).
@@ -492,3 +539,4 @@ CREATE INDEX liveness_steps_by_program ON liveness_steps (program);
 CREATE INDEX always_live_vars_by_tile ON always_live_vars (tile);
 CREATE INDEX blocks_by_tile ON blocks (tile, cycles_from);
 CREATE INDEX vertex_memory_by_tile ON vertex_memory (tile);
+CREATE INDEX compute_set_memory_by_tile ON compute_set_memory (tile);

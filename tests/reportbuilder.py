@@ -214,7 +214,34 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
 
         if with_execution:
             _write_execution(r, rng, tiles)
+        _write_legacy_tables(r, np.random.default_rng(seed + 1000), tiles, with_execution)
     return sample
+
+
+def _write_legacy_tables(r: _Recorder, rng, tiles: int, with_execution: bool) -> None:
+    """Tables that hold legacy (v1) profile data; a separate generator keeps the values above unchanged."""
+    rows_of = {(p, k): row for p, k, row, *_ in r.sample.rows("program_vectors")}
+    r.put("exchanges", ("family", "exchange", "kind", "row"), [
+        ("internal", 0, "bytes_received", rows_of[(4, "bytes_received")]),
+        ("internal", 0, "bytes_sent", rows_of[(4, "bytes_sent")]),
+        ("internal", 0, "code_bytes", rows_of[(4, "code_bytes")]),
+        ("external", 0, "bytes_received", rows_of[(13, "bytes_received")]),
+        ("external", 0, "exchange_cycles", rows_of[(13, "exchange_cycles")]),
+        ("host", 0, "bytes_sent", rows_of[(2, "bytes_sent")]),
+    ])
+    r.put("compute_set_memory", ("compute_set", "tile", "code_bytes", "copy_ptr_bytes", "descriptor_bytes",
+                                 "edge_ptr_bytes", "padding_bytes", "vertex_data_bytes"),
+          [(cs, t, 64 + t, 0, 4 * cs, 8, 0, 16 + cs) for cs in (1, 2) for t in range(tiles)])
+    r.put("compile_estimates", ("id", "kernel", "compute_set", "samples_per_second", "compute_samples_per_second",
+                                "transmission_samples_per_second", "active_pes", "active_pes_percent",
+                                "compute_utilization_percent"),
+          [(0, None, None, 2321.9, 2321.9, 2430.7, None, 93, 80), (1, "fc_para42.fc", 1, 2321.9, 2321.9, 14311.7,
+                                                                    5203, None, 100)])
+    if with_execution:
+        for _cs in range(3):
+            r.vector("compute_set_cycles_by_tile", rng.integers(0, 300, size=tiles))
+        r.put("vertex_cycles", ("vertex", "compute_set", "vertex_type", "cycles"),
+              [(v, v % 3, v % 3, int(c)) for v, c in enumerate(rng.integers(1, 90, size=6))])
 
 
 def _write_execution(r: _Recorder, rng, tiles: int) -> None:

@@ -1,0 +1,78 @@
+"""Reading a report's tables and matrices in batches for the exporters, with their descriptions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..arrow_tables import arrow_schema
+from ..errors import CorruptReportError
+from ..profile_reader import ProfileReader
+from ..schema import profile_matrices, profile_schema
+
+#: Tables not exported: the raw Arrow chunks of the matrices (exported decoded instead).
+SKIPPED_TABLES = frozenset({"matrix_chunks"})
+#: Rows per batch when a table is read.
+BATCH_ROWS = 65536
+
+_UNIT = re.compile(r"\[([^\]]+)\]\s*$")
+
+
+def unit_of(description: str) -> str:
+    """The unit a schema comment gives in brackets at its end ('' if none)."""
+    match = _UNIT.search(description or "")
+    return match.group(1) if match else ""
+
+
+def exported_tables() -> list[str]:
+    """Names of the tables the exporters write, in schema order."""
+    return [name for name in profile_schema().tables if name not in SKIPPED_TABLES]
+
+
+def table_batches(reader: ProfileReader, table: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The Arrow schema of a table and its rows as record batches."""
+    schema = arrow_schema(table)
+    fields = [
+        pa.field(f.name, f.type, nullable=f.nullable,
+                 metadata={**(f.metadata or {}), b"unit": unit_of((f.metadata or {}).get(b"description", b"").decode())})
+        for f in schema
+    ]
+    schema = pa.schema(fields, metadata=schema.metadata)
+    names = ", ".join(f'"{f.name}"' for f in schema)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        cursor = reader.file.conn.execute(f'SELECT {names} FROM "{table}"')
+        while True:
+            rows = cursor.fetchmany(BATCH_ROWS)
+            if not rows:
+                return
+            columns = list(zip(*rows))
+            try:
+                arrays = [pa.array(values, type=field.type) for field, values in zip(schema, columns)]
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                raise CorruptReportError(f"{reader.path!r}: table {table!r} holds a value of the wrong type ({exc})",
+                                         reader.path) from None
+            yield pa.record_batch(arrays, schema=schema)
+
+    return schema, batches()
+
+
+def matrix_info(name: str) -> dict:
+    """The declaration of a matrix in schemas/profile_matrices.json."""
+    return profile_matrices()["matrices"].get(name, {})
+
+
+def matrix_names(reader: ProfileReader) -> list[str]:
+    """The matrices a report stores, in declaration order."""
+    declared = list(profile_matrices()["matrices"])
+    return [name for name in declared if reader.has_matrix(name)]
+
+
+def matrix_blocks(reader: ProfileReader, name: str) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, rows) of a matrix, one stored chunk at a time (narrow dtypes widened to uint64)."""
+    matrix = reader.matrix(name)
+    for first, block in matrix.iter_chunks():
+        yield first, block.astype(np.uint64, copy=False)

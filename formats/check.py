@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from .arrow_chunks import decode_chunk
-from .errors import NotAFileError, PvaError, ReportNotFoundError, ReportPermissionError
+from .errors import DATA_ERRORS, NotAFileError, PvaError, ReportNotFoundError, ReportPermissionError
 from .profile_reader import ProfileReader
 from .schema import profile_matrices, profile_schema
 
@@ -64,6 +64,9 @@ def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] |
                 check(reader, out)
             except PvaError as exc:
                 out.add(name, reader.path, str(exc))
+            except DATA_ERRORS as exc:
+                out.add(name, reader.path, f"could not be completed: values of the wrong type or size "
+                                           f"({type(exc).__name__}: {str(exc)[:200]})")
     finally:
         reader.close()
     return out.problems

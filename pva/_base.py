@@ -43,3 +43,12 @@ class PvaList(list):
         if hidden > 0:
             parts.append(f"... (+{hidden} more)")
         return f"[{', '.join(parts)}]"
+
+
+def as_text(value: object) -> str:
+    """A value read from a report as text: NULL as "", bytes decoded leniently, others with str()."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)

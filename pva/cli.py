@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -25,6 +26,7 @@ def command_modules() -> list[str]:
 EXIT_OK = 0
 EXIT_FLAGGED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 flagged, 2 bad usage or input)."""
+    """Run the command line; returns the exit status (0 ok, 1 flagged, 2 bad usage or input, 3 a bug)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -66,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"pva {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last line: a message, not a traceback
+        if os.environ.get("PVA_DEBUG"):
+            raise
+        print(f"pva {args.command}: internal error: {type(exc).__name__}: {exc} (this is a bug in pva; "
+              f"set PVA_DEBUG=1 for the traceback and please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

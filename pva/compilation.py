@@ -942,7 +942,8 @@ class CompilationReport:
         if columns is None:
             raise ValueError(f"unknown category field {field!r}; expected one of {', '.join(CATEGORY_FIELDS)}")
         if category is None:
-            return {name: self.categoryMemoryArray(name, field) for name in self._category_names}
+            return {name: self.categoryMemoryArray(name, field) for name in self._category_names
+                    if isinstance(name, str)}
         if category not in CATEGORIES and category not in self._category_memory[1]:
             raise ValueError(f"unknown memory category {category!r}; expected one of {', '.join(CATEGORIES)}")
         matrix, bases = self._category_memory

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
+from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
 
 #: Sections in the order they are printed; in all of them a larger number is worse.
@@ -130,6 +131,18 @@ _COLLECTORS = {
 
 def compare(a: ProfileReader, b: ProfileReader) -> list[Difference]:
     """Every compared figure, sections in order, each sorted by absolute change (largest first)."""
+    for reader in (a, b):
+        try:
+            for collect, _unit in _COLLECTORS.values():
+                collect(reader)
+        except PvaError:
+            raise
+        except DATA_ERRORS as exc:
+            raise corrupt_values(reader.path, exc) from None
+    return _compare(a, b)
+
+
+def _compare(a: ProfileReader, b: ProfileReader) -> list[Difference]:
     result: list[Difference] = []
     ta, tb = _target(a), _target(b)
     result += [Difference("target", key, ta[key], tb[key]) for key in ta if ta[key] != tb[key]]

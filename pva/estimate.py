@@ -28,8 +28,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from formats.errors import InconsistentReportError
+from formats.errors import DATA_ERRORS, InconsistentReportError, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
+
+from ._base import as_text
 
 _EXCHANGES = ("DoExchange", "GlobalExchange", "StreamCopyMid")
 
@@ -135,8 +137,16 @@ def _program_sequence(reader: ProfileReader) -> list[tuple[int, int]]:
 
 def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     """The Cerebras-style estimate of a report's compiled program."""
-    info = {pid: (ptype, cs, name) for pid, ptype, cs, name in reader.query(
-        "SELECT id, type, compute_set, name FROM programs")}
+    try:
+        return _estimate(reader, batch_size)
+    except PvaError:
+        raise
+    except DATA_ERRORS as exc:
+        raise corrupt_values(reader.path, exc) from None
+
+
+def _estimate(reader: ProfileReader, batch_size: int) -> Estimate:
+    info = {pid: (ptype, cs) for pid, ptype, cs in reader.query("SELECT id, type, compute_set FROM programs")}
     cs_rows = {cs: (name, row) for cs, name, row in reader.query(
         "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")}
     vectors = {(p, k): r for p, k, r in reader.query(
@@ -151,7 +161,7 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     pending_cycles = 0
     pending_tiles = np.zeros(tiles, dtype=bool)
     for program, times in _program_sequence(reader):
-        ptype, cs, _name = info.get(program, ("", None, ""))
+        ptype, cs = info.get(program, ("", None))
         if ptype in _EXCHANGES:
             row = vectors.get((program, "estimated_cycles"))
             if row is not None and exchange_cycles is not None:
@@ -170,7 +180,7 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
         kernel = kernels.get(cs)
         if kernel is None:
             kernels[cs] = Kernel(
-                name=name, compute_dt=int(per_tile.max(initial=0)), transmission_dt=pending_cycles,
+                name=as_text(name), compute_dt=int(per_tile.max(initial=0)), transmission_dt=pending_cycles,
                 overlaps=bool(pending_cycles) and not bool((pending_tiles & compute_tiles).any()),
                 active_pes=int(compute_tiles.sum()), compute_cycles=int(per_tile.sum()), executions=times,
             )

@@ -649,10 +649,13 @@ class ExecutionReport:
                     f"{self._reader.path!r}: run ids must be 0..{len(rows) - 1}, found id {run_id} at position {index}",
                     self._reader.path,
                 )
-            if first < 0 or count < 0 or first + count > num_steps:
+            if not isinstance(first, int) or not isinstance(count, int) or first < 0 or count < 0 or (
+                first + count > num_steps
+            ):
+                covers = (f"steps {first}..{first + count - 1}" if isinstance(first, int) and isinstance(count, int)
+                          else f"steps from {first!r} ({count!r} of them)")
                 raise InconsistentReportError(
-                    f"{self._reader.path!r}: run {run_id} covers steps {first}..{first + count - 1}, but the report "
-                    f"has {num_steps} steps",
+                    f"{self._reader.path!r}: run {run_id} covers {covers}, but the report has {num_steps} steps",
                     self._reader.path,
                 )
             runs.append(Run(self, run_id, name, us_start, us_end, first, count))

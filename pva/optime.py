@@ -13,7 +13,10 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
+from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
+
+from ._base import as_text
 
 #: How non-compute steps are grouped in total mode.
 _STEP_KIND = {
@@ -51,13 +54,13 @@ def _vertex_weights(reader: ProfileReader) -> tuple[dict[int, dict[str, float]],
     measured: dict[int, dict[str, float]] = defaultdict(dict)
     for step, vertex_type, cycles in reader.query("SELECT step_id, vertex_type, sum(cycles) FROM step_vertex_cycles "
                                                   "GROUP BY step_id, vertex_type"):
-        measured[step][names.get(vertex_type, str(vertex_type))] = float(cycles)
+        measured[step][as_text(names.get(vertex_type, vertex_type))] = float(cycles)
     estimated: dict[int, dict[str, float]] = defaultdict(dict)
     for cs, vertex_type, weight in reader.query(
         "SELECT compute_set, vertex_type, sum(max(estimated_cycles, 1) * count) FROM compute_set_vertices "
         "GROUP BY compute_set, vertex_type"
     ):
-        estimated[cs][names.get(vertex_type, str(vertex_type))] = float(weight)
+        estimated[cs][as_text(names.get(vertex_type, vertex_type))] = float(weight)
     return measured, estimated
 
 
@@ -75,10 +78,20 @@ def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[in
     """
     if mode not in ("total", "each"):
         raise ValueError(f"mode must be 'total' or 'each', got {mode!r}")
+    try:
+        return _operator_times(reader, mode, op_types)
+    except PvaError:
+        raise
+    except DATA_ERRORS as exc:
+        raise corrupt_values(reader.path, exc) from None
+
+
+def _operator_times(reader: ProfileReader, mode: str, op_types: dict[int, str] | None) -> list[OperatorTime]:
     times = _step_times(reader)
     measured, estimated = _vertex_weights(reader)
     steps = reader.query(
-        "SELECT s.id, s.type, s.program, s.compute_set, coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, '') "
+        "SELECT s.id, s.type, s.program, s.compute_set, "
+        "substr(coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), 1, 1000) "
         "FROM steps s LEFT JOIN programs p ON p.id = s.program LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set "
         "ORDER BY s.id"
     )
@@ -87,15 +100,15 @@ def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[in
     for step, kind, program, cs, name in steps:
         time = float(times.get(step, 0))
         if op_types and program in op_types:
-            parts = {op_types[program]: time}
+            parts = {as_text(op_types[program]): time}
         elif kind == "OnTileExecute":
             parts = _split(time, measured.get(step) or estimated.get(cs, {})) or {"OnTileExecute": time}
         else:
-            parts = {_STEP_KIND.get(kind, kind): time}
+            parts = {_STEP_KIND.get(kind, as_text(kind)): time}
         for type_name, value in parts.items():
             by_type[type_name] += value
         key = ("cs", cs) if kind == "OnTileExecute" and cs is not None else ("program", program, kind, name)
-        entry = by_operator.setdefault(key, [name, defaultdict(float)])
+        entry = by_operator.setdefault(key, [as_text(name), defaultdict(float)])
         for type_name, value in parts.items():
             entry[1][type_name] += value
     total = sum(by_type.values())

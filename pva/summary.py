@@ -12,6 +12,7 @@ from typing import TextIO
 
 import numpy as np
 
+from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
 
 #: Display names of storage categories in the "By Data Type" rows, in the order Poplar prints them.
@@ -43,6 +44,11 @@ DATA_TYPE_LABELS = {
     "multiple": "Multiple Categories",
     "dwarf": "DWARF Debugging Information",
 }
+
+#: Characters of a name shown where names repeat for every step (longer ones are cut).
+MAX_NAME = 1000
+#: Deepest nesting the liveness tree indents (deeper steps are drawn at this depth).
+_MAX_DEPTH = 64
 
 _OPTION_NAMES = {
     "showVarStorage": "show_var_storage",
@@ -141,7 +147,7 @@ class _Data:
         self.r = reader
         self.t = reader.target
         self.g = reader.graph
-        self.categories = dict(reader.query("SELECT id, name FROM var_categories ORDER BY id"))
+        self.categories = dict(reader.query(f"SELECT id, substr(name, 1, {MAX_NAME}) FROM var_categories ORDER BY id"))
         memory = reader.query(
             "SELECT tile, total, total_including_gaps, interleaved, non_interleaved, overflowed, "
             "always_live_bytes FROM memory_by_tile ORDER BY tile"
@@ -190,9 +196,9 @@ class _Data:
         by_category = dict(zip(("Internal vertex state", "Edge pointers", "Copy pointers", "Padding", "Descriptors"),
                                (int(v) for v in row)))
         by_type = self.r.query(
-            "SELECT t.name, sum(m.code_bytes + m.vertex_data_bytes + m.edge_ptr_bytes + m.copy_ptr_bytes + "
-            f"m.padding_bytes + m.descriptor_bytes) AS b FROM vertex_memory m JOIN vertex_types t ON t.id = m.vertex_type"
-            f"{where.replace('tile', 'm.tile')} GROUP BY t.name ORDER BY b DESC, t.name",
+            f"SELECT substr(t.name, 1, {MAX_NAME}), sum(m.code_bytes + m.vertex_data_bytes + m.edge_ptr_bytes + "
+            "m.copy_ptr_bytes + m.padding_bytes + m.descriptor_bytes) AS b FROM vertex_memory m JOIN vertex_types t "
+            f"ON t.id = m.vertex_type{where.replace('tile', 'm.tile')} GROUP BY t.id ORDER BY b DESC, t.id",
             params,
         )
         return by_category, [(name, int(b)) for name, b in by_type]
@@ -345,7 +351,8 @@ def _oom_tile_lines(d: _Data, s: _Style) -> Iterator[str]:
 def _liveness_lines(d: _Data, s: _Style, show_var_storage: bool) -> Iterator[str]:
     r = d.r
     always = r.query(
-        "SELECT v.name, sum(a.bytes) FROM always_live_vars a JOIN variables v ON v.id = a.var GROUP BY v.name ORDER BY v.name"
+        f"SELECT substr(v.name, 1, {MAX_NAME}) AS n, sum(a.b) FROM (SELECT var, sum(bytes) AS b FROM always_live_vars "
+        "GROUP BY var) a JOIN variables v ON v.id = a.var GROUP BY n ORDER BY n"
     )
     always_bytes = int(d.memory[:, 5].sum()) if d.memory.size else 0
     if not always_bytes:
@@ -371,9 +378,10 @@ def live_variables_by_step(reader: ProfileReader) -> Iterator[tuple[int, dict[st
     """(liveness step, {variable name: bytes}) for every step, from lowered variables and their classes."""
     class_vars: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for cls, name, size in reader.query(
-        "SELECT l.equivalence_class, coalesce(v.name, l.name), sum(l.size_bytes) FROM vars_info l "
-        "LEFT JOIN variables v ON v.id = l.unlowered_var WHERE l.always_live = 0 "
-        "GROUP BY l.equivalence_class, coalesce(v.name, l.name)"
+        f"SELECT g.cls, substr(coalesce(v.name, g.lname), 1, {MAX_NAME}) AS n, sum(g.b) FROM "
+        f"(SELECT equivalence_class AS cls, unlowered_var AS uv, CASE WHEN unlowered_var IS NULL THEN "
+        f"substr(name, 1, {MAX_NAME}) END AS lname, sum(size_bytes) AS b FROM vars_info WHERE always_live = 0 "
+        "GROUP BY cls, uv, lname) g LEFT JOIN variables v ON v.id = g.uv GROUP BY g.cls, n"
     ):
         class_vars[cls][name] += int(size)
     intervals = reader.query('SELECT class, start, "end" FROM equivalence_class_steps ORDER BY start')
@@ -397,13 +405,14 @@ def live_variables_by_step(reader: ProfileReader) -> Iterator[tuple[int, dict[st
 def _var_storage_tree(d: _Data) -> Iterator[str]:
     r = d.r
     rows = r.query(
-        "SELECT l.id, l.depth, l.not_always_live_bytes, p.type, coalesce(nullif(p.name, ''), cs.name, '') "
+        "SELECT l.id, l.depth, l.not_always_live_bytes, p.type, "
+        f"substr(coalesce(nullif(p.name, ''), cs.name, ''), 1, {MAX_NAME}) "
         "FROM liveness_steps l LEFT JOIN programs p ON p.id = l.program "
         "LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY l.id"
     )
     live = live_variables_by_step(r)
     for (step, depth, live_bytes, type_name, name), (_step, variables) in zip(rows, live):
-        pad = "    " + "  " * depth
+        pad = "    " + "  " * min(max(int(depth), 0), _MAX_DEPTH)
         title = type_name or "Unknown"
         if name and type_name not in ("Sequence",):
             title += f": {name}"
@@ -467,7 +476,7 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
 
 def _cycles_by_vertex_type(r: ProfileReader) -> tuple[list[tuple[str, int, int]], bool]:
     instances = dict(r.query("SELECT vertex_type, sum(count) FROM compute_set_vertices GROUP BY vertex_type"))
-    names = dict(r.query("SELECT id, name FROM vertex_types"))
+    names = dict(r.query(f"SELECT id, substr(name, 1, {MAX_NAME}) FROM vertex_types"))
     measured = r.query("SELECT vertex_type, sum(cycles) FROM step_vertex_cycles GROUP BY vertex_type")
     estimated = False
     if not measured:
@@ -489,12 +498,13 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
     yield s.heading("Steps")
     vertex_cycles: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
     for step, name, count, cycles in r.query(
-        "SELECT c.step_id, t.name, c.count, c.cycles FROM step_vertex_cycles c JOIN vertex_types t "
+        f"SELECT c.step_id, substr(t.name, 1, {MAX_NAME}), c.count, c.cycles FROM step_vertex_cycles c JOIN vertex_types t "
         "ON t.id = c.vertex_type ORDER BY c.step_id, c.cycles DESC"
     ):
         vertex_cycles[step].append((name, count, cycles))
     steps = r.query(
-        "SELECT s.id, s.type, coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), s.sync_type, "
+        f"SELECT s.id, s.type, substr(coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), 1, {MAX_NAME}), "
+        "s.sync_type, "
         "s.cycles_overlapped FROM steps s LEFT JOIN programs p ON p.id = s.program "
         "LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set ORDER BY s.id"
     )
@@ -544,6 +554,15 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
 
 def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool = False) -> Iterator[str]:
     """The lines of the profile summary of a report."""
+    try:
+        yield from _summary_lines(reader, options, colour)
+    except PvaError:
+        raise
+    except DATA_ERRORS as exc:
+        raise corrupt_values(reader.path, exc) from None
+
+
+def _summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool) -> Iterator[str]:
     d = _Data(reader)
     s = _Style(colour)
     yield from _target_lines(d, s)
@@ -598,6 +617,15 @@ def printProfileSummary(report, file: TextIO | None = None, options: Mapping[str
 
 def summary_data(reader: ProfileReader) -> dict:
     """The summary's figures as a dictionary (what `pva summary --json` prints)."""
+    try:
+        return _summary_data(reader)
+    except PvaError:
+        raise
+    except DATA_ERRORS as exc:
+        raise corrupt_values(reader.path, exc) from None
+
+
+def _summary_data(reader: ProfileReader) -> dict:
     d = _Data(reader)
     t = d.t
     mem = d.tile_memory()

@@ -281,14 +281,14 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     runs of steps shorter than 1/resolution of the span are merged into one segment.
     """
     steps = reader.query(
-        "SELECT s.id, s.type, coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, '') FROM steps s "
-        "LEFT JOIN programs p ON p.id = s.program LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set "
-        "ORDER BY s.id")
+        f"SELECT s.id, substr(s.type, 1, 100), substr(coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), "
+        f"1, {MAX_LABEL}) FROM steps s LEFT JOIN programs p ON p.id = s.program "
+        "LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set ORDER BY s.id")
     if not steps:
         return None
     ids = np.array([s[0] for s in steps], dtype=np.int64)
-    types, type_index = np.unique(np.array([s[1] for s in steps], dtype=object).astype(str), return_inverse=True)
-    names, name_index = np.unique(np.array([s[2] for s in steps], dtype=object).astype(str), return_inverse=True)
+    types, type_index = _index_strings(s[1] for s in steps)
+    names, name_index = _index_strings(s[2] for s in steps)
     rows = reader.query(
         "SELECT ipu, step_id, cycles_base + all_cycles_from_min, cycles_base + all_cycles_to_max FROM steps_by_ipu "
         "WHERE profiled = 1")
@@ -383,6 +383,18 @@ def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | Non
 # -- program tree ---------------------------------------------------------------------------
 
 
+#: Characters of a program label kept (longer names are cut).
+MAX_LABEL = 1000
+
+
+def _index_strings(values) -> tuple[list[str], np.ndarray]:
+    """The distinct strings (sorted) and each value's index among them."""
+    texts = ["" if v is None else str(v) for v in values]
+    distinct = sorted(set(texts))
+    position = {text: i for i, text in enumerate(distinct)}
+    return distinct, np.array([position[t] for t in texts], dtype=np.int64)
+
+
 def program_tree(reader: ProfileReader) -> dict | None:
     """The program tree: programs by position, their children, the control programs and functions.
 
@@ -391,14 +403,14 @@ def program_tree(reader: ProfileReader) -> dict | None:
     executions with their cycles (the longest IPU of each step, summed).
     """
     programs = reader.query(
-        "SELECT p.id, p.type, coalesce(nullif(p.name, ''), cs.name, ''), p.repeat_count, p.call_target "
-        "FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY p.id")
+        f"SELECT p.id, substr(p.type, 1, 100), substr(coalesce(nullif(p.name, ''), cs.name, ''), 1, {MAX_LABEL}), "
+        "p.repeat_count, p.call_target FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set "
+        "ORDER BY p.id")
     if not programs:
         return None
     ids = np.array([p[0] for p in programs], dtype=np.int64)
-    types, type_index = np.unique(np.array([p[1] for p in programs], dtype=object).astype(str), return_inverse=True)
-    labels, label_index = np.unique(np.array([p[2] for p in programs], dtype=object).astype(str),
-                                    return_inverse=True)
+    types, type_index = _index_strings(p[1] for p in programs)
+    labels, label_index = _index_strings(p[2] for p in programs)
 
     def positions(values) -> np.ndarray:
         values = np.asarray(values, dtype=np.int64).reshape(-1)

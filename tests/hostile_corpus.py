@@ -1,0 +1,256 @@
+"""A corpus of damaged reports generated from a valid one: truncations, flipped bytes, dropped
+tables, wrong types, NULLs, absurd counts, duplicate ids, reference cycles and very long names."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sqlite3
+
+import numpy as np
+
+#: Integer columns set to absurd values, with the values tried.
+_ABSURD = [
+    ("target", "num_tiles", None, [-5, 1 << 62]),
+    ("target", "tiles_per_ipu", None, [0, 1 << 40]),
+    ("target", "bytes_per_tile", None, [-1]),
+    ("graph", "num_compute_sets", None, [-1, 1 << 62]),
+    ("matrices", "num_rows", "name = 'step_cycles_by_tile'", [1 << 40, -1]),
+    ("matrices", "rows_per_chunk", "name = 'compute_set_estimated_cycles_by_tile'", [0, -7, 1 << 40]),
+    ("matrix_chunks", "raw_size", "first_row = 0", [-1, 1 << 50]),
+    ("matrix_chunks", "num_rows", "first_row = 0", [1 << 30]),
+    ("programs", "repeat_count", "type = 'Repeat'", [1 << 62, -3]),
+    ("programs", "compute_set", "type = 'OnTileExecute'", [1 << 40, -1]),
+    ("programs", "call_target", "type = 'Call'", [12345678]),
+    ("runs", "num_steps", None, [1 << 40]),
+    ("runs", "first_step", None, [-3]),
+    ("compute_set_vertices", "count", None, [1 << 62]),
+    ("compute_sets", "estimated_cycles_row", None, [1 << 40]),
+    ("steps_by_ipu", "cycles", None, [-1, 1 << 63 - 1]),
+    ("steps", "program", None, [999999]),
+    ("memory_by_tile", "total", None, [(1 << 63) - 1]),
+    ("memory_by_tile", "tile", None, [-1]),
+    ("liveness_steps", "depth", None, [10 ** 9]),
+    ("liveness_steps", "parent", None, [-2]),
+    ("vars_info", "size_bytes", None, [-10]),
+    ("vars_info", "equivalence_class", None, [1 << 50]),
+    ("equivalence_class_steps", "end", None, [1 << 62]),
+    ("program_children", "child", None, [1 << 40]),
+    ("program_vectors", "row", None, [1 << 40]),
+    ("tiles", "ipu", None, [1 << 40]),
+    ("blocks", "tile", None, [1 << 40]),
+]
+
+#: (table, column, wrong value) for wrongly typed values.
+_WRONG_TYPES = [
+    ("programs", "compute_set", "'not a number'"),
+    ("programs", "type", "42"),
+    ("compute_sets", "name", "x'00ff'"),
+    ("steps_by_ipu", "cycles", "1.5"),
+    ("target", "clock_frequency", "'fast'"),
+    ("target", "num_ipus", "'two'"),
+    ("memory_by_tile", "total", "'lots'"),
+    ("metadata", "value", "x'deadbeef'"),
+    ("matrix_chunks", "data", "'text instead of a blob'"),
+    ("matrix_chunks", "codec", "'brotli'"),
+    ("vars_info", "name", "3.25"),
+    ("run_cycles_by_ipu", "start", "'early'"),
+]
+
+
+def _copy(source: pathlib.Path, directory: pathlib.Path, name: str) -> pathlib.Path:
+    path = directory / f"{name}.pop"
+    shutil.copyfile(source, path)
+    return path
+
+
+def _sql(path: pathlib.Path, *statements: str, writable_schema: bool = False) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        if writable_schema:
+            conn.execute("PRAGMA writable_schema = ON")
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _without_constraints(path: pathlib.Path, table: str) -> None:
+    """Recreate a table with the same columns but no constraints (so NULLs and duplicates fit)."""
+    _sql(path, f'CREATE TABLE "tmp_{table}" AS SELECT * FROM "{table}"', f'DROP TABLE "{table}"',
+         f'ALTER TABLE "tmp_{table}" RENAME TO "{table}"')
+
+
+def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str], seed: int = 1,
+               debug: str | os.PathLike[str] | None = None) -> list[dict]:
+    """Write damaged copies of the report `source` into `directory`; returns the cases."""
+    source = pathlib.Path(source)
+    out = pathlib.Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    data = source.read_bytes()
+    cases: list[dict] = []
+
+    def add(name: str, path: pathlib.Path, debug_path=None) -> None:
+        case = {"name": name, "path": str(path)}
+        if debug_path is not None:
+            case["debug"] = str(debug_path)
+        cases.append(case)
+
+    # truncations
+    offsets = sorted({0, 1, 99, 100, 101, 4095, 4096, 4097, 8192, *(int(len(data) * f) for f in np.linspace(0.05, 0.98, 12)),
+                      len(data) - 1})
+    for offset in offsets:
+        path = out / f"truncated-{offset}.pop"
+        path.write_bytes(data[:offset])
+        add(f"truncated at {offset}", path)
+
+    # flipped bytes in the root page of every table and index, and in random pages
+    conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    roots = conn.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0 ORDER BY name").fetchall()
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    chunks = conn.execute("SELECT matrix, first_row FROM matrix_chunks WHERE first_row = 0 ORDER BY matrix").fetchall()
+    tables = [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    conn.close()
+    for name, root in roots:
+        flipped = bytearray(data)
+        base = (root - 1) * page_size
+        for position in rng.integers(0, page_size, 24):
+            if base + position < len(flipped) and base + position >= 100:
+                flipped[base + position] ^= int(rng.integers(1, 256))
+        path = out / f"flipped-{name}.pop"
+        path.write_bytes(bytes(flipped))
+        add(f"flipped bytes in the root page of {name}", path)
+    pages = len(data) // page_size
+    for k in range(6):
+        flipped = bytearray(data)
+        page = int(rng.integers(1, max(2, pages)))
+        for position in rng.integers(0, page_size, 64):
+            if page * page_size + position < len(flipped):
+                flipped[page * page_size + position] ^= 0xFF
+        path = out / f"flipped-page-{page}-{k}.pop"
+        path.write_bytes(bytes(flipped))
+        add(f"flipped bytes in page {page}", path)
+
+    # flipped bytes inside Arrow chunks (the SQLite file stays valid)
+    for matrix, first in chunks:
+        path = _copy(source, out, f"chunk-{matrix}")
+        conn = sqlite3.connect(path)
+        (blob,) = conn.execute("SELECT data FROM matrix_chunks WHERE matrix = ? AND first_row = ?",
+                               (matrix, first)).fetchone()
+        damaged = bytearray(blob)
+        for position in rng.integers(0, len(damaged), max(1, len(damaged) // 50)):
+            damaged[position] ^= int(rng.integers(1, 256))
+        conn.execute("UPDATE matrix_chunks SET data = ? WHERE matrix = ? AND first_row = ?",
+                     (bytes(damaged), matrix, first))
+        conn.commit()
+        conn.close()
+        add(f"flipped bytes in an Arrow chunk of {matrix}", path)
+
+    # dropped tables
+    for table in tables:
+        path = _copy(source, out, f"dropped-{table}")
+        _sql(path, f'DROP TABLE "{table}"')
+        add(f"table {table} dropped", path)
+
+    # wrongly typed values
+    for table, column, value in _WRONG_TYPES:
+        path = _copy(source, out, f"type-{table}-{column}")
+        _sql(path, f'UPDATE "{table}" SET "{column}" = {value}')
+        add(f"{table}.{column} set to {value}", path)
+
+    # NULLs in NOT NULL columns
+    for table, column in (("programs", "type"), ("target", "num_tiles"), ("steps", "type"), ("runs", "first_step"),
+                          ("metadata", "value"), ("memory_by_tile", "total"), ("liveness_steps", "program"),
+                          ("vertex_types", "name"), ("tiles", "ipu")):
+        path = _copy(source, out, f"null-{table}-{column}")
+        _without_constraints(path, table)
+        _sql(path, f'UPDATE "{table}" SET "{column}" = NULL')
+        add(f"{table}.{column} set to NULL", path)
+
+    # absurd counts and references
+    for table, column, where, values in _ABSURD:
+        for value in values:
+            path = _copy(source, out, f"absurd-{table}-{column}-{value}")
+            condition = f" WHERE {where}" if where else ""
+            _sql(path, f'UPDATE OR IGNORE "{table}" SET "{column}" = {value}{condition}')
+            add(f"{table}.{column} = {value}", path)
+
+    # duplicate ids
+    for table, key in (("programs", "id"), ("compute_sets", "compute_set"), ("steps", "id"), ("vertex_types", "id"),
+                       ("runs", "id"), ("tiles", "id")):
+        path = _copy(source, out, f"duplicate-{table}")
+        _without_constraints(path, table)
+        _sql(path, f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE "{key}" < 3')
+        add(f"duplicate ids in {table}", path)
+
+    # reference cycles among programs
+    path = _copy(source, out, "cycle-programs")
+    _sql(path, "INSERT OR REPLACE INTO program_children (parent, position, child) "
+               "SELECT child, 99, parent FROM program_children LIMIT 1")
+    add("a program that contains itself", path)
+    path = _copy(source, out, "cycle-call")
+    _sql(path, "UPDATE programs SET call_target = id WHERE type = 'Call'")
+    add("a Call that calls itself", path)
+    path = _copy(source, out, "cycle-liveness")
+    _sql(path, "UPDATE liveness_steps SET parent = id")
+    add("liveness steps that are their own parents", path)
+
+    # very long names
+    for table, column in (("programs", "name"), ("compute_sets", "name"), ("vertex_types", "name"),
+                          ("variables", "name"), ("runs", "name")):
+        path = _copy(source, out, f"long-{table}")
+        _sql(path, f"UPDATE \"{table}\" SET \"{column}\" = printf('%.*c', 5000000, 'x') "
+                   f"WHERE rowid IN (SELECT rowid FROM \"{table}\" LIMIT 3)")
+        add(f"5,000,000-character {table}.{column}", path)
+
+    if debug is not None:
+        cases.extend(_debug_cases(source, pathlib.Path(debug), out))
+    return cases
+
+
+def _debug_cases(source: pathlib.Path, debug: pathlib.Path, out: pathlib.Path) -> list[dict]:
+    """Damaged debug.cbor files beside an intact report."""
+    import cbor2
+
+    cases = []
+    raw = debug.read_bytes()
+    for name, content in (
+        ("truncated debug.cbor", raw[: len(raw) // 2]),
+        ("empty debug.cbor", b""),
+        ("debug.cbor of random bytes", bytes(np.random.default_rng(3).integers(0, 256, 2000, dtype=np.uint8))),
+        ("debug.cbor that is a number", cbor2.dumps(42)),
+    ):
+        path = out / (name.replace(" ", "-").replace(".", "_") + ".cbor")
+        path.write_bytes(content)
+        cases.append({"name": name, "path": str(source), "debug": str(path)})
+    try:
+        document = cbor2.loads(raw)
+    except Exception:  # noqa: BLE001 - an unexpected layout just skips the structural cases
+        return cases
+    contexts = _find_context_list(document)
+    if contexts and len(contexts) >= 2 and isinstance(contexts[0], dict) and "parents" in contexts[0]:
+        first, second = contexts[0], contexts[1]
+        first["parents"] = [second.get("id")]
+        second["parents"] = [first.get("id")]
+        path = out / "debug-cycle.cbor"
+        path.write_bytes(cbor2.dumps(document))
+        cases.append({"name": "debug contexts that are each other's parents", "path": str(source), "debug": str(path)})
+        contexts[0]["name"] = "y" * 2_000_000
+        path = out / "debug-long-name.cbor"
+        path.write_bytes(cbor2.dumps(document))
+        cases.append({"name": "a 2,000,000-character debug context name", "path": str(source), "debug": str(path)})
+    return cases
+
+
+def _find_context_list(document):
+    if isinstance(document, list):
+        return document
+    if isinstance(document, dict):
+        for value in document.values():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                return value
+    return None

@@ -32,7 +32,9 @@ class _Phase:
     def __exit__(self, *exc) -> bool:
         self._live.__exit__(*exc)
         end = time.monotonic_ns()
-        self._trace.events.append((self._label, self._start // 1000, max(0, (end - self._start) // 1000)))
+        # Round both ends to microseconds (not the duration), so nested events stay inside their parents.
+        start_us, end_us = self._start // 1000, end // 1000
+        self._trace.events.append((self._label, start_us, max(0, end_us - start_us)))
         return False
 
 

@@ -190,6 +190,10 @@ _REFERENCES = [
     ("blocks", "program", "programs", "id", ""),
     ("ipus", "replica", "replicas", "id", ""),
     ("tiles", "ipu", "ipus", "id", ""),
+    ("compute_set_memory", "compute_set", "compute_sets", "compute_set", ""),
+    ("vertex_cycles", "compute_set", "compute_sets", "compute_set", ""),
+    ("vertex_cycles", "vertex_type", "vertex_types", "id", ""),
+    ("compile_estimates", "compute_set", "compute_sets", "compute_set", ""),
 ]
 
 #: (table, row column, matrix) triples: row numbers that must exist in the matrix.
@@ -199,6 +203,9 @@ _ROW_REFERENCES = [
     ("compute_set_vertices", "count_by_tile_row", "vertex_count_by_tile", ""),
     ("step_compute_sets", "cycles_row", "step_compute_set_cycles_by_tile", ""),
 ]
+#: Kinds of per-program vectors, each a matrix program_<kind>_by_tile.
+_VECTOR_KINDS = ("control_code", "bytes_received", "bytes_sent", "estimated_cycles", "exchange_cycles",
+                 "sync_cycles", "code_bytes")
 
 
 def _references(reader: ProfileReader, out: _Collector) -> None:
@@ -218,6 +225,7 @@ def _references(reader: ProfileReader, out: _Collector) -> None:
         ("always_live_vars", "tile", tiles_per_replica),
         ("liveness_tiles", "tile", tiles_per_replica),
         ("blocks", "tile", target["num_tiles"]),
+        ("compute_set_memory", "tile", tiles_per_replica),
     ):
         bad = reader.query(
             f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" < 0 OR "{column}" >= ? LIMIT 5', (limit,)
@@ -227,9 +235,9 @@ def _references(reader: ProfileReader, out: _Collector) -> None:
     sizes = {name: rows for name, rows in reader.query("SELECT name, num_rows FROM matrices")}
     for table, column, matrix, _ in _ROW_REFERENCES:
         _check_rows(reader, out, table, column, matrix, sizes, "")
-    for kind in ("control_code", "bytes_received", "bytes_sent", "estimated_cycles", "exchange_cycles",
-                 "sync_cycles", "code_bytes"):
+    for kind in _VECTOR_KINDS:
         _check_rows(reader, out, "program_vectors", "row", f"program_{kind}_by_tile", sizes, f"kind = '{kind}'")
+        _check_rows(reader, out, "exchanges", "row", f"program_{kind}_by_tile", sizes, f"kind = '{kind}'")
     num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
     if "step_cycles_by_tile" in sizes and sizes["step_cycles_by_tile"] != num_steps:
         out.add("references", "matrix step_cycles_by_tile",

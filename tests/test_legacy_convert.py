@@ -134,9 +134,12 @@ def test_execution_profile_compute_sets_mode(complete):
         assert report.execution.totalCycles.compute == 8094
         assert report.execution.totalCycles.internalExchange == 2070
     first = execution["simulation"]["steps"][0]
-    assert _sql(output, "SELECT cycles, active_tiles, all_cycles_from_min, all_cycles_to_max, tile_balance, "
-                        "active_tile_balance, thread_balance FROM steps_by_ipu WHERE step_id = 0 AND ipu = 0") == [
-        (first["cycles"], first["activeTiles"], first["cyclesFrom"], first["cyclesTo"], 0.5, 0.875, 0.25)]
+    # Ipu.cycles sums the step over tiles (seed 004): tileBalance * longest tile's cycles * tiles
+    assert _sql(output, "SELECT cycles, tile_cycles_max, active_tiles, all_cycles_from_min, all_cycles_to_max, "
+                        "tile_balance, active_tile_balance, thread_balance FROM steps_by_ipu "
+                        "WHERE step_id = 0 AND ipu = 0") == [
+        (round(0.5 * first["cycles"] * 8), first["cycles"], first["activeTiles"], first["cyclesFrom"],
+         first["cyclesTo"], 0.5, 0.875, 0.25)]
     assert _sql(output, "SELECT type, sync_type FROM steps WHERE id = 3") == [("Sync", "External")]
     reader = __import__("formats.profile_reader", fromlist=["ProfileReader"]).ProfileReader(output)
     try:

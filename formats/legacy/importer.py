@@ -680,19 +680,23 @@ class LegacyImporter:
             first = as_int(step.get("cyclesFrom"))
             last = as_int(step.get("cyclesTo"))
             data = as_int(step.get("totalData"))
-            ipu_rows.append((index, 0, 1, cycles, as_int(step.get("activeTiles")), 0, first, first, first, last, last,
-                             last, first, first, first, last, last, last, cycles,
+            vector = step.get("cyclesByTile") if matrix is not None else None
+            if vector is not None:
+                self.check_length(vector, self.num_tiles, parts + ["cyclesByTile"], "one per tile", True)
+                vector = ints(vector).astype(np.uint64)
+                tile_cycles = int(vector.sum())
+            else:
+                # Ipu.cycles sums the step's cycles over tiles; the legacy step has the longest tile's
+                # cycles and tileBalance = (sum over tiles) / (cycles * tiles), which gives the sum.
+                tile_cycles = round(float(step.get("tileBalance", 0.0)) * cycles * self.num_tiles)
+            ipu_rows.append((index, 0, 1, tile_cycles, as_int(step.get("activeTiles")), 0, first, first, first, last,
+                             last, last, first, first, first, last, last, last, cycles,
                              float(step.get("threadBalance", 0.0)), float(step.get("tileBalance", 0.0)),
                              float(step.get("activeTileBalance", 0.0)), data, data,
                              float(step.get("dataBalance", 0.0))))
             ipu_rows.extend((index, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0) for ipu in range(1, num_ipus))
             if matrix is not None:
-                vector = step.get("cyclesByTile")
-                if vector is None:
-                    pending.append(np.zeros(self.num_tiles, dtype=np.uint64))
-                else:
-                    self.check_length(vector, self.num_tiles, parts + ["cyclesByTile"], "one per tile", True)
-                    pending.append(ints(vector).astype(np.uint64))
+                pending.append(np.zeros(self.num_tiles, dtype=np.uint64) if vector is None else vector)
                 if len(pending) >= ROW_BATCH:
                     matrix.append(np.vstack(pending))
                     pending.clear()

@@ -41,6 +41,43 @@ class OperatorTime:
     share: float  # fraction of the total, 0..1
 
 
+def op_types_from_debug(reader: ProfileReader, debug_path: str) -> dict[int, str]:
+    """Program id -> operator type: the ``op_type`` of the nearest debug context (itself or an ancestor)."""
+    from formats.debug_info import DebugInfoReader
+
+    records = DebugInfoReader(debug_path).records
+    found: dict[int, str | None] = {}
+
+    def op_type(context: int) -> str | None:
+        if context in found:
+            return found[context]
+        seen = set()
+        queue = [context]
+        result = None
+        while queue and result is None:
+            current = queue.pop(0)
+            if current in seen or current not in records:
+                continue
+            seen.add(current)
+            value = records[current].data.get("op_type") or records[current].data.get("opType")
+            if value:
+                result = as_text(value)
+            else:
+                queue.extend(records[current].parents)
+        found[context] = result
+        return result
+
+    types: dict[int, str] = {}
+    for program, context in reader.query(
+        "SELECT object, debug_context FROM debug_context_refs WHERE kind = 'program' ORDER BY object, debug_context"
+    ):
+        if program not in types:
+            value = op_type(context)
+            if value is not None:
+                types[program] = value
+    return types
+
+
 def _step_times(reader: ProfileReader) -> dict[int, int]:
     return dict(reader.query(
         "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "

@@ -19,3 +19,28 @@ def compile_only(tmp_path_factory):
     """The sample report without execution data."""
     path = tmp_path_factory.mktemp("compile_only") / "profile.pop"
     return write_sample_report(path, with_execution=False)
+
+
+@pytest.fixture(scope="session")
+def simulated(tmp_path_factory):
+    """Directory of a small simulated training run (mnist-mlp on 64-tile IPUs): profile.pop, debug.cbor, trace."""
+    from simulator.presets import run_preset
+
+    directory = tmp_path_factory.mktemp("simulated")
+    run_preset("mnist-mlp", {"tiles-per-ipu": 64}, str(directory), timestamp=1_700_000_000.0)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def converted(tmp_path_factory):
+    """A report converted from a legacy v1 JSON profile (graph and COMPUTE_SETS execution profile)."""
+    import legacy_builders
+    from formats.convert import convert
+
+    directory = tmp_path_factory.mktemp("converted")
+    graph = legacy_builders.complete_graph_profile()
+    source = legacy_builders.write_json(directory / "profile.json", {
+        "graphProfile": graph, "executionProfile": legacy_builders.execution_profile(graph, "COMPUTE_SETS")})
+    output = directory / "profile.pop"
+    convert([source], output)
+    return output

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from formats.profile_reader import ProfileReader
 
-from ..optime import operator_times
+from ..optime import op_types_from_debug, operator_times
 from ._common import print_json
 
 
@@ -14,13 +16,18 @@ def register(sub) -> None:
         help="share of execution time per operator type (total) or per operator (each)",
         description=(
             "Operator time cost, after SigmaStar's get_op_time_cost.py. In total mode, the share of execution time "
-            "of each operator type (vertex type, or exchange/sync kind) in descending order; in each mode, every "
-            "operator (compute set or exchange program) in the order it first ran."
+            "of each operator type in descending order; in each mode, every operator (compute set or exchange "
+            "program) in the order it first ran. Types are the op_type of the programs' debug contexts when "
+            "debug information is present (debug.cbor beside the report, or --debug), else vertex types; exchange "
+            "and sync steps count under their own kind."
         ),
         epilog="Example: pva optime profile.pop --mode each | head -20",
     )
     parser.add_argument("report", help="a profile.pop file")
     parser.add_argument("--mode", choices=("total", "each"), default="total", help="total (default) or each")
+    parser.add_argument("--debug", metavar="DEBUG_CBOR",
+                        help="debug information for operator types (default: debug.cbor beside the report, if any)")
+    parser.add_argument("--no-debug", action="store_true", help="ignore debug information: types are vertex types")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -28,7 +35,12 @@ def register(sub) -> None:
 def run(args) -> int:
     reader = ProfileReader(args.report)
     try:
-        rows = operator_times(reader, args.mode)
+        debug = args.debug
+        if debug is None and not args.no_debug:
+            beside = os.path.join(os.path.dirname(os.path.abspath(args.report)), "debug.cbor")
+            debug = beside if os.path.isfile(beside) else None
+        op_types = op_types_from_debug(reader, debug) if debug and not args.no_debug else None
+        rows = operator_times(reader, args.mode, op_types)
     finally:
         reader.close()
     if args.json:

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import __version__
 from .arrow_chunks import encode_chunk
+from .categories import MEMORY_REGIONS  # noqa: F401  (re-exported)
 from .errors import InvalidInputError
 from .schema import (
     PROFILE_APPLICATION_ID,
@@ -30,8 +31,6 @@ PROGRAM_VECTOR_KINDS = (
     "code_bytes",
 )
 
-#: Memory regions in the column order of memory_category_by_tile.
-MEMORY_REGIONS = ("interleaved", "nonInterleaved", "overflowed")
 
 _TARGET_ARCHITECTURES = {"Ipu1", "Ipu2", "Ipu21", "Ipu30", "Unknown"}
 _TARGET_TYPES = {"Ipu", "IpuModel", "Cpu", "Unknown"}

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from formats.categories import CATEGORY_DESCRIPTIONS
+
 from ._base import PvaEnum, PvaList
 from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
@@ -302,34 +304,7 @@ class CategoryMemory:
 
 
 #: Memory categories in libpva order, with their descriptions (seed 004, Categories).
-CATEGORIES = {
-    "constant": "Constants added by the user.",
-    "controlCode": "Code for Program objects and running compute sets.",
-    "controlId": "Variables used in switch programs or storing sync ids.",
-    "controlTable": "A table listing the vertices to run in each compute set (table scheduler only).",
-    "copyDescriptor": "Variable-sized fields used by copy vertices.",
-    "globalExchangeCode": "Code for exchanges between IPUs.",
-    "globalExchangePacketHeader": "Packet headers for exchanges between IPUs.",
-    "globalMessage": "Message data for exchanges between IPUs.",
-    "hostExchangeCode": "Code for exchanges to and from the host.",
-    "hostExchangePacketHeader": "Packet headers for host exchanges.",
-    "hostMessage": "Message data for host exchanges.",
-    "instrumentationResults": "Storage for profiling information.",
-    "internalExchangeCode": "Code for internal exchanges.",
-    "message": "Message data for internal exchanges.",
-    "multiple": "Space shared by variables from several categories.",
-    "outputEdge": "Output edge data stored before an exchange.",
-    "rearrangement": "Rearranged versions of tensor data.",
-    "sharedCodeStorage": "Code shared by vertices.",
-    "sharedDataStorage": "Data shared by vertices.",
-    "stack": "Worker and supervisor stacks.",
-    "variable": "Variables created in the program.",
-    "vectorListDescriptor": "The data of VectorList<Input<...>, DeltaN> fields.",
-    "vertexCode": "Code of vertex functions (codelets).",
-    "vertexFieldData": "Variable-sized vertex fields such as Vector<float>.",
-    "vertexInstanceState": "Vertex class instances: sizeof(VertexName) per vertex.",
-    "dwarf": "DWARF debugging information.",
-}
+CATEGORIES = CATEGORY_DESCRIPTIONS
 
 _ZERO_OVERLAP = MemoryOverlap(0, 0)
 _ZERO_CATEGORY = CategoryMemory(_ZERO_OVERLAP, _ZERO_OVERLAP, _ZERO_OVERLAP)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..categories import CATEGORIES, MEMORY_REGIONS as REGIONS  # noqa: F401  (re-exported)
+
 #: extras.source of values kept from each legacy document.
 SOURCE_GRAPH = "legacy-graph-profile"
 SOURCE_EXECUTION = "legacy-execution-profile"
@@ -64,15 +66,6 @@ EXCHANGE_SECTIONS = {
 #: Measured exchange cycles of the execution profile, by family.
 EXCHANGE_CYCLES = {"external": "externalExchangeCycles", "host": "hostExchangeCycles"}
 
-#: Storage categories in the order of the Poplar documentation (var_categories ids follow it).
-CATEGORIES = (
-    "constant", "controlCode", "controlId", "controlTable", "copyDescriptor", "globalExchangeCode",
-    "globalExchangePacketHeader", "globalMessage", "hostExchangeCode", "hostExchangePacketHeader", "hostMessage",
-    "instrumentationResults", "internalExchangeCode", "message", "multiple", "outputEdge", "rearrangement",
-    "sharedCodeStorage", "sharedDataStorage", "stack", "variable", "vectorListDescriptor", "vertexCode",
-    "vertexFieldData", "vertexInstanceState", "dwarf",
-)
-REGIONS = ("interleaved", "nonInterleaved", "overflowed")
 OVERLAPS = ("nonOverlapped", "overlapped")
 
 #: memory.byTile keys -> memory_by_tile columns.

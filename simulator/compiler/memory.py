@@ -17,45 +17,12 @@ import heapq
 
 import numpy as np
 
+from formats.categories import CATEGORIES, CATEGORY_DESCRIPTIONS
+
 from .regions import Sparse
 
-#: Storage categories, in the order of pva.compilation.CATEGORIES (var_categories ids).
-CATEGORIES = (
-    "constant", "controlCode", "controlId", "controlTable", "copyDescriptor", "globalExchangeCode",
-    "globalExchangePacketHeader", "globalMessage", "hostExchangeCode", "hostExchangePacketHeader", "hostMessage",
-    "instrumentationResults", "internalExchangeCode", "message", "multiple", "outputEdge", "rearrangement",
-    "sharedCodeStorage", "sharedDataStorage", "stack", "variable", "vectorListDescriptor", "vertexCode",
-    "vertexFieldData", "vertexInstanceState", "dwarf",
-)
 CAT = {name: i for i, name in enumerate(CATEGORIES)}
-DESCRIPTIONS = {
-    "constant": "Constants added by the user.",
-    "controlCode": "Code for Program objects and running compute sets.",
-    "controlId": "Variables used in switch programs or storing sync ids.",
-    "controlTable": "A table listing the vertices to run in each compute set (table scheduler only).",
-    "copyDescriptor": "Variable-sized fields used by copy vertices.",
-    "globalExchangeCode": "Code for exchanges between IPUs.",
-    "globalExchangePacketHeader": "Packet headers for exchanges between IPUs.",
-    "globalMessage": "Message data for exchanges between IPUs.",
-    "hostExchangeCode": "Code for exchanges to and from the host.",
-    "hostExchangePacketHeader": "Packet headers for host exchanges.",
-    "hostMessage": "Message data for host exchanges.",
-    "instrumentationResults": "Storage for profiling information.",
-    "internalExchangeCode": "Code for internal exchanges.",
-    "message": "Message data for internal exchanges.",
-    "multiple": "Space shared by variables from several categories.",
-    "outputEdge": "Output edge data stored before an exchange.",
-    "rearrangement": "Rearranged versions of tensor data.",
-    "sharedCodeStorage": "Code shared by vertices.",
-    "sharedDataStorage": "Data shared by vertices.",
-    "stack": "Worker and supervisor stacks.",
-    "variable": "Variables created in the program.",
-    "vectorListDescriptor": "The data of VectorList<Input<...>, DeltaN> fields.",
-    "vertexCode": "Code of vertex functions (codelets).",
-    "vertexFieldData": "Variable-sized vertex fields such as Vector<float>.",
-    "vertexInstanceState": "Vertex class instances: sizeof(VertexName) per vertex.",
-    "dwarf": "DWARF debugging information.",
-}
+DESCRIPTIONS = CATEGORY_DESCRIPTIONS
 _EXECUTABLE = {"controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode", "globalExchangeCode",
                "sharedCodeStorage"}
 _FLAGS = ("always_live", "constant", "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved",

@@ -109,3 +109,13 @@ def test_tables_lists_row_counts_and_descriptions(report, capsys):
     out = capsys.readouterr().out
     assert "cycles_base,INTEGER,cycle counter of this IPU at the start of the run [cycles]" in out
     assert main(["tables", str(report), "--columns", "nope"]) == 2
+
+
+def test_sql_on_a_trace_file(simulated, capsys):
+    (trace,) = simulated.glob("*.pvti")
+    before = _digest(trace)
+    assert main(["sql", str(trace), "SELECT label FROM events WHERE parent IS NULL ORDER BY id LIMIT 1", "--csv"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "label" and len(out) == 2
+    assert main(["sql", str(trace), "DELETE FROM events"]) == 2
+    assert _digest(trace) == before

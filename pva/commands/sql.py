@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-
+from formats.detect import FileKind, sniff
 from formats.profile_reader import ProfileReader
 from formats.readonly_sql import run_readonly
+from formats.trace_reader import TraceReader
 
 from ._tables import add_format_options, write_rows
 
@@ -24,7 +24,7 @@ def register(sub) -> None:
             "GROUP BY cs.name ORDER BY cycles DESC LIMIT 10\""
         ),
     )
-    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument("report", help="a profile.pop file (or a pva trace file)")
     parser.add_argument("query", help="one SQL statement (SELECT, WITH or a read-only PRAGMA)")
     parser.add_argument("--param", action="append", default=[], metavar="VALUE",
                         help="a value for a ? placeholder (repeat for several)")
@@ -33,17 +33,18 @@ def register(sub) -> None:
     parser.set_defaults(run=run)
 
 
+def open_sqlite(path: str):
+    """A profile report's or a trace file's reader (both are SQLite files pva wrote)."""
+    if sniff(path) is FileKind.TRACE:
+        return TraceReader(path)
+    return ProfileReader(path)
+
+
 def run(args) -> int:
-    reader = ProfileReader(args.report)
+    reader = open_sqlite(args.report)
     try:
         result = run_readonly(reader.file, args.query, args.param, timeout=args.timeout)
         write_rows(result.columns, result.rows, args.format)
     finally:
         reader.close()
     return 0
-
-
-def file_digest(path: str) -> str:
-    """SHA-256 of a file (tests use it to prove a report is unchanged)."""
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
+import sys
 import tempfile
 
 
@@ -29,29 +32,44 @@ class AtomicOutput:
             os.close(fd)
             os.chmod(self.path, 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
         self.done = False
+        self._prepared = False
+
+    def prepare(self) -> None:
+        """Make the temporary output durable (fsync) without making it visible yet."""
+        if self.done or self._prepared:
+            return
+        if self.directory:
+            for root, dirs, files in os.walk(self.path):
+                for name in files:
+                    _fsync_path(os.path.join(root, name))
+                for name in dirs:
+                    _fsync_dir(os.path.join(root, name))
+            _fsync_dir(self.path)
+        else:
+            _fsync_path(self.path)
+        self._prepared = True
 
     def commit(self) -> None:
         """Make the temporary output durable and move it to the target name."""
-        if self.done:
-            return
-        if self.directory:
-            for root, _dirs, files in os.walk(self.path):
-                for name in files:
-                    _fsync_path(os.path.join(root, name))
-            if os.path.isdir(self.target):
-                # Directories cannot be replaced atomically; swap via a second temporary name.
+        commit_together([self])
+
+    def _publish(self) -> None:
+        """Move the (prepared) temporary output to the target name in one step."""
+        if self.directory and os.path.isdir(self.target) and not os.path.islink(self.target):
+            # A directory cannot be renamed over a non-empty one: swap the two atomically where
+            # the system can (Linux renameat2 RENAME_EXCHANGE), so the target name always holds
+            # a complete version; then remove the old one, now under the temporary name.
+            if _exchange(self.path, self.target):
+                shutil.rmtree(self.path, ignore_errors=True)
+            else:
                 old = tempfile.mkdtemp(prefix="." + os.path.basename(self.target) + ".", suffix=".old",
                                        dir=os.path.dirname(self.target))
                 os.rmdir(old)
                 os.replace(self.target, old)
                 os.replace(self.path, self.target)
                 shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(self.path, self.target)
         else:
-            _fsync_path(self.path)
             os.replace(self.path, self.target)
-        _fsync_dir(os.path.dirname(self.target))
         self.done = True
 
     def abort(self) -> None:
@@ -75,6 +93,44 @@ class AtomicOutput:
             self.commit()
         else:
             self.abort()
+
+
+def commit_together(outputs: "list[AtomicOutput]") -> None:
+    """Commit several outputs as close together as the file system allows.
+
+    Every output is made durable first; only then are they renamed to their targets, one rename
+    each, back to back, so a process killed before the renames leaves every target as it was.
+    """
+    pending = [out for out in outputs if not out.done]
+    for out in pending:
+        out.prepare()
+    for out in pending:
+        out._publish()
+    for parent in dict.fromkeys(os.path.dirname(out.target) for out in pending):
+        _fsync_dir(parent)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        return False  # no renameat2, or a file system without exchange: fall back to two renames
+    raise OSError(error, os.strerror(error), b)
 
 
 def _umask() -> int:

@@ -133,11 +133,22 @@ def write_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
     must be one of the written contexts; otherwise InvalidInputError names the context and
     nothing is written.
     """
+    out, count = stage_debug_info(path, contexts)
+    out.commit()
+    return count
+
+
+def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[str, Any]]) -> tuple[AtomicOutput, int]:
+    """Write debug contexts as `write_debug_info` does, but leave the file under its temporary name.
+
+    Returns the uncommitted output (commit or abort it) and the number of contexts written.
+    """
     target = os.fspath(path)
     seen: set[int] = set()
     parents_of: dict[int, list[int]] = {}
     count = 0
-    with AtomicOutput(target) as out:
+    out = AtomicOutput(target)
+    try:
         with open(out.path, "wb") as handle:
             handle.write(b"\xa2")  # a map of two pairs
             cbor2.dump(FORMAT_KEY, handle)
@@ -169,7 +180,34 @@ def write_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
                     f"{target!r}: context {context_id} names parent(s) {missing} that are not among the contexts"
                 )
         _check_acyclic(parents_of, target, InvalidInputError)
-    return count
+    except BaseException:
+        out.abort()
+        raise
+    return out, count
+
+
+def _not_json(value: Any) -> str | None:
+    """What in a decoded CBOR value JSON cannot hold (a key that is not text, a tag, bytes), or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, (bool, int, float, str)):
+            continue
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return f"the key {_short(key)}"
+                stack.append(inner)
+        else:
+            return f"a value of type {type(item).__name__} ({_short(item)})"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_acyclic(parents_of: Mapping[int, Iterable[int]], path: str, error: type) -> None:
@@ -304,4 +342,8 @@ class DebugInfoReader:
                 )
             parsed_location = (file_name, line, function)
         data = {k: v for k, v in item.items() if k not in RESERVED_KEYS}
+        problem = _not_json(data)
+        if problem:
+            raise NotAReportError(f"{where} (id {context_id}): expected data of text keys and JSON values, "
+                                  f"found {problem}", self.path)
         return DebugRecord(context_id, layer, name, tuple(parents), parsed_location, data)

@@ -10,14 +10,39 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes, read_head
+from .detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from .errors import (
     CorruptReportError,
     InconsistentReportError,
     NotAReportError,
+    ReportNotFoundError,
+    ReportPermissionError,
     UnsupportedVersionError,
 )
 from .schema import Schema, split_user_version
+
+#: Times a file replaced while it is being opened is opened again before giving up.
+_OPEN_ATTEMPTS = 20
+
+
+def _open_pinned(path: str):
+    """The file opened for reading, with the errors of a missing or unreadable file as PvaErrors."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise ReportNotFoundError(f"{path!r}: no such file", path) from None
+    except PermissionError:
+        raise ReportPermissionError(f"{path!r}: permission denied", path) from None
+
+
+def _same_file(path: str, pinned: os.stat_result) -> bool:
+    """Whether `path` still names the file `pinned` describes (held open, so its inode is not reused)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (pinned.st_dev, pinned.st_ino)
+
 
 #: Errors that mean the bytes of the file are damaged (text that is not UTF-8 included).
 _DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
@@ -62,19 +87,56 @@ class SqliteFile:
     ) -> None:
         self.path = os.fspath(path)
         self.what = what
-        info = check_regular_file(self.path, what)
-        self.file_size = info.st_size
-        head = read_head(self.path, 100)
+        self._lock = threading.RLock()
+        # A writer may replace the file (by rename) while it is being opened: the header and size
+        # are read from one open descriptor, and SQLite's connection must then be on that same
+        # file; if the name was moved to a newer file in between, open the newer one instead.
+        for _attempt in range(_OPEN_ATTEMPTS):
+            check_regular_file(self.path, what)
+            with _open_pinned(self.path) as handle:
+                pinned = os.fstat(handle.fileno())
+                self.file_size = pinned.st_size
+                head = handle.read(100)
+                self.header = self._check_header(head, application_id, supported_major, other_kinds)
+                uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+                try:
+                    self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+                except sqlite3.Error as exc:
+                    raise CorruptReportError(f"{self.path!r}: cannot be opened by SQLite ({exc})", self.path) from None
+                if _same_file(self.path, pinned):
+                    break
+                self.conn.close()
+        else:
+            raise CorruptReportError(
+                f"{self.path!r}: was replaced {_OPEN_ATTEMPTS} times while being opened; expected a {self.what} "
+                f"that stays put long enough to be opened", self.path)
+        major, minor = split_user_version(self.header.user_version)
+        try:
+            self.conn.execute("PRAGMA query_only=1")
+            self.conn.execute("PRAGMA trusted_schema=0")
+            self.conn.execute("PRAGMA cell_size_check=1")
+            self.metadata = self._read_metadata()
+            self.version = self._check_version(major, minor, supported_major)
+            self.tables = self._check_tables(schema)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # -- opening checks ---------------------------------------------------------------------
+
+    def _check_header(self, head: bytes, application_id: int, supported_major: int,
+                      other_kinds: dict[int, str] | None) -> SqliteHeader:
+        """The header of the file, checked: a SQLite file of the expected kind and version, not truncated."""
         where = f"{self.path!r}"
         if not head:
-            raise NotAReportError(f"{where}: is an empty file (0 bytes); expected a {what}", self.path)
+            raise NotAReportError(f"{where}: is an empty file (0 bytes); expected a {self.what}", self.path)
         if not head.startswith(SQLITE_MAGIC):
             hint = ""
             kind = kind_of_bytes(head)
             if kind in (FileKind.JSON, FileKind.CBOR):
                 hint = "; if it is a legacy Poplar profile or a Chrome trace, convert it with `pva convert`"
             raise NotAReportError(
-                f"{where}: expected a {what} (a SQLite 3 database), found {describe_bytes(head)}{hint}",
+                f"{where}: expected a {self.what} (a SQLite 3 database), found {describe_bytes(head)}{hint}",
                 self.path,
             )
         if len(head) < 100:
@@ -82,19 +144,24 @@ class SqliteFile:
                 f"{where}: truncated: a SQLite file has a 100-byte header, found {len(head)} bytes", self.path
             )
         header = SqliteHeader(head)
+        if header.page_size < 512 or header.page_size & (header.page_size - 1):
+            raise CorruptReportError(
+                f"{where}: expected a page size that is a power of two from 512 to 65536 bytes in the SQLite "
+                f"header, found {header.page_size}", self.path
+            )
         if header.application_id != application_id:
             other = (other_kinds or {}).get(header.application_id)
             if other:
-                raise NotAReportError(f"{where}: expected a {what}, found {other}", self.path)
+                raise NotAReportError(f"{where}: expected a {self.what}, found {other}", self.path)
             raise NotAReportError(
-                f"{where}: expected a {what}, found a SQLite database of another kind "
+                f"{where}: expected a {self.what}, found a SQLite database of another kind "
                 f"(application_id 0x{header.application_id:08x}, expected 0x{application_id:08x})",
                 self.path,
             )
         major, minor = split_user_version(header.user_version)
         if major > supported_major:
             raise UnsupportedVersionError(
-                f"{where}: {what} format version {major}.{minor} is newer than this reader supports "
+                f"{where}: {self.what} format version {major}.{minor} is newer than this reader supports "
                 f"({supported_major}.x); upgrade pva to read it",
                 self.path,
             )
@@ -111,25 +178,7 @@ class SqliteFile:
                 f"found {self.file_size} bytes",
                 self.path,
             )
-        self.header = header
-        self._lock = threading.RLock()
-        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
-        try:
-            self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise CorruptReportError(f"{where}: cannot be opened by SQLite ({exc})", self.path) from None
-        try:
-            self.conn.execute("PRAGMA query_only=1")
-            self.conn.execute("PRAGMA trusted_schema=0")
-            self.conn.execute("PRAGMA cell_size_check=1")
-            self.metadata = self._read_metadata()
-            self.version = self._check_version(major, minor, supported_major)
-            self.tables = self._check_tables(schema)
-        except BaseException:
-            self.conn.close()
-            raise
-
-    # -- opening checks ---------------------------------------------------------------------
+        return header
 
     def _read_metadata(self) -> dict[str, str]:
         rows = self.query("SELECT type FROM sqlite_master WHERE name = 'metadata'")

@@ -113,9 +113,20 @@ class SqliteFileWriter:
     def _finish(self) -> None:
         """Hook for subclasses: last rows before the indexes are built."""
 
-    def close(self) -> None:
-        """Finish the file and move it to its target name."""
+    @property
+    def output(self) -> AtomicOutput:
+        """The temporary file and its target (for committing several files together)."""
+        return self._out
+
+    def close(self, *, commit: bool = True) -> None:
+        """Finish the file and move it to its target name.
+
+        With ``commit=False`` the finished file stays under its temporary name until `commit`
+        (or `formats.atomic.commit_together` on `output`); `abort` still discards it.
+        """
         if self._closed:
+            if commit:
+                self.commit()
             return
         try:
             self._finish()
@@ -126,6 +137,17 @@ class SqliteFileWriter:
             self._conn.execute("ANALYZE")
             self._conn.close()
             self._closed = True
+            if commit:
+                self._out.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self) -> None:
+        """Move a file finished by ``close(commit=False)`` to its target name."""
+        if not self._closed:
+            raise InvalidInputError(f"{self.path!r}: close the writer before committing it")
+        try:
             self._out.commit()
         except BaseException:
             self.abort()

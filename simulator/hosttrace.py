@@ -12,6 +12,7 @@ import threading
 import time
 
 from formats import tracing
+from formats.atomic import AtomicOutput
 from formats.trace_writer import TraceWriter
 
 _CHANNEL = tracing.channel("simulator")
@@ -51,13 +52,23 @@ class HostTrace:
 
     def write(self, path: str) -> None:
         """Write the events as a trace file (atomically)."""
-        with TraceWriter(path, producer="pva-simulator") as writer:
+        self.stage(path).commit()
+
+    def stage(self, path: str) -> AtomicOutput:
+        """Write the trace file under a temporary name; returns the output to commit (or abort)."""
+        writer = TraceWriter(path, producer="pva-simulator")
+        try:
             writer.add_process(self.pid, "pva simulate")
             writer.add_thread(self.pid, self.tid, "engine")
             if self.events:
                 events = sorted(self.events, key=lambda e: (e[1], -e[2]))
                 writer.add_events(self.pid, self.tid, [e[0] for e in events], [e[1] for e in events],
                                   [e[2] for e in events], channels="simulator", parents="nest")
+            writer.close(commit=False)
+        except BaseException:
+            writer.abort()
+            raise
+        return writer.output
 
 
 def trace_file_name(timestamp: float | None = None, pid: int | None = None) -> str:

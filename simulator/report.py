@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from formats import __version__
-from formats.debug_info import write_debug_info
+from formats.atomic import commit_together
+from formats.debug_info import stage_debug_info
 from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
 
 from .compiler.memory import CATEGORIES, DESCRIPTIONS
@@ -254,10 +255,16 @@ class ReportSession:
         return self._execution
 
     def close(self) -> None:
+        """Write every report under a temporary name, then rename them together.
+
+        Nothing is renamed before profile.pop, debug.cbor and the trace are all complete and
+        durable, so a process killed at any point leaves the directory's previous pair intact.
+        """
         if self._closed:
             return
         self._closed = True
         engine = self.engine
+        staged = []
         try:
             if self.writer is not None:
                 with engine.trace.phase("write execution profile"):
@@ -265,12 +272,16 @@ class ReportSession:
                         self._execution.finish()
                     stamp = engine.timestamp.isoformat(timespec="seconds").replace("+00:00", "Z")
                     self.writer.set_metadata(created=stamp, compilation_timestamp=stamp)
-                self.writer.close()
+                self.writer.close(commit=False)
+                staged.append(self.writer.output)
             if engine.options.debug_info:
                 contexts = engine.graph.state.debug.contexts
-                write_debug_info(self.debug_path, contexts)
-            engine.trace.write(self.trace_path)
+                staged.append(stage_debug_info(self.debug_path, contexts)[0])
+            staged.append(engine.trace.stage(self.trace_path))
+            commit_together(staged)
         except BaseException:
+            for out in staged:
+                out.abort()
             self.abort()
             raise
 

@@ -90,6 +90,8 @@ def decode_chunk(
             raw = pa.Codec(CODECS[codec]).decompress(data, decompressed_size=raw_size)
         reader = pa.ipc.open_stream(raw)
         batches = list(reader)
+        for batch in batches:
+            batch.schema.names  # field names must be UTF-8 (a damaged name fails here, not on first use)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptReportError(
             f"{where}: expected a {codec}-compressed Arrow IPC stream, found unreadable data ({exc})", path

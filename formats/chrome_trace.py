@@ -24,9 +24,11 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from .atomic import AtomicOutput
 from .detect import check_regular_file
-from .errors import InvalidInputError
+from .errors import CorruptReportError, InvalidInputError
 from .legacy.jsonstream import json_events, open_binary
 from .legacy.runs import Run
 from .legacy.tree import InputProblem, build_tree, describe, location
@@ -565,7 +567,12 @@ def write_trace_file_events(path: str, out: ChromeTraceWriter) -> dict:
 
 
 def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
-    """Write a report's execution: one track per IPU, one event per step (and per run)."""
+    """Write a report's execution: one track per IPU, one event per step (and per run).
+
+    Streams: a first pass reads each step's start and end (16 bytes per step) to order the
+    events and give overlapping ones their own lanes; a second pass reads the steps again and
+    writes each event as its turn comes, so memory does not grow with the step's details.
+    """
     from .profile_reader import ProfileReader
 
     reader = ProfileReader(path)
@@ -575,54 +582,106 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
         pid = 1
         out.event({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
                    "args": {"name": f"IPU execution: {os.path.basename(path)}"}})
-        ipus = [row[0] for row in reader.query("SELECT id FROM ipus ORDER BY id")]
-        steps = reader.query("SELECT id, run, type, program, compute_set, name FROM steps ORDER BY id")
-        step_info = {row[0]: row for row in steps}
-        tracks: dict[int, list] = {ipu: [] for ipu in ipus}
+        runs: dict[Any, list] = {ipu: [] for (ipu,) in reader.query("SELECT id FROM ipus ORDER BY id")}
         for ipu, run, start, end in reader.query('SELECT ipu, run, start, "end" FROM run_cycles_by_ipu'):
             name = reader.query_one("SELECT name FROM runs WHERE id = ?", (run,))
             label = f"Run {run}" + (f" {name[0]}" if name and name[0] else "")
-            tracks.setdefault(ipu, []).append((int(start), int(end), {"name": label, "cat": "run",
-                                                                       "args": {"run": run, "cycles": int(end - start)}}))
-        for row in reader.file.conn.execute(
-                "SELECT step_id, ipu, cycles, active_tiles, cycles_base, all_cycles_from_min, all_cycles_to_max, "
-                "tile_balance, active_tile_balance, thread_balance, data_in, data_out, data_balance, tile_cycles_max "
-                "FROM steps_by_ipu WHERE profiled = 1 ORDER BY ipu, step_id"):
-            (sid, ipu, cycles, active, base, first, last, tile_balance, active_balance, thread_balance, data_in,
-             data_out, data_balance, tile_max) = row
-            info = step_info.get(sid)
-            if info is None:
-                continue
-            _sid, run, kind, program, cs, name = info
-            args = {"step": sid, "run": run, "type": kind, "cycles": int(cycles), "tile_cycles_max": int(tile_max),
-                    "active_tiles": int(active), "tile_balance": tile_balance, "active_tile_balance": active_balance,
-                    "thread_balance": thread_balance, "data_in": int(data_in), "data_out": int(data_out),
-                    "data_balance": data_balance}
-            if program is not None:
-                args["program"] = int(program)
-            if cs is not None:
-                args["compute_set"] = int(cs)
+            runs.setdefault(ipu, []).append((int(start), int(end), {"name": label, "cat": "run",
+                                                                     "args": {"run": run, "cycles": int(end - start)}}))
+        # pass 1: where each step starts and ends, per IPU, in the order the steps are read
+        bounds: dict[Any, tuple[array, array]] = {}
+        for ipu, base, first, last in reader.file.conn.execute(_STEP_BOUNDS):
+            starts, ends = bounds.get(ipu) or bounds.setdefault(ipu, (array("q"), array("q")))
             start = int(base) + int(first)
-            end = max(start, int(base) + int(last))
-            tracks.setdefault(ipu, []).append((start, end, {"name": name or kind, "cat": kind, "args": args}))
-        for ipu in sorted(tracks):
-            items = sorted(tracks[ipu], key=lambda item: (item[0], -item[1]))
-            lanes = assign_lanes([i[0] for i in items], [i[1] for i in items])
+            starts.append(start)
+            ends.append(max(start, int(base) + int(last)))
+        # pass 2: each IPU's events by start (longest first), runs before steps, then steps in step order
+        rows = _peekable(reader.file.conn.execute(_STEP_EVENTS))
+        for ipu in sorted(set(runs) | set(bounds)):
+            run_items = runs.get(ipu, [])
+            step_starts, step_ends = bounds.get(ipu, (array("q"), array("q")))
+            starts = np.array([r[0] for r in run_items] + list(step_starts), dtype=np.int64)
+            ends = np.array([r[1] for r in run_items] + list(step_ends), dtype=np.int64)
+            order = np.lexsort((np.arange(starts.size), -ends, starts))
+            lanes = assign_lanes(starts[order].tolist(), ends[order].tolist())
             for lane in range(max(lanes, default=-1) + 1):
                 tid = ipu if lane == 0 else ipu + lane * 1000
                 out.event({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                            "args": {"name": f"IPU {ipu}" + (f" (overlap {lane})" if lane else "")}})
                 out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
                            "args": {"sort_index": tid}})
-            for (start, end, event), lane in zip(items, lanes):
-                tid = ipu if lane == 0 else ipu + lane * 1000
+            position_of = np.empty(order.size, dtype=np.int64)
+            position_of[order] = np.arange(order.size)
+            waiting: dict[int, dict] = {}
+            ready = 0
+
+            def write(position: int, event: dict) -> None:
+                tid = ipu if lanes[position] == 0 else ipu + lanes[position] * 1000
+                start, end = int(starts[order[position]]), int(ends[order[position]])
                 out.event({**event, "ph": "X", "ts": _micro(start * scale), "dur": _micro((end - start) * scale),
                            "pid": pid, "tid": tid})
+
+            def flush() -> int:
+                position = ready
+                while position < order.size:
+                    source = int(order[position])
+                    if source < len(run_items):
+                        write(position, run_items[source][2])
+                    elif position in waiting:
+                        write(position, waiting.pop(position))
+                    else:
+                        break
+                    position += 1
+                return position
+
+            ready = flush()
+            for index in range(len(step_starts)):
+                row = rows.next_for(ipu, reader.path)
+                waiting[int(position_of[len(run_items) + index])] = _step_event(row)
+                ready = flush()
+            if ready != order.size:  # pragma: no cover - the two passes read the same rows
+                raise CorruptReportError(f"{reader.path!r}: steps_by_ipu changed while it was read", reader.path)
         return {"displayTimeUnit": "ns",
                 "otherData": {"report": os.path.basename(path), "clock_frequency_hz": clock,
                               "time_base": "IPU cycle counters divided by the tile clock"}}
     finally:
         reader.close()
+
+
+#: Steps of the execution per IPU: their bounds (pass 1) and their details (pass 2), read in the same order.
+_STEPS = "FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE b.profiled = 1 ORDER BY b.ipu, b.step_id"
+_STEP_BOUNDS = f"SELECT b.ipu, b.cycles_base, b.all_cycles_from_min, b.all_cycles_to_max {_STEPS}"
+_STEP_EVENTS = (
+    "SELECT b.ipu, b.step_id, b.cycles, b.active_tiles, b.tile_balance, b.active_tile_balance, b.thread_balance, "
+    f"b.data_in, b.data_out, b.data_balance, b.tile_cycles_max, s.run, s.type, s.program, s.compute_set, s.name {_STEPS}"
+)
+
+
+def _step_event(row: tuple) -> dict:
+    (_ipu, sid, cycles, active, tile_balance, active_balance, thread_balance, data_in, data_out, data_balance,
+     tile_max, run, kind, program, cs, name) = row
+    args = {"step": sid, "run": run, "type": kind, "cycles": int(cycles), "tile_cycles_max": int(tile_max),
+            "active_tiles": int(active), "tile_balance": tile_balance, "active_tile_balance": active_balance,
+            "thread_balance": thread_balance, "data_in": int(data_in), "data_out": int(data_out),
+            "data_balance": data_balance}
+    if program is not None:
+        args["program"] = int(program)
+    if cs is not None:
+        args["compute_set"] = int(cs)
+    return {"name": name or kind, "cat": kind, "args": args}
+
+
+class _peekable:
+    """The rows of a cursor, taken one IPU at a time."""
+
+    def __init__(self, cursor) -> None:
+        self._cursor = cursor
+
+    def next_for(self, ipu: Any, path: str) -> tuple:
+        row = next(self._cursor, None)
+        if row is None or row[0] != ipu:
+            raise CorruptReportError(f"{path!r}: steps_by_ipu changed while it was read", path)
+        return row
 
 
 def export_chrome_trace(source: str | os.PathLike[str], output: str | os.PathLike[str]) -> list[str]:

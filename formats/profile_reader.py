@@ -142,6 +142,8 @@ class MatrixReader:
         """Rows start..stop-1 as one (rows, num_cols) uint64 array."""
         stop = self.num_rows if stop is None else min(stop, self.num_rows)
         start = max(0, start)
+        if start < stop:
+            self._check_index()  # the declared row count must match the chunks before it sizes an allocation
         out = np.zeros((max(0, stop - start), self.num_cols), dtype=np.uint64)
         for first, block in self.iter_chunks(start, stop):
             out[first - start : first - start + block.shape[0]] = block

@@ -834,16 +834,17 @@ class CompilationReport:
     def tilesWithLivenessInfo(self) -> PvaList:
         """Tiles whose per-tile liveness LivenessProgramStep.notAlwaysLiveMemoryForTile gives."""
         tiles = self._tiles
-        return PvaList(tiles[t] for t in sorted(self._liveness_tiles) if 0 <= t < len(tiles))
+        return PvaList(tiles[t] for t in sorted(t for t in self._liveness_tiles if isinstance(t, int))
+                       if 0 <= t < len(tiles))
 
     @property
     def allocationOrderByTile(self) -> PvaList:
         """For each tile of a replica, the ids of its lowered variables in allocation order."""
         order: list[list[int]] = [[] for _ in range(self.target.tilesPerReplica)]
         for tile, var_id in self._reader.query("SELECT tile, id FROM vars_info ORDER BY tile, alloc_order, id"):
-            if not 0 <= tile < len(order):
+            if not isinstance(tile, int) or not 0 <= tile < len(order):
                 raise InconsistentReportError(
-                    f"{self._reader.path!r}: lowered variable {var_id} is on tile {tile}; a replica has "
+                    f"{self._reader.path!r}: lowered variable {var_id} is on tile {tile!r}; a replica has "
                     f"{len(order)} tiles",
                     self._reader.path,
                 )
@@ -1026,7 +1027,14 @@ class CompilationReport:
             if var_id is None:
                 if artificial is None:
                     artificial = self._artificial_ids
+                if name not in artificial:
+                    raise InconsistentReportError(
+                        f"{self._reader.path!r}: expected a variable id, or the name of an artificial variable "
+                        f"({', '.join(artificial) or 'none'}), found id NULL and name {name!r}", self._reader.path)
                 out.append(VariableSize(self, artificial[name], name, size))
+            elif not isinstance(var_id, int):
+                raise InconsistentReportError(
+                    f"{self._reader.path!r}: expected an integer variable id, found {var_id!r}", self._reader.path)
             else:
                 out.append(VariableSize(self, var_id, self._variable(var_id).name, size))
         out.sort(key=lambda v: (v.name, v._id))

@@ -15,8 +15,8 @@ from ..schema import profile_matrices, profile_schema
 
 #: Tables not exported: the raw Arrow chunks of the matrices (exported decoded instead).
 SKIPPED_TABLES = frozenset({"matrix_chunks"})
-#: Rows per batch when a table is read.
-BATCH_ROWS = 65536
+#: Rows per batch when a table is read (a batch of Python rows is the largest thing an export holds).
+BATCH_ROWS = 16384
 
 _UNIT = re.compile(r"\[([^\]]+)\]\s*$")
 

@@ -37,6 +37,12 @@ TARGETS = {"compute_sets": 20_000, "programs": 100_000, "steps": 50_000, "second
 
 _SIMULATE = r"""
 import json, os, resource, sys, time
+def peak_kb():  # this process image's own peak (ru_maxrss would include the parent's at fork)
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 sys.path.insert(0, sys.argv[3])
 from formats.profile_reader import ProfileReader
 from simulator.engine import Engine
@@ -64,12 +70,18 @@ counts["num_tiles"] = r.target["num_tiles"]
 counts["tile_matrix_rows"] = r.matrix("step_cycles_by_tile").num_rows
 r.close()
 print(json.dumps({"build": t1 - t0, "compile": t2 - t1, "run_and_write": t3 - t2, "seconds": t3 - t0,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_mb": peak_kb() / 1024,
                   "file_mb": os.path.getsize(path) / 1e6, **counts}))
 """
 
 _BASELINE = r"""
 import json, os, resource, sys, time
+def peak_kb():  # this process image's own peak (ru_maxrss would include the parent's at fork)
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 sys.path.insert(0, sys.argv[4])
 import numpy as np
 from formats.profile_writer import ProfileWriter
@@ -95,7 +107,7 @@ with ProfileWriter(path, producer="baseline") as w:
                  [(first + i, ipu) + (1,) * 15 for i in range(count) for ipu in range(num_ipus)])
     w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "run", 0, steps)])
 print(json.dumps({"seconds": time.perf_counter() - t0,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_kb() / 1024}))
 """
 
 

@@ -16,6 +16,7 @@ import functools
 import gc
 import json
 import os
+import sys
 from collections.abc import Iterator
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -69,8 +70,6 @@ _DATA_TYPES = frozenset(
 )
 
 _STEP_MATRIX = "step_cycles_by_tile"
-_BLOCK_BITS = 10
-_BLOCK_MASK = (1 << _BLOCK_BITS) - 1
 _STEP_CS_MATRIX = "step_compute_set_cycles_by_tile"
 #: Per-tile cycle values of recently read steps kept as Python lists.
 _ROW_CACHE_VALUES = 1 << 22
@@ -220,15 +219,18 @@ _IPU_COLUMNS: dict[str, tuple[str, str]] = {
     "activeToAvg": ("cycles_base + active_cycles_to_avg", "profiled"),
 }
 _FLOAT_COLUMNS = frozenset({"threadBalance", "tileBalance", "activeTileBalance", "dataBalance"})
+#: Python types of the numbers json.loads returns.
+_NUMBER_TYPES = frozenset({int, float})
 
 
 class _IpuTable:
-    """One IPU's rows of steps_by_ipu as Python lists, each column read in one SQL scan on first use.
+    """One IPU's rows of steps_by_ipu as Python lists indexed by step, each column read in one SQL
+    scan on first use.
 
-    ``column[position[step]]`` is the value of a step; `position` is ``range(num_steps)`` when
-    every step has a row, and -1 for steps without one otherwise, which reads the 0 (or False)
-    appended to every column: an IPU without a row reads as not profiled. Values of IPUs not
-    profiled, and balances and data figures of steps whose type they do not apply to, are 0
+    ``column[step]`` is the value of a step. `position` maps steps to rows: ``range(num_steps)``
+    when every step has a row; otherwise -1 for steps without one, which read the 0 (or False)
+    appended to every column as read: an IPU without a row reads as not profiled. Values of IPUs
+    not profiled, and balances and data figures of steps whose type they do not apply to, are 0
     (seed 004, Ipu).
     """
 
@@ -245,7 +247,7 @@ class _IpuTable:
         if "position" not in self.__dict__:
             self._set_position(count, low, high)
         values = json.loads(text)
-        if values and np.asarray(values).dtype.kind not in "iuf":
+        if not _NUMBER_TYPES.issuperset(map(type, values)):
             bad = next((v for v in values if not isinstance(v, (int, float)) or isinstance(v, bool)), None)
             raise InconsistentReportError(
                 f"{self._reader.path!r}: steps_by_ipu: expected numbers for {name} of IPU {self._ipu}, found {bad!r}",
@@ -253,16 +255,18 @@ class _IpuTable:
         return values
 
     def _set_position(self, count: int, low, high) -> None:
-        self._owner.check_ipus()
         n = self._num_steps
+        if count == n and (n == 0 or (low == 0 and high == n - 1)):  # (step_id, ipu) is unique: all present
+            self.position = range(n)
+            return
+        # Rows are missing: they may be filed under an IPU the target does not have (a full scan,
+        # so only done here; rows of other IPUs never change this IPU's values).
+        self._owner.check_ipus()
         path = self._reader.path
         if count and not (isinstance(low, int) and isinstance(high, int) and 0 <= low and high < n):
             raise InconsistentReportError(
                 f"{path!r}: steps_by_ipu has rows for steps {low!r}..{high!r} on IPU {self._ipu}, but the report has "
                 f"{n} steps", path)
-        if count == n and (n == 0 or (low == 0 and high == n - 1)):  # (step_id, ipu) is unique: all present
-            self.position = range(n)
-            return
         (text,) = self._reader.query_one(
             "SELECT json_group_array(step_id) FROM (SELECT step_id FROM steps_by_ipu WHERE ipu = ? ORDER BY step_id)",
             (self._ipu,))
@@ -294,12 +298,15 @@ class _IpuTable:
                 values.append(0.0)
             else:
                 values.append(0)
+        position = self.__dict__["position"]
+        if not isinstance(position, range):  # some steps have no row: index the values by step
+            values = list(map(values.__getitem__, position))
         setattr(self, name, values)
         return values
 
 
 class _StepIpus:
-    """The Ipu objects of the steps, made a block of steps at a time and kept while recently used."""
+    """The per-IPU tables of steps_by_ipu, and the Ipu objects handed out for a step."""
 
     def __init__(self, reader: "ProfileReader", num_steps: int, num_ipus: int) -> None:
         self.num_ipus = num_ipus
@@ -307,9 +314,10 @@ class _StepIpus:
         self._reader = reader
         self._ipus_checked = False
         self.tables = [_IpuTable(self, reader, k, num_steps) for k in range(num_ipus)]
-        #: block index -> Ipu objects of its steps, in step then IPU order.
-        self.blocks: collections.OrderedDict[int, list] = collections.OrderedDict()
-        self._max_blocks = max(4, (1 << 20) // ((1 << _BLOCK_BITS) * max(1, num_ipus)))
+        self._ids = range(num_ipus)
+        #: Sets of Ipu objects handed out before, to be reused once nothing else holds them (see ipus_of).
+        self._pool: list[list[Ipu]] = []
+        self._unshared = _UNSHARED * num_ipus  # the sum of the counts when no object is held elsewhere
 
     def check_ipus(self) -> None:
         """Check once that every row of steps_by_ipu is for an IPU of the target."""
@@ -324,19 +332,56 @@ class _StepIpus:
                 f"{self.num_ipus} IPUs", reader.path)
         self._ipus_checked = True
 
-    def make_block(self, index: int) -> list:
-        n = self.num_ipus
-        first = index << _BLOCK_BITS
-        count = min(first + (1 << _BLOCK_BITS), self._num_steps) - first
-        block: list = [None] * (count * n)
-        steps = range(first, first + count)
-        with _gc_paused():
-            for k, table in enumerate(self.tables):
-                block[k::n] = list(map(Ipu, repeat(table, count), steps, repeat(k, count)))
-        self.blocks[index] = block
-        if len(self.blocks) > self._max_blocks:
-            self.blocks.popitem(last=False)
-        return block
+    def ipus_of(self, step: int) -> PvaList:
+        """A new list of the Ipu objects of a step.
+
+        Walking the steps makes an Ipu object per IPU and step, most of them dropped at once (a
+        loop reading ``step.ipus[0]`` keeps none). An Ipu object handed out before that nothing
+        but this object refers to any more cannot be seen by anyone: it is given the new step
+        instead of making another. Reference counts say which are free; an object someone still
+        holds is never changed. A set is taken from the pool while it is changed, so threads
+        never share one.
+        """
+        pool = self._pool
+        try:
+            spare = pool.pop()
+        except IndexError:
+            spare = list(map(Ipu, self.tables, repeat(step, self.num_ipus), self._ids))
+        else:
+            if _UNSHARED and sum(map(_refcount, spare)) == self._unshared:  # none is held elsewhere
+                for ipu in spare:
+                    ipu._r = step
+            else:
+                for k, count in enumerate(list(map(_refcount, spare)) if _UNSHARED else [0] * self.num_ipus):
+                    if count == _UNSHARED:
+                        spare[k]._r = step
+                    else:
+                        spare[k] = Ipu(self.tables[k], step, k)
+        ipus = PvaList(spare)  # made before the set goes back: its objects are now held
+        pool.append(spare)
+        return ipus
+
+
+_refcount = sys.getrefcount
+
+
+def _unshared_count() -> int:
+    """sys.getrefcount, called through map, of an object that only one list holds; 0 when counts
+    cannot tell (an interpreter without reference counts, or one whose counts do not grow by one
+    per holder), which turns reuse off."""
+    if sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return 0
+    probe = [object()]
+    free = list(map(_refcount, probe))[0]
+    held = probe[0]
+    if list(map(_refcount, probe))[0] != free + 1:
+        return 0
+    del held
+    return free
+
+
+#: See _unshared_count.
+_UNSHARED = _unshared_count()
 
 
 @contextlib.contextmanager
@@ -371,8 +416,7 @@ def _sum_chunks(matrix: "MatrixReader", lo: int, hi: int, total: np.ndarray) -> 
 
 def _ipu_value(name: str, doc: str) -> property:
     def get(self: "Ipu"):
-        t = self._t
-        return getattr(t, name)[t.position[self._r]]
+        return getattr(self._t, name)[self._r]
 
     return property(get, doc=doc)
 
@@ -390,20 +434,18 @@ class Ipu:
     @property
     def cycles(self) -> int:
         """Cycles executed on this IPU, summed over its tiles."""
-        t = self._t
-        return t.cycles[t.position[self._r]]
+        return self._t.cycles[self._r]
 
     @property
     def profiled(self) -> bool:
         """Whether this IPU was profiled (with replicaToProfile only some are)."""
-        t = self._t
-        return t.profiled[t.position[self._r]]
+        return self._t.profiled[self._r]
 
     @property
     def allCycles(self) -> CyclesInfo:
         """Where the step starts and ends over all tiles of this IPU."""
         t = self._t
-        r = t.position[self._r]
+        r = self._r
         return CyclesInfo(CycleRange(t.allFromMin[r], t.allFromMax[r], t.allFromAvg[r]),
                           CycleRange(t.allToMin[r], t.allToMax[r], t.allToAvg[r]))
 
@@ -411,7 +453,7 @@ class Ipu:
     def activeCycles(self) -> CyclesInfo:
         """Where the step starts and ends over the tiles of this IPU that took part in it."""
         t = self._t
-        r = t.position[self._r]
+        r = self._r
         return CyclesInfo(CycleRange(t.activeFromMin[r], t.activeFromMax[r], t.activeFromAvg[r]),
                           CycleRange(t.activeToMin[r], t.activeToMax[r], t.activeToAvg[r]))
 
@@ -531,14 +573,7 @@ class ExecutionStep:
     @property
     def ipus(self) -> PvaList:
         """What the step did on each IPU of the target, indexed by IPU id."""
-        columns = self._e._ipu_columns
-        step = self._id
-        block = columns.blocks.get(step >> _BLOCK_BITS)
-        if block is None:
-            block = columns.make_block(step >> _BLOCK_BITS)
-        n = columns.num_ipus
-        offset = (step & _BLOCK_MASK) * n
-        return PvaList(block[offset : offset + n])
+        return self._e._ipus_of(self._id)
 
     @property
     def computeSets(self) -> PvaList:
@@ -804,7 +839,11 @@ class ExecutionReport:
 
     @functools.cached_property
     def _num_steps(self) -> int:
-        count, low, high = self._reader.query_one("SELECT count(*), min(id), max(id) FROM steps")
+        # three queries: alone, count(*) and min or max of the key take SQLite's fast paths; together
+        # they would read every row
+        (count,) = self._reader.query_one("SELECT count(*) FROM steps")
+        (low,) = self._reader.query_one("SELECT min(id) FROM steps")
+        (high,) = self._reader.query_one("SELECT max(id) FROM steps")
         if count and (low != 0 or high != count - 1):
             raise InconsistentReportError(
                 f"{self._reader.path!r}: step ids must be 0..{count - 1}, found ids {low!r}..{high!r}",
@@ -835,6 +874,10 @@ class ExecutionReport:
     @functools.cached_property
     def _ipu_columns(self) -> _StepIpus:
         return _StepIpus(self._reader, self._num_steps, self._num_ipus)
+
+    @functools.cached_property
+    def _ipus_of(self):
+        return self._ipu_columns.ipus_of
 
     @functools.cached_property
     def _implicit_syncs(self) -> dict[str, "Program"]:

@@ -1,0 +1,88 @@
+"""Measurements that run in a fresh process, so the peak memory reported is theirs alone.
+
+``python -m benchmarks.child TASK ARGS...`` prints one JSON object: the seconds measured (imports
+excluded), the answer computed (so the caller can check both sides agree) and ``peak_mb``, the
+process's peak resident memory.
+
+The peak is the kernel's high-water mark of this process image (``VmHWM`` in /proc/self/status),
+taken with getrusage's ``ru_maxrss`` where /proc is missing. On Linux ``ru_maxrss`` alone would not
+do: it carries over the parent's peak across fork and exec, so a child started by a large
+benchmark process would report the parent's memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+
+
+def _peak_mb() -> float:
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def json_answer(path: str) -> dict:
+    """Baseline: json.load the legacy document, then total memory over all tiles."""
+    started = time.perf_counter()
+    with open(path, "rb") as handle:
+        document = json.load(handle)
+    loaded = time.perf_counter() - started
+    total = sum(document["graphProfile"]["memory"]["byTile"]["totalIncludingGaps"])
+    return {"seconds": time.perf_counter() - started, "load_seconds": loaded, "total": total}
+
+
+def pva_answer(path: str) -> dict:
+    """Ours: openReport, then total memory over all tiles through the object model."""
+    import pva
+
+    started = time.perf_counter()
+    with pva.openReport(path) as report:
+        total = sum(tile.memory.total.includingGaps for tile in report.compilation.tiles)
+    return {"seconds": time.perf_counter() - started, "total": total}
+
+
+def pva_convert(source: str, output: str) -> dict:
+    """Ours: `pva convert` of the legacy document into a profile.pop."""
+    from formats.convert import convert
+
+    started = time.perf_counter()
+    convert([source], output)
+    seconds = time.perf_counter() - started
+    size = os.path.getsize(output)
+    os.unlink(output)
+    return {"seconds": seconds, "output_bytes": size}
+
+
+def write(source: str, scratch: str, repeat: str) -> dict:
+    """Writing the report: ProfileWriter against raw sqlite3.executemany plus pyarrow, alternating."""
+    from .writing import load_content, measure_writes
+
+    content = load_content(source)
+    return measure_writes(content, scratch, int(repeat))
+
+
+TASKS = {"json-answer": json_answer, "pva-answer": pva_answer, "pva-convert": pva_convert, "write": write}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in TASKS:
+        print(f"usage: python -m benchmarks.child {{{','.join(TASKS)}}} ARGS...", file=sys.stderr)
+        return 2
+    result = TASKS[argv[0]](*argv[1:])
+    result["peak_mb"] = _peak_mb()
+    result["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,315 @@
+"""The measurements of issue 8: each one ours beside a baseline, measured in the same run.
+
+Every measurement returns `Row`s: our figure, the baseline's, their ratio (ours / baseline, in
+the row's unit) and the target. Times are medians of alternating repetitions; memory is the
+peak resident memory of a child process doing only that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import sqlite3
+import tempfile
+from collections.abc import Callable
+
+import numpy as np
+
+import pva
+from formats.profile_reader import ProfileReader
+from formats.readonly_sql import run_readonly
+
+from .corpus import CACHE, Corpus
+from .timing import alternate, alternate_children, child, median_of
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the table."""
+
+    name: str
+    measurement: str
+    ours: float
+    baseline: float
+    unit: str
+    baseline_what: str
+    target: str
+    met: bool | None
+    ratio: float = 0.0
+    details: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ratio = self.ours / self.baseline if self.baseline else float("nan")
+
+
+@dataclasses.dataclass
+class Context:
+    """What a measurement needs: the report of the run's size, its reference, repetitions, a log."""
+
+    main: Corpus
+    reference: Corpus
+    repeat: int
+    child_repeat: int
+    log: Callable[[str], None]
+
+    def scratch(self) -> str:
+        return tempfile.mkdtemp(prefix="scratch-", suffix=".tmp", dir=CACHE)
+
+
+def _ms(times: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Every repetition's time in milliseconds, for the JSON details."""
+    return {name: [round(t * 1e3, 3) for t in values] for name, values in times.items()}
+
+
+def _runs(runs: list[dict], *keys: str) -> list[dict]:
+    """The figures of each child run, for the JSON details."""
+    return [{key: round(run[key], 4) for key in keys} for run in runs]
+
+
+# -- 1. opening ------------------------------------------------------------------------------------
+
+OPEN_LIMIT_MS = 50.0
+OPEN_RATIO = 2.0
+
+
+def _open_num_tiles(path: str) -> int:
+    report = pva.openReport(path)
+    try:
+        return report.compilation.target.numTiles
+    finally:
+        report.close()
+
+
+def measure_open(ctx: Context) -> list[Row]:
+    big, ref = str(ctx.main.pop), str(ctx.reference.pop)
+    sides = {"ours": lambda: _open_num_tiles(big), "reference": lambda: _open_num_tiles(ref)}
+    medians, times, results = alternate(sides, max(ctx.repeat, 9))
+    assert results["ours"] == ctx.main.info["tiles"], results
+    ours_ms, ref_ms = medians["ours"] * 1e3, medians["reference"] * 1e3
+    met = ours_ms < OPEN_LIMIT_MS and ours_ms <= OPEN_RATIO * ref_ms
+    return [Row("open", f"open {ctx.main.size}, read compilation.target.numTiles", ours_ms, ref_ms, "ms",
+                f"the same on {ctx.reference.size}", f"< {OPEN_LIMIT_MS:.0f} ms and ratio <= {OPEN_RATIO:g}", met,
+                details={"times_ms": _ms(times)})]
+
+
+# -- 2. the first answer, and 8. legacy conversion (they share the json.load runs) -----------------
+
+FIRST_ANSWER_TIME = 1 / 50
+FIRST_ANSWER_MEMORY = 1 / 10
+CONVERT_THROUGHPUT = 0.5
+CONVERT_MEMORY = 0.3
+
+
+def _json_runs(ctx: Context, with_answer: bool, with_convert: bool) -> dict[str, list[dict]]:
+    legacy = str(ctx.main.legacy_json(ctx.log))
+    pop = str(ctx.main.pop)
+    tasks: dict[str, tuple[str, ...]] = {"json": ("json-answer", legacy)}
+    if with_answer:
+        tasks["answer"] = ("pva-answer", pop)
+    scratch = ctx.scratch()
+    try:
+        if with_convert:
+            tasks["convert"] = ("pva-convert", legacy, os.path.join(scratch, "converted.pop"))
+        runs = alternate_children(tasks, ctx.child_repeat)
+    finally:
+        for name in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, name))
+        os.rmdir(scratch)
+    runs["legacy_bytes"] = [{"bytes": os.path.getsize(legacy)}]
+    return runs
+
+
+def first_answer_rows(ctx: Context, runs: dict[str, list[dict]]) -> list[Row]:
+    totals = {run["total"] for run in runs["json"] + runs["answer"]}
+    assert len(totals) == 1, f"the two sides disagree on the total memory: {totals}"
+    seconds, base_seconds = median_of(runs["answer"], "seconds"), median_of(runs["json"], "seconds")
+    peak, base_peak = median_of(runs["answer"], "peak_mb"), median_of(runs["json"], "peak_mb")
+    size = ctx.main.size
+    return [
+        Row("first-answer-time", f"first answer (total memory of all tiles) from {size}: time", seconds,
+            base_seconds, "s", "json.load of the legacy JSON + sum", f"ratio <= {FIRST_ANSWER_TIME:g} (50x faster)",
+            seconds <= FIRST_ANSWER_TIME * base_seconds,
+            details={"total_bytes": totals.pop(), "ours_runs": _runs(runs["answer"], "seconds", "peak_mb"),
+                     "baseline_runs": _runs(runs["json"], "seconds", "load_seconds", "peak_mb")}),
+        Row("first-answer-memory", f"first answer from {size}: peak memory (own process)", peak, base_peak, "MB",
+            "json.load of the legacy JSON + sum", f"ratio <= {FIRST_ANSWER_MEMORY:g}",
+            peak <= FIRST_ANSWER_MEMORY * base_peak),
+    ]
+
+
+def convert_rows(ctx: Context, runs: dict[str, list[dict]]) -> list[Row]:
+    size_mb = runs["legacy_bytes"][0]["bytes"] / 1e6
+    rate = size_mb / median_of(runs["convert"], "seconds")
+    base_rate = size_mb / median_of(runs["json"], "load_seconds")
+    peak, base_peak = median_of(runs["convert"], "peak_mb"), median_of(runs["json"], "peak_mb")
+    return [
+        Row("convert-throughput", f"pva convert of the {ctx.main.size}'s legacy JSON ({size_mb:,.0f} MB): throughput",
+            rate, base_rate, "MB/s", "json.load of the same file", f"ratio >= {CONVERT_THROUGHPUT:g}",
+            rate >= CONVERT_THROUGHPUT * base_rate,
+            details={"ours_runs": _runs(runs["convert"], "seconds", "peak_mb", "output_bytes"),
+                     "baseline_runs": _runs(runs["json"], "load_seconds", "peak_mb")}),
+        Row("convert-memory", "pva convert of the legacy JSON: peak memory (own process)", peak, base_peak, "MB",
+            "json.load of the same file", f"ratio <= {CONVERT_MEMORY:g}", peak <= CONVERT_MEMORY * base_peak),
+    ]
+
+
+# -- 3. per-tile totals ----------------------------------------------------------------------------
+
+TILE_TOTALS_RATIO = 5.0
+
+
+def measure_tile_totals(ctx: Context) -> list[Row]:
+    path = str(ctx.main.pop)
+    with pva.openReport(path) as report:
+        in_memory = report.execution.cyclesByTileArray()  # uint64 (steps, tiles), as the API returns it
+    opened: list = []
+
+    def ours() -> np.ndarray:
+        report = opened.pop()
+        try:
+            return report.execution.cyclesByTileTotals()
+        finally:
+            report.close()
+
+    def baseline() -> np.ndarray:
+        return np.sum(in_memory, axis=0)
+
+    # each call gets a freshly opened report (opened untimed): nothing is cached between calls
+    medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat,
+                                         setup={"ours": lambda: opened.append(pva.openReport(path))})
+    assert np.array_equal(results["ours"], results["baseline"]), "per-tile totals disagree"
+    gigabytes = in_memory.nbytes / 1e9
+    ours_s, base_s = medians["ours"], medians["baseline"]
+    return [Row("tile-totals",
+                f"per-tile cycle totals over all {ctx.main.info['steps']:,} steps: execution.cyclesByTileTotals()",
+                ours_s * 1e3, base_s * 1e3, "ms",
+                f"numpy.sum(axis=0) of the same uint64 matrix in memory ({gigabytes:.2f} GB)",
+                f"ratio <= {TILE_TOTALS_RATIO:g}", ours_s <= TILE_TOTALS_RATIO * base_s,
+                details={"ours_gb_per_s": gigabytes / ours_s, "baseline_gb_per_s": gigabytes / base_s,
+                         "times_ms": _ms(times)})]
+
+
+# -- 4. walking the steps --------------------------------------------------------------------------
+
+STEP_WALK_RATIO = 3.0
+
+
+def measure_step_walk(ctx: Context) -> list[Row]:
+    path = str(ctx.main.pop)
+
+    def ours() -> int:
+        with pva.openReport(path) as report:
+            return sum(step.ipus[0].cycles for step in report.execution.steps)
+
+    def baseline() -> int:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return sum(c for (c,) in conn.execute("SELECT cycles FROM steps_by_ipu WHERE ipu = 0 ORDER BY step_id"))
+        finally:
+            conn.close()
+
+    medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat)
+    assert results["ours"] == results["baseline"], results
+    steps = ctx.main.info["steps"]
+    return [Row("step-walk", f"sum(s.ipus[0].cycles for s in execution.steps), fresh openReport, {steps:,} steps",
+                medians["ours"] * 1e3, medians["baseline"] * 1e3, "ms",
+                "sqlite3: SELECT cycles FROM steps_by_ipu WHERE ipu = 0 ORDER BY step_id, summed",
+                f"ratio <= {STEP_WALK_RATIO:g}", medians["ours"] <= STEP_WALK_RATIO * medians["baseline"],
+                details={"ours_steps_per_s": steps / medians["ours"],
+                         "baseline_rows_per_s": steps / medians["baseline"], "times_ms": _ms(times)})]
+
+
+# -- 5. an SQL aggregate ---------------------------------------------------------------------------
+
+_CYCLES_PER_CS = ("SELECT s.compute_set, sum(b.cycles) AS cycles FROM {steps} s JOIN {steps_by_ipu} b "
+                  "ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.compute_set ORDER BY s.compute_set")
+
+
+def measure_sql(ctx: Context) -> list[Row]:
+    import duckdb
+
+    path = str(ctx.main.pop)
+    tables = pathlib.Path(ctx.main.parquet(ctx.log)) / "tables"
+
+    def ours() -> list[tuple]:
+        reader = ProfileReader(path)
+        try:
+            return list(run_readonly(reader.file, _CYCLES_PER_CS.format(steps="steps",
+                                                                        steps_by_ipu="steps_by_ipu")).rows)
+        finally:
+            reader.close()
+
+    def baseline() -> list[tuple]:
+        conn = duckdb.connect()
+        try:
+            sql = _CYCLES_PER_CS.format(steps=f"read_parquet('{tables / 'steps.parquet'}')",
+                                        steps_by_ipu=f"read_parquet('{tables / 'steps_by_ipu.parquet'}')")
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat)
+    assert [tuple(map(int, r)) for r in results["ours"]] == [tuple(map(int, r)) for r in results["baseline"]], \
+        "the SQL results disagree"
+    return [Row("sql-aggregate", f"SQL: total cycles per compute set ({len(results['ours']):,} groups), "
+                "pva sql path on profile.pop", medians["ours"] * 1e3, medians["baseline"] * 1e3, "ms",
+                "DuckDB, the same query over the Parquet export", "reported (no target)", None,
+                details={"times_ms": _ms(times)})]
+
+
+# -- 6. writing ------------------------------------------------------------------------------------
+
+WRITE_RATIO = 1.5
+
+
+def measure_write(ctx: Context) -> list[Row]:
+    scratch = ctx.scratch()
+    try:
+        result = child("write", str(ctx.main.pop), scratch, str(ctx.child_repeat))
+    finally:
+        os.rmdir(scratch)
+    return [Row("write", f"write {ctx.main.size} through ProfileWriter ({result['rows']:,} rows, "
+                f"{result['matrix_bytes'] / 1e9:.2f} GB of matrices)", result["seconds"], result["baseline_seconds"],
+                "s", "sqlite3.executemany of the same rows + pyarrow IPC files of the same matrices",
+                f"ratio <= {WRITE_RATIO:g}", result["seconds"] <= WRITE_RATIO * result["baseline_seconds"],
+                details={"bytes": result["bytes"], "baseline_bytes": result["baseline_bytes"],
+                         "times": result["times"]})]
+
+
+# -- 7. file size ----------------------------------------------------------------------------------
+
+SIZE_RATIO = 0.25
+
+
+def measure_file_size(ctx: Context) -> list[Row]:
+    pop = ctx.main.pop.stat().st_size / 1e6
+    legacy = ctx.main.legacy_json(ctx.log).stat().st_size / 1e6
+    return [Row("file-size", f"file size of {ctx.main.size} (profile.pop)", pop, legacy, "MB",
+                "the same content as legacy JSON", f"ratio <= {SIZE_RATIO:g}", pop <= SIZE_RATIO * legacy)]
+
+
+# -- the whole suite -------------------------------------------------------------------------------
+
+#: Measurement names for --only, in the order they run.
+MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "sql-aggregate", "write", "file-size",
+                "legacy-convert")
+
+
+def run(ctx: Context, only: set[str]) -> list[Row]:
+    """Every selected measurement, in table order."""
+    rows: list[Row] = []
+    simple = {"open": measure_open, "tile-totals": measure_tile_totals, "step-walk": measure_step_walk,
+              "sql-aggregate": measure_sql, "write": measure_write, "file-size": measure_file_size}
+    json_runs = None
+    for name in MEASUREMENTS:
+        if name not in only:
+            continue
+        ctx.log(f"measuring {name} ...")
+        if name in simple:
+            rows.extend(simple[name](ctx))
+            continue
+        if json_runs is None:
+            json_runs = _json_runs(ctx, "first-answer" in only, "legacy-convert" in only)
+        rows.extend(first_answer_rows(ctx, json_runs) if name == "first-answer" else convert_rows(ctx, json_runs))
+    return rows

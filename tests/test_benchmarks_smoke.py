@@ -1,0 +1,65 @@
+"""Smoke run of the benchmark harness: it works end to end and reports every figure (not the speed)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+MEASUREMENTS = {
+    "open", "first-answer-time", "first-answer-memory", "tile-totals", "step-walk", "sql-aggregate", "write",
+    "file-size", "convert-throughput", "convert-memory",
+}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """The harness's environment, with its report cache in a temporary directory shared by the tests."""
+    return dict(os.environ, PVA_BENCH_CACHE=str(tmp_path_factory.mktemp("bench-cache")))
+
+
+def test_tiny_run_reports_every_measurement(tmp_path, env):
+    out = tmp_path / "figures.json"
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--size", "tiny", "--json", str(out)], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(out.read_text())
+
+    assert document["size"] == "tiny" and document["reference_size"] == "tiny"
+    assert document["machine"]["nproc"] >= 1 and document["machine"]["cpu"]
+    assert document["date"][:2] == "20"
+    report = document["reports"]["tiny"]
+    assert report["steps"] > 0 and report["compute_sets"] > 0 and report["programs"] > 0
+    assert report["step_matrix_rows"] == report["steps"]  # tile-level cycles for every step
+
+    rows = {row["name"]: row for row in document["measurements"]}
+    assert set(rows) == MEASUREMENTS
+    for name, row in rows.items():
+        assert row["ours"] > 0 and row["baseline"] > 0, name
+        assert math.isclose(row["ratio"], row["ours"] / row["baseline"]), name
+        assert row["unit"] and row["target"] and row["measurement"] and row["baseline_what"], name
+        assert row["met"] in (True, False, None), name
+    assert rows["sql-aggregate"]["met"] is None  # reported beside DuckDB, no target
+    assert all(rows[name]["met"] is not None for name in MEASUREMENTS - {"sql-aggregate"})
+    assert rows["first-answer-time"]["details"]["total_bytes"] > 0
+
+    # the printed table has the same rows, one line each, with the header
+    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| measurement | ours | baseline | ratio | target | met |")
+    assert len(table) == 1 + len(MEASUREMENTS)
+
+
+def test_only_runs_the_named_measurements(tmp_path, env):
+    out = tmp_path / "figures.json"
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--size", "tiny", "--only", "open", "file-size",
+                             "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    names = [row["name"] for row in json.loads(out.read_text())["measurements"]]
+    assert names == ["open", "file-size"]

@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from .child import PEAK_KB_CODE
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".bench-cache"
 SIZES = {"tiny": (1, 64, 2_000_000), "small": (4, 1472, 100_000_000), "1g": (4, 1472, 1_070_000_000)}
@@ -39,12 +41,7 @@ THROUGHPUT_TARGET = 0.5
 
 _BASELINE = """
 import json, resource, sys, time
-def peak_kb():  # this process image's own peak (ru_maxrss would include the parent's at fork)
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+""" + PEAK_KB_CODE + r"""
 start = time.perf_counter()
 with open(sys.argv[1], "rb") as handle:
     document = json.load(handle)
@@ -54,14 +51,10 @@ print(json.dumps({"seconds": seconds, "peak_kb": peak_kb()}))
 
 _PVA = """
 import json, resource, sys, time
-def peak_kb():  # this process image's own peak (ru_maxrss would include the parent's at fork)
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+""" + PEAK_KB_CODE + r"""
 sys.path.insert(0, sys.argv[3])
 from formats.legacy import convert_legacy
+
 start = time.perf_counter()
 convert_legacy([sys.argv[1]], sys.argv[2])
 seconds = time.perf_counter() - start

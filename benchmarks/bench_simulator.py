@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from .child import PEAK_KB_CODE
+
 SIZES = {
     "full": {},
     "small": {"layers": 20},
@@ -37,16 +39,12 @@ TARGETS = {"compute_sets": 20_000, "programs": 100_000, "steps": 50_000, "second
 
 _SIMULATE = r"""
 import json, os, resource, sys, time
-def peak_kb():  # this process image's own peak (ru_maxrss would include the parent's at fork)
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+""" + PEAK_KB_CODE + r"""
 sys.path.insert(0, sys.argv[3])
 from formats.profile_reader import ProfileReader
 from simulator.engine import Engine
 from simulator.presets import build_preset
+
 knobs = json.loads(sys.argv[1])
 directory = sys.argv[2]
 t0 = time.perf_counter()
@@ -76,12 +74,7 @@ print(json.dumps({"build": t1 - t0, "compile": t2 - t1, "run_and_write": t3 - t2
 
 _BASELINE = r"""
 import json, os, resource, sys, time
-def peak_kb():  # this process image's own peak (ru_maxrss would include the parent's at fork)
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+""" + PEAK_KB_CODE + r"""
 sys.path.insert(0, sys.argv[4])
 import numpy as np
 from formats.profile_writer import ProfileWriter

@@ -19,6 +19,17 @@ import sys
 import time
 
 
+#: Source of ``peak_kb()`` for the benchmarks' ``python -c`` children (needs ``import resource``).
+PEAK_KB_CODE = """
+def peak_kb():
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+"""
+
+
 def _peak_mb() -> float:
     try:
         with open("/proc/self/status", encoding="ascii") as handle:

@@ -15,7 +15,7 @@ import dataclasses
 import os
 import re
 
-from .detect import check_regular_file
+from .detect import read_text_file
 from .errors import InvalidInputError, NotAReportError
 from .profile_writer import ProfileWriter
 
@@ -211,17 +211,7 @@ def _column_of(line: str, cell: str, separator: int) -> int:
 def read_compile_report(path: str | os.PathLike[str]) -> CompileReport:
     """Read and parse a compile_report.txt."""
     name = os.fspath(path)
-    info = check_regular_file(name, "Cerebras compile report")
-    if info.st_size > MAX_BYTES:
-        raise InvalidInputError(f"{name!r}: {info.st_size:,} bytes is too large for a compile report "
-                                f"(at most {MAX_BYTES:,})", name)
-    with open(name, "rb") as handle:
-        data = handle.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise NotAReportError(f"{name!r}: expected a text compile report, found bytes that are not UTF-8 at "
-                              f"byte {exc.start}", name) from None
+    text = read_text_file(name, "Cerebras compile report", MAX_BYTES)
     return parse_compile_report(text, name)
 
 

@@ -40,7 +40,7 @@ class _Collector:
         if count <= MAX_PER_CHECK:
             self.problems.append(Problem(check, location, message))
         elif count == MAX_PER_CHECK + 1:
-            self.problems.append(Problem(check, "...", f"more problems of this kind are not listed"))
+            self.problems.append(Problem(check, "...", "more problems of this kind are not listed"))
 
 
 def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] | None = None) -> list[Problem]:
@@ -276,7 +276,7 @@ def _program_graph(reader: ProfileReader, out: _Collector) -> None:
         reachable.add(node)
         stack.extend(children.get(node, ()))
     if roots:
-        unreachable = reader.query_one(f"SELECT count(*) FROM programs")[0] - len(
+        unreachable = reader.query_one("SELECT count(*) FROM programs")[0] - len(
             reachable & set(reader.column("SELECT id FROM programs")))
         if unreachable:
             out.add("programs", "programs", f"{unreachable} program(s) are not reachable from a control program or a function")

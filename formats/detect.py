@@ -9,7 +9,7 @@ import stat
 import struct
 import urllib.parse
 
-from .errors import NotAFileError, ReportNotFoundError, ReportPermissionError
+from .errors import InvalidInputError, NotAFileError, NotAReportError, ReportNotFoundError, ReportPermissionError
 from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -48,6 +48,22 @@ def check_regular_file(path: str | os.PathLike[str], what: str = "report") -> os
     if not os.access(name, os.R_OK):
         raise ReportPermissionError(f"{name!r}: permission denied; expected a readable {what}", name)
     return info
+
+
+def read_text_file(path: str | os.PathLike[str], what: str, max_bytes: int) -> str:
+    """The whole of a UTF-8 text file of at most `max_bytes` bytes (a `what`, for the errors)."""
+    name = os.fspath(path)
+    info = check_regular_file(name, what)
+    if info.st_size > max_bytes:
+        raise InvalidInputError(f"{name!r}: byte 0: {info.st_size:,} bytes is too large for a {what} "
+                                f"(at most {max_bytes:,})", name)
+    with open(name, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotAReportError(f"{name!r}: byte {exc.start}: expected a {what} in UTF-8 text, found bytes that "
+                              f"are not UTF-8", name) from None
 
 
 def read_head(path: str | os.PathLike[str], size: int = 4096) -> bytes:

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import atexit
 import collections
-import contextlib
 import contextvars
 import functools
-import gc
 import inspect
 import itertools
 import json
@@ -41,6 +39,7 @@ import weakref
 from typing import Any, Callable
 
 from . import __version__
+from .gcpause import gc_paused
 from .trace_writer import TraceAppender
 
 __all__ = [
@@ -289,7 +288,7 @@ class Recorder:
         now = final_time if final_time is not None else _now_ns() // 1000
         pid = self.pid
         open_written = self._open_written
-        with _gc_paused():
+        with gc_paused():
             ends = {item[0]: item[1] for item in items if len(item) == 2}
             rows = []
             args_rows = []
@@ -407,17 +406,6 @@ def channel(name: str) -> Channel:
     """A global channel: it records into the active recorder (see `start`), or nowhere."""
     return Channel(name)
 
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while a batch of rows (which form no cycles) is built."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _deactivate(recorder: Recorder) -> None:

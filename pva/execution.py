@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import functools
-import gc
 import json
 import os
 import sys
@@ -23,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+
+from formats.gcpause import gc_paused
 
 from . import compilation as _compilation
 from ._base import PvaList
@@ -384,20 +384,6 @@ def _unshared_count() -> int:
 _UNSHARED = _unshared_count()
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while many objects that form no cycles are made at once.
-
-    Each collection would walk every object made so far, making bulk creation quadratic.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
 
 #: Threads summing per-tile cycles (decoding chunks releases the GIL).
 _SUM_THREADS = min(4, os.cpu_count() or 1)
@@ -700,7 +686,7 @@ class ExecutionReport:
     def steps(self) -> PvaList:
         """Every step of every run, in order."""
         count = self._num_steps
-        with _gc_paused():
+        with gc_paused():
             return PvaList(map(ExecutionStep, repeat(self, count), range(count)))
 
     @property

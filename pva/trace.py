@@ -6,11 +6,10 @@ Event object is made for each at once, so walking a large trace costs little per
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 from itertools import repeat
 
+from formats.gcpause import gc_paused
 from formats.trace_reader import ThreadEvents, TraceReader
 
 from ._base import PvaList
@@ -37,7 +36,7 @@ class _ThreadView:
         self.channel_names = data.channel_names
         self.offsets = data.offsets
         n = len(data.labels)
-        with _gc_paused():
+        with gc_paused():
             events = list(map(Event, repeat(self, n), range(n), data.labels))
             #: the children of event i are children[offsets[i]:offsets[i + 1]]
             self.children = list(map(events.__getitem__, data.kids))
@@ -50,20 +49,6 @@ class _ThreadView:
         setattr(self, name, values)
         return values
 
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while many objects that form no cycles are made at once.
-
-    Each collection would walk every object made so far, making bulk creation quadratic.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Event:

@@ -9,13 +9,11 @@ a hang, an exception that is not a PvaError, or a run past the memory limit fail
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import resource
 import subprocess
 import sys
 
-import pytest
 
 from hostile_corpus import make_cases
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from ..arrow_tables import arrow_schema
+from ..atomic import AtomicOutput
 from ..errors import CorruptReportError
 from ..profile_reader import ProfileReader
 from ..schema import profile_matrices, profile_schema
@@ -76,3 +79,38 @@ def matrix_blocks(reader: ProfileReader, name: str) -> Iterator[tuple[int, np.nd
     matrix = reader.matrix(name)
     for first, block in matrix.iter_chunks():
         yield first, block.astype(np.uint64, copy=False)
+
+
+def export_directory(report: str, output: str, fmt: str,
+                     write_table: Callable[[str, pa.Schema, Iterator[pa.RecordBatch]], int],
+                     write_matrix: Callable[[str, str, int, Iterator[tuple[int, np.ndarray]]], None]) -> list[str]:
+    """Write `output`/tables/<table>.<fmt>, `output`/matrices/<matrix>.<fmt> and manifest.json, atomically.
+
+    ``write_table(path, schema, batches)`` writes one table and returns its row count;
+    ``write_matrix(path, name, num_cols, blocks)`` writes one matrix from its row blocks.
+    """
+    reader = ProfileReader(report)
+    try:
+        with AtomicOutput(output, directory=True) as out:
+            os.mkdir(os.path.join(out.path, "tables"))
+            os.mkdir(os.path.join(out.path, "matrices"))
+            manifest: dict = {"report": os.path.basename(report), "format": fmt, "tables": {}, "matrices": {}}
+            for table in exported_tables():
+                schema, batches = table_batches(reader, table)
+                file = f"tables/{table}.{fmt}"
+                rows = write_table(os.path.join(out.path, file), schema, batches)
+                manifest["tables"][table] = {"file": file, "rows": rows,
+                                             "description": schema.metadata.get(b"description", b"").decode()}
+            for name in matrix_names(reader):
+                matrix = reader.matrix(name)
+                file = f"matrices/{name}.{fmt}"
+                write_matrix(os.path.join(out.path, file), name, matrix.num_cols, matrix_blocks(reader, name))
+                info = matrix_info(name)
+                manifest["matrices"][name] = {"file": file, "rows": matrix.num_rows, "columns": matrix.num_cols,
+                                              "unit": info.get("unit", ""), "description": info.get("description", "")}
+            with open(os.path.join(out.path, "manifest.json"), "w", encoding="utf-8") as handle:
+                json.dump(manifest, handle, indent=2)
+                handle.write("\n")
+    finally:
+        reader.close()
+    return [output]

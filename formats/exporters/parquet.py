@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
+import functools
+from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import AtomicOutput
-from ..profile_reader import ProfileReader
-from ._report_data import exported_tables, matrix_blocks, matrix_info, matrix_names, table_batches
+from ._report_data import export_directory, matrix_info
 
 
 def matrix_schema(name: str, num_cols: int) -> pa.Schema:
@@ -28,38 +27,24 @@ def matrix_schema(name: str, num_cols: int) -> pa.Schema:
 
 def export_parquet(report: str, output: str, *, compression: str = "zstd") -> list[str]:
     """Write `output`/tables/<table>.parquet, `output`/matrices/<matrix>.parquet and manifest.json."""
-    reader = ProfileReader(report)
-    try:
-        with AtomicOutput(output, directory=True) as out:
-            os.mkdir(os.path.join(out.path, "tables"))
-            os.mkdir(os.path.join(out.path, "matrices"))
-            manifest: dict = {"report": os.path.basename(report), "format": "parquet", "tables": {}, "matrices": {}}
-            for table in exported_tables():
-                schema, batches = table_batches(reader, table)
-                path = os.path.join(out.path, "tables", f"{table}.parquet")
-                rows = 0
-                with pq.ParquetWriter(path, schema, compression=compression) as writer:
-                    for batch in batches:
-                        writer.write_batch(batch)
-                        rows += batch.num_rows
-                manifest["tables"][table] = {"file": f"tables/{table}.parquet", "rows": rows,
-                                             "description": schema.metadata.get(b"description", b"").decode()}
-            for name in matrix_names(reader):
-                matrix = reader.matrix(name)
-                schema = matrix_schema(name, matrix.num_cols)
-                path = os.path.join(out.path, "matrices", f"{name}.parquet")
-                with pq.ParquetWriter(path, schema, compression=compression) as writer:
-                    for first, block in matrix_blocks(reader, name):
-                        rows = pa.array(range(first, first + block.shape[0]), type=pa.int64())
-                        values = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), matrix.num_cols)
-                        writer.write_batch(pa.record_batch([rows, values], schema=schema))
-                info = matrix_info(name)
-                manifest["matrices"][name] = {"file": f"matrices/{name}.parquet", "rows": matrix.num_rows,
-                                              "columns": matrix.num_cols, "unit": info.get("unit", ""),
-                                              "description": info.get("description", "")}
-            with open(os.path.join(out.path, "manifest.json"), "w", encoding="utf-8") as handle:
-                json.dump(manifest, handle, indent=2)
-                handle.write("\n")
-    finally:
-        reader.close()
-    return [output]
+    return export_directory(report, output, "parquet", functools.partial(_write_table, compression=compression),
+                            functools.partial(_write_matrix, compression=compression))
+
+
+def _write_table(path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, compression: str) -> int:
+    rows = 0
+    with pq.ParquetWriter(path, schema, compression=compression) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    return rows
+
+
+def _write_matrix(path: str, name: str, num_cols: int, blocks: Iterator[tuple[int, np.ndarray]], *,
+                  compression: str) -> None:
+    schema = matrix_schema(name, num_cols)
+    with pq.ParquetWriter(path, schema, compression=compression) as writer:
+        for first, block in blocks:
+            rows = pa.array(range(first, first + block.shape[0]), type=pa.int64())
+            values = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), num_cols)
+            writer.write_batch(pa.record_batch([rows, values], schema=schema))

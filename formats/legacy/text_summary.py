@@ -21,7 +21,7 @@ import os
 import re
 from typing import Any
 
-from ..detect import check_regular_file
+from ..detect import read_text_file
 from ..errors import InvalidInputError, NotAReportError
 
 #: Largest summary read (real ones are a few kB to a few MB).
@@ -226,16 +226,7 @@ def summary_graph(summary: Summary) -> dict:
 def read_profile_summary(path: str | os.PathLike[str]) -> list[Summary]:
     """Read and parse a text file of printProfileSummary output."""
     name = os.fspath(path)
-    info = check_regular_file(name, "profile summary")
-    if info.st_size > MAX_BYTES:
-        raise InvalidInputError(f"{name!r}: byte 0: {info.st_size:,} bytes is too large for a text summary "
-                                f"(at most {MAX_BYTES:,})", name)
-    with open(name, "rb") as handle:
-        data = handle.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{name!r}: byte {exc.start}: expected UTF-8 text", name) from None
+    text = read_text_file(name, "profile summary", MAX_BYTES)
     return parse_profile_summary(text, name)
 
 

@@ -72,7 +72,7 @@ def run(args) -> int:
         count += 1
         if args.top and count > args.top:
             if count == args.top + 1:
-                print(f"  ... (more rows; use --top 0 to see all)")
+                print("  ... (more rows; use --top 0 to see all)")
             continue
         rel = "" if d.relative is None else f"{100 * d.relative:+.1f}%"
         change = "" if d.change is None else f"{d.change:+,.0f}"

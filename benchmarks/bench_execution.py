@@ -24,6 +24,8 @@ import pva
 from formats.profile_writer import ProfileWriter
 from formats.schema import read_schema_text
 
+from .timing import best_of, ratio_line
+
 SIZES = {
     "full": {"steps": 50_000, "num_ipus": 4, "tiles_per_ipu": 1472},
     "tiny": {"steps": 400, "num_ipus": 4, "tiles_per_ipu": 1472},
@@ -100,20 +102,10 @@ def generate(path: os.PathLike[str], *, steps: int, num_ipus: int, tiles_per_ipu
             "active_tile_balance", "data_in", "data_out", "data_balance"), by_ipu)
 
 
-def _best(function, repeat: int) -> tuple[float, object]:
-    times = []
-    result = None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - started)
-    return min(times), result
 
 
-def _line(what: str, value: float, unit: str, baseline_what: str, baseline: float, target: str = "") -> None:
-    ratio = value / baseline if baseline else float("nan")
-    print(f"  {what:<46} {value:>14,.0f} {unit:<11} | baseline {baseline_what:<38} {baseline:>14,.0f} {unit:<11}"
-          f" | ratio {ratio:6.2f}{'  ' + target if target else ''}")
+def _line(*args, **kwargs) -> None:
+    print(ratio_line(*args, decimals=0, **kwargs))
 
 
 def bench_step_walk(path: pathlib.Path, repeat: int) -> float:
@@ -137,9 +129,9 @@ def bench_step_walk(path: pathlib.Path, repeat: int) -> float:
             conn.close()
 
     steps = len(report.execution.steps)
-    t_cold, total_cold = _best(cold, repeat)
-    t_warm, total_warm = _best(warm, repeat)
-    t_raw, total_raw = _best(raw, repeat)
+    t_cold, total_cold = best_of(cold, repeat)
+    t_warm, total_warm = best_of(warm, repeat)
+    t_raw, total_raw = best_of(raw, repeat)
     report.close()
     assert total_cold == total_warm == total_raw, (total_cold, total_warm, total_raw)
     print(f"sum(s.ipus[0].cycles for s in report.execution.steps) over {steps:,} steps = {total_cold:,}")
@@ -162,11 +154,11 @@ def bench_tile_totals(path: pathlib.Path, repeat: int) -> float:
         with pva.openReport(str(path)) as fresh:
             return fresh.execution.cyclesByTileTotals()
 
-    t_cold, totals = _best(cold, repeat)
-    t_run, run_totals = _best(lambda: execution.runs[1].cyclesByTileTotals(), repeat)
+    t_cold, totals = best_of(cold, repeat)
+    t_run, run_totals = best_of(lambda: execution.runs[1].cyclesByTileTotals(), repeat)
     sample_rows = min(steps, 4000)
     in_memory = execution.cyclesByTileArray(stop=sample_rows)
-    t_numpy, sample_totals = _best(lambda: np.sum(in_memory, axis=0, dtype=np.uint64), repeat)
+    t_numpy, sample_totals = best_of(lambda: np.sum(in_memory, axis=0, dtype=np.uint64), repeat)
     assert np.array_equal(sample_totals, execution.cyclesByTileTotals(stop=sample_rows))
     assert np.array_equal(totals, execution.cyclesByTileTotals(run=0) + run_totals)
     stored = sum(r[0] for r in report._reader.query(

@@ -32,6 +32,8 @@ from pva.html import Limits, html_report
 from pva.html.chart_data import report_data
 from pva.summary import summary_data
 
+from .timing import best_of
+
 SIZES = {
     "full": {"steps": 50_000, "programs": 100_000, "compute_sets": 20_000, "liveness_steps": 50_000,
              "num_ipus": 4, "tiles_per_ipu": 1472},
@@ -192,14 +194,6 @@ def browser_seconds(chromium: str, page: pathlib.Path, *flags: str) -> tuple[flo
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _best(function, repeat: int):
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - started)
-    return best, result
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -223,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             reader.close()
 
-    t_summary, _ = _best(figures, args.repeat)
-    t_data, _ = _best(data, args.repeat)
-    t_page, page = _best(lambda: html_report([path]), args.repeat)
+    t_summary, _ = best_of(figures, args.repeat)
+    t_data, _ = best_of(data, args.repeat)
+    t_page, page = best_of(lambda: html_report([path]), args.repeat)
     print(f"  chart data (report_data)            {t_data:8.2f} s | baseline summary_data {t_summary:8.2f} s | "
           f"ratio {t_data / t_summary:6.2f}")
     print(f"  whole page (html_report)            {t_page:8.2f} s | baseline summary_data {t_summary:8.2f} s | "
@@ -247,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         plain.write_text(html_report([path], compress=False), encoding="utf-8")
         packed = pathlib.Path(tmp) / "packed.html"
         packed.write_text(page, encoding="utf-8")
-        t_blank, _ = _best(lambda: browser_seconds(chromium, blank), args.repeat)
-        t_open, (_seconds, dom) = _best(lambda: browser_seconds(chromium, plain), args.repeat)
+        t_blank, _ = best_of(lambda: browser_seconds(chromium, blank), args.repeat)
+        t_open, (_seconds, dom) = best_of(lambda: browser_seconds(chromium, plain), args.repeat)
         ready = 'data-pva-ready="1"' in dom and 'data-pva-failures="0"' in dom
         drawn = dom.count('data-drawn="1"')
         draw_ms: dict[str, float] = {}
@@ -262,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
               f"page alone {t_open - t_blank:.2f} s  target < 5 s")
         print("  slowest drawing of one chart, ms: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(draw_ms.items()))
               + "  (a timeline redraw is the cost of each zoom or pan step)")
-        _t, (_s, packed_dom) = _best(lambda: browser_seconds(chromium, packed, "--virtual-time-budget=30000"), 1)
+        _t, (_s, packed_dom) = best_of(lambda: browser_seconds(chromium, packed, "--virtual-time-budget=30000"), 1)
         ok = 'data-pva-ready="1"' in packed_dom and 'data-pva-failures="0"' in packed_dom
         print(f"  browser: deflated page ({size / 1e6:.1f} MB) decoded and drawn: {ok}")
     return 0

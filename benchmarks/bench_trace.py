@@ -27,6 +27,8 @@ from formats.schema import read_schema_text
 from formats.trace_writer import TraceWriter
 from pva import tracing
 
+from .timing import best_of, ratio_line
+
 SIZES = {
     "full": {"epochs": 50, "steps": 1666},
     "tiny": {"epochs": 5, "steps": 100},
@@ -111,19 +113,10 @@ def traverse_events(events, stats: EpochStats) -> int:
     return visited
 
 
-def _best(function, repeat: int):
-    times, result = [], None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - started)
-    return min(times), result
 
 
-def _line(what: str, value: float, unit: str, baseline_what: str, baseline: float, target: str = "") -> None:
-    ratio = value / baseline if baseline else float("nan")
-    print(f"  {what:<40} {value:>12,.1f} {unit:<9} | baseline {baseline_what:<42} {baseline:>12,.1f} {unit:<9}"
-          f" | ratio {ratio:6.2f}{'  ' + target if target else ''}")
+def _line(*args, **kwargs) -> None:
+    print(ratio_line(*args, decimals=1, **kwargs))
 
 
 def bench_open(path: pathlib.Path, repeat: int) -> float:
@@ -138,8 +131,8 @@ def bench_open(path: pathlib.Path, repeat: int) -> float:
         finally:
             conn.close()
 
-    t_pva, threads = _best(open_and_list, repeat)
-    t_raw, raw_threads = _best(raw, repeat)
+    t_pva, threads = best_of(open_and_list, repeat)
+    t_raw, raw_threads = best_of(raw, repeat)
     assert threads == raw_threads
     print(f"open and list threads ({threads} threads)")
     _line("pva.openTrace + processes/threads", t_pva * 1000, "ms", "sqlite3 connect + SELECT threads", t_raw * 1000,
@@ -178,9 +171,9 @@ def bench_traversal(path: pathlib.Path, repeat: int) -> float:
         finally:
             conn.close()
 
-    t_cold, result = _best(cold, repeat)
-    t_warm, result_warm = _best(warm, repeat)
-    t_raw, result_raw = _best(raw, repeat)
+    t_cold, result = best_of(cold, repeat)
+    t_warm, result_warm = best_of(warm, repeat)
+    t_raw, result_raw = best_of(raw, repeat)
     trace.close()
     assert result == result_warm == result_raw, (result, result_warm, result_raw)
     events = result[0]
@@ -220,9 +213,9 @@ def bench_recording(events: int, repeat: int) -> float:
                     with disabled_channel.event("inner"):
                         pass
 
-        t_record, _ = _best(record, repeat)
-        t_base, _ = _best(baseline, repeat)
-        t_off, _ = _best(disabled, repeat)
+        t_record, _ = best_of(record, repeat)
+        t_base, _ = best_of(baseline, repeat)
+        t_off, _ = best_of(disabled, repeat)
         with pva.openTrace(path) as trace:
             recorded = sum(len(th.events) * 2 for p in trace.processes for th in p.threads)
         assert recorded == events, recorded

@@ -18,7 +18,6 @@ import resource
 import sys
 import time
 
-
 #: Source of ``peak_kb()`` for the benchmarks' ``python -c`` children (needs ``import resource``).
 PEAK_KB_CODE = """
 def peak_kb():

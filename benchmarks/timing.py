@@ -67,3 +67,21 @@ def alternate_children(tasks: dict[str, tuple[str, ...]], repeat: int) -> dict[s
 def median_of(runs: list[dict], key: str) -> float:
     """The median of one figure over child runs."""
     return statistics.median(run[key] for run in runs)
+
+
+def best_of(function: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """The fastest of `repeat` calls of `function`, in seconds, and the last call's result."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = function()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def ratio_line(what: str, value: float, unit: str, baseline_what: str, baseline: float, target: str = "",
+               decimals: int = 0) -> str:
+    """One printed line: our figure, the baseline's, their ratio and the target."""
+    ratio = value / baseline if baseline else float("nan")
+    return (f"  {what:<46} {value:>14,.{decimals}f} {unit:<11} | baseline {baseline_what:<42} "
+            f"{baseline:>14,.{decimals}f} {unit:<11} | ratio {ratio:6.2f}{'  ' + target if target else ''}")

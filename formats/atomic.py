@@ -9,6 +9,8 @@ import shutil
 import sys
 import tempfile
 
+from .errors import InvalidInputError, ReportNotFoundError
+
 
 class AtomicOutput:
     """A temporary file (or directory) beside `target` that replaces it only on commit.
@@ -21,9 +23,11 @@ class AtomicOutput:
         self.target = os.path.abspath(os.fspath(target))
         parent = os.path.dirname(self.target)
         if not os.path.isdir(parent):
-            raise FileNotFoundError(f"cannot write {self.target!r}: directory {parent!r} does not exist")
-        prefix = "." + os.path.basename(self.target) + "."
+            raise ReportNotFoundError(f"cannot write {self.target!r}: directory {parent!r} does not exist",
+                                      self.target)
         self.directory = directory
+        self.check_target()
+        prefix = "." + os.path.basename(self.target) + "."
         if directory:
             self.path = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent)
             os.chmod(self.path, 0o777 & ~_umask())
@@ -33,6 +37,15 @@ class AtomicOutput:
             os.chmod(self.path, 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
         self.done = False
         self._prepared = False
+
+    def check_target(self) -> None:
+        """Refuse a target of the wrong kind (a directory where a file goes, or a file where a directory goes)."""
+        if os.path.isdir(self.target) and not os.path.islink(self.target) and not self.directory:
+            raise InvalidInputError(f"{self.target!r}: is a directory; expected a file name to write to "
+                                    f"(or nothing there)", self.target)
+        if self.directory and os.path.lexists(self.target) and not os.path.isdir(self.target):
+            raise InvalidInputError(f"{self.target!r}: is a file; expected a directory name to write to "
+                                    f"(or nothing there)", self.target)
 
     def prepare(self) -> None:
         """Make the temporary output durable (fsync) without making it visible yet."""
@@ -66,7 +79,11 @@ class AtomicOutput:
                                        dir=os.path.dirname(self.target))
                 os.rmdir(old)
                 os.replace(self.target, old)
-                os.replace(self.path, self.target)
+                try:
+                    os.replace(self.path, self.target)
+                except BaseException:
+                    os.replace(old, self.target)  # put the previous version back under its name
+                    raise
                 shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(self.path, self.target)
@@ -90,7 +107,11 @@ class AtomicOutput:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
-            self.commit()
+            try:
+                self.commit()
+            except BaseException:
+                self.abort()
+                raise
         else:
             self.abort()
 
@@ -102,6 +123,8 @@ def commit_together(outputs: "list[AtomicOutput]") -> None:
     each, back to back, so a process killed before the renames leaves every target as it was.
     """
     pending = [out for out in outputs if not out.done]
+    for out in pending:
+        out.check_target()  # every rename must be able to succeed before the first is made
     for out in pending:
         out.prepare()
     for out in pending:
@@ -134,7 +157,15 @@ def _exchange(a: str, b: str) -> bool:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process's umask, read without changing it where the system says (Linux /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0)  # elsewhere: set and restore (briefly process-wide)
     os.umask(mask)
     return mask
 

@@ -32,16 +32,6 @@ from .tensor import Tensor
 
 _STEP_TYPES = {"OnTileExecute", "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd",
                "Sync"}
-#: Cycle total each step type adds to (cycle_totals columns).
-ACTIVITY = {
-    "OnTileExecute": "compute",
-    "DoExchange": "internal_exchange",
-    "GlobalExchange": "inter_ipu_exchange",
-    "StreamCopyBegin": "stream_copy_begin",
-    "StreamCopyMid": "stream_copy",
-    "StreamCopyEnd": "stream_copy_end",
-    "Sync": "sync",
-}
 #: Microseconds the host takes between runs (the simulated host is deterministic).
 HOST_GAP_US = 40
 

@@ -2,7 +2,7 @@
 
 Sizes (tiles, bytes per tile, clock) are Graphcore's published figures; the timing constants
 (sync delays, exchange overheads, accumulating matrix product unit widths) are model
-parameters chosen as docs/sections/20-simulator.md describes.
+parameters chosen as the README section "The bundled IPU-Model simulator" describes.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_loss_and_gradients(tmp_path):
 # -- the cycle model against published IPU-Model figures ----------------------------------------
 
 #: Cycles of poplibs' gemm benchmarks on the IPU Model (Mk1, half data, float partials), from
-#: graphcore/poplibs tests/benchmark_results.csv; see docs/sections/20-simulator.md.
+#: graphcore/poplibs tests/benchmark_results.csv; see the README section "The bundled IPU-Model simulator".
 PUBLISHED = {(200, 64, 10000): 11_597, (1000, 256, 10000): 113_300, (600, 512, 30000): 502_036,
              (1000, 512, 30000): 941_961, (200, 256, 20000): 58_346}
 

@@ -1,7 +1,7 @@
 """Writing legacy v1 graph and execution profiles into profile.pop through the ProfileWriter.
 
-Each documented section maps to tables (see docs/sections/50-formats.md for the list); values
-the format has no column for, and keys the schemas do not describe, go to table ``extras`` with
+Each documented section maps to tables (the README section "Formats: converting in, exporting
+out" lists them); values the format has no column for, and keys the schemas do not describe, go to table ``extras`` with
 their exact JSON location, so nothing is lost and the legacy exporter can restore them.
 """
 

@@ -15,6 +15,8 @@ from formats.legacy.text_summary import parse_profile_summary, parse_value, read
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "samples"
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="the shared samples are not next to the repository")
+#: Redistributable samples kept in the repository (see tests/data/samples/README.md).
+KEPT = pathlib.Path(__file__).resolve().parent / "data" / "samples"
 
 
 @pytest.mark.parametrize("text, number, unit, note, size", [
@@ -32,9 +34,8 @@ def test_values(text, number, unit, note, size):
     assert (value.number, value.unit, value.note, value.bytes) == (number, unit, note, size)
 
 
-@needs_samples
 def test_adder_example_graph_summary():
-    (summary,) = read_profile_summary(SAMPLES / "graphcore_printProfileSummary_graph__tf-docs_adder-example_SDK0.9.txt")
+    (summary,) = read_profile_summary(KEPT / "graphcore_printProfileSummary_graph__tf-docs_adder-example_SDK0.9.txt")
     assert summary_target(summary) == {"num_ipus": 1, "tiles_per_ipu": 1216, "bytes_per_tile": 262144,
                                        "clock_frequency": 1.6e9}
     assert summary.value("Graph", "Number of variables").number == 30562
@@ -66,10 +67,9 @@ def test_execution_summaries_of_both_wordings():
         ("float", 126351372), ("float2", 106179150), ("", 46188492)]
 
 
-@needs_samples
 def test_elided_out_of_memory_fragment():
     (summary,) = read_profile_summary(
-        SAMPLES / "graphcore_printProfileSummary_graph__tf-docs_OOM-histogram-and-tile0_SDK0.9_ELIDED.txt")
+        KEPT / "graphcore_printProfileSummary_graph__tf-docs_OOM-histogram-and-tile0_SDK0.9_ELIDED.txt")
     by_tile = summary.sections[""]["By Tile (Excluding Gaps)"]
     assert by_tile["histogram"][1] == {"from": 8, "to": 16, "count": 1192}
     assert by_tile["notes"][-1] == "2 tile(s) out of memory"

@@ -28,9 +28,9 @@ import numpy as np
 from formats.profile_reader import ProfileReader
 from formats.profile_writer import ProfileWriter
 from pva.compilation import CATEGORIES
-from pva.html import Limits, html_report
-from pva.html.chart_data import report_data
-from pva.summary import summary_data
+from pva.analysis.html import Limits, html_report
+from pva.analysis.html.chart_data import report_data
+from pva.analysis.summary import summary_data
 
 from .timing import best_of
 

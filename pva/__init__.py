@@ -11,6 +11,6 @@ from formats import __version__
 from . import pva_core
 from .pva_core import *  # noqa: F401,F403
 from .pva_core import __all__ as _core
-from .summary import printProfileSummary
+from .analysis.summary import printProfileSummary
 
 __all__ = ["__version__", "pva_core", "printProfileSummary", *_core]

@@ -10,7 +10,7 @@ import pytest
 
 from formats.profile_reader import ProfileReader
 from pva.cli import main
-from pva.diff import Difference, compare
+from pva.analysis.compare import Difference, compare
 
 
 @pytest.fixture()

@@ -27,7 +27,7 @@ import tempfile
 import pytest
 
 from pva.cli import command_modules
-from pva.html import Limits, html_report
+from pva.analysis.html import Limits, html_report
 from test_html_report import MEDIUM_IPUS, MEDIUM_OOM_TILES, MEDIUM_TILES_PER_IPU, write_medium_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

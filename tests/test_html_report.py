@@ -21,11 +21,11 @@ import pytest
 from formats.profile_reader import ProfileReader
 from formats.profile_writer import ProfileWriter
 from pva.compilation import CATEGORIES
-from pva.diff import compare
-from pva.html import Limits, html_report
-from pva.html import chart_data
-from pva.html.render import render_page
-from pva.summary import live_variables_by_step, summary_data
+from pva.analysis.compare import compare
+from pva.analysis.html import Limits, html_report
+from pva.analysis.html import chart_data
+from pva.analysis.html.render import render_page
+from pva.analysis.summary import live_variables_by_step, summary_data
 from reportbuilder import BYTES_PER_TILE, TILES_PER_IPU
 
 # -- a medium-sized report: two Mk2 IPUs, enough tiles and steps to be downsampled ----------------

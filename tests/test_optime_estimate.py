@@ -8,8 +8,8 @@ import pytest
 
 from formats.profile_reader import ProfileReader
 from pva.cli import main
-from pva.estimate import estimate, format_compile_report
-from pva.optime import operator_times
+from pva.analysis.estimate import estimate, format_compile_report
+from pva.analysis.optime import operator_times
 
 
 def _step_times(sample):
@@ -91,7 +91,7 @@ def test_estimate_follows_the_delta_t_rules(sample):
 
 
 def test_kernel_overlapping_exchange_on_other_tiles_uses_max():
-    from pva.estimate import Kernel
+    from pva.analysis.estimate import Kernel
 
     kernel = Kernel("k", compute_dt=100, transmission_dt=40, overlaps=True, active_pes=4, compute_cycles=200,
                     executions=1)

@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib", reason="pva plot needs matplotlib (pip install
 from matplotlib import image as mpimg  # noqa: E402
 
 from pva.cli import main  # noqa: E402
-from pva.plots import KINDS, write_plot  # noqa: E402
+from pva.analysis.plots import KINDS, write_plot  # noqa: E402
 from test_html_report import write_medium_report  # noqa: E402
 
 

@@ -13,7 +13,7 @@ import pytest
 import pva
 from formats.profile_reader import ProfileReader
 from pva.cli import main
-from pva.summary import SummaryOptions, histogram_lines, printProfileSummary, summary_data, use_colour
+from pva.analysis.summary import SummaryOptions, histogram_lines, printProfileSummary, summary_data, use_colour
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

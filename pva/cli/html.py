@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from formats.errors import InvalidInputError
 
-from ..html import Limits, write_html
+from ..analysis.html import Limits, write_html
 
 
 def non_negative_int(text: str) -> int:

@@ -1,6 +1,6 @@
 """`pva plot`: the HTML report's charts as images (PNG, SVG or PDF), drawn with matplotlib's Agg backend.
 
->>> from pva.plots import write_plot                                      # doctest: +SKIP
+>>> from pva.analysis.plots import write_plot                                      # doctest: +SKIP
 >>> write_plot("profile.pop", "memory", "memory.png")                      # doctest: +SKIP
 """
 

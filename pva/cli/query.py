@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..multi import query_reports
+from ..analysis.multi import query_reports
 from ._tables import add_format_options, write_rows
 
 

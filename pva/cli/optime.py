@@ -6,7 +6,7 @@ import os
 
 from formats.profile_reader import ProfileReader
 
-from ..optime import op_types_from_debug, operator_times
+from ..analysis.optime import op_types_from_debug, operator_times
 from ._common import print_json
 
 

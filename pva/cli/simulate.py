@@ -112,7 +112,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:  # pragma: no cover - convenience for python -m
-    from ..cli import main as cli_main
+    from . import main as cli_main
 
     return cli_main(["simulate"] + list(sys.argv[1:] if argv is None else argv))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from formats.profile_reader import ProfileReader
 
-from ..diff import compare
+from ..analysis.compare import compare
 from ._common import print_json
 
 

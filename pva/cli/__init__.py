@@ -1,4 +1,4 @@
-"""The `pva` command line: a thin shell over the library; each command lives in pva/commands."""
+"""The `pva` command line: a thin shell over the public library; one module per command."""
 
 from __future__ import annotations
 
@@ -10,17 +10,15 @@ import sys
 
 from formats import __version__
 
-from .errors import PvaError
+from ..errors import PvaError
 
-#: Commands listed first by `pva --help`; every other module of pva/commands follows, sorted.
+#: Commands listed first by `pva --help`; every other command module follows, sorted.
 _FIRST = ("info", "summary", "sql", "tables", "simulate", "convert", "export")
 
 
 def command_modules() -> list[str]:
-    """Names of the command modules in pva/commands, in help order."""
-    from . import commands
-
-    found = {m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")}
+    """Names of the command modules in pva/cli, in help order."""
+    found = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
     return [n for n in _FIRST if n in found] + sorted(found - set(_FIRST))
 
 EXIT_OK = 0
@@ -47,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pva {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in command_modules():
-        importlib.import_module(f"pva.commands.{name}").register(sub)
+        importlib.import_module(f"pva.cli.{name}").register(sub)
     return parser
 
 

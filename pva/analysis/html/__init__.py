@@ -1,6 +1,6 @@
 """`pva html`: a self-contained HTML report of one report, or two side by side.
 
->>> from pva.html import write_html                                   # doctest: +SKIP
+>>> from pva.analysis.html import write_html                                   # doctest: +SKIP
 >>> write_html(["profile.pop"], "report.html")                        # doctest: +SKIP
 """
 
@@ -10,7 +10,7 @@ import os
 
 from formats.profile_reader import ProfileReader
 
-from ..diff import compare
+from ..compare import compare
 from .chart_data import Limits, report_data
 from .output import atomic_file, check_output
 from .render import render_page

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..plots import KINDS, write_plot
+from ..analysis.plots import KINDS, write_plot
 
 
 def register(sub) -> None:

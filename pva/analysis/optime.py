@@ -16,7 +16,7 @@ from collections import defaultdict
 from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
 
-from ._base import as_text
+from .._base import as_text
 
 #: How non-compute steps are grouped in total mode.
 _STEP_KIND = {

@@ -31,7 +31,7 @@ import numpy as np
 from formats.errors import DATA_ERRORS, InconsistentReportError, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
 
-from ._base import as_text
+from .._base import as_text
 
 _EXCHANGES = ("DoExchange", "GlobalExchange", "StreamCopyMid")
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from formats import __version__
 
-from ..diff import Difference
+from ..compare import Difference
 
 #: Inline data larger than this (bytes of JSON) is stored deflated and base64-encoded.
 COMPRESS_ABOVE = 1_000_000
@@ -24,7 +24,7 @@ VERTEX_BARS = 20
 
 
 def _asset(name: str) -> str:
-    return (resources.files("pva.html") / "assets" / name).read_text(encoding="utf-8")
+    return (resources.files("pva.analysis.html") / "assets" / name).read_text(encoding="utf-8")
 
 
 def _e(value) -> str:
@@ -443,7 +443,7 @@ _SECTIONS = (
 
 def render_page(datasets: list[dict], *, title: str | None = None, differences: list[Difference] | None = None,
                 threshold: float = 0.05, compress: bool | None = None) -> str:
-    """The HTML page of one report, or of two side by side (with `differences` from pva.diff.compare)."""
+    """The HTML page of one report, or of two side by side (with `differences` from pva.analysis.compare.compare)."""
     if not 1 <= len(datasets) <= 2:
         raise ValueError(f"an HTML report shows one or two reports, not {len(datasets)}")
     compare = len(datasets) == 2

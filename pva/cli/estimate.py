@@ -7,7 +7,7 @@ import os
 from formats.atomic import AtomicOutput
 from formats.profile_reader import ProfileReader
 
-from ..estimate import estimate, format_compile_report
+from ..analysis.estimate import estimate, format_compile_report
 from ._common import print_json
 
 

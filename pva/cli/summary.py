@@ -6,7 +6,7 @@ import sys
 
 from formats.profile_reader import ProfileReader
 
-from ..summary import SummaryOptions, summary_data, summary_lines, use_colour
+from ..analysis.summary import SummaryOptions, summary_data, summary_lines, use_colour
 from ._common import print_json
 
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from .arrow_chunks import decode_chunk
 from .errors import InconsistentReportError
+from .query import ReportQueries
 from .schema import (
     PROFILE_APPLICATION_ID,
     PROFILE_FORMAT,
@@ -181,8 +182,8 @@ class MatrixReader:
         return pa.table({"row": rows, "values": values})
 
 
-class ProfileReader:
-    """A profile.pop file opened read-only: its metadata, rows by SQL, and per-tile matrices."""
+class ProfileReader(ReportQueries):
+    """A profile.pop file opened read-only: its metadata, the query layer, and per-tile matrices."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.file = SqliteFile(

@@ -20,6 +20,7 @@ from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, 
 from .sqlite_reader import SqliteFile
 from .trace_writer import NULL as _NULL
 from .trace_writer import STATE_COMPLETE, THREAD_COLUMNS_SCHEMA, THREAD_EVENTS_SQL
+from .query.user_sql import UserSql
 
 
 def _text_damage(method):
@@ -53,7 +54,7 @@ class ThreadEvents:
         return len(self.labels)
 
 
-class TraceReader:
+class TraceReader(UserSql):
     """A trace file opened read-only.
 
     A trace left with a hot journal (its recorder died in the middle of a commit) is read from a

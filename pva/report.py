@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from formats.detect import check_regular_file
 from formats.profile_reader import ProfileReader
@@ -169,6 +170,19 @@ class Report:
     def listPrintLength(newLength: int) -> None:
         """Set how many items the repr of a pva list shows."""
         set_list_print_length(newLength)
+
+    def sql(self, query: str, params: Sequence[Any] = (), *, arrow: bool = False, timeout: float | None = None):
+        """Rows (tuples) of one read-only SQL statement on the report, or an Arrow table with arrow=True.
+
+        A pva addition. Writes, ATTACH and extension loading are refused; the file never changes.
+        """
+        if arrow:
+            return self._reader.sql_arrow(query, params, timeout)
+        return list(self._reader.sql(query, params, timeout).rows)
+
+    def sql_stream(self, query: str, params: Sequence[Any] = (), *, timeout: float | None = None):
+        """One read-only SQL statement as a result with `.columns` and lazily read `.rows` (pva addition)."""
+        return self._reader.sql(query, params, timeout)
 
     def close(self) -> None:
         """Close the report file (pva addition); objects read from it stop working."""

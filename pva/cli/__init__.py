@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import pkgutil
+import re
 import sys
 
 from formats import __version__
@@ -27,11 +29,20 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 
 
+_INVALID_CHOICE = re.compile(r"argument COMMAND: invalid choice: '([^']*)'")
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors exit with status 2 and a one-line hint."""
 
     def error(self, message: str):  # type: ignore[override]
         self.print_usage(sys.stderr)
+        match = _INVALID_CHOICE.match(message)
+        if match:
+            commands = command_modules()
+            close = difflib.get_close_matches(match.group(1), commands, n=1)
+            hint = f"did you mean {close[0]}?" if close else "run 'pva --help' for the list"
+            message = f"unknown command {match.group(1)!r}; {hint}"
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
@@ -49,10 +60,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser of each command, by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 flagged, 2 bad usage or input, 3 a bug)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Name the subcommand and show its usage, not the top-level one.
+        owner = _subparsers(parser).get(args.command, parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return EXIT_OK

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: report builders, hostile-input corpora, worker scripts, doc generators."""

@@ -44,3 +44,23 @@ def converted(tmp_path_factory):
     output = directory / "profile.pop"
     convert([source], output)
     return output
+
+
+#: Modules whose tests run for many seconds each (hostile corpora, kills, concurrency, resource
+#: bounds, fuzzing, the benchmark smoke run). `python -m pytest -m "not slow"` leaves them out.
+SLOW_MODULES = {
+    "test_hostile_reports",
+    "test_crash_safety",
+    "test_concurrency",
+    "test_resource_bounds",
+    "test_fuzz_reader",
+    "test_fuzz_converters",
+    "test_benchmarks_smoke",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of the slow modules `slow`."""
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

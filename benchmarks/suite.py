@@ -20,6 +20,7 @@ import pva
 from formats.profile_reader import ProfileReader
 from formats.readonly_sql import run_readonly
 
+from . import startup
 from .corpus import CACHE, Corpus
 from .timing import alternate, alternate_children, child, median_of
 
@@ -289,18 +290,35 @@ def measure_file_size(ctx: Context) -> list[Row]:
                 "the same content as legacy JSON", f"ratio <= {SIZE_RATIO:g}", pop <= SIZE_RATIO * legacy)]
 
 
+# -- start-up of the command line ------------------------------------------------------------------
+
+
+def measure_startup(ctx: Context) -> list[Row]:
+    medians = startup.measure(str(ctx.main.pop), max(ctx.repeat, 7))
+    python = medians["python -c pass"]
+    shell = medians.get('sqlite3 "select 1"')
+    rows = []
+    for name in ("pva --help", "pva info", 'pva sql "select 1"'):
+        baseline, what = (shell, "the sqlite3 shell's select 1") if name.startswith("pva sql") and shell else (
+            python, "python -c pass")
+        rows.append(Row("startup", f"{name} on {ctx.main.size}, a whole process", medians[name], baseline, "ms", what,
+                        f"< {startup.STARTUP_LIMIT_MS:.0f} ms", medians[name] < startup.STARTUP_LIMIT_MS,
+                        details={"medians_ms": {k: round(v, 2) for k, v in medians.items()}}))
+    return rows
+
+
 # -- the whole suite -------------------------------------------------------------------------------
 
 #: Measurement names for --only, in the order they run.
 MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "sql-aggregate", "write", "file-size",
-                "legacy-convert")
+                "legacy-convert", "startup")
 
 
 def run(ctx: Context, only: set[str]) -> list[Row]:
     """Every selected measurement, in table order."""
     rows: list[Row] = []
     simple = {"open": measure_open, "tile-totals": measure_tile_totals, "step-walk": measure_step_walk,
-              "sql-aggregate": measure_sql, "write": measure_write, "file-size": measure_file_size}
+              "sql-aggregate": measure_sql, "write": measure_write, "file-size": measure_file_size, "startup": measure_startup}
     json_runs = None
     for name in MEASUREMENTS:
         if name not in only:

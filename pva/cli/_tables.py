@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import csv
-import decimal
 import json
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
+
+from formats.jsonplain import plain
 
 
 def _cell(value: Any) -> str:
@@ -20,14 +21,6 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, decimal.Decimal):  # DuckDB sums of integers are 128-bit decimals
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
-
-
 def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str = "table",
                out: TextIO | None = None) -> int:
     """Write rows in `fmt` (table, csv or json); returns the number of rows written."""
@@ -37,14 +30,14 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str =
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow(["" if v is None else _jsonable(v) for v in row])
+            writer.writerow(["" if v is None else plain(v) for v in row])
             count += 1
         return count
     if fmt == "json":
         out.write("[")
         for row in rows:
             out.write(",\n  " if count else "\n  ")
-            out.write(json.dumps({c: _jsonable(v) for c, v in zip(columns, row)}, allow_nan=False, default=str))
+            out.write(json.dumps({c: plain(v) for c, v in zip(columns, row)}, allow_nan=False, default=str))
             count += 1
         out.write("\n]\n" if count else "]\n")
         return count

@@ -253,6 +253,7 @@ class Engine:
         self._prev_program: int | None = None
         self._recording = False
         self._sink = None
+        self._idle = np.zeros(n, dtype=np.int64)  # cycles each tile waited since its last sync
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -347,6 +348,7 @@ class Engine:
             sink = self._report_session().execution
             sink.begin_run(debugName or f"run{self.run_count}", programIndex, self.clock)
             self._sink = sink
+            self._idle[:] = 0
         self._case = programIndex
         self._prev_program = None
         with self.trace.phase(f"run {programIndex}" + (f" ({debugName})" if debugName else "")):
@@ -538,7 +540,7 @@ class Engine:
         if found is None:
             n = self._n
             a = self.graph.target.arch
-            delay = a.min_sync_delay if sync_type == "Internal" else a.global_sync_cycles
+            delay = self.graph.target.min_sync_delay if sync_type == "Internal" else a.global_sync_cycles
             cycles = Sparse(np.arange(n), delay + self._sync_delays, n)
             found = StepTemplate("Sync", None, "", cycles)
             found.sync = sync_type
@@ -563,7 +565,7 @@ class Engine:
         found = self._implicit.get("Internal")
         if found is None:
             n = self._n
-            cycles = Sparse(np.arange(n), self.graph.target.arch.min_sync_delay + self._sync_delays, n)
+            cycles = Sparse(np.arange(n), self.graph.target.min_sync_delay + self._sync_delays, n)
             found = StepTemplate("Sync", None, "instrumentationSync", cycles)
             found.sync = "Internal"
             found.stats = _ipu_stats(cycles, self.num_ipus, self.tiles_per_ipu, None, None, None)
@@ -612,7 +614,49 @@ class Engine:
         wait = None
         if tpl.dynamic:
             wait = int(self.clock.max()) - self.clock
+        if tpl.type == "Sync":
+            tpl, overlap = self._with_waiting(tpl)
+        else:
+            self._account_idle(tpl, overlap)
         self._sink.step(tpl, overlap, self.clock, wait)
+
+    def _account_idle(self, tpl: StepTemplate, overlap: int) -> None:
+        """Add the cycles each tile idles in this step (the IPU's span minus its own) to its wait."""
+        span = tpl.stats["span"]
+        advance = span - np.minimum(overlap, span)
+        if self.num_ipus == 1:
+            self._idle += int(advance[0])
+        else:
+            self._idle += np.repeat(advance, self.tiles_per_ipu)
+        cycles = tpl.cycles
+        if cycles.idx.size:
+            self._idle[cycles.idx] -= cycles.val
+
+    def _with_waiting(self, tpl: StepTemplate):
+        """A sync whose cycles on each tile include the time it waited there for the slowest tile.
+
+        Bulk-synchronous execution (seed 003): a tile that ends its compute or exchange early
+        waits at the next sync, so that wait is sync time. The waiting started during the steps
+        before, so the sync begins that much earlier (returned as its overlap, per IPU).
+        """
+        idle = np.maximum(self._idle, 0)
+        self._idle[:] = 0
+        if not idle.any():
+            return tpl, 0
+        own = tpl.cycles.dense()
+        total = own + idle
+        span = tpl.stats["span"]
+        T = self.tiles_per_ipu
+        # one early start for the step: the smallest over the IPUs (a single IPU's is exact)
+        early = int((total.reshape(self.num_ipus, T).max(axis=1) - span).min())
+        if early <= 0:
+            return tpl, 0
+        total = np.minimum(total, np.repeat(span + early, T))
+        cycles = Sparse(np.arange(self._n), total, self._n)
+        found = StepTemplate("Sync", tpl.program, tpl.name, cycles)
+        found.sync, found.dynamic = tpl.sync, tpl.dynamic
+        found.stats = _ipu_stats(cycles, self.num_ipus, self.tiles_per_ipu, None, None, None)
+        return found, early
 
     # -- reports ----------------------------------------------------------------------------
 

@@ -269,7 +269,10 @@ def _tut7_estimate(rows: int, cols: int, split: int, tiles: int) -> int:
         _ARCH, _TILES, Knob("rows", int, 1000, "matrix rows"), Knob("cols", int, 200, "matrix columns"),
         Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0))
 def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int) -> Built:
-    target = _target(arch, tiles_per_ipu)
+    # tutorial 7 configures its IPUModel with minIPUSyncDelay = 0 and relativeSyncDelay = NO_DELAY
+    base = _target(arch, tiles_per_ipu)
+    target = Target(base.arch, num_ipus=1, tiles_per_ipu=base.tiles_per_ipu, min_sync_delay=0,
+                    relative_sync_delay="NO_DELAY")
     g = Graph(target)
     g.addCodelets([DotProductVertex, ReduceVertex])
     tiles = g.num_tiles
@@ -279,21 +282,20 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     vector = g.addVariable(FLOAT, [cols], "inputVector")
     out = g.addVariable(FLOAT, [rows], "outputVector")
     partials = g.addVariable(FLOAT, [rows, split], "partials")
-    seg = -(-cols // split)
-    vertices = rows * split
+    # the input vector is spread over all tiles: element i on tile i * tiles // cols
+    g.setTileMappingIntervals(vector, np.arange(cols), np.arange(cols) + 1, (np.arange(cols) * tiles) // cols)
     mul = g.addComputeSet("mulCS")
-    # segment j of row r goes to tile (r * split + j) * tiles // vertices
-    r = np.repeat(np.arange(rows), split)
-    j = np.tile(np.arange(split), rows)
-    vt = (np.arange(vertices) * tiles) // vertices
-    c0 = np.minimum(j * seg, cols)
-    c1 = np.minimum(c0 + seg, cols)
+    # vertices segment by segment: segment j of row r goes to tile (j * rows + r) * tiles // vertices
+    vertices = rows * split
+    j = np.repeat(np.arange(split), rows)
+    r = np.tile(np.arange(rows), split)
+    c0 = (j * cols) // split
+    c1 = ((j + 1) * cols) // split
+    keep = c1 > c0
+    j, r, c0, c1 = j[keep], r[keep], c0[keep], c1[keep]
+    vt = ((j * rows + r) * tiles) // vertices
     g.setTileMappingIntervals(matrix, r * cols + c0, r * cols + c1, vt)
     g.setTileMappingIntervals(partials, r * split + j, r * split + j + 1, vt)
-    for jj in range(split):
-        a, b = min(jj * seg, cols), min((jj + 1) * seg, cols)
-        if b > a:
-            g.setTileMapping(vector.slice(a, b), int(vt[jj]))
     mv, vv, pv = int(matrix.vars[0]), int(vector.vars[0]), int(partials.vars[0])
     g.addVertexBatch(mul, "DotProductVertex", vt,
                      {"a": (mv, r * cols + c0, c1 - c0), "b": (vv, c0, c1 - c0), "out": (pv, r * split + j, 1)})
@@ -305,15 +307,19 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     g.createHostWrite("matrix", matrix)
     g.createHostWrite("vector", vector)
     g.createHostRead("out", out)
-    prog = P.Sequence(P.Execute(mul), P.Execute(red), name="matrix-vector")
+    in_v = g.addHostToDeviceFIFO("inputVector", FLOAT, cols)
+    in_m = g.addHostToDeviceFIFO("inputMatrix", FLOAT, rows * cols)
+    out_s = g.addDeviceToHostFIFO("out", FLOAT, rows)
+    prog = P.Sequence(P.Copy(in_v, vector), P.Copy(in_m, matrix), P.Execute(mul), P.Execute(red), P.Copy(out, out_s),
+                      name="matrix-vector")
     rng = np.random.default_rng(1)
     m_data = rng.integers(-4, 5, size=(rows, cols)).astype(np.float32)
     v_data = rng.integers(-4, 5, size=cols).astype(np.float32)
 
     def setup(engine: Engine) -> None:
-        if engine.functional:
-            engine.writeTensor("matrix", m_data)
-            engine.writeTensor("vector", v_data)
+        engine.connectStream("inputVector", v_data)
+        engine.connectStream("inputMatrix", m_data.reshape(-1))
+        engine.connectStream("out", np.zeros(rows, dtype=np.float32))
 
     return Built(g, [prog], [0], functional=rows * cols <= 4_000_000, setup=setup,
                  notes={"split": split, "matrix": m_data, "vector": v_data})

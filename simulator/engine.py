@@ -254,6 +254,11 @@ class Engine:
         self._recording = False
         self._sink = None
         self._idle = np.zeros(n, dtype=np.int64)  # cycles each tile waited since its last sync
+        target = graph.target
+        self._io = target.io_tile_mask(self.num_ipus) if target.io_tiles else None
+        self._io_free = np.zeros(self.num_ipus, dtype=np.int64)  # when each IPU's I/O tiles were last busy
+        self._io_used = np.zeros(self.num_ipus, dtype=np.int64)  # cycles of I/O-tile copies since then
+        self._io_only: dict[int, bool] = {}
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -599,6 +604,10 @@ class Engine:
         if not self._recording:
             self._prev_program = p
             return
+        if self._io is not None and p.type.startswith("StreamCopy") and self._on_io_tiles(p):
+            self._io_step(p)
+            self._prev_program = p
+            return
         if p.type == "StreamCopyBegin":
             self._emit(self._external_sync(), 0)
         device_level = self.options.compute in ("Device",) and p.type == "OnTileExecute"
@@ -614,11 +623,56 @@ class Engine:
         wait = None
         if tpl.dynamic:
             wait = int(self.clock.max()) - self.clock
-        if tpl.type == "Sync":
+        if tpl.type == "Sync" and tpl.name != "ioHostSync":
             tpl, overlap = self._with_waiting(tpl)
         else:
             self._account_idle(tpl, overlap)
         self._sink.step(tpl, overlap, self.clock, wait)
+        if self._io is not None and tpl.sync != "Internal" and tpl.name != "ioHostSync" and tpl.cycles.idx.size \
+                and self._io[tpl.cycles.idx].any() and not (tpl.program is not None and self._io_only.get(tpl.program)):
+            busy = _segment(tpl.cycles, self.num_ipus, self.tiles_per_ipu, np.maximum) > 0
+            self._io_free = np.where(busy, self.clock, self._io_free)
+            self._io_used = np.where(busy, 0, self._io_used)
+
+    # -- overlapped I/O ---------------------------------------------------------------------
+
+    def _on_io_tiles(self, p: LProg) -> bool:
+        """Whether a stream copy moves data only on I/O tiles."""
+        found = self._io_only.get(p.id)
+        if found is None:
+            tiles = p.plan.cycles.idx if p.plan is not None else np.zeros(0, dtype=np.int64)
+            found = bool(tiles.size) and bool(self._io[tiles].all())
+            self._io_only[p.id] = found
+        return found
+
+    def _io_step(self, p: LProg) -> None:
+        """A stream copy on I/O tiles: it runs while the compute tiles go on with earlier steps.
+
+        Its host sync involves the I/O tiles only, and both start as early as the I/O tiles are
+        free (no earlier than the steps before them began), so they overlap compute steps.
+        """
+        steps = [self._io_sync(p), self._template(p)] if p.type == "StreamCopyBegin" else [self._template(p)]
+        for tpl in steps:
+            span = tpl.stats["span"]
+            active = span > 0
+            # the I/O tiles' free time since they were last busy, less the copies already put there
+            free = np.maximum(self.clock - self._io_free - self._io_used, 0)
+            overlap = int(np.minimum(span, free)[active].min()) if active.any() else 0
+            self._emit(tpl, overlap)
+            self._io_used += np.where(active, span, 0)
+
+    def _io_sync(self, p: LProg) -> StepTemplate:
+        key = "io:" + str(p.id)
+        found = self._implicit.get(key)
+        if found is None:
+            tiles = p.plan.cycles.idx
+            n = self._n
+            cycles = Sparse(tiles, self.graph.target.arch.host_sync_cycles + self._sync_delays[tiles], n)
+            found = StepTemplate("Sync", None, "ioHostSync", cycles)
+            found.sync = "External"
+            found.stats = _ipu_stats(cycles, self.num_ipus, self.tiles_per_ipu, None, None, None)
+            self._implicit[key] = found
+        return found
 
     def _account_idle(self, tpl: StepTemplate, overlap: int) -> None:
         """Add the cycles each tile idles in this step (the IPU's span minus its own) to its wait."""

@@ -115,6 +115,7 @@ class Target:
         replication_factor: int = 1,
         min_sync_delay: int | None = None,
         relative_sync_delay: str = "AUTO",
+        io_tiles: int = 0,
     ) -> None:
         self.arch = arch if isinstance(arch, Architecture) else architecture(arch)
         if min_sync_delay is not None and (not isinstance(min_sync_delay, (int, np.integer)) or min_sync_delay < 0):
@@ -142,7 +143,11 @@ class Target:
             raise GraphError(
                 f"num_ipus ({num_ipus}) must be a multiple of the replication factor ({replication_factor})"
             )
+        if not isinstance(io_tiles, (int, np.integer)) or not 0 <= io_tiles < tiles:
+            raise GraphError(f"io_tiles must be between 0 and {tiles - 1} (tiles per IPU - 1), got {io_tiles!r}")
         self.type = type
+        #: tiles at the top of each IPU reserved for stream copies (Poplar's I/O tiles)
+        self.io_tiles = int(io_tiles)
         self.num_ipus = int(num_ipus)
         self.tiles_per_ipu = int(tiles)
         self.replication_factor = int(replication_factor)
@@ -211,6 +216,11 @@ class Target:
         return as_type(dtype).size
 
     # -- model constants --------------------------------------------------------------------
+
+    def io_tile_mask(self, num_ipus: int) -> np.ndarray:
+        """For each tile of `num_ipus` IPUs, whether it is an I/O tile."""
+        per_ipu = np.arange(self.tiles_per_ipu) >= self.tiles_per_ipu - self.io_tiles
+        return np.tile(per_ipu, num_ipus)
 
     def relative_sync_delays(self) -> np.ndarray:
         """Sync delay of each tile of an IPU relative to the nearest tile [cycles]."""

@@ -71,8 +71,35 @@ def preset(name: str, summary: str, *knobs: Knob):
     return register
 
 
-def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1) -> Target:
-    return Target(arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas)
+def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1, io_tiles: int = 0) -> Target:
+    return Target(arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas,
+                  io_tiles=io_tiles)
+
+
+_IO_TILES = Knob("io-tiles", int, 0, "tiles per IPU kept for stream copies, which then overlap compute "
+                 "(Poplar's I/O tiles; 0: none)", None, 0)
+
+
+def _io_graphs(target: Target) -> tuple[Graph, Graph | None]:
+    """The compute graph and, with I/O tiles, the virtual graph of the I/O tiles."""
+    root = Graph(target)
+    if not target.io_tiles:
+        return root, None
+    top = target.tiles_per_ipu
+    return root.createVirtualGraph(0, top - target.io_tiles), root.createVirtualGraph(top - target.io_tiles, top)
+
+
+def _stream_in(io: Graph | None, stream, tensor, load, prefetch, name: str) -> None:
+    """Copy a stream into `tensor` in `load`; with I/O tiles, `prefetch` streams the next data
+    into a buffer on the I/O tiles (at the end of a loop body, so it overlaps its compute) and
+    `load` copies that buffer into `tensor`."""
+    if io is None:
+        load.add(P.Copy(stream, tensor))
+        return
+    buffer = io.addVariable(tensor.dtype, list(tensor.shape), f"{name}/ioBuffer")
+    map_linearly(io, buffer)
+    load.add(P.Copy(buffer, tensor))
+    prefetch.add(P.Copy(stream, buffer))
 
 
 def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -375,9 +402,10 @@ def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):
 
 @preset("mnist-mlp", "a training loop of a two-layer perceptron on MNIST-sized data (tutorial 5 style)",
         _ARCH, _TILES, _DTYPE, Knob("batch", int, 16, "batch size"), Knob("hidden", int, 128, "hidden units"),
-        Knob("steps", int, 4, "training steps per run"), Knob("runs", int, 2, "runs of the training program"))
-def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
-    g = Graph(_target(arch, tiles_per_ipu))
+        Knob("steps", int, 4, "training steps per run"), Knob("runs", int, 2, "runs of the training program"),
+        _IO_TILES)
+def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> Built:
+    g, io = _io_graphs(_target(arch, tiles_per_ipu, io_tiles=io_tiles))
     for lib_ in (popops, poplin, popnn, poprand):
         lib_.addCodelets(g)
     t = as_type(dtype)
@@ -399,9 +427,10 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
     init.add(P.Copy(seed_in, seed))
     poprand.setSeed(g, seed, 0, init, "init")
     step = P.Sequence(name="trainingStep")
-    step.add(P.Copy(images_in, x))
-    step.add(P.Copy(labels_in, labels))
-    step.add(P.Copy(index_in, label_index))
+    prefetch = P.Sequence(name="prefetch")
+    for stream, tensor, name in ((images_in, x, "images"), (labels_in, labels, "labels"),
+                                 (index_in, label_index, "labelIndex")):
+        _stream_in(io, stream, tensor, step, prefetch, name)
     h, W1, b1 = _dense(g, x, 784, hidden, step, "Layer1", t)
     popnn.nonLinearityInPlace(g, "SIGMOID", h, step, "Layer1/Fwd/Nonlinearity")
     hx = g.clone(h, "Layer1/Fwd/activations")
@@ -421,7 +450,11 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
                                 (b1, db1, "Layer1/Wu/biases"), (b2, db2, "Layer3/Wu/biases")):
         popops.scaledAddTo(g, target_, grad, -0.01, step, name)
     step.add(P.WriteUndef(deltas))
+    if io is not None:
+        step.add(prefetch)
     train = P.Sequence(P.Repeat(steps, step, name="trainingLoop"), P.Copy(num_correct, correct_out), name="train")
+    if io is not None:
+        train = P.Sequence(prefetch, train, name="train")
 
     def setup(engine: Engine) -> None:
         rng = np.random.default_rng(5)

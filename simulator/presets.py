@@ -294,8 +294,10 @@ def _tut7_estimate(rows: int, cols: int, split: int, tiles: int) -> int:
 
 @preset("matrix-vector", "Poplar tutorials 6 and 7: matrix-vector multiplication with custom vertices",
         _ARCH, _TILES, Knob("rows", int, 1000, "matrix rows"), Knob("cols", int, 200, "matrix columns"),
-        Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0))
-def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int) -> Built:
+        Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0),
+        Knob("streams", int, 0, "1: copy the matrix and vector in and the result out with data streams, as the "
+             "tutorial's 2020 version in graphcore/examples does; 0: only the two compute sets", (0, 1), 0))
+def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int, streams: int) -> Built:
     # tutorial 7 configures its IPUModel with minIPUSyncDelay = 0 and relativeSyncDelay = NO_DELAY
     base = _target(arch, tiles_per_ipu)
     target = Target(base.arch, num_ipus=1, tiles_per_ipu=base.tiles_per_ipu, min_sync_delay=0,
@@ -334,19 +336,25 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     g.createHostWrite("matrix", matrix)
     g.createHostWrite("vector", vector)
     g.createHostRead("out", out)
-    in_v = g.addHostToDeviceFIFO("inputVector", FLOAT, cols)
-    in_m = g.addHostToDeviceFIFO("inputMatrix", FLOAT, rows * cols)
-    out_s = g.addDeviceToHostFIFO("out", FLOAT, rows)
-    prog = P.Sequence(P.Copy(in_v, vector), P.Copy(in_m, matrix), P.Execute(mul), P.Execute(red), P.Copy(out, out_s),
-                      name="matrix-vector")
+    prog = P.Sequence(P.Execute(mul), P.Execute(red), name="matrix-vector")
+    if streams:
+        in_v = g.addHostToDeviceFIFO("inputVector", FLOAT, cols)
+        in_m = g.addHostToDeviceFIFO("inputMatrix", FLOAT, rows * cols)
+        out_s = g.addDeviceToHostFIFO("out", FLOAT, rows)
+        prog = P.Sequence(P.Copy(in_v, vector), P.Copy(in_m, matrix), P.Execute(mul), P.Execute(red),
+                          P.Copy(out, out_s), name="matrix-vector")
     rng = np.random.default_rng(1)
     m_data = rng.integers(-4, 5, size=(rows, cols)).astype(np.float32)
     v_data = rng.integers(-4, 5, size=cols).astype(np.float32)
 
     def setup(engine: Engine) -> None:
-        engine.connectStream("inputVector", v_data)
-        engine.connectStream("inputMatrix", m_data.reshape(-1))
-        engine.connectStream("out", np.zeros(rows, dtype=np.float32))
+        if streams:
+            engine.connectStream("inputVector", v_data)
+            engine.connectStream("inputMatrix", m_data.reshape(-1))
+            engine.connectStream("out", np.zeros(rows, dtype=np.float32))
+        elif engine.functional:
+            engine.writeTensor("matrix", m_data)
+            engine.writeTensor("vector", v_data)
 
     return Built(g, [prog], [0], functional=rows * cols <= 4_000_000, setup=setup,
                  notes={"split": split, "matrix": m_data, "vector": v_data})

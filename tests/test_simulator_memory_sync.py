@@ -44,7 +44,7 @@ def _sample_figure(label: str) -> int:
 def tut7(tmp_path_factory):
     """Tutorial 7 as the sample ran it: a 10000 x 1000 matrix-vector product on a Mk1 IPU Model."""
     d = tmp_path_factory.mktemp("tut7")
-    run_preset("matrix-vector", {"rows": 10000, "cols": 1000, "arch": "ipu1"}, str(d), timestamp=TS,
+    run_preset("matrix-vector", {"rows": 10000, "cols": 1000, "arch": "ipu1", "streams": 1}, str(d), timestamp=TS,
                functional=False)
     return d / "profile.pop"
 
@@ -92,7 +92,7 @@ def test_every_tile_cycle_is_accounted_for(tut7):
 
 def test_sync_holds_the_wait_for_the_slowest_tile(tmp_path):
     d = tmp_path / "r"
-    run_preset("matrix-vector", {"rows": 60, "cols": 40, "tiles-per-ipu": 16}, str(d), timestamp=TS)
+    run_preset("matrix-vector", {"rows": 60, "cols": 40, "tiles-per-ipu": 16, "streams": 1}, str(d), timestamp=TS)
     with _reader(d / "profile.pop") as r:
         steps = r.query("SELECT s.id, s.type, s.sync_type, b.all_cycles_to_max FROM steps s "
                         "JOIN steps_by_ipu b ON b.step_id = s.id ORDER BY s.id")

@@ -3,8 +3,9 @@
 Each run walks the lowered program tree. Every OnTileExecute, DoExchange, GlobalExchange,
 StreamCopy and Sync it meets is an execution step with cycles on every tile: compute from the
 compute set's estimates (six hardware threads per tile), exchanges from bytes and bandwidth,
-syncs from the tiles' sync delays. Each IPU keeps its own cycle counter; global and host syncs
-bring the IPUs of a replica together. With ``functional`` on, vertices and copies also compute
+syncs from the tiles' sync delays plus the time each tile waits there for the slowest tile.
+Each IPU keeps its own cycle counter; global and host syncs bring the IPUs of a replica
+together. Stream copies on I/O tiles overlap the compute steps before them. With ``functional`` on, vertices and copies also compute
 data, so streams, readTensor and PrintTensor see real values.
 """
 

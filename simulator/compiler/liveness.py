@@ -5,6 +5,8 @@ its elements are written by one compute set (or one copy), or by WriteUndef. The
 the standard backward data flow, over whole variables, on the lowered program tree; loops are
 iterated to a fixed point and calls are expanded, so the steps are "all possible call stacks"
 in depth-first order. Live sets are Python integers used as bit sets of liveness classes.
+Memory keeps its values between runs, so the control program's live-out is its own live-in;
+a class live at every step is always live.
 """
 
 from __future__ import annotations

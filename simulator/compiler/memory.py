@@ -1,11 +1,12 @@
 """Tile memory: liveness classes, lowered variables and their allocation.
 
 Every tile has a non-interleaved region [0, I) and an interleaved region [I, B), B being the
-bytes per tile. Always-live items (code, stacks, vertex state, constants, ...) are placed
-first, executable code lowest; not-always-live variables are placed in *lanes*: variables
-whose liveness never overlaps share a lane, and a lane is as large on a tile as its largest
-member there. Items are padded to 8 bytes (16 in interleaved memory); that padding and the
-space between regions are the gaps. What does not fit in the non-interleaved region moves to
+bytes per tile, both made of memory elements. Always-live items (code, stacks, vertex state,
+constants, ...) are placed first, executable code lowest; the data start in the memory element
+after the code. Not-always-live variables are placed in *lanes*: variables whose liveness never
+overlaps share a lane, and a lane is as large on a tile as its largest member there. Items are
+padded to 8 bytes (16 in interleaved memory); that padding, the space between the code and the
+data and the space between regions are the gaps (docs/simulator-memory.md). What does not fit in the non-interleaved region moves to
 the interleaved region; what does not fit there is overflowed (placed beyond B).
 Bytes used by more than one variable over time are "overlapped"; when those variables are of
 different categories the bytes are counted as "multiple".

@@ -3,8 +3,9 @@
 Each run walks the lowered program tree. Every OnTileExecute, DoExchange, GlobalExchange,
 StreamCopy and Sync it meets is an execution step with cycles on every tile: compute from the
 compute set's estimates (six hardware threads per tile), exchanges from bytes and bandwidth,
-syncs from the tiles' sync delays. Each IPU keeps its own cycle counter; global and host syncs
-bring the IPUs of a replica together. With ``functional`` on, vertices and copies also compute
+syncs from the tiles' sync delays plus the time each tile waits there for the slowest tile.
+Each IPU keeps its own cycle counter; global and host syncs bring the IPUs of a replica
+together. Stream copies on I/O tiles overlap the compute steps before them. With ``functional`` on, vertices and copies also compute
 data, so streams, readTensor and PrintTensor see real values.
 """
 
@@ -253,6 +254,12 @@ class Engine:
         self._prev_program: int | None = None
         self._recording = False
         self._sink = None
+        self._idle = np.zeros(n, dtype=np.int64)  # cycles each tile waited since its last sync
+        target = graph.target
+        self._io = target.io_tile_mask(self.num_ipus) if target.io_tiles else None
+        self._io_free = np.zeros(self.num_ipus, dtype=np.int64)  # when each IPU's I/O tiles were last busy
+        self._io_used = np.zeros(self.num_ipus, dtype=np.int64)  # cycles of I/O-tile copies since then
+        self._io_only: dict[int, bool] = {}
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -347,6 +354,7 @@ class Engine:
             sink = self._report_session().execution
             sink.begin_run(debugName or f"run{self.run_count}", programIndex, self.clock)
             self._sink = sink
+            self._idle[:] = 0
         self._case = programIndex
         self._prev_program = None
         with self.trace.phase(f"run {programIndex}" + (f" ({debugName})" if debugName else "")):
@@ -538,7 +546,7 @@ class Engine:
         if found is None:
             n = self._n
             a = self.graph.target.arch
-            delay = a.min_sync_delay if sync_type == "Internal" else a.global_sync_cycles
+            delay = self.graph.target.min_sync_delay if sync_type == "Internal" else a.global_sync_cycles
             cycles = Sparse(np.arange(n), delay + self._sync_delays, n)
             found = StepTemplate("Sync", None, "", cycles)
             found.sync = sync_type
@@ -563,7 +571,7 @@ class Engine:
         found = self._implicit.get("Internal")
         if found is None:
             n = self._n
-            cycles = Sparse(np.arange(n), self.graph.target.arch.min_sync_delay + self._sync_delays, n)
+            cycles = Sparse(np.arange(n), self.graph.target.min_sync_delay + self._sync_delays, n)
             found = StepTemplate("Sync", None, "instrumentationSync", cycles)
             found.sync = "Internal"
             found.stats = _ipu_stats(cycles, self.num_ipus, self.tiles_per_ipu, None, None, None)
@@ -597,6 +605,10 @@ class Engine:
         if not self._recording:
             self._prev_program = p
             return
+        if self._io is not None and p.type.startswith("StreamCopy") and self._on_io_tiles(p):
+            self._io_step(p)
+            self._prev_program = p
+            return
         if p.type == "StreamCopyBegin":
             self._emit(self._external_sync(), 0)
         device_level = self.options.compute in ("Device",) and p.type == "OnTileExecute"
@@ -612,7 +624,94 @@ class Engine:
         wait = None
         if tpl.dynamic:
             wait = int(self.clock.max()) - self.clock
+        if tpl.type == "Sync" and tpl.name != "ioHostSync":
+            tpl, overlap = self._with_waiting(tpl)
+        else:
+            self._account_idle(tpl, overlap)
         self._sink.step(tpl, overlap, self.clock, wait)
+        if self._io is not None and tpl.sync != "Internal" and tpl.name != "ioHostSync" and tpl.cycles.idx.size \
+                and self._io[tpl.cycles.idx].any() and not (tpl.program is not None and self._io_only.get(tpl.program)):
+            busy = _segment(tpl.cycles, self.num_ipus, self.tiles_per_ipu, np.maximum) > 0
+            self._io_free = np.where(busy, self.clock, self._io_free)
+            self._io_used = np.where(busy, 0, self._io_used)
+
+    # -- overlapped I/O ---------------------------------------------------------------------
+
+    def _on_io_tiles(self, p: LProg) -> bool:
+        """Whether a stream copy moves data only on I/O tiles."""
+        found = self._io_only.get(p.id)
+        if found is None:
+            tiles = p.plan.cycles.idx if p.plan is not None else np.zeros(0, dtype=np.int64)
+            found = bool(tiles.size) and bool(self._io[tiles].all())
+            self._io_only[p.id] = found
+        return found
+
+    def _io_step(self, p: LProg) -> None:
+        """A stream copy on I/O tiles: it runs while the compute tiles go on with earlier steps.
+
+        Its host sync involves the I/O tiles only, and both start as early as the I/O tiles are
+        free (no earlier than the steps before them began), so they overlap compute steps.
+        """
+        steps = [self._io_sync(p), self._template(p)] if p.type == "StreamCopyBegin" else [self._template(p)]
+        for tpl in steps:
+            span = tpl.stats["span"]
+            active = span > 0
+            # the I/O tiles' free time since they were last busy, less the copies already put there
+            free = np.maximum(self.clock - self._io_free - self._io_used, 0)
+            overlap = int(np.minimum(span, free)[active].min()) if active.any() else 0
+            self._emit(tpl, overlap)
+            self._io_used += np.where(active, span, 0)
+
+    def _io_sync(self, p: LProg) -> StepTemplate:
+        key = "io:" + str(p.id)
+        found = self._implicit.get(key)
+        if found is None:
+            tiles = p.plan.cycles.idx
+            n = self._n
+            cycles = Sparse(tiles, self.graph.target.arch.host_sync_cycles + self._sync_delays[tiles], n)
+            found = StepTemplate("Sync", None, "ioHostSync", cycles)
+            found.sync = "External"
+            found.stats = _ipu_stats(cycles, self.num_ipus, self.tiles_per_ipu, None, None, None)
+            self._implicit[key] = found
+        return found
+
+    def _account_idle(self, tpl: StepTemplate, overlap: int) -> None:
+        """Add the cycles each tile idles in this step (the IPU's span minus its own) to its wait."""
+        span = tpl.stats["span"]
+        advance = span - np.minimum(overlap, span)
+        if self.num_ipus == 1:
+            self._idle += int(advance[0])
+        else:
+            self._idle += np.repeat(advance, self.tiles_per_ipu)
+        cycles = tpl.cycles
+        if cycles.idx.size:
+            self._idle[cycles.idx] -= cycles.val
+
+    def _with_waiting(self, tpl: StepTemplate):
+        """A sync whose cycles on each tile include the time it waited there for the slowest tile.
+
+        Bulk-synchronous execution (seed 003): a tile that ends its compute or exchange early
+        waits at the next sync, so that wait is sync time. The waiting started during the steps
+        before, so the sync begins that much earlier (returned as its overlap, per IPU).
+        """
+        idle = np.maximum(self._idle, 0)
+        self._idle[:] = 0
+        if not idle.any():
+            return tpl, 0
+        own = tpl.cycles.dense()
+        total = own + idle
+        span = tpl.stats["span"]
+        T = self.tiles_per_ipu
+        # one early start for the step: the smallest over the IPUs (a single IPU's is exact)
+        early = int((total.reshape(self.num_ipus, T).max(axis=1) - span).min())
+        if early <= 0:
+            return tpl, 0
+        total = np.minimum(total, np.repeat(span + early, T))
+        cycles = Sparse(np.arange(self._n), total, self._n)
+        found = StepTemplate("Sync", tpl.program, tpl.name, cycles)
+        found.sync, found.dynamic = tpl.sync, tpl.dynamic
+        found.stats = _ipu_stats(cycles, self.num_ipus, self.tiles_per_ipu, None, None, None)
+        return found, early
 
     # -- reports ----------------------------------------------------------------------------
 

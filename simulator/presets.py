@@ -71,8 +71,35 @@ def preset(name: str, summary: str, *knobs: Knob):
     return register
 
 
-def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1) -> Target:
-    return Target(arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas)
+def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1, io_tiles: int = 0) -> Target:
+    return Target(arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas,
+                  io_tiles=io_tiles)
+
+
+_IO_TILES = Knob("io-tiles", int, 0, "tiles per IPU kept for stream copies, which then overlap compute "
+                 "(Poplar's I/O tiles; 0: none)", None, 0)
+
+
+def _io_graphs(target: Target) -> tuple[Graph, Graph | None]:
+    """The compute graph and, with I/O tiles, the virtual graph of the I/O tiles."""
+    root = Graph(target)
+    if not target.io_tiles:
+        return root, None
+    top = target.tiles_per_ipu
+    return root.createVirtualGraph(0, top - target.io_tiles), root.createVirtualGraph(top - target.io_tiles, top)
+
+
+def _stream_in(io: Graph | None, stream, tensor, load, prefetch, name: str) -> None:
+    """Copy a stream into `tensor` in `load`; with I/O tiles, `prefetch` streams the next data
+    into a buffer on the I/O tiles (at the end of a loop body, so it overlaps its compute) and
+    `load` copies that buffer into `tensor`."""
+    if io is None:
+        load.add(P.Copy(stream, tensor))
+        return
+    buffer = io.addVariable(tensor.dtype, list(tensor.shape), f"{name}/ioBuffer")
+    map_linearly(io, buffer)
+    load.add(P.Copy(buffer, tensor))
+    prefetch.add(P.Copy(stream, buffer))
 
 
 def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -267,9 +294,14 @@ def _tut7_estimate(rows: int, cols: int, split: int, tiles: int) -> int:
 
 @preset("matrix-vector", "Poplar tutorials 6 and 7: matrix-vector multiplication with custom vertices",
         _ARCH, _TILES, Knob("rows", int, 1000, "matrix rows"), Knob("cols", int, 200, "matrix columns"),
-        Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0))
-def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int) -> Built:
-    target = _target(arch, tiles_per_ipu)
+        Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0),
+        Knob("streams", int, 0, "1: copy the matrix and vector in and the result out with data streams, as the "
+             "tutorial's 2020 version in graphcore/examples does; 0: only the two compute sets", (0, 1), 0))
+def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int, streams: int) -> Built:
+    # tutorial 7 configures its IPUModel with minIPUSyncDelay = 0 and relativeSyncDelay = NO_DELAY
+    base = _target(arch, tiles_per_ipu)
+    target = Target(base.arch, num_ipus=1, tiles_per_ipu=base.tiles_per_ipu, min_sync_delay=0,
+                    relative_sync_delay="NO_DELAY")
     g = Graph(target)
     g.addCodelets([DotProductVertex, ReduceVertex])
     tiles = g.num_tiles
@@ -279,21 +311,20 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     vector = g.addVariable(FLOAT, [cols], "inputVector")
     out = g.addVariable(FLOAT, [rows], "outputVector")
     partials = g.addVariable(FLOAT, [rows, split], "partials")
-    seg = -(-cols // split)
-    vertices = rows * split
+    # the input vector is spread over all tiles: element i on tile i * tiles // cols
+    g.setTileMappingIntervals(vector, np.arange(cols), np.arange(cols) + 1, (np.arange(cols) * tiles) // cols)
     mul = g.addComputeSet("mulCS")
-    # segment j of row r goes to tile (r * split + j) * tiles // vertices
-    r = np.repeat(np.arange(rows), split)
-    j = np.tile(np.arange(split), rows)
-    vt = (np.arange(vertices) * tiles) // vertices
-    c0 = np.minimum(j * seg, cols)
-    c1 = np.minimum(c0 + seg, cols)
+    # vertices segment by segment: segment j of row r goes to tile (j * rows + r) * tiles // vertices
+    vertices = rows * split
+    j = np.repeat(np.arange(split), rows)
+    r = np.tile(np.arange(rows), split)
+    c0 = (j * cols) // split
+    c1 = ((j + 1) * cols) // split
+    keep = c1 > c0
+    j, r, c0, c1 = j[keep], r[keep], c0[keep], c1[keep]
+    vt = ((j * rows + r) * tiles) // vertices
     g.setTileMappingIntervals(matrix, r * cols + c0, r * cols + c1, vt)
     g.setTileMappingIntervals(partials, r * split + j, r * split + j + 1, vt)
-    for jj in range(split):
-        a, b = min(jj * seg, cols), min((jj + 1) * seg, cols)
-        if b > a:
-            g.setTileMapping(vector.slice(a, b), int(vt[jj]))
     mv, vv, pv = int(matrix.vars[0]), int(vector.vars[0]), int(partials.vars[0])
     g.addVertexBatch(mul, "DotProductVertex", vt,
                      {"a": (mv, r * cols + c0, c1 - c0), "b": (vv, c0, c1 - c0), "out": (pv, r * split + j, 1)})
@@ -306,12 +337,22 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     g.createHostWrite("vector", vector)
     g.createHostRead("out", out)
     prog = P.Sequence(P.Execute(mul), P.Execute(red), name="matrix-vector")
+    if streams:
+        in_v = g.addHostToDeviceFIFO("inputVector", FLOAT, cols)
+        in_m = g.addHostToDeviceFIFO("inputMatrix", FLOAT, rows * cols)
+        out_s = g.addDeviceToHostFIFO("out", FLOAT, rows)
+        prog = P.Sequence(P.Copy(in_v, vector), P.Copy(in_m, matrix), P.Execute(mul), P.Execute(red),
+                          P.Copy(out, out_s), name="matrix-vector")
     rng = np.random.default_rng(1)
     m_data = rng.integers(-4, 5, size=(rows, cols)).astype(np.float32)
     v_data = rng.integers(-4, 5, size=cols).astype(np.float32)
 
     def setup(engine: Engine) -> None:
-        if engine.functional:
+        if streams:
+            engine.connectStream("inputVector", v_data)
+            engine.connectStream("inputMatrix", m_data.reshape(-1))
+            engine.connectStream("out", np.zeros(rows, dtype=np.float32))
+        elif engine.functional:
             engine.writeTensor("matrix", m_data)
             engine.writeTensor("vector", v_data)
 
@@ -369,9 +410,10 @@ def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):
 
 @preset("mnist-mlp", "a training loop of a two-layer perceptron on MNIST-sized data (tutorial 5 style)",
         _ARCH, _TILES, _DTYPE, Knob("batch", int, 16, "batch size"), Knob("hidden", int, 128, "hidden units"),
-        Knob("steps", int, 4, "training steps per run"), Knob("runs", int, 2, "runs of the training program"))
-def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
-    g = Graph(_target(arch, tiles_per_ipu))
+        Knob("steps", int, 4, "training steps per run"), Knob("runs", int, 2, "runs of the training program"),
+        _IO_TILES)
+def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> Built:
+    g, io = _io_graphs(_target(arch, tiles_per_ipu, io_tiles=io_tiles))
     for lib_ in (popops, poplin, popnn, poprand):
         lib_.addCodelets(g)
     t = as_type(dtype)
@@ -393,9 +435,10 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
     init.add(P.Copy(seed_in, seed))
     poprand.setSeed(g, seed, 0, init, "init")
     step = P.Sequence(name="trainingStep")
-    step.add(P.Copy(images_in, x))
-    step.add(P.Copy(labels_in, labels))
-    step.add(P.Copy(index_in, label_index))
+    prefetch = P.Sequence(name="prefetch")
+    for stream, tensor, name in ((images_in, x, "images"), (labels_in, labels, "labels"),
+                                 (index_in, label_index, "labelIndex")):
+        _stream_in(io, stream, tensor, step, prefetch, name)
     h, W1, b1 = _dense(g, x, 784, hidden, step, "Layer1", t)
     popnn.nonLinearityInPlace(g, "SIGMOID", h, step, "Layer1/Fwd/Nonlinearity")
     hx = g.clone(h, "Layer1/Fwd/activations")
@@ -415,7 +458,11 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs) -> Built:
                                 (b1, db1, "Layer1/Wu/biases"), (b2, db2, "Layer3/Wu/biases")):
         popops.scaledAddTo(g, target_, grad, -0.01, step, name)
     step.add(P.WriteUndef(deltas))
+    if io is not None:
+        step.add(prefetch)
     train = P.Sequence(P.Repeat(steps, step, name="trainingLoop"), P.Copy(num_correct, correct_out), name="train")
+    if io is not None:
+        train = P.Sequence(prefetch, train, name="train")
 
     def setup(engine: Engine) -> None:
         rng = np.random.default_rng(5)

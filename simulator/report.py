@@ -555,13 +555,8 @@ def _write_liveness(w: ProfileWriter, exe, n: int) -> None:
     num_ipus = exe.num_ipus
     w.insert("liveness_step_ipus", ("step", "ipu", "bytes"),
              ((s, i, int(b[i])) for s, b in enumerate(live.step_ipu_bytes) for i in range(num_ipus)))
-    t = exe.memory.by_tile
-    chosen = {0}
-    if n:
-        chosen.add(int(np.argmax(t["total_including_gaps"])))
-        chosen.add(int(np.argmax(t["not_always_live_bytes"])))
-        chosen.add(int(np.argmax(t["always_live_bytes"])))
-    w.insert("liveness_tiles", ("tile",), [(x,) for x in sorted(chosen)])
+    # every tile's liveness follows from vars_info and equivalence_class_steps: all tiles have it
+    w.insert("liveness_tiles", ("tile",), ((x,) for x in range(n)))
     lv = exe.lowered
     al = np.flatnonzero(lv["always_live"])
     keys = lv["unlowered"][al] * np.int64(n) + lv["tile"][al]

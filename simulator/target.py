@@ -90,6 +90,7 @@ _ARCH_ALIASES = {
     "ipu21": "Ipu21", "bow": "Ipu21",
 }
 TARGET_TYPES = ("IpuModel", "Cpu")
+RELATIVE_SYNC_DELAY_TYPES = ("AUTO", "NO_DELAY")
 
 
 def architecture(name: str) -> Architecture:
@@ -112,8 +113,20 @@ class Target:
         num_ipus: int = 1,
         tiles_per_ipu: int | None = None,
         replication_factor: int = 1,
+        min_sync_delay: int | None = None,
+        relative_sync_delay: str = "AUTO",
+        io_tiles: int = 0,
     ) -> None:
         self.arch = arch if isinstance(arch, Architecture) else architecture(arch)
+        if min_sync_delay is not None and (not isinstance(min_sync_delay, (int, np.integer)) or min_sync_delay < 0):
+            raise GraphError(f"min_sync_delay must be a non-negative integer, got {min_sync_delay!r}")
+        if relative_sync_delay not in RELATIVE_SYNC_DELAY_TYPES:
+            raise GraphError(f"relative_sync_delay must be one of {', '.join(RELATIVE_SYNC_DELAY_TYPES)}, "
+                             f"got {relative_sync_delay!r}")
+        #: cycles from a sync request to its release on the nearest tile (IPUModel.minIPUSyncDelay)
+        self.min_sync_delay = self.arch.min_sync_delay if min_sync_delay is None else int(min_sync_delay)
+        #: IPUModel.relativeSyncDelay: AUTO (by distance from the sync controller) or NO_DELAY
+        self.relative_sync_delay = relative_sync_delay
         if type not in TARGET_TYPES:
             raise GraphError(f"target type must be one of {', '.join(TARGET_TYPES)}, got {type!r}")
         for label, value in (("num_ipus", num_ipus), ("replication_factor", replication_factor)):
@@ -130,7 +143,11 @@ class Target:
             raise GraphError(
                 f"num_ipus ({num_ipus}) must be a multiple of the replication factor ({replication_factor})"
             )
+        if not isinstance(io_tiles, (int, np.integer)) or not 0 <= io_tiles < tiles:
+            raise GraphError(f"io_tiles must be between 0 and {tiles - 1} (tiles per IPU - 1), got {io_tiles!r}")
         self.type = type
+        #: tiles at the top of each IPU reserved for stream copies (Poplar's I/O tiles)
+        self.io_tiles = int(io_tiles)
         self.num_ipus = int(num_ipus)
         self.tiles_per_ipu = int(tiles)
         self.replication_factor = int(replication_factor)
@@ -200,9 +217,16 @@ class Target:
 
     # -- model constants --------------------------------------------------------------------
 
+    def io_tile_mask(self, num_ipus: int) -> np.ndarray:
+        """For each tile of `num_ipus` IPUs, whether it is an I/O tile."""
+        per_ipu = np.arange(self.tiles_per_ipu) >= self.tiles_per_ipu - self.io_tiles
+        return np.tile(per_ipu, num_ipus)
+
     def relative_sync_delays(self) -> np.ndarray:
         """Sync delay of each tile of an IPU relative to the nearest tile [cycles]."""
         tiles = np.arange(self.tiles_per_ipu)
+        if self.relative_sync_delay == "NO_DELAY":
+            return np.zeros(self.tiles_per_ipu, dtype=np.int64)
         half = max(1, self.tiles_per_ipu // 2)
         return (np.abs((tiles % half) - half // 2) * 12 // max(1, half // 2)).astype(np.int64)
 
@@ -223,7 +247,7 @@ class Target:
         a = self.arch
         elements = list(range(0, a.bytes_per_tile, a.memory_element_bytes))
         return {
-            "min_sync_delay": a.min_sync_delay,
+            "min_sync_delay": self.min_sync_delay,
             "supervisor_instr_fetch_delay": 3,
             "interleaved_memory_start": a.interleaved_memory_start,
             "memory_element_offsets": elements,
@@ -290,11 +314,14 @@ class IPUModel:
         self.tilesPerIPU: int | None = None
         self.replicationFactor = 1
         self.compileIPUCode = True
+        self.minIPUSyncDelay: int | None = None
+        self.relativeSyncDelay = "AUTO"
 
     def createDevice(self) -> Device:
         return Device(
             Target(self.ipuVersion, type="IpuModel", num_ipus=self.numIPUs, tiles_per_ipu=self.tilesPerIPU,
-                   replication_factor=self.replicationFactor)
+                   replication_factor=self.replicationFactor, min_sync_delay=self.minIPUSyncDelay,
+                   relative_sync_delay=self.relativeSyncDelay)
         )
 
 

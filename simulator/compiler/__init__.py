@@ -219,6 +219,8 @@ def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, p
                 always |= 1 << v
         liveness = Liveness(exe.progs, exe.classes.liveness_classes(), n, target.tiles_per_ipu, always)
         exe.liveness = liveness.run(root)
+        for cls in liveness.promote_always_live():
+            exe.classes.always_live[cls] = True
 
     with phase("allocate memory"):
         accessed: set[int] = set()
@@ -234,7 +236,7 @@ def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, p
         inter[: len(exe.classes)] = np.array(exe.classes.interleaved, dtype=np.int64)
         lanes = assign_lanes(num_classes, exe.liveness.intervals, nal, inter)
         exe.memory = allocate(exe.lowered, lanes, n, target.bytesPerTile, target.arch.interleaved_memory_start,
-                              exe.liveness.peak_by_tile)
+                              exe.liveness.peak_by_tile, target.arch.memory_element_bytes)
     return exe
 
 

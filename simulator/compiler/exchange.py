@@ -39,16 +39,34 @@ def _participants(recv: Sparse, sent: Sparse, n: int) -> tuple[np.ndarray, np.nd
     return tiles, recv.at(tiles), sent.at(tiles)
 
 
+#: Exchange code of one tile: a fixed prologue plus, per region sent or received, the
+#: instructions that set its address and count, 4 bytes each.
+EXCHANGE_CODE_FIXED_BYTES = 16
+EXCHANGE_CODE_BYTES_PER_REGION = 8
+
+
 def internal_plan(target, n: int, recv: Sparse, sent: Sparse, recv_regions: Sparse, send_regions: Sparse,
                   message: Sparse | None = None, message_category: str = "message") -> ExchangePlan:
-    """A statically scheduled exchange inside each IPU."""
+    """A statically scheduled exchange inside each IPU.
+
+    A tile's transfers take its set-up and fabric latency plus its bytes at the per-tile
+    exchange bandwidth (the larger of what it sends and what it receives), as poplibs' planners
+    estimate exchange (popops reduction/ReductionPlan.cpp, estimateReduceAtDstCost). The
+    compiler schedules the transfers of all tiles as one program, so every tile taking part
+    runs the exchange until the schedule's last transfer on its IPU.
+    """
     a = target.arch
     tiles, r, s = _participants(recv, sent, n)
     latency = target.exchange_latency()[tiles % target.tiles_per_ipu]
     busy = np.maximum(r, s)
-    cycles = a.exchange_setup_cycles + latency + (busy + a.exchange_bytes_per_cycle - 1) // a.exchange_bytes_per_cycle
+    own = a.exchange_setup_cycles + latency + (busy + a.exchange_bytes_per_cycle - 1) // a.exchange_bytes_per_cycle
+    ipu = tiles // target.tiles_per_ipu
+    span = np.zeros(max(1, n // target.tiles_per_ipu), dtype=np.int64)
+    if tiles.size:
+        np.maximum.at(span, ipu, own)
+    cycles = span[ipu]
     regions = recv_regions.at(tiles) + send_regions.at(tiles)
-    code = 16 + 8 * regions
+    code = EXCHANGE_CODE_FIXED_BYTES + EXCHANGE_CODE_BYTES_PER_REGION * regions
     return ExchangePlan("internal", recv, sent, Sparse(tiles, cycles, n), Sparse(tiles, code, n),
                         Sparse(tiles, regions, n), message, message_category)
 

@@ -5,6 +5,8 @@ its elements are written by one compute set (or one copy), or by WriteUndef. The
 the standard backward data flow, over whole variables, on the lowered program tree; loops are
 iterated to a fixed point and calls are expanded, so the steps are "all possible call stacks"
 in depth-first order. Live sets are Python integers used as bit sets of liveness classes.
+Memory keeps its values between runs, so the control program's live-out is its own live-in;
+a class live at every step is always live.
 """
 
 from __future__ import annotations
@@ -191,11 +193,50 @@ class Liveness:
         self._emit(p.id, parent, depth, live_in | p.defs)
         return live_in
 
+    def promote_always_live(self) -> list[int]:
+        """Classes live at every step become always live (seed 003: "Always-live variables").
+
+        Their bytes leave every step's not-always-live figure and the per-tile peaks; their
+        intervals are dropped. Returns the promoted classes.
+        """
+        r = self.result
+        end = r.num_steps
+        if end == 0:
+            return []
+        count: dict[int, int] = {}
+        for cls, _, _ in r.intervals:
+            count[cls] = count.get(cls, 0) + 1
+        promoted = [cls for cls, start, stop in r.intervals
+                    if start == 0 and stop >= end and count[cls] == 1 and self.class_bytes[cls]]
+        if not promoted:
+            return []
+        chosen = set(promoted)
+        r.intervals = [i for i in r.intervals if i[0] not in chosen]
+        ipu = np.zeros(self.num_ipus, dtype=np.int64)
+        tile = np.zeros(self.n, dtype=np.int64)
+        for cls in promoted:
+            ipu += self._class_ipu(cls)
+            b = self.class_bytes[cls]
+            tile[b.idx] += b.val
+        total = int(ipu.sum())
+        r.step_bytes = [b - total for b in r.step_bytes]
+        r.step_ipu_bytes = [b - ipu for b in r.step_ipu_bytes]
+        r.peak_by_tile = np.maximum(r.peak_by_tile - tile, 0)
+        return promoted
+
     def run(self, root: LProg) -> LivenessResult:
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, 20_000))
         try:
-            self.record(root, 0, None, 0)
+            # device memory persists between runs and any program may run next, so what the
+            # control program reads before writing is live at its end too
+            out = 0
+            for _ in range(64):
+                found = self.live_in(root, out) | self.always
+                if found == out:
+                    break
+                out = found
+            self.record(root, out, None, 0)
         finally:
             sys.setrecursionlimit(limit)
         r = self.result

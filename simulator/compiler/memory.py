@@ -1,11 +1,12 @@
 """Tile memory: liveness classes, lowered variables and their allocation.
 
 Every tile has a non-interleaved region [0, I) and an interleaved region [I, B), B being the
-bytes per tile. Always-live items (code, stacks, vertex state, constants, ...) are placed
-first, executable code lowest; not-always-live variables are placed in *lanes*: variables
-whose liveness never overlaps share a lane, and a lane is as large on a tile as its largest
-member there. Items are padded to 8 bytes (16 in interleaved memory); that padding and the
-space between regions are the gaps. What does not fit in the non-interleaved region moves to
+bytes per tile, both made of memory elements. Always-live items (code, stacks, vertex state,
+constants, ...) are placed first, executable code lowest; the data start in the memory element
+after the code. Not-always-live variables are placed in *lanes*: variables whose liveness never
+overlaps share a lane, and a lane is as large on a tile as its largest member there. Items are
+padded to 8 bytes (16 in interleaved memory); that padding, the space between the code and the
+data and the space between regions are the gaps (docs/simulator-memory.md). What does not fit in the non-interleaved region moves to
 the interleaved region; what does not fit there is overflowed (placed beyond B).
 Bytes used by more than one variable over time are "overlapped"; when those variables are of
 different categories the bytes are counted as "multiple".
@@ -152,6 +153,7 @@ def build_lowered_vars(classes: ClassTable, n_tiles: int, always_live_items: dic
         lv.user_keys = ukeys
         dtype_size = np.array([v.dtype.size for v in state.vars], dtype=np.int64)
         is_const = np.array([v.kind == "constant" for v in state.vars], dtype=np.int64)
+        is_always = np.array(classes.always_live[: len(state.vars)], dtype=np.int64) | is_const
         inter = np.array([v.interleaved for v in state.vars], dtype=np.int64)
         cats = np.array([CAT.get(v.category, CAT["variable"]) for v in state.vars], dtype=np.int64)
         acc = np.zeros(len(state.vars), dtype=np.int64)
@@ -159,7 +161,7 @@ def build_lowered_vars(classes: ClassTable, n_tiles: int, always_live_items: dic
             acc[np.fromiter(accessed, dtype=np.int64)] = 1
         name_ids = np.array([lv.name_id(v.name) for v in state.vars], dtype=np.int64)
         lv.add(tile=ukeys % n_tiles, size=sizes, align=np.maximum(4, dtype_size[uvar]), category=cats[uvar],
-               eq_class=uvar, unlowered=uvar, name_id=name_ids[uvar], always_live=is_const[uvar],
+               eq_class=uvar, unlowered=uvar, name_id=name_ids[uvar], always_live=is_always[uvar],
                constant=is_const[uvar], in_interleaved=inter[uvar], accessed=acc[uvar])
     n_user = int(lv.user_keys.size)
     # compiler buffers with liveness (message buffers, control ids, ...)
@@ -263,7 +265,7 @@ def _group_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def allocate(lv: LoweredVars, lanes_of_class: np.ndarray, n_tiles: int, bytes_per_tile: int,
-             interleaved_start: int, peak_by_tile: np.ndarray) -> MemoryResult:
+             interleaved_start: int, peak_by_tile: np.ndarray, element_bytes: int = 0) -> MemoryResult:
     """Place every lowered variable on its tile and account memory by region and category."""
     result = MemoryResult(n_tiles)
     B, I = int(bytes_per_tile), int(interleaved_start)
@@ -311,6 +313,14 @@ def allocate(lv: LoweredVars, lanes_of_class: np.ndarray, n_tiles: int, bytes_pe
     uorder = np.lexsort((u_id, u_key, u_kind, u_pref, u_tile))
     t_o, d_o, p_o, pad_o = u_tile[uorder], u_data[uorder], u_pref[uorder], u_pad[uorder]
     rel = _group_cumsum(pad_o, _group_starts(t_o, p_o))
+    # data starts in the first memory element after the code (instruction fetches and data
+    # accesses never share an element)
+    if element_bytes > 0 and t_o.size:
+        code_unit = (u_kind[uorder] == 0) & (p_o == 0)
+        code_unit[code_unit] = execu[u_id[uorder][code_unit]] == 1
+        code_end = np.bincount(t_o[code_unit], weights=pad_o[code_unit], minlength=n_tiles).astype(np.int64)
+        gap = -code_end % element_bytes
+        rel = rel + np.where((p_o == 0) & ~code_unit, gap[t_o], 0)
     over_i = ((rel + d_o) > I) & (p_o == 0)
     gs = _group_starts(t_o, p_o)
     seen = np.cumsum(over_i)

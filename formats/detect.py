@@ -206,7 +206,7 @@ def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[st
     """(container kind, top-level keys, keys of the first array item, small top-level values)."""
     from .legacy.cborstream import cbor_events
     from .legacy.jsonstream import json_events
-    from .legacy.tree import InputProblem
+    from .legacy.tree import InputProblem, NonFiniteProblem
 
     keys: list[str] = []
     item_keys: list[str] = []
@@ -254,9 +254,22 @@ def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[st
                     break
                 if len(keys) > 64:
                     break
+        except NonFiniteProblem:
+            _refuse_non_finite(path, encoding)
         except (InputProblem, ValueError, OSError):
             pass
     return container, tuple(keys), tuple(item_keys), values
+
+
+def _refuse_non_finite(path: str, encoding: str) -> None:
+    """Raise the located InvalidInputError for a NaN or infinity met while sniffing."""
+    from .legacy.cborstream import cbor_events
+    from .legacy.jsonstream import json_events
+    from .legacy.tree import build_tree
+
+    with open(path, "rb") as raw:
+        limited = _Limited(raw, SNIFF_BYTES)
+        build_tree(json_events(limited, None) if encoding == "json" else cbor_events(limited, None), path)
 
 
 class _Limited:

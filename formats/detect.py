@@ -30,21 +30,28 @@ class FileKind(enum.Enum):
     BINARY = "binary data of unknown kind"
 
 
+def _expected(what: str) -> str:
+    """'a report file', 'an input file', 'a debug information file (debug.cbor)': `what` as a file."""
+    noun = what if "file" in what.split() else f"{what} file"
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def check_regular_file(path: str | os.PathLike[str], what: str = "report") -> os.stat_result:
     """Stat `path`, raising the matching PvaError unless it is a readable regular file."""
     name = os.fspath(path)
+    expected = _expected(what)
     try:
         info = os.stat(name)
     except FileNotFoundError:
-        raise ReportNotFoundError(f"{name!r}: no such file; expected a {what}", name) from None
+        raise ReportNotFoundError(f"{name!r}: no such file; expected {expected}", name) from None
     except PermissionError:
         raise ReportPermissionError(f"{name!r}: permission denied; expected a readable {what}", name) from None
     except OSError as exc:
-        raise ReportNotFoundError(f"{name!r}: cannot be read ({exc.strerror}); expected a {what}", name) from None
+        raise ReportNotFoundError(f"{name!r}: cannot be read ({exc.strerror}); expected {expected}", name) from None
     if stat.S_ISDIR(info.st_mode):
-        raise NotAFileError(f"{name!r}: is a directory; expected a {what} file", name)
+        raise NotAFileError(f"{name!r}: is a directory; expected {expected}", name)
     if not stat.S_ISREG(info.st_mode):
-        raise NotAFileError(f"{name!r}: is not a regular file; expected a {what} file", name)
+        raise NotAFileError(f"{name!r}: is not a regular file; expected {expected}", name)
     if not os.access(name, os.R_OK):
         raise ReportPermissionError(f"{name!r}: permission denied; expected a readable {what}", name)
     return info

@@ -95,6 +95,7 @@ class LegacyImporter:
         self.exchange_rows: dict[tuple[str, int], dict[str, tuple[int, int, int, int]]] = {}
         self.exchange_counts: dict[str, int] = {}
         self.cs_cycles_by_tile: list | None = None
+        self.not_recorded: list[str] = []
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -154,6 +155,7 @@ class LegacyImporter:
         self.memory()
         if self.x is not None:
             self.execution()
+        self.w.set_metadata(not_recorded=json.dumps(self.not_recorded))
 
     # -- graph profile --------------------------------------------------------------------
 
@@ -179,6 +181,13 @@ class LegacyImporter:
                             f"({self.input_bytes:,} bytes)")
         bytes_per_tile = as_int(t.get("bytesPerTile"))
         clock = float(t.get("clockFrequency", 0.0))
+        if "bytesPerTile" not in t:
+            self.not_recorded += ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory",
+                                  "target.memory_per_replica"]
+        if "clockFrequency" not in t:
+            self.not_recorded.append("target.clock_frequency")
+        if "minSyncDelay" not in t:
+            self.not_recorded.append("target.min_sync_delay")
         kind = M.TARGET_TYPES.get(t.get("type"), "Unknown")
         delays = t.get("relativeSyncDelayByTile")
         per_ipu = None
@@ -206,6 +215,9 @@ class LegacyImporter:
 
     def graph_counts(self) -> None:
         graph = self.section(self.g, "graph")
+        self.not_recorded += [f"graph.{column}" for key, column in (
+            ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
+            ("numVertices", "num_vertices")) if key not in graph]
         self.w.set_graph(**{column: as_int(graph.get(key)) for key, column in (
             ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
             ("numVertices", "num_vertices"))})
@@ -629,6 +641,8 @@ class LegacyImporter:
         tile_cycles = simulation.get("tileCycles")
         if isinstance(tile_cycles, dict):
             values = {column: as_int(tile_cycles.get(key)) for key, column in M.TILE_CYCLES.items()}
+            self.not_recorded += [f"cycle_totals.{column}" for key, column in M.TILE_CYCLES.items()
+                                  if key not in tile_cycles]
             shared = as_int(tile_cycles.get("copySharedStructure"))
             if "copySharedStructure" in tile_cycles:
                 self.keep(["simulation", "tileCycles", "copySharedStructure"], tile_cycles["copySharedStructure"], True)

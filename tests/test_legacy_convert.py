@@ -9,12 +9,12 @@ import sqlite3
 
 import numpy as np
 import pytest
+from legacy_builders import complete_graph_profile, execution_profile, write_cbor, write_json
 
 import pva
 from formats.errors import InvalidInputError, PvaError, UnsupportedVersionError
 from formats.legacy import convert_legacy, read_document
 from formats.legacy.runs import Run, Spool
-from legacy_builders import complete_graph_profile, execution_profile, write_cbor, write_json
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ import json
 import pathlib
 import sqlite3
 
-from formats.convert import convert
 from legacy_builders import complete_graph_profile, write_json
+
+from formats.convert import convert
 
 SAMPLES = pathlib.Path(__file__).parent / "data" / "samples"
 ADDER = SAMPLES / "graphcore_printProfileSummary_graph__tf-docs_adder-example_SDK0.9.txt"
@@ -85,3 +86,14 @@ def test_legacy_profile_without_optional_target_fields(tmp_path):
     assert json.loads(_metadata(tmp_path / "partial.pop")["not_recorded"]) == [
         "target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory", "target.memory_per_replica",
         "target.clock_frequency", "target.min_sync_delay", "graph.num_edges"]
+
+
+def test_poplar_sync_steps_without_cycles_are_listed(tmp_path):
+    from legacy_builders import execution_profile
+
+    graph = complete_graph_profile()
+    execution = execution_profile(graph, "IPU_MODEL")
+    assert {"syncType": "External", "type": "Sync"} in execution["simulation"]["steps"]
+    source = write_json(tmp_path / "p.json", {"graphProfile": graph, "executionProfile": execution})
+    convert([source], tmp_path / "p.pop")
+    assert json.loads(_metadata(tmp_path / "p.pop")["not_recorded"]) == ["steps_by_ipu.cycles[Sync]"]

@@ -708,6 +708,7 @@ class LegacyImporter:
             if executions:
                 self.w.set_metadata(legacy_step_cycles_by_tile="computeSetCyclesByTile")
         seen: dict[int, int] = {}
+        untimed_sync = False
         has_tiles = own_tiles or bool(executions)
         matrix = self.w.matrix("step_cycles_by_tile") if has_tiles else None
         pending: list[np.ndarray] = []
@@ -742,6 +743,10 @@ class LegacyImporter:
                     value = as_int(step[key])
                     if family != expected_family or value != expected_exchange:
                         self.keep(parts + [key], step[key], True)
+            if pva_type == "Sync" and "cycles" not in step and "cyclesTo" not in step and not untimed_sync:
+                # Poplar's Sync steps hold only syncType: their cycles are in tileCycles.sync alone.
+                untimed_sync = True
+                self.not_recorded.append("steps_by_ipu.cycles[Sync]")
             step_rows.append((index, 0, pva_type, program, cs, name, step.get("syncType"),
                               as_int(step.get("cyclesOverlapped"))))
             cycles = as_int(step.get("cycles"))

@@ -12,6 +12,7 @@ by a per-kernel table (with or without ``+---+`` rules) whose Active PEs column 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 
@@ -208,6 +209,14 @@ def _column_of(line: str, cell: str, separator: int) -> int:
     return start + 1
 
 
+#: The target and graph columns a converted compile report fills with placeholders.
+NOT_RECORDED = [
+    "target.num_ipus", "target.tiles_per_ipu", "target.num_tiles", "target.bytes_per_tile", "target.bytes_per_ipu",
+    "target.total_memory", "target.clock_frequency", "target.ipus_per_replica", "target.tiles_per_replica",
+    "target.memory_per_replica", "graph.num_edges", "graph.num_vars", "graph.num_vertices",
+]
+
+
 def read_compile_report(path: str | os.PathLike[str]) -> CompileReport:
     """Read and parse a compile_report.txt."""
     name = os.fspath(path)
@@ -219,12 +228,13 @@ def convert_cerebras(path: str | os.PathLike[str], output: str | os.PathLike[str
     """Write a compile report as a profile.pop: kernels as compute sets, estimates in compile_estimates.
 
     The target is recorded as Unknown (one IPU of one tile): a compile report says nothing of the
-    hardware layout.
+    hardware layout, so those placeholders, and the graph counts other than the kernels, are
+    listed in metadata ``not_recorded``.
     """
     report = read_compile_report(path)
     o = report.overall
     with ProfileWriter(output, producer="pva convert") as writer:
-        writer.set_metadata(source_format="Cerebras compile report")
+        writer.set_metadata(source_format="Cerebras compile report", not_recorded=json.dumps(NOT_RECORDED))
         writer.set_target(num_ipus=1, tiles_per_ipu=1, bytes_per_tile=0, clock_frequency=0.0, type="Unknown",
                           architecture="Unknown")
         writer.set_graph(num_compute_sets=len(report.kernels), num_edges=0, num_vars=0, num_vertices=0)

@@ -53,7 +53,8 @@ def convert(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[
 
         convert_text_summary(info.path, output)
         result.warnings.append("a text summary has totals, not per-tile values: the report holds the target, the "
-                               "graph counts and vertex types, and every summary value in table extras")
+                               "graph counts and vertex types, the device memory totals in metadata "
+                               "memory_totals, and every summary value in table extras")
         return result
     if info.kind is InputKind.CEREBRAS_COMPILE_REPORT:
         from .cerebras import convert_cerebras

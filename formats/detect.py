@@ -30,21 +30,28 @@ class FileKind(enum.Enum):
     BINARY = "binary data of unknown kind"
 
 
+def _expected(what: str) -> str:
+    """'a report file', 'an input file', 'a debug information file (debug.cbor)': `what` as a file."""
+    noun = what if "file" in what.split() else f"{what} file"
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def check_regular_file(path: str | os.PathLike[str], what: str = "report") -> os.stat_result:
     """Stat `path`, raising the matching PvaError unless it is a readable regular file."""
     name = os.fspath(path)
+    expected = _expected(what)
     try:
         info = os.stat(name)
     except FileNotFoundError:
-        raise ReportNotFoundError(f"{name!r}: no such file; expected a {what}", name) from None
+        raise ReportNotFoundError(f"{name!r}: no such file; expected {expected}", name) from None
     except PermissionError:
         raise ReportPermissionError(f"{name!r}: permission denied; expected a readable {what}", name) from None
     except OSError as exc:
-        raise ReportNotFoundError(f"{name!r}: cannot be read ({exc.strerror}); expected a {what}", name) from None
+        raise ReportNotFoundError(f"{name!r}: cannot be read ({exc.strerror}); expected {expected}", name) from None
     if stat.S_ISDIR(info.st_mode):
-        raise NotAFileError(f"{name!r}: is a directory; expected a {what} file", name)
+        raise NotAFileError(f"{name!r}: is a directory; expected {expected}", name)
     if not stat.S_ISREG(info.st_mode):
-        raise NotAFileError(f"{name!r}: is not a regular file; expected a {what} file", name)
+        raise NotAFileError(f"{name!r}: is not a regular file; expected {expected}", name)
     if not os.access(name, os.R_OK):
         raise ReportPermissionError(f"{name!r}: permission denied; expected a readable {what}", name)
     return info
@@ -206,7 +213,7 @@ def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[st
     """(container kind, top-level keys, keys of the first array item, small top-level values)."""
     from .legacy.cborstream import cbor_events
     from .legacy.jsonstream import json_events
-    from .legacy.tree import InputProblem
+    from .legacy.tree import InputProblem, NonFiniteProblem
 
     keys: list[str] = []
     item_keys: list[str] = []
@@ -254,9 +261,22 @@ def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[st
                     break
                 if len(keys) > 64:
                     break
+        except NonFiniteProblem:
+            _refuse_non_finite(path, encoding)
         except (InputProblem, ValueError, OSError):
             pass
     return container, tuple(keys), tuple(item_keys), values
+
+
+def _refuse_non_finite(path: str, encoding: str) -> None:
+    """Raise the located InvalidInputError for a NaN or infinity met while sniffing."""
+    from .legacy.cborstream import cbor_events
+    from .legacy.jsonstream import json_events
+    from .legacy.tree import build_tree
+
+    with open(path, "rb") as raw:
+        limited = _Limited(raw, SNIFF_BYTES)
+        build_tree(json_events(limited, None) if encoding == "json" else cbor_events(limited, None), path)
 
 
 class _Limited:

@@ -7,13 +7,14 @@ import os
 import pathlib
 import sqlite3
 
+import numpy as np
 import pytest
+from legacy_builders import complete_graph_profile, execution_profile, write_cbor, write_json
 
 import pva
 from formats.errors import InvalidInputError, PvaError, UnsupportedVersionError
 from formats.legacy import convert_legacy, read_document
 from formats.legacy.runs import Run, Spool
-from legacy_builders import complete_graph_profile, execution_profile, write_cbor, write_json
 
 
 @pytest.fixture(scope="module")
@@ -134,12 +135,18 @@ def test_execution_profile_compute_sets_mode(complete):
         assert report.execution.totalCycles.compute == 8094
         assert report.execution.totalCycles.internalExchange == 2070
     first = execution["simulation"]["steps"][0]
-    # Ipu.cycles sums the step over tiles (seed 004): tileBalance * longest tile's cycles * tiles
-    assert _sql(output, "SELECT cycles, tile_cycles_max, active_tiles, all_cycles_from_min, all_cycles_to_max, "
+    # Ipu.cycles sums the step over tiles (seed 004). In COMPUTE_SETS mode the tiles' cycles are
+    # measured: computeSetCyclesByTile[cs], shared by the two executions of the compute set.
+    measured = np.array(execution["computeSetCyclesByTile"][first["computeSet"]], dtype=np.uint64)
+    share = measured // 2 + (measured % 2 > 0)
+    # Two IPUs: each gets its own tiles' cycles; span and balances are the step's device-wide figures.
+    rows = _sql(output, "SELECT ipu, cycles, tile_cycles_max, active_tiles, all_cycles_from_min, all_cycles_to_max, "
                         "tile_balance, active_tile_balance, thread_balance FROM steps_by_ipu "
-                        "WHERE step_id = 0 AND ipu = 0") == [
-        (round(0.5 * first["cycles"] * 8), first["cycles"], first["activeTiles"], first["cyclesFrom"],
-         first["cyclesTo"], 0.5, 0.875, 0.25)]
+                        "WHERE step_id = 0 ORDER BY ipu")
+    half = len(share) // 2
+    assert rows == [
+        (ipu, int(part.sum()), int(part.max()), int(np.count_nonzero(part)), first["cyclesFrom"], first["cyclesTo"],
+         0.5, 0.875, 0.25) for ipu, part in enumerate((share[:half], share[half:]))]
     assert _sql(output, "SELECT type, sync_type FROM steps WHERE id = 3") == [("Sync", "External")]
     reader = __import__("formats.profile_reader", fromlist=["ProfileReader"]).ProfileReader(output)
     try:
@@ -334,3 +341,48 @@ def test_json_syntax_errors_name_the_location(tmp_path):
         convert_legacy([source], tmp_path / "p.pop")
     assert "$.computeSets.cycleEstimates.cyclesByTile[1]" in str(caught.value)
     assert "line 1" in str(caught.value)
+
+
+def test_compute_sets_mode_gives_steps_their_measured_tile_cycles(complete):
+    """computeSetCyclesByTile[cs][tile] reaches ExecutionStep.cyclesByTile; Ipu.cycles is their sum."""
+    _graph, execution, output, _r = complete
+    measured = np.array(execution["computeSetCyclesByTile"], dtype=np.uint64)
+    legacy_steps = execution["simulation"]["steps"]
+    totals = np.zeros_like(measured)
+    with pva.openReport(output) as report:
+        steps = report.execution.steps
+        executions = [i for i, s in enumerate(legacy_steps) if s["type"] == "OnTileExecute"]
+        assert executions
+        for index in executions:
+            cs = legacy_steps[index]["computeSet"]
+            by_tile = list(steps[index].cyclesByTile)
+            assert len(by_tile) == measured.shape[1]
+            assert sum(ipu.cycles for ipu in steps[index].ipus) == sum(by_tile) > 0
+            totals[cs] += np.array(by_tile, dtype=np.uint64)
+            runs = sum(1 for s in legacy_steps if s.get("computeSet") == cs)
+            # each execution gets an equal share; the earliest take the remainder
+            assert max(by_tile[t] - int(measured[cs, t]) // runs for t in range(len(by_tile))) <= 1
+        used = sorted({legacy_steps[i]["computeSet"] for i in executions})
+        assert totals[used].tolist() == measured[used].tolist()
+        # steps without per-tile figures stay without them (a zero row: not profiled per tile)
+        assert list(steps[1].cyclesByTile) == [0] * measured.shape[1]
+
+
+def test_compute_sets_mode_split_of_a_compute_set_run_three_times(tmp_path):
+    graph = complete_graph_profile()
+    execution = execution_profile(graph, "COMPUTE_SETS")
+    steps = execution["simulation"]["steps"]
+    first = next(s for s in steps if s["type"] == "OnTileExecute")
+    cs = first["computeSet"]
+    tiles = graph["target"]["numTiles"]
+    execution["computeSetCyclesByTile"][cs] = [7] * tiles
+    repeats = [s for s in steps if s.get("computeSet") == cs]
+    steps.append(dict(repeats[0]))
+    count = len(repeats) + 1
+    source = write_json(tmp_path / "p.json", {"graphProfile": graph, "executionProfile": execution})
+    convert_legacy([source], tmp_path / "p.pop")
+    with pva.openReport(str(tmp_path / "p.pop")) as report:
+        rows = [list(s.cyclesByTile) for i, s in enumerate(report.execution.steps) if steps[i].get("computeSet") == cs]
+    assert len(rows) == count
+    assert [sum(r[0] for r in rows)] == [7]
+    assert [r[0] for r in rows] == [7 // count + (1 if i < 7 % count else 0) for i in range(count)]

@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 import cbor2
 import numpy as np
 
-from .runs import Run, Spool
-from .tree import MAX_DEPTH, InputProblem
+from .runs import NonFiniteNumberError, Run, Spool, non_finite_message, spelling
+from .tree import MAX_DEPTH, InputProblem, NonFiniteProblem, json_path, parse_json_path
 
 #: Bytes kept ahead in the buffer; items that fit are decoded by cbor2 in one call.
 WINDOW = 4 << 20
@@ -69,21 +69,24 @@ class _Normaliser:
             return value
         if kind is float:
             if not math.isfinite(value):
-                raise ValueError(f"{where or 'value'}: number out of range (not a finite float)")
+                raise NonFiniteNumberError(non_finite_message(spelling(value)), where)
             return value
         if kind is list or kind is tuple:
             if value and all(_is_number(v) for v in value):
                 array = np.array(value)
                 if array.dtype.kind == "O":
                     raise ValueError(f"{where or 'value'}: number does not fit in 64 bits")
-                return self.run_of(array)
+                try:
+                    return self.run_of(array)
+                except NonFiniteNumberError as exc:
+                    raise NonFiniteNumberError(str(exc), where + exc.where) from None
             return [self(v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value)]
         if kind is dict or isinstance(value, Mapping):
             out = {}
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise ValueError(f"{where or 'value'}: map key {key!r} is not a text string")
-                out[key] = self(item, depth + 1, f"{where}.{key}")
+                out[key] = self(item, depth + 1, where + json_path([key])[1:])
             return out
         if isinstance(value, cbor2.CBORTag):
             if value.tag == _SELF_DESCRIBE:
@@ -194,6 +197,8 @@ class CborWalker:
         self._pos = fp.tell()
         try:
             return True, self._normalise(value)
+        except NonFiniteNumberError as exc:
+            raise NonFiniteProblem(str(exc), start, parts=parse_json_path("$" + exc.where)) from None
         except ValueError as exc:
             raise InputProblem(str(exc), start) from None
 
@@ -276,18 +281,29 @@ class CborWalker:
         frame[1] -= len(values) - 1
         numbers: list = []
         try:
-            for index, value in enumerate(values):
+            for value in values:
                 if _is_number(value):
                     numbers.append(value)
                     continue
                 if numbers:
-                    yield "splice", self._normalise.run_of(numbers, start)
+                    yield "splice", self._numbers_run(numbers, start)
                     numbers = []
-                yield "value", self._normalise(value, 1, f"[{index}]")
+                try:
+                    item = self._normalise(value, 1, "")
+                except NonFiniteNumberError as exc:
+                    raise NonFiniteProblem(str(exc), start, parts=parse_json_path("$" + exc.where)) from None
+                yield "value", item
             if numbers:
-                yield "splice", self._normalise.run_of(numbers, start)
+                yield "splice", self._numbers_run(numbers, start)
         except ValueError as exc:
             raise InputProblem(f"invalid value ({exc})", start) from None
+
+    def _numbers_run(self, numbers: list, start: int) -> Run:
+        try:
+            return self._normalise.run_of(numbers, start)
+        except NonFiniteNumberError as exc:
+            index = parse_json_path("$" + exc.where)[0]
+            raise NonFiniteProblem(str(exc), start, index=index if isinstance(index, int) else None) from None
 
     def _item(self, stack: list, top: bool = False) -> Iterator[tuple[str, Any]]:
         """Events of the next item; containers too big for the window are opened, not decoded."""
@@ -365,6 +381,9 @@ class CborWalker:
                 piece = self._take(min(left, step))
                 run.add(_typed_array(tag, piece), self._normalise.spool)
                 left -= len(piece)
+        except NonFiniteNumberError as exc:
+            index = parse_json_path("$" + exc.where)[0]
+            raise NonFiniteProblem(str(exc), at, index=(length - left) // dtype.itemsize + index) from None
         except ValueError as exc:
             raise InputProblem(f"invalid typed array ({exc})", at) from None
         yield "value", run

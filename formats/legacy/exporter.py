@@ -378,7 +378,8 @@ def _simulation(rep: _Report) -> dict:
             if family:
                 exchange_of[pid] = counters.get(family, 0)
                 counters[family] = exchange_of[pid] + 1
-    has_tiles = r.has_matrix("step_cycles_by_tile")
+    # Per-step tiles the importer shared out of computeSetCyclesByTile are not written back.
+    has_tiles = r.has_matrix("step_cycles_by_tile") and "legacy_step_cycles_by_tile" not in r.metadata
     simulation["steps"] = _Steps(rep, programs, exchange_of, has_tiles)
     return simulation
 
@@ -414,17 +415,21 @@ class _Steps:
              active_balance, data_in, data_out, data_balance) = row
             legacy = M.PROGRAM_TYPES_BACK.get(kind, kind)
             step: dict[str, Any] = {"type": legacy}
+            # Poplar's Sync steps hold only syncType; their timing, when known, is written too (readers
+            # ignore keys they do not know), else tileCycles.sync has no steps to add up to.
+            timed = legacy != "Sync" or bool(cycles) or bool(last)
+            if timed:
+                step.update(tileBalance=float(tile_balance or 0.0), activeTiles=int(active or 0),
+                            activeTileBalance=float(active_balance or 0.0), cycles=int(cycles or 0),
+                            cyclesFrom=int(first or 0), cyclesTo=int(last or 0))
+            if program is not None:
+                step["program"] = int(program)
+            if name:
+                step["name"] = name
             if legacy == "Sync":
                 if sync_type is not None:
                     step["syncType"] = sync_type
             else:
-                if program is not None:
-                    step["program"] = int(program)
-                if name:
-                    step["name"] = name
-                step.update(tileBalance=float(tile_balance or 0.0), activeTiles=int(active or 0),
-                            activeTileBalance=float(active_balance or 0.0), cycles=int(cycles or 0),
-                            cyclesFrom=int(first or 0), cyclesTo=int(last or 0))
                 if legacy in ("DoExchange", "StreamCopy", "GlobalExchange", "CopySharedStructure"):
                     step["totalData"] = int(max(data_in or 0, data_out or 0))
                     step["dataBalance"] = float(data_balance or 0.0)
@@ -439,11 +444,11 @@ class _Steps:
                         step[M.STEP_EXCHANGE_FIELD[family]] = int(exchange)
                 if legacy in ("OnTileExecute", "DoExchange", "CopySharedStructure"):
                     step["cyclesOverlapped"] = int(overlapped or 0)
-                if matrix is not None:
-                    if chunk is None or not chunk_first <= sid < chunk_first + len(chunk):
-                        chunk_first = sid
-                        chunk = matrix.rows(sid, sid + ROW_BATCH)
-                    step["cyclesByTile"] = chunk[sid - chunk_first, :tiles]
+            if matrix is not None and timed:
+                if chunk is None or not chunk_first <= sid < chunk_first + len(chunk):
+                    chunk_first = sid
+                    chunk = matrix.rows(sid, sid + ROW_BATCH)
+                step["cyclesByTile"] = chunk[sid - chunk_first, :tiles]
             if sid in self.overrides:
                 step = self.overrides[sid]
             yield step

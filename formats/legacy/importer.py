@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..profile_writer import ProfileWriter
-from . import mapping as M
+from . import mapping as M  # noqa: N812 (the short name reads as a table of names)
 from .runs import Run, run_slice
 from .tree import json_path, location
 
@@ -94,6 +94,8 @@ class LegacyImporter:
         self.function_programs: list[int] = []
         self.exchange_rows: dict[tuple[str, int], dict[str, tuple[int, int, int, int]]] = {}
         self.exchange_counts: dict[str, int] = {}
+        self.cs_cycles_by_tile: list | None = None
+        self.not_recorded: list[str] = []
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class LegacyImporter:
         self.memory()
         if self.x is not None:
             self.execution()
+        self.w.set_metadata(not_recorded=json.dumps(self.not_recorded))
 
     # -- graph profile --------------------------------------------------------------------
 
@@ -178,6 +181,13 @@ class LegacyImporter:
                             f"({self.input_bytes:,} bytes)")
         bytes_per_tile = as_int(t.get("bytesPerTile"))
         clock = float(t.get("clockFrequency", 0.0))
+        if "bytesPerTile" not in t:
+            self.not_recorded += ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory",
+                                  "target.memory_per_replica"]
+        if "clockFrequency" not in t:
+            self.not_recorded.append("target.clock_frequency")
+        if "minSyncDelay" not in t:
+            self.not_recorded.append("target.min_sync_delay")
         kind = M.TARGET_TYPES.get(t.get("type"), "Unknown")
         delays = t.get("relativeSyncDelayByTile")
         per_ipu = None
@@ -205,6 +215,9 @@ class LegacyImporter:
 
     def graph_counts(self) -> None:
         graph = self.section(self.g, "graph")
+        self.not_recorded += [f"graph.{column}" for key, column in (
+            ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
+            ("numVertices", "num_vertices")) if key not in graph]
         self.w.set_graph(**{column: as_int(graph.get(key)) for key, column in (
             ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
             ("numVertices", "num_vertices"))})
@@ -238,7 +251,7 @@ class LegacyImporter:
         num_cs = len(names) if names is not None else max(lengths, default=0)
         self.num_cs = num_cs
         base = ["computeSets"]
-        for key, value, parts in (("vertexCounts", counts, base + ["vertexCounts"]),
+        for _key, value, parts in (("vertexCounts", counts, base + ["vertexCounts"]),
                                   ("vertexTypes", types, base + ["vertexTypes"]),
                                   ("cyclesByTile", cycles, base + ["cycleEstimates", "cyclesByTile"]),
                                   ("activeCyclesByTile", active, base + ["cycleEstimates", "activeCyclesByTile"]),
@@ -447,7 +460,7 @@ class LegacyImporter:
         if all(value is None for value, _ in arrays.values()):
             return
         columns = []
-        for column, (value, parts) in arrays.items():
+        for _column, (value, parts) in arrays.items():
             if value is None:
                 columns.append(np.zeros(self.num_tiles, dtype=np.uint64))
             else:
@@ -525,7 +538,7 @@ class LegacyImporter:
             rows = []
             for r in range(first, stop):
                 stack = np.zeros((len(M.VERTEX_MEMORY), self.num_tiles), dtype=np.uint64)
-                for k, (key, column) in enumerate(M.VERTEX_MEMORY.items()):
+                for k, (key, _column) in enumerate(M.VERTEX_MEMORY.items()):
                     value = section.get(key)
                     if value is None or r >= len(value):
                         continue
@@ -577,6 +590,7 @@ class LegacyImporter:
                                 True)
             self.append_matrix("compute_set_cycles_by_tile", cycles_by_tile, ["computeSetCyclesByTile"],
                                "one per tile", True)
+            self.cs_cycles_by_tile = cycles_by_tile
         measured = x.get("computeSetCycles")
         if measured is not None:
             values = ints(measured)
@@ -627,20 +641,75 @@ class LegacyImporter:
         tile_cycles = simulation.get("tileCycles")
         if isinstance(tile_cycles, dict):
             values = {column: as_int(tile_cycles.get(key)) for key, column in M.TILE_CYCLES.items()}
+            self.not_recorded += [f"cycle_totals.{column}" for key, column in M.TILE_CYCLES.items()
+                                  if key not in tile_cycles]
             shared = as_int(tile_cycles.get("copySharedStructure"))
             if "copySharedStructure" in tile_cycles:
                 self.keep(["simulation", "tileCycles", "copySharedStructure"], tile_cycles["copySharedStructure"], True)
             total_cycles = (values["compute"] + values["internal_exchange"] + values["inter_ipu_exchange"]
                             + values["stream_copy"] + values["sync"] + shared)
-            row = dict(values, run=0, ipu=0, stream_copy_begin=0, stream_copy_end=0, total=total_cycles)
-            self.w.insert("cycle_totals", list(row), [tuple(row.values())])
-        self._steps(steps)
+        by_type = self._steps(steps)
+        if isinstance(tile_cycles, dict):
+            self._cycle_totals(values, shared, total_cycles, by_type, num_ipus)
 
-    def _steps(self, steps: list) -> None:
+    def _cycle_totals(self, values: dict[str, int], shared: int, total: int, by_type: dict[tuple[int, str], int],
+                      num_ipus: int) -> None:
+        """cycle_totals from tileCycles: per IPU when the steps split it exactly, else device-wide on IPU 0."""
+        columns = {"OnTileExecute": "compute", "DoExchange": "internal_exchange", "GlobalExchange": "inter_ipu_exchange",
+                   "StreamCopyBegin": "stream_copy_begin", "StreamCopyMid": "stream_copy",
+                   "StreamCopyEnd": "stream_copy_end", "Sync": "sync"}
+        per_ipu = [dict.fromkeys(columns.values(), 0) for _ in range(num_ipus)]
+        unmatched = 0
+        for (ipu, kind), cycles in by_type.items():
+            if kind in columns:
+                per_ipu[ipu][columns[kind]] += cycles
+            else:
+                unmatched += cycles
+        device = {c: sum(row[c] for row in per_ipu) for c in columns.values()}
+        stream = device["stream_copy_begin"] + device["stream_copy"] + device["stream_copy_end"]
+        exact = (not unmatched and not shared and stream == values["stream_copy"]
+                 and all(device[c] == values[c] for c in ("compute", "internal_exchange", "inter_ipu_exchange", "sync")))
+        if num_ipus > 1 and exact and any(ipu for ipu, _kind in by_type):
+            # activeCompute has no per-step figure: it is shared in proportion to compute cycles.
+            shares = _shares(values["active_compute"], [row["compute"] for row in per_ipu])
+            rows = [dict(row, run=0, ipu=ipu, active_compute=shares[ipu], total=sum(row.values()))
+                    for ipu, row in enumerate(per_ipu)]
+        else:
+            row = dict(values, run=0, ipu=0, stream_copy_begin=0, stream_copy_end=0, total=total)
+            # tileCycles.streamCopy is begin + mid + end; the steps say how it splits when they add up to it.
+            if (device["stream_copy_begin"] + device["stream_copy_end"]) and stream == values["stream_copy"]:
+                row.update(stream_copy_begin=device["stream_copy_begin"], stream_copy=device["stream_copy"],
+                           stream_copy_end=device["stream_copy_end"])
+            rows = [row]
+        names = list(rows[0])
+        self.w.insert("cycle_totals", names, [tuple(r[n] for n in names) for r in rows])
+
+    def _steps(self, steps: list) -> dict[tuple[int, str], int]:
+        """Write the steps; their cycles summed over tiles, by IPU and step type.
+
+        Steps with per-tile cycles (global tile ids) are split per IPU; without them the step's
+        device-wide figures go to IPU 0 and the other IPUs are marked not profiled. In COMPUTE_SETS
+        mode without per-step tiles, the OnTileExecute steps of a compute set share its measured
+        computeSetCyclesByTile row (see `_measured_share`).
+        """
+        by_type: dict[tuple[int, str], int] = {}
         num_ipus = int(self.w.target["num_ipus"])
+        tiles_per_ipu = self.num_tiles // num_ipus if num_ipus else 0
         canonical = {t.lower(): t for t in M.STEP_TYPES}
         step_rows, ipu_rows = [], []
-        has_tiles = any("cyclesByTile" in s for s in steps)
+        own_tiles = any("cyclesByTile" in s for s in steps)
+        measured = self.cs_cycles_by_tile if not own_tiles else None
+        executions: dict[int, int] = {}
+        if measured is not None:
+            for step in steps:
+                cs = step.get("computeSet")
+                if step["type"].lower() == "ontileexecute" and cs is not None and as_int(cs) < len(measured):
+                    executions[as_int(cs)] = executions.get(as_int(cs), 0) + 1
+            if executions:
+                self.w.set_metadata(legacy_step_cycles_by_tile="computeSetCyclesByTile")
+        seen: dict[int, int] = {}
+        untimed_sync = False
+        has_tiles = own_tiles or bool(executions)
         matrix = self.w.matrix("step_cycles_by_tile") if has_tiles else None
         pending: list[np.ndarray] = []
         for index, step in enumerate(steps):
@@ -674,6 +743,10 @@ class LegacyImporter:
                     value = as_int(step[key])
                     if family != expected_family or value != expected_exchange:
                         self.keep(parts + [key], step[key], True)
+            if pva_type == "Sync" and "cycles" not in step and "cyclesTo" not in step and not untimed_sync:
+                # Poplar's Sync steps hold only syncType: their cycles are in tileCycles.sync alone.
+                untimed_sync = True
+                self.not_recorded.append("steps_by_ipu.cycles[Sync]")
             step_rows.append((index, 0, pva_type, program, cs, name, step.get("syncType"),
                               as_int(step.get("cyclesOverlapped"))))
             cycles = as_int(step.get("cycles"))
@@ -685,16 +758,41 @@ class LegacyImporter:
                 self.check_length(vector, self.num_tiles, parts + ["cyclesByTile"], "one per tile", True)
                 vector = ints(vector).astype(np.uint64)
                 tile_cycles = int(vector.sum())
+            elif measured is not None and pva_type == "OnTileExecute" and cs in executions:
+                vector = _measured_share(ints(measured[cs]).astype(np.uint64), executions[cs], seen.get(cs, 0))
+                seen[cs] = seen.get(cs, 0) + 1
+                tile_cycles = int(vector.sum())
             else:
                 # Ipu.cycles sums the step's cycles over tiles; the legacy step has the longest tile's
                 # cycles and tileBalance = (sum over tiles) / (cycles * tiles), which gives the sum.
                 tile_cycles = round(float(step.get("tileBalance", 0.0)) * cycles * self.num_tiles)
-            ipu_rows.append((index, 0, 1, tile_cycles, as_int(step.get("activeTiles")), 0, first, first, first, last,
-                             last, last, first, first, first, last, last, last, cycles,
-                             float(step.get("threadBalance", 0.0)), float(step.get("tileBalance", 0.0)),
-                             float(step.get("activeTileBalance", 0.0)), data, data,
-                             float(step.get("dataBalance", 0.0))))
-            ipu_rows.extend((index, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0) for ipu in range(1, num_ipus))
+            spans = (0, first, first, first, last, last, last, first, first, first, last, last, last)
+            thread = float(step.get("threadBalance", 0.0))
+            data_balance = float(step.get("dataBalance", 0.0))
+            if num_ipus > 1 and vector is not None:
+                # Cycles, longest tile and active tiles per IPU from the IPU's tiles; the span and the
+                # balances are the step's device-wide figures, and its totalData goes to IPU 0 (the
+                # legacy step does not split them).
+                per_tile = vector.reshape(num_ipus, tiles_per_ipu)
+                if "activeTiles" in step and as_int(step["activeTiles"]) != int(np.count_nonzero(vector)):
+                    self.keep(parts + ["activeTiles"], step["activeTiles"], True)
+                if "cycles" in step and cycles != int(vector.max(initial=0)):
+                    self.keep(parts + ["cycles"], step["cycles"], True)
+                balances = (thread, float(step.get("tileBalance", 0.0)), float(step.get("activeTileBalance", 0.0)))
+                for ipu in range(num_ipus):
+                    row = per_tile[ipu]
+                    total, top, active = int(row.sum()), int(row.max()), int(np.count_nonzero(row))
+                    key = (ipu, pva_type)
+                    by_type[key] = by_type.get(key, 0) + total
+                    ipu_rows.append((index, ipu, 1, total, active, *spans, top, *balances,
+                                     data if ipu == 0 else 0, data if ipu == 0 else 0, data_balance))
+            else:
+                key = (0, pva_type)
+                by_type[key] = by_type.get(key, 0) + tile_cycles
+                ipu_rows.append((index, 0, 1, tile_cycles, as_int(step.get("activeTiles")), *spans, cycles, thread,
+                                 float(step.get("tileBalance", 0.0)), float(step.get("activeTileBalance", 0.0)),
+                                 data, data, data_balance))
+                ipu_rows.extend((index, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0) for ipu in range(1, num_ipus))
             if matrix is not None:
                 pending.append(np.zeros(self.num_tiles, dtype=np.uint64) if vector is None else vector)
                 if len(pending) >= ROW_BATCH:
@@ -705,6 +803,7 @@ class LegacyImporter:
         if matrix is not None and pending:
             matrix.append(np.vstack(pending))
         self._flush_steps(step_rows, ipu_rows)
+        return by_type
 
     def _flush_steps(self, step_rows: list, ipu_rows: list) -> None:
         self.w.insert("steps", ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
@@ -717,6 +816,29 @@ class LegacyImporter:
             "active_tile_balance", "data_in", "data_out", "data_balance"), ipu_rows)
         step_rows.clear()
         ipu_rows.clear()
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainders), adding up to `total` exactly."""
+    whole = sum(weights)
+    if not whole:
+        return [total] + [0] * (len(weights) - 1)
+    exact = [total * w / whole for w in weights]
+    out = [int(e) for e in exact]
+    for i in sorted(range(len(weights)), key=lambda i: out[i] - exact[i])[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def _measured_share(row: np.ndarray, executions: int, index: int) -> np.ndarray:
+    """Execution `index` of a compute set's share of its measured per-tile cycles.
+
+    computeSetCyclesByTile holds the total over every execution of the compute set; the profile
+    does not say how it splits, so each of the `executions` steps gets an equal share per tile
+    (the remainder to the earliest), and the steps add up to the measured totals exactly.
+    """
+    base, remainder = np.divmod(row, np.uint64(executions))
+    return base + (remainder > np.uint64(index)).astype(np.uint64)
 
 
 def input_size(paths: Sequence[str | os.PathLike[str]]) -> int:

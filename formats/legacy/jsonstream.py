@@ -20,8 +20,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .runs import Run, Spool
-from .tree import InputProblem
+from .runs import Run, Spool, non_finite_message
+from .tree import InputProblem, NonFiniteProblem
 
 try:  # the C backend is ~10x faster; fall back to whatever ijson picks
     import ijson.backends.yajl2_c as _ijson
@@ -43,6 +43,11 @@ _SPACE = re.compile(rb"[ \t\r\n]*")
 _NUMBER_TEXT = re.compile(rb"[0-9,.eE+\- \t\r\n]*")
 _NUMBER_CHARS = b"0123456789,.eE+- \t\r\n"
 _NUMBER_START = frozenset(b"-0123456789")
+#: What JavaScript writes for non-finite numbers; JSON has no such literals (RFC 8259, section 6).
+_NON_FINITE = re.compile(rb"-?(?:NaN|Infinity)")
+#: Letters of those literals: held back at the end of a buffer so a literal split between two
+#: reads is still seen whole.
+_LITERAL_TAIL = frozenset(b"-NaIinfty")
 _WHITESPACE = b" \t\r\n"
 
 _NORMAL, _STRING, _RUN = range(3)
@@ -210,12 +215,21 @@ class RunFilter:
             if self._state == _NORMAL:
                 match = _INTERESTING.search(buf, self._pos)
                 if match is None:
-                    self._emit(buf[self._pos :])
-                    self._pos = len(buf)
+                    cut = len(buf)
+                    while not self._eof and cut > self._pos and buf[cut - 1] in _LITERAL_TAIL:
+                        cut -= 1
+                    if not self._finite(self._pos, cut):
+                        return
+                    self._emit(buf[self._pos : cut])
+                    self._pos = cut
                     if not self._fill():
+                        if self._pos < len(self._buf):
+                            continue
                         return
                     continue
                 at = match.start()
+                if not self._finite(self._pos, at):
+                    return
                 if buf[at] == 0x22:  # '"'
                     self._emit(buf[self._pos : at + 1])
                     self._pos = at + 1
@@ -302,6 +316,21 @@ class RunFilter:
             if end == len(buf):
                 raise self._problem("unexpected end of input inside an array of numbers", self._base + end)
             terminator = buf[end]
+            if terminator in b"NI":  # NaN or [-]Infinity inside the array: reported at its index
+                token = end - 1 if text.endswith(b"-") else end
+                before = buf[self._pos : token].rstrip(_WHITESPACE)
+                if before:
+                    if not before.endswith(b","):
+                        raise self._problem(
+                            f"expected ',' or ']' in an array of numbers, found {chr(terminator)!r}", self._base + end)
+                    self._add_numbers(before[:-1], start)
+                    self._emit(self._placeholder() + b",")
+                else:
+                    self._run = None
+                    self._emit(b"[")
+                self._pos = token
+                self._state = _NORMAL
+                return
             if terminator == 0x5D:  # ']'
                 self._add_numbers(text, start)
                 self._emit(self._placeholder() + b"]")
@@ -322,6 +351,18 @@ class RunFilter:
             )
         except InputProblem as problem:
             self._fail(problem)
+
+    def _finite(self, start: int, stop: int) -> bool:
+        """False (with the problem pending) if structural text start..stop holds NaN or an infinity."""
+        match = _NON_FINITE.search(self._buf, start, stop)
+        if match is None:
+            return True
+        self._emit(self._buf[start : match.start()])
+        self._pos = match.start()
+        line, column = self.position(self._base + match.start())
+        self._fail(NonFiniteProblem(non_finite_message(match.group().decode()), self._base + match.start(), line,
+                                    column))
+        return False
 
     def _fail(self, problem: InputProblem) -> None:
         self._pending_error = problem

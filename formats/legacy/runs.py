@@ -16,6 +16,27 @@ IN_MEMORY_LIMIT = 256
 _UNSIGNED = tuple((np.dtype(t), int(np.iinfo(t).max)) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 
 
+class NonFiniteNumberError(ValueError):
+    """A NaN or an infinity among numbers read from a legacy profile.
+
+    ``where`` locates it relative to the value being read (a JSON location without the ``$``).
+    """
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def non_finite_message(found: str) -> str:
+    """The message for a non-finite number `found` (as the input spelt it)."""
+    return f"expected a finite number, found {found}"
+
+
+def spelling(value: float) -> str:
+    """NaN, Infinity or -Infinity, as JavaScript writes them."""
+    return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+
+
 def compact(array: np.ndarray, low: int | None = None, high: int | None = None) -> np.ndarray:
     """The same numbers in the narrowest dtype that holds them (unsigned when non-negative)."""
     if array.dtype.kind == "b":
@@ -49,7 +70,7 @@ class Run:
         self.offset = offset  # byte offset of the array in its input, for messages
         self._array: np.ndarray | None = None
         self._segments: list[tuple[int, int, np.dtype]] = []
-        self._spool: "Spool | None" = None
+        self._spool: Spool | None = None
 
     # -- building -------------------------------------------------------------------------
 
@@ -62,7 +83,8 @@ class Run:
             self.kind = "float"
             low, high = float(low), float(high)
             if not (np.isfinite(low) and np.isfinite(high)):
-                raise ValueError("non-finite number")
+                index = int(np.argmin(np.isfinite(array)))
+                raise NonFiniteNumberError(non_finite_message(spelling(float(array[index]))), f"[{index}]")
         else:
             low, high = int(low), int(high)
         if self.count == 0:
@@ -72,7 +94,7 @@ class Run:
             self.maximum = max(self.maximum, high)
         self.count += int(array.size)
 
-    def add(self, array: np.ndarray, spool: "Spool | None") -> None:
+    def add(self, array: np.ndarray, spool: Spool | None) -> None:
         """Append values (a 1-D numeric array)."""
         if array.dtype.kind == "O":
             raise ValueError("number does not fit in 64 bits")
@@ -142,7 +164,7 @@ class Spool:
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         try:
-            self._file = tempfile.TemporaryFile(dir=directory, prefix=".pva-spool-")
+            self._file = tempfile.TemporaryFile(dir=directory, prefix=".pva-spool-")  # noqa: SIM115 (closed by close())
         except OSError as exc:
             raise InvalidInputError(f"cannot create a temporary file in {directory!r}: {exc}", directory) from None
         self._fd = self._file.fileno()
@@ -180,7 +202,7 @@ class Spool:
         """Delete the spool."""
         self._file.close()
 
-    def __enter__(self) -> "Spool":
+    def __enter__(self) -> Spool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -223,6 +223,83 @@ def summary_graph(summary: Summary) -> dict:
     return out
 
 
+#: "By Data Type" labels of the summary -> storage category names (formats.categories).
+DATA_TYPE_CATEGORIES = {
+    "Variables": "variable", "Constants": "constant", "Internal Exchange Message Buffers": "message",
+    "Global Exchange Message Buffers": "globalMessage", "Host Exchange Message Buffers": "hostMessage",
+    "Data Rearrangement Buffers": "rearrangement", "Output Edge Buffers": "outputEdge",
+    "Host Exchange Packet Headers": "hostExchangePacketHeader",
+    "Global Exchange Packet Headers": "globalExchangePacketHeader", "Stack": "stack",
+    "Vertex Instances": "vertexInstanceState", "Copy Descriptors": "copyDescriptor",
+    "VectorList Descriptors": "vectorListDescriptor", "Vertex Field Data": "vertexFieldData",
+    "Control Table": "controlTable", "Control Code": "controlCode", "Control IDs": "controlId",
+    "Vertex Code": "vertexCode", "Internal Exchange Code": "internalExchangeCode",
+    "Host Exchange Code": "hostExchangeCode", "Global Exchange Code": "globalExchangeCode",
+    "Instrumentation Results": "instrumentationResults", "Shared Code Storage": "sharedCodeStorage",
+    "Shared Data Storage": "sharedDataStorage",
+}
+_ON_TILE = re.compile(r"^(?P<bytes>[\d,]+)\b.*\bon tile (?P<tile>\d+)$")
+
+
+def summary_memory(summary: Summary) -> dict:
+    """The device-wide memory figures a summary states (bytes; keys as memory_by_tile's columns).
+
+    ``total_including_gaps``, ``total`` (excluding gaps), ``non_interleaved``, ``interleaved``,
+    ``overflowed``, ``by_category`` (storage category -> bytes, excluding gaps) and
+    ``max_tile_including_gaps`` / ``max_tile`` ({"tile", "bytes"}); only those the text has.
+    """
+    out: dict[str, Any] = {}
+    base = ("Memory Usage", "Total")
+    including = summary.value(*base, "Including Gaps")
+    if including is not None and including.bytes is not None:
+        out["total_including_gaps"] = including.bytes
+    regions = {}
+    for label, key in (("Non-interleaved", "non_interleaved"), ("Interleaved", "interleaved"),
+                       ("Overflowed", "overflowed")):
+        value = summary.value(*base, "Excluding Gaps", "By Memory Region", label)
+        if value is not None and value.bytes is not None:
+            regions[key] = value.bytes
+    out.update(regions)
+    total = summary.value(*base, "Excluding Gaps", "Total")
+    if total is not None and total.bytes is not None:
+        out["total"] = total.bytes
+    elif len(regions) == 3:
+        out["total"] = sum(regions.values())
+    node = summary.sections.get("Memory Usage", {}).get("Total", {}).get("Excluding Gaps", {}).get("By Data Type")
+    if isinstance(node, dict):
+        categories = {}
+        for label, value in node.items():
+            name = DATA_TYPE_CATEGORIES.get(label)
+            if name is not None and isinstance(value, Value) and value.bytes is not None:
+                categories[name] = value.bytes
+        if categories:
+            out["by_category"] = categories
+    for label, key in (("Maximum (Including Gaps)", "max_tile_including_gaps"),
+                       ("Maximum (Excluding Gaps)", "max_tile")):
+        value = summary.value("Memory Usage", "By Tile (Excluding Gaps)", label)
+        match = _ON_TILE.match(value.text) if value is not None else None
+        if match:
+            out[key] = {"tile": int(match["tile"]), "bytes": int(match["bytes"].replace(",", ""))}
+    return out
+
+
+def not_recorded(summary: Summary) -> list[str]:
+    """The target and graph columns a converted summary fills with a placeholder: the text lacks them."""
+    missing = []
+    if summary.value("Target", "Memory Per-Tile") is None:
+        missing += ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory",
+                    "target.memory_per_replica"]
+    clock = summary.value("Target", "Clock Speed (approx)")
+    if clock is None or clock.number is None:
+        missing.append("target.clock_frequency")
+    for key, label in (("num_vertices", "Number of vertices"), ("num_edges", "Number of edges"),
+                       ("num_vars", "Number of variables"), ("num_compute_sets", "Number of compute sets")):
+        value = summary.value("Graph", label)
+        if value is None or value.number is None:
+            missing.append(f"graph.{key}")
+    return missing
+
+
 def read_profile_summary(path: str | os.PathLike[str]) -> list[Summary]:
     """Read and parse a text file of printProfileSummary output."""
     name = os.fspath(path)
@@ -235,7 +312,8 @@ def convert_text_summary(path: str | os.PathLike[str], output: str | os.PathLike
     the vertex types it names, and every parsed value in extras (source poplar-text-summary).
 
     A summary carries totals and histograms, not per-tile values, so the per-tile tables stay
-    empty. Summaries without a Target (execution-only logs) are refused: parse them with
+    empty; the device-wide memory figures go to metadata ``memory_totals`` (see `summary_memory`)
+    and the target and graph columns the text lacks are listed in metadata ``not_recorded``. Summaries without a Target (execution-only logs) are refused: parse them with
     `parse_profile_summary` instead.
     """
     from ..profile_writer import ProfileWriter
@@ -256,7 +334,11 @@ def convert_text_summary(path: str | os.PathLike[str], output: str | os.PathLike
                 if row.get("name") and row["name"] not in vertex_types:
                     vertex_types.append(row["name"])
     with ProfileWriter(output, producer="pva convert") as writer:
-        writer.set_metadata(source_format="Poplar text profile summary")
+        writer.set_metadata(source_format="Poplar text profile summary",
+                            not_recorded=json.dumps(not_recorded(summaries[0])))
+        memory = summary_memory(summaries[0])
+        if memory:
+            writer.set_metadata(memory_totals=json.dumps(memory, separators=(",", ":")))
         writer.set_target(type="Unknown", architecture=guess_architecture(
             target["tiles_per_ipu"], target["bytes_per_tile"], target["clock_frequency"]), **target)
         writer.set_graph(**summary_graph(summaries[0]))

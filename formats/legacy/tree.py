@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..errors import InvalidInputError
-from .runs import Run
+from .runs import NonFiniteNumberError, Run, non_finite_message, spelling
 
 #: Deepest nesting accepted; legacy profiles nest about ten levels.
 MAX_DEPTH = 200
@@ -25,7 +25,7 @@ MAX_DEPTH = 200
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class InputProblem(Exception):
+class InputProblem(Exception):  # noqa: N818 (an event-source signal, turned into InvalidInputError)
     """Raised by an event source: what is wrong with the bytes, and where (if known)."""
 
     def __init__(self, message: str, offset: int | None = None, line: int | None = None,
@@ -44,6 +44,20 @@ class InputProblem(Exception):
         if self.line is not None:
             text += f", line {self.line}, column {self.column}"
         return (" near " if self.approximate else " at ") + text
+
+
+class NonFiniteProblem(InputProblem):
+    """A NaN or an infinity where a number belongs (JSON and the legacy formats have none).
+
+    ``parts`` locate it inside the value being read; ``index`` (if not None) is its position
+    among numbers that follow the items already read into the current array.
+    """
+
+    def __init__(self, message: str, offset: int | None = None, line: int | None = None,
+                 column: int | None = None, *, parts: list | None = None, index: int | None = None) -> None:
+        super().__init__(message, offset, line, column)
+        self.parts = parts or []
+        self.index = index
 
 
 class Splice:
@@ -107,7 +121,7 @@ def _frame_parts(stack: list) -> list[str | int]:
 
 
 def _number(value: Any) -> int | float:
-    if isinstance(value, bool) or isinstance(value, int):
+    if isinstance(value, (bool, int)):
         return value
     if isinstance(value, Decimal):
         if value == value.to_integral_value() and abs(value.adjusted()) < 40:
@@ -115,7 +129,7 @@ def _number(value: Any) -> int | float:
         value = float(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError("number out of range (not a finite 64-bit float)")
+            raise NonFiniteNumberError(non_finite_message(spelling(value)))
         return value
     raise ValueError(f"unexpected number type {type(value).__name__}")
 
@@ -152,7 +166,12 @@ def build_tree(events: Iterable[tuple[str, Any]], name: str, *, max_depth: int =
         except StopIteration:
             break
         except InputProblem as problem:
-            where = (location(prefix + _frame_parts(stack)) if have_root or stack or prefix
+            parts = prefix + _frame_parts(stack)
+            if isinstance(problem, NonFiniteProblem):
+                if problem.index is not None and stack and isinstance(stack[-1][0], list):
+                    parts[-1] += problem.index
+                parts += problem.parts
+            where = (location(parts) if have_root or stack or prefix or parts
                      else "the start of the document")
             raise InvalidInputError(f"{name!r}: {where}{problem.where()}: {problem}", name) from None
         try:

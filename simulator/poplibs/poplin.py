@@ -557,3 +557,59 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
 def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -> dict:  # pragma: no cover
     """The planner's own estimate of a matmul (for experiments)."""
     return plan_matmul(graph, m, k, n, as_type(dtype)).estimate
+
+
+# -- fully-connected passes ---------------------------------------------------------------------
+
+
+@poplibs_op("Transpose")
+def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose") -> Tensor:
+    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape): each
+    tile transposes the blocks it holds in place with popops::Transpose2d vertices, as poplin
+    rearranges the weights of a fully-connected backward pass."""
+    require_codelets(graph, "popops")
+    k, n = W.shape
+    m = aShape[0]
+    plan = plan_matmul(graph, m, k, n, W.dtype)
+    if len(W.variable_ids()) != 1:
+        raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
+    wvar = int(W.vars[0])
+    rb, cb = plan.kb, plan.nb
+    heights = np.minimum(rb, k - np.arange(plan.pk) * rb).clip(min=0)
+    widths = np.minimum(cb, n - np.arange(plan.pn) * cb).clip(min=0)
+    sizes = np.outer(heights, widths).reshape(-1)
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/out")
+    tvar = int(out.vars[0])
+    cells = [(0 * plan.pn + jn) * plan.pk + ik for ik in range(plan.pk) for jn in range(plan.pn)]
+    block_tiles = plan.tiles[cells]
+    keep = sizes > 0
+    graph.state.set_mapping(tvar, offsets[keep], offsets[keep] + sizes[keep], block_tiles[keep])
+    r = np.arange(k, dtype=np.int64)
+    c = np.arange(n, dtype=np.int64)
+    bi, bj = r // rb, c // cb
+    block = bi[None, :] * plan.pn + bj[:, None]
+    idx = offsets[block] + (c % cb)[:, None] * heights[bi][None, :] + (r % rb)[None, :]
+    view = Tensor.from_elements(graph.state, W.dtype, (n, k), np.full(idx.size, tvar, dtype=np.int64), idx.reshape(-1))
+    cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
+    v = np.arange(int(keep.sum()), dtype=np.int64)
+    off, size = offsets[keep], sizes[keep]
+    add_vertices(graph, cs, f"popops::Transpose2d<{W.dtype}>", block_tiles[keep],
+                 {"src": (v, np.full(v.size, wvar), off, size), "dst": (v, np.full(v.size, tvar), off, size)},
+                 work={"rows": np.repeat(heights, plan.pn)[keep], "cols": np.tile(widths, plan.pk)[keep], "matrices": 1})
+
+    def run(data):
+        data.write(view, data.read(W).T)
+
+    graph.state.compute_sets[cs.id].functional.append(run)
+    prog.add(Execute(cs))
+    return view
+
+
+def matMulAcc(graph: Graph, C: Tensor, k: float, A: Tensor, B: Tensor, prog: Sequence, debugPrefix: str = "matMulAcc",
+              options: dict | None = None) -> None:
+    """C += k A B (poplin::matMulAcc): the product, then a scaled add into C."""
+    from .popops import scaledAddTo
+
+    product = matMul(graph, A, B, prog, debugPrefix, options)
+    scaledAddTo(graph, C, product, k, prog, f"{debugPrefix}/AddTo")

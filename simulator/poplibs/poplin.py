@@ -71,7 +71,9 @@ class MatMulPlan:
         return min(size, index * block), min(size, (index + 1) * block)
 
     def needs_reduction(self) -> bool:
-        return self.pk > 1 or self.partials_type != self.out_type
+        """Whether partials of a k split are summed; without one the AMP vertices write the output
+        type directly (poplin's getConvTypes: a smaller vertex output type when no reduction)."""
+        return self.pk > 1
 
 
 def _groups(arch, in_type: Type, partials_type: Type) -> tuple[int, int]:
@@ -124,7 +126,7 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
                                               -(-nb // ocpg))
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
-    reduce_needed = (pk > 1) | (partials_type != out_type)
+    reduce_needed = pk > 1
     slice_elems = -(-(mb * nb) // pk)
     red_recv = (pk - 1) * slice_elems * partials_type.size
     red_exchange = np.where(pk > 1, arch.exchange_setup_cycles + red_recv // arch.exchange_bytes_per_cycle, 0)
@@ -592,11 +594,29 @@ def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPre
     idx = offsets[block] + (c % cb)[:, None] * heights[bi][None, :] + (r % rb)[None, :]
     view = Tensor.from_elements(graph.state, W.dtype, (n, k), np.full(idx.size, tvar, dtype=np.int64), idx.reshape(-1))
     cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
-    v = np.arange(int(keep.sum()), dtype=np.int64)
-    off, size = offsets[keep], sizes[keep]
-    add_vertices(graph, cs, f"popops::Transpose2d<{W.dtype}>", block_tiles[keep],
-                 {"src": (v, np.full(v.size, wvar), off, size), "dst": (v, np.full(v.size, tvar), off, size)},
-                 work={"rows": np.repeat(heights, plan.pn)[keep], "cols": np.tile(widths, plan.pk)[keep], "matrices": 1})
+    # each block's rows are shared by up to six worker vertices (poplin spreads the transposes of a
+    # tile over its workers); a vertex reads whole source rows and writes a column strip of the block
+    b_idx = np.flatnonzero(keep)
+    b_h = np.repeat(heights, plan.pn)[b_idx]
+    b_w = np.tile(widths, plan.pk)[b_idx]
+    b_off = offsets[b_idx]
+    parts = np.minimum(6, -(-b_h // 4))
+    step = -(-b_h // parts)
+    step = -(-step // 4) * 4
+    parts = -(-b_h // step)
+    v_block = np.repeat(np.arange(b_idx.size), parts)
+    j = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts, parts)
+    r0 = j * step[v_block]
+    r1 = np.minimum(r0 + step[v_block], b_h[v_block])
+    v = np.arange(v_block.size, dtype=np.int64)
+    src = (v, np.full(v.size, wvar), b_off[v_block] + r0 * b_w[v_block], (r1 - r0) * b_w[v_block])
+    cols = b_w[v_block]
+    dv = np.repeat(v, cols)
+    col = np.arange(int(cols.sum())) - np.repeat(np.cumsum(cols) - cols, cols)
+    dst = (dv, np.full(dv.size, tvar), np.repeat(b_off[v_block] + r0, cols) + col * np.repeat(b_h[v_block], cols),
+           np.repeat(r1 - r0, cols))
+    add_vertices(graph, cs, f"popops::Transpose2d<{W.dtype}>", block_tiles[keep][v_block], {"src": src, "dst": dst},
+                 work={"rows": r1 - r0, "cols": cols, "matrices": 1})
 
     def run(data):
         data.write(view, data.read(W).T)

@@ -4,6 +4,7 @@ presets, and calibration ratios against poplibs' published IpuModel2 figures (te
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import pathlib
 
@@ -94,8 +95,8 @@ def test_cube_matmul_cycles_grow_toward_8x_per_doubling(tmp_path):
         run_preset("matmul", {"m": size, "k": size, "n": size, "tiles-per-ipu": 16}, str(directory), timestamp=TS,
                    progress=False, functional=False)
         cycles.append(_cycles(directory))
-    ratios = [b / a for a, b in zip(cycles, cycles[1:])]
-    assert all(later > earlier for earlier, later in zip(ratios, ratios[1:])), ratios
+    ratios = [b / a for a, b in itertools.pairwise(cycles)]
+    assert all(later > earlier for earlier, later in itertools.pairwise(ratios)), ratios
     assert all(r <= 8.2 for r in ratios), ratios
     assert ratios[-1] > 5, ratios
 

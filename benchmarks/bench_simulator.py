@@ -1,5 +1,8 @@
 """Simulator benchmark: `pva simulate --preset large` on 4 Mk2 IPUs, with its time, peak memory and size.
 
+``python -m benchmarks.bench_simulator --calibration`` prints the calibration table instead: the
+fc, gemm and conv presets beside poplibs' published IPU-Model figures (benchmarks/calibration.py).
+
 Run ``python -m benchmarks.bench_simulator`` (the full preset: a few minutes) or
 ``python -m benchmarks.bench_simulator --size tiny`` (a smoke run in seconds). Each measurement
 runs in a fresh process so its peak resident memory is its own.
@@ -29,12 +32,6 @@ SIZES = {
     "small": {"layers": 20},
     "tiny": {"ipus": 2, "layers": 3, "seq": 16, "hidden": 32, "heads": 4, "tiles-per-layer": 16, "tiles-per-ipu": 64},
 }
-#: Published IPU-Model cycles of poplibs' gemm benchmarks (Mk1, half data, float partials):
-#: graphcore/poplibs tests/benchmark_results.csv, IpuModel rows, as "gemm_MxKxN".
-PUBLISHED_GEMM = {(200, 64, 10000): 11_597, (200, 256, 20000): 58_346, (1000, 256, 10000): 113_300,
-                  (1000, 64, 30000): 90_758, (600, 512, 30000): 502_036, (1000, 512, 30000): 941_961}
-#: Poplar tutorial 7 (seed 003): a 10000 x 1000 matrix-vector product ran in 5,071 cycles on the IPU Model.
-PUBLISHED_TUT7 = 5_071
 TARGETS = {"compute_sets": 20_000, "programs": 100_000, "steps": 50_000, "seconds": 600, "peak_mb": 4096}
 
 _SIMULATE = r"""
@@ -104,54 +101,6 @@ print(json.dumps({"seconds": time.perf_counter() - t0,
 """
 
 
-_CALIBRATE = r"""
-import json, os, sys, tempfile
-sys.path.insert(0, sys.argv[2])
-from formats.profile_reader import ProfileReader
-from simulator import Engine, Graph, HALF, Target
-from simulator.programs import Sequence
-from simulator.poplibs import poplin
-from simulator.presets import run_preset
-out = []
-def cycles_of(directory):
-    r = ProfileReader(os.path.join(directory, "profile.pop"))
-    rows = r.query("SELECT \"end\" - start FROM run_cycles_by_ipu")
-    r.close()
-    return max(v for (v,) in rows)
-for m, k, n in json.loads(sys.argv[1]):
-    g = Graph(Target("ipu1"))
-    poplin.addCodelets(g)
-    A = poplin.createMatMulInputLHS(g, HALF, (m, k), (k, n), "A")
-    B = poplin.createMatMulInputRHS(g, HALF, (m, k), (k, n), "B")
-    prog = Sequence()
-    poplin.matMul(g, A, B, prog, "gemm")
-    with tempfile.TemporaryDirectory() as d:
-        with Engine(g, prog, {"autoReport.outputExecutionProfile": "true", "autoReport.directory": d},
-                    functional=False) as e:
-            e.run(0)
-        plan = poplin.plan_matmul(g, m, k, n, HALF)
-        out.append([m, k, n, cycles_of(d), [plan.pm, plan.pn, plan.pk]])
-with tempfile.TemporaryDirectory() as d:
-    engine = run_preset("matrix-vector", {"rows": 10000, "cols": 1000, "arch": "ipu1"}, d, functional=False)
-    tut7 = cycles_of(d)
-print(json.dumps({"gemm": out, "tut7": tut7}))
-"""
-
-
-def calibration(root: str) -> dict:
-    """Simulated cycles of the published shapes, with the ratio simulated / published."""
-    shapes = sorted(PUBLISHED_GEMM)
-    result = _run(_CALIBRATE, json.dumps(shapes), root)
-    rows = []
-    for m, k, n, cycles, grid in result["gemm"]:
-        published = PUBLISHED_GEMM[(m, k, n)]
-        rows.append({"shape": f"{m}x{k}x{n}", "published": published, "simulated": cycles,
-                     "ratio": round(cycles / published, 2), "grid": grid})
-    rows.append({"shape": "tutorial 7 matrix-vector 10000x1000", "published": PUBLISHED_TUT7,
-                 "simulated": result["tut7"], "ratio": round(result["tut7"] / PUBLISHED_TUT7, 2)})
-    return {"comparisons": rows}
-
-
 def _run(code: str, *args: str) -> dict:
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
     if result.returncode:
@@ -159,23 +108,35 @@ def _run(code: str, *args: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _calibration(as_json: bool, only: str | None) -> int:
+    """Print the calibration table (see benchmarks.calibration)."""
+    from . import calibration as cal
+
+    if not as_json:
+        print(cal.HEADER)
+    rows = cal.calibrate(only, progress=None if as_json else lambda row: print(cal.format_row(row), flush=True))
+    result = cal.summary(rows)
+    if as_json:
+        print(json.dumps({"rows": rows, "summary": result}, indent=2))
+        return 0
+    for which, figures in result.items():
+        parts = [f"{key} geomean error {f['geomean_error']:.2f}x, worst {f['worst_error']:.2f}x, "
+                 f"{f['within_1_5x']}/{f['rows']} within 1.5x" for key, f in figures.items()]
+        print(f"{which}: " + "; ".join(parts))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--calibration", action="store_true",
-                        help="compare simulated matmul cycles with published IPU-Model figures instead")
+                        help="compare the fc, gemm and conv presets with poplibs' published IPU-Model figures instead")
+    parser.add_argument("--only", metavar="TEXT", help="with --calibration: only the rows whose name contains TEXT")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if args.calibration:
-        table = calibration(root)
-        if args.json:
-            print(json.dumps(table, indent=2))
-        else:
-            print(f"{'shape (m x k x n)':38} {'published':>10} {'simulated':>10} {'ratio':>6}")
-            for row in table["comparisons"]:
-                print(f"{row['shape']:38} {row['published']:>10,} {row['simulated']:>10,} {row['ratio']:>6.2f}")
-        return 0
+        return _calibration(args.json, args.only)
     knobs = SIZES[args.size]
     with tempfile.TemporaryDirectory(prefix="pva-bench-simulator-") as tmp:
         sim = _run(_SIMULATE, json.dumps(knobs), tmp, root)

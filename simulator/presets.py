@@ -379,21 +379,125 @@ def _matmul(arch: str, tiles_per_ipu: int, dtype: str, m: int, k: int, n: int, i
     return Built(g, [prog], [0], notes={"C": C})
 
 
-@preset("conv", "one 2-D convolution planned by poplin", _ARCH, _TILES, _DTYPE,
+_PHASE = Knob("single-phase", str, "all", "passes to run, as poplibs' benchmark tools' --single-phase",
+              ("all", "fwd", "bwd", "wu"), None)
+
+
+@preset("fc", "a fully-connected layer as poplibs' fully_connected_layer tool runs it (no bias): the forward pass, "
+        "then the weight transpose, backward pass and weight update", _ARCH, _TILES, _DTYPE,
+        Knob("batch-size", int, 1, "batch size"), Knob("input-size", int, 1000, "input features"),
+        Knob("output-size", int, 1000, "output features"), _PHASE)
+def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu))
+    poplin.addCodelets(g)
+    popops.addCodelets(g)
+    t = as_type(dtype)
+    b, i, o = batch_size, input_size, output_size
+    # poplin plans the three passes jointly around the forward pass's layout of the weights
+    prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct")
+    weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights")
+    fwd = P.Sequence(name="fwd")
+    bwd = P.Sequence(name="bwd")
+    if single_phase in ("all", "fwd"):
+        poplin.matMul(g, prev_act, weights, fwd, "Fwd")
+    if single_phase in ("all", "bwd", "wu"):
+        z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas")
+        if single_phase in ("all", "bwd"):
+            weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose")
+            poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd")
+        if single_phase in ("all", "wu"):
+            poplin.matMulAcc(g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu")
+    programs = [p for p in (fwd, bwd) if p.programs]
+    return Built(g, programs, list(range(len(programs))), notes={"macs": b * i * o * len(programs)})
+
+
+@preset("gemm", "C = alpha A B + beta C as poplibs' general_matrix_multiply tool runs it", _ARCH, _TILES, _DTYPE,
+        Knob("m", int, 1024, "rows of A and C"), Knob("k", int, 1024, "columns of A, rows of B"),
+        Knob("n", int, 1024, "columns of B and C"), Knob("alpha", float, 1.0, "scale of A B", None, None),
+        Knob("beta", float, 1.0, "scale of C", None, None))
+def _gemm(arch, tiles_per_ipu, dtype, m, k, n, alpha, beta) -> Built:
+    g = Graph(_target(arch, tiles_per_ipu))
+    poplin.addCodelets(g)
+    popops.addCodelets(g)
+    t = as_type(dtype)
+    A = poplin.createMatMulInputLHS(g, t, (m, k), (k, n), "matA")
+    B = poplin.createMatMulInputRHS(g, t, (m, k), (k, n), "matB")
+    prog = P.Sequence(name="gemm")
+    product = poplin.matMul(g, A, B, prog, "op(A) x op(B)")
+    C = g.clone(product, "matC")
+    popops.scaledAddTo(g, C, product, alpha, prog, "scaledAdd", scaleA=beta)
+    g.createHostRead("C", C)
+    return Built(g, [prog], [0], notes={"macs": m * k * n})
+
+
+def _pair(text: str, name: str) -> tuple[int, int]:
+    parts = [p for p in str(text).strip("{}").replace(" ", "").split(",") if p]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        values = values * 2
+    if len(values) != 2 or min(values) < 0:
+        raise OptionError(f"knob --{name} expects one or two non-negative integers such as 7 or 7,7 or {{7,7}}, "
+                          f"got {text!r}")
+    return values[0], values[1]
+
+
+@preset("conv", "one 2-D convolution planned by poplin; single_conv_layer's options (--field, --kernel-size, "
+        "--input-channels, --output-channels, --batch-size, --single-phase) override the short ones",
+        _ARCH, _TILES, _DTYPE,
         Knob("batch", int, 4, "batch size"), Knob("in-chans", int, 64, "input channels"),
         Knob("out-chans", int, 64, "output channels"), Knob("height", int, 28, "input height"),
         Knob("width", int, 28, "input width"), Knob("kernel", int, 3, "kernel height and width"),
-        Knob("stride", int, 1, "stride"), Knob("padding", int, 1, "padding on each side", None, 0))
-def _conv(arch, tiles_per_ipu, dtype, batch, in_chans, out_chans, height, width, kernel, stride, padding) -> Built:
+        Knob("stride", str, "1", "stride (S or H,W)", None, None),
+        Knob("padding", str, "1", "padding on each side (P or H,W)", None, None),
+        Knob("field", str, "", "input field H,W (single_conv_layer)", None, None),
+        Knob("kernel-size", str, "", "kernel size K or H,W (single_conv_layer)", None, None),
+        Knob("input-channels", int, 0, "input channels (single_conv_layer)", None, 0),
+        Knob("output-channels", int, 0, "output channels (single_conv_layer)", None, 0),
+        Knob("batch-size", int, 0, "batch size (single_conv_layer)", None, 0),
+        _PHASE)
+def _conv(arch, tiles_per_ipu, dtype, batch, in_chans, out_chans, height, width, kernel, stride, padding, field,
+          kernel_size, input_channels, output_channels, batch_size, single_phase) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
-    params = poplin.ConvParams(batch, in_chans, out_chans, (height, width), (kernel, kernel), (stride, stride),
-                               (padding, padding), as_type(dtype))
+    popops.addCodelets(g)
+    h, w = _pair(field, "field") if field else (height, width)
+    kh, kw = _pair(kernel_size, "kernel-size") if kernel_size else (kernel, kernel)
+    sh, sw = _pair(stride, "stride")
+    ph, pw = _pair(padding, "padding")
+    b = batch_size or batch
+    c = input_channels or in_chans
+    o = output_channels or out_chans
+    if min(h, w, kh, kw, sh, sw) < 1:
+        raise OptionError("knobs --field, --kernel-size and --stride must be positive")
+    t = as_type(dtype)
+    params = poplin.ConvParams(b, c, o, (h, w), (kh, kw), (sh, sw), (ph, pw), t)
+    oh, ow = params.out_field
+    if oh < 1 or ow < 1:
+        raise OptionError(f"the convolution's output field {oh}x{ow} is empty; check --field, --kernel-size, "
+                          f"--stride and --padding")
     x = poplin.createInput(g, params, "conv/in")
-    w = poplin.createWeights(g, params, "conv/weights")
-    prog = P.Sequence(name="conv")
-    poplin.convolution(g, x, w, params, prog, "conv")
-    return Built(g, [prog], [0], notes={"macs": params.macs})
+    weights = poplin.createWeights(g, params, "conv/weights")
+    fwd = P.Sequence(name="fwd")
+    bwd = P.Sequence(name="bwd")
+    if single_phase in ("all", "fwd"):
+        poplin.convolution(g, x, weights, params, fwd, "Fwd")
+    if single_phase in ("all", "bwd"):
+        # input gradients: the deltas convolved with the transposed (and flipped) weights; for a
+        # strided convolution the deltas' field is convolved at stride 1
+        bp = poplin.ConvParams(b, o, c, (oh, ow), (kh, kw), (1, 1), (max(0, kh - 1 - ph), max(0, kw - 1 - pw)), t)
+        deltas = poplin.createInput(g, bp, "conv/deltas")
+        poplin.convolution(g, deltas, weights.dimShuffle([1, 0, 2, 3]), bp, bwd, "Bwd")
+    if single_phase in ("all", "wu"):
+        # weight gradients as poplin plans them: a product over batch and field positions
+        rows, inner = c * kh * kw, b * oh * ow
+        acts = poplin.createMatMulInputLHS(g, t, (rows, inner), (inner, o), "Wu/activations")
+        zd = poplin.createMatMulInputRHS(g, t, (rows, inner), (inner, o), "Wu/deltas")
+        poplin.matMulAcc(g, weights.reshape((o, rows)).transpose(), -0.05, acts, zd, bwd, "Wu")
+    programs = [p for p in (fwd, bwd) if p.programs]
+    return Built(g, programs, list(range(len(programs))), notes={"macs": params.macs})
 
 
 # -- networks ------------------------------------------------------------------------------------

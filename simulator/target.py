@@ -74,14 +74,14 @@ ARCHITECTURES: dict[str, Architecture] = {
         global_exchange_bytes_per_cycle=96, global_exchange_setup_cycles=150, global_exchange_packet_bytes=256,
         host_bytes_per_cycle=8, memcpy_bytes_per_cycle=8,
         half_half_macs=64, half_float_macs=64, float_float_macs=16,
-        conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 8, "fp8_fp16": 0},
+        conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 0},
         conv_unit_coeff_load_bytes_per_cycle=16, tiles_per_super_tile=2, supports_super_tile_send_receive=True,
         data_path_width=64, num_stride_bits=10, rpt_count_max=4095,
     ),
 }
 ARCHITECTURES["Ipu21"] = dataclasses.replace(
     ARCHITECTURES["Ipu2"], name="Ipu21", clock_frequency=1.85e9,
-    conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 8, "fp8_fp16": 32}, fp8=True,
+    conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 32}, fp8=True,
 )
 
 _ARCH_ALIASES = {

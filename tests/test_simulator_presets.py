@@ -23,6 +23,8 @@ SMALL = {
     "tutorial3": {},
     "matrix-vector": {"rows": 60, "cols": 40, "tiles-per-ipu": 16},
     "matmul": {"m": 96, "k": 64, "n": 80, "tiles-per-ipu": 32, "dtype": "float"},
+    "fc": {"batch-size": 4, "input-size": 40, "output-size": 24, "tiles-per-ipu": 16},
+    "gemm": {"m": 24, "k": 40, "n": 16, "beta": 0.5, "tiles-per-ipu": 16},
     "conv": {"batch": 2, "in-chans": 8, "out-chans": 8, "height": 6, "width": 6, "tiles-per-ipu": 16},
     "mnist-mlp": {"batch": 4, "hidden": 16, "steps": 2, "runs": 2, "tiles-per-ipu": 32},
     "cnn": {"batch": 2, "channels": 4, "layers": 2, "size": 6, "tiles-per-ipu": 16},

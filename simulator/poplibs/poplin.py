@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import codelets as lib
+from ..codelets import poplin as amp
 from ..errors import GraphError
 from ..graph import Graph
 from ..programs import Execute, Sequence, WriteUndef
@@ -26,6 +27,10 @@ from ._util import add_vertices, poplibs_op, regions_at, require_codelets
 
 _CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512,
                640, 768, 1024, 1216, 1472, 2048, 2944, 4096, 5888)
+
+
+#: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
+AVAILABLE_MEMORY_PROPORTION = 0.6
 
 
 def addCodelets(graph: Graph) -> None:
@@ -66,14 +71,15 @@ class MatMulPlan:
         return min(size, index * block), min(size, (index + 1) * block)
 
     def needs_reduction(self) -> bool:
-        return self.pk > 1 or self.partials_type != self.out_type
+        """Whether partials of a k split are summed; without one the AMP vertices write the output
+        type directly (poplin's getConvTypes: a smaller vertex output type when no reduction)."""
+        return self.pk > 1
 
 
-def _conv_cycles(target, in_type: str, partials: str, out_elems, in_groups, out_groups):
-    work = {"out_elems": out_elems, "in_groups": in_groups, "out_groups": out_groups}
-    n = np.size(out_elems)
-    cycles, _ = lib.conv_partial_cost(in_type, partials)(work, n, target)
-    return cycles
+def _groups(arch, in_type: Type, partials_type: Type) -> tuple[int, int]:
+    """Input and output channels of one AMP channel group: a conv unit's weights and the conv units
+    of the tile (poplin's AMP vertex type: inChansPerGroup and partialChansPerGroup)."""
+    return (amp.weights_per_conv_unit(in_type.name), amp.num_conv_units(arch, in_type.name, partials_type.name))
 
 
 def plan_matmul(graph: Graph, m: int, k: int, n: int, in_type: Type, partials_type: Type = FLOAT,
@@ -109,22 +115,30 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
     mb = -(-m // pm)
     nb = -(-n // pn)
     kb = -(-k // pk)
-    icpg = 16 if in_type.name == "half" else 8
-    ocpg = 8 if in_type.name == "half" else 4
+    icpg, ocpg = _groups(arch, in_type, partials_type)
     e = in_type.size
-    compute = _conv_cycles(_ArchTarget(arch), in_type.name, partials_type.name, mb, -(-kb // icpg) * conv_kernel,
-                           -(-nb // ocpg))
+    # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
+    if conv_kernel > 1:
+        compute = amp.conv_partial_nx1_cycles(arch, in_type.name, partials_type.name, mb, -(-kb // icpg),
+                                              -(-nb // ocpg), conv_kernel)
+    else:
+        compute = amp.conv_partial_1x1_cycles(arch, in_type.name, partials_type.name, mb, -(-kb // icpg),
+                                              -(-nb // ocpg))
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
-    reduce_needed = (pk > 1) | (partials_type != out_type)
+    reduce_needed = pk > 1
     slice_elems = -(-(mb * nb) // pk)
     red_recv = (pk - 1) * slice_elems * partials_type.size
     red_exchange = np.where(pk > 1, arch.exchange_setup_cycles + red_recv // arch.exchange_bytes_per_cycle, 0)
-    red_compute = np.where(reduce_needed, 6 * (16 + 2 * (-(-slice_elems // 6)) + (-(-slice_elems // 6)) * pk // 2), 0)
+    red_compute = np.where(reduce_needed, amp.reduce_add_cycles(slice_elems, pk, out_type.name == "float",
+                                                                partials_type.name == "float",
+                                                                arch.data_path_width), 0)
     syncs = arch.min_sync_delay * (1 + reduce_needed.astype(np.int64))
     total = compute + exchange + red_exchange + red_compute + syncs
     memory = recv + mb * nb * partials_type.size + np.where(pk > 1, red_recv, 0)
-    fits = memory <= 0.55 * bytes_per_tile
+    # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
+    # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
+    fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
     best = int(np.lexsort((pm * pn * pk, total))[0])
@@ -132,19 +146,6 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
                 ("reduceExchange", int(red_exchange[best])), ("reduceCompute", int(red_compute[best])),
                 ("total", int(total[best])))
     return (int(pm[best]), int(pn[best]), int(pk[best])), estimate
-
-
-class _ArchTarget:
-    """The part of a target the cycle models use, built from an architecture (cacheable)."""
-
-    def __init__(self, arch) -> None:
-        self.arch = arch
-
-    def macs_per_cycle(self, in_type: str, partials_type: str) -> int:
-        a = self.arch
-        if in_type == "half":
-            return a.half_half_macs if partials_type == "half" else a.half_float_macs
-        return a.float_float_macs
 
 
 def _blocked_view(graph: Graph, var_tensor: Tensor, rows: int, cols: int, row_parts: int, col_parts: int,
@@ -236,7 +237,7 @@ def _reduce_slices(block: np.ndarray, size: np.ndarray, base: np.ndarray, p_off:
     map_s, map_e, map_t = base[keep] + s0[keep], base[keep] + s1[keep], tiles[keep]
     cell = np.flatnonzero(keep)
     length = s1[cell] - s0[cell]
-    workers = np.minimum(6, length)
+    workers = np.ones_like(length)  # one ReduceAdd supervisor vertex per slice, as poplin creates
     step = -(-length // workers)
     count = -(-length // step)
     v_cell = np.repeat(cell, count)
@@ -287,8 +288,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
     graph.state.set_mapping(pvar, p_off, p_off + block_sizes, tiles)
     state.vars[pvar].interleaved = reduce and block_sizes.max() * plan.partials_type.size <= 16_384
-    icpg = 16 if plan.in_type.name == "half" else 8
-    ocpg = 8 if plan.in_type.name == "half" else 4
+    icpg, ocpg = _groups(graph.target.arch, plan.in_type, plan.partials_type)
     cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
     add_vertices(graph, cs, lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type), tiles,
                  {"in": (va[ra], var_a, st_a, ln_a), "weights": (vb[rb], var_b, st_b, ln_b),
@@ -431,6 +431,7 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     pvar = int(partials.vars[0])
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
+    icpg, ocpg = _groups(graph.target.arch, params.dtype, partials_type)
     in_rows, w_rows, work_out, work_in, work_og, macs = [], [], [], [], [], []
     for vi, (im, jn, ik, p0, p1, o0, o1, k0, k1, tile) in enumerate(cells):
         for pos in range(p0, p1):
@@ -444,8 +445,8 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
         for oo in range(o0, o1):
             w_rows.append((vi, (oo * c + k0) * kh * kw, (k1 - k0) * kh * kw))
         work_out.append((p1 - p0) * ow)
-        work_in.append(-(-(k1 - k0) // (16 if params.dtype.name == "half" else 8)) * kh * kw)
-        work_og.append(-(-(o1 - o0) // (8 if params.dtype.name == "half" else 4)))
+        work_in.append(-(-(k1 - k0) // icpg))
+        work_og.append(-(-(o1 - o0) // ocpg))
         macs.append((p1 - p0) * ow * (o1 - o0) * (k1 - k0) * kh * kw)
     ir = np.array(in_rows, dtype=np.int64).reshape(-1, 3)
     wr = np.array(w_rows, dtype=np.int64).reshape(-1, 3)
@@ -457,7 +458,8 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
                  {"in": (ir[ri, 0], vi_, si, li), "weights": (wr[rw, 0], vw, sw_, lw),
                   "out": (v, np.full(v.size, pvar), offsets, sizes)},
                  work={"out_elems": np.array(work_out), "in_groups": np.array(work_in),
-                       "out_groups": np.array(work_og), "macs": np.array(macs)})
+                       "out_groups": np.array(work_og), "macs": np.array(macs), "kernel": kh * kw,
+                       "in_chans": c_per, "out_chans": o_per})
     # output: blocks of (o range x positions x ow), summed over the input-channel split
     out = graph.addVariable(params.dtype, [b * o * oh * ow], f"{debugPrefix}/out")
     ovar = int(out.vars[0])
@@ -483,7 +485,7 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
             map_s.append(base + s0)
             map_e.append(base + s1)
             map_t.append(int(tiles[j]))
-            workers = min(6, s1 - s0)
+            workers = 1  # one ReduceAdd supervisor vertex per slice
             step = -(-(s1 - s0) // workers)
             for w0 in range(s0, s1, step):
                 w1 = min(s1, w0 + step)
@@ -557,3 +559,77 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
 def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -> dict:  # pragma: no cover
     """The planner's own estimate of a matmul (for experiments)."""
     return plan_matmul(graph, m, k, n, as_type(dtype)).estimate
+
+
+# -- fully-connected passes ---------------------------------------------------------------------
+
+
+@poplibs_op("Transpose")
+def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose") -> Tensor:
+    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape): each
+    tile transposes the blocks it holds in place with popops::Transpose2d vertices, as poplin
+    rearranges the weights of a fully-connected backward pass."""
+    require_codelets(graph, "popops")
+    k, n = W.shape
+    m = aShape[0]
+    plan = plan_matmul(graph, m, k, n, W.dtype)
+    if len(W.variable_ids()) != 1:
+        raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
+    wvar = int(W.vars[0])
+    rb, cb = plan.kb, plan.nb
+    heights = np.minimum(rb, k - np.arange(plan.pk) * rb).clip(min=0)
+    widths = np.minimum(cb, n - np.arange(plan.pn) * cb).clip(min=0)
+    sizes = np.outer(heights, widths).reshape(-1)
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/out")
+    tvar = int(out.vars[0])
+    cells = [(0 * plan.pn + jn) * plan.pk + ik for ik in range(plan.pk) for jn in range(plan.pn)]
+    block_tiles = plan.tiles[cells]
+    keep = sizes > 0
+    graph.state.set_mapping(tvar, offsets[keep], offsets[keep] + sizes[keep], block_tiles[keep])
+    r = np.arange(k, dtype=np.int64)
+    c = np.arange(n, dtype=np.int64)
+    bi, bj = r // rb, c // cb
+    block = bi[None, :] * plan.pn + bj[:, None]
+    idx = offsets[block] + (c % cb)[:, None] * heights[bi][None, :] + (r % rb)[None, :]
+    view = Tensor.from_elements(graph.state, W.dtype, (n, k), np.full(idx.size, tvar, dtype=np.int64), idx.reshape(-1))
+    cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
+    # each block's rows are shared by up to six worker vertices (poplin spreads the transposes of a
+    # tile over its workers); a vertex reads whole source rows and writes a column strip of the block
+    b_idx = np.flatnonzero(keep)
+    b_h = np.repeat(heights, plan.pn)[b_idx]
+    b_w = np.tile(widths, plan.pk)[b_idx]
+    b_off = offsets[b_idx]
+    parts = np.minimum(6, -(-b_h // 4))
+    step = -(-b_h // parts)
+    step = -(-step // 4) * 4
+    parts = -(-b_h // step)
+    v_block = np.repeat(np.arange(b_idx.size), parts)
+    j = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts, parts)
+    r0 = j * step[v_block]
+    r1 = np.minimum(r0 + step[v_block], b_h[v_block])
+    v = np.arange(v_block.size, dtype=np.int64)
+    src = (v, np.full(v.size, wvar), b_off[v_block] + r0 * b_w[v_block], (r1 - r0) * b_w[v_block])
+    cols = b_w[v_block]
+    dv = np.repeat(v, cols)
+    col = np.arange(int(cols.sum())) - np.repeat(np.cumsum(cols) - cols, cols)
+    dst = (dv, np.full(dv.size, tvar), np.repeat(b_off[v_block] + r0, cols) + col * np.repeat(b_h[v_block], cols),
+           np.repeat(r1 - r0, cols))
+    add_vertices(graph, cs, f"popops::Transpose2d<{W.dtype}>", block_tiles[keep][v_block], {"src": src, "dst": dst},
+                 work={"rows": r1 - r0, "cols": cols, "matrices": 1})
+
+    def run(data):
+        data.write(view, data.read(W).T)
+
+    graph.state.compute_sets[cs.id].functional.append(run)
+    prog.add(Execute(cs))
+    return view
+
+
+def matMulAcc(graph: Graph, C: Tensor, k: float, A: Tensor, B: Tensor, prog: Sequence, debugPrefix: str = "matMulAcc",
+              options: dict | None = None) -> None:
+    """C += k A B (poplin::matMulAcc): the product, then a scaled add into C."""
+    from .popops import scaledAddTo
+
+    product = matMul(graph, A, B, prog, debugPrefix, options)
+    scaledAddTo(graph, C, product, k, prog, f"{debugPrefix}/AddTo")

@@ -150,18 +150,23 @@ def sqrt(graph, a, prog, debugPrefix: str = "sqrt") -> Tensor:
 
 @poplibs_op("ScaledAdd")
 def scaledAddTo(graph: Graph, A: Tensor, B: Tensor, scaleB: float, prog: Sequence,
-                debugPrefix: str = "scaledAdd") -> None:
-    """A += scaleB * B in place (popops::scaledAddTo), e.g. a weight update."""
+                debugPrefix: str = "scaledAdd", scaleA: float = 1.0) -> None:
+    """A = scaleA * A + scaleB * B in place (popops::scaledAddTo), e.g. a weight update; with scaleA
+    other than 1 it runs popops::aXPlusbYSupervisor vertices, as popops does."""
     require_codelets(graph, "popops")
     if A.shape != B.shape:
         raise GraphError(f"scaledAddTo needs tensors of one shape, got {list(A.shape)} and {list(B.shape)}")
     cs = graph.addComputeSet(f"{debugPrefix}/AddTo")
     vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, A)
     rb, vb, sb, lb = regions_at(B, pos, length)
-    add_vertices(graph, cs, f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},true>", vertex_tiles,
-                 {"A": (vidx, var, start, length), "B": (vidx[rb], vb, sb, lb)},
-                 params={"scaleB": [scaleB] * vertex_tiles.size})
-    _functional(graph, cs, lambda data: data.write(A, data.read(A) + scaleB * data.read(B)))
+    fields = {"A": (vidx, var, start, length), "B": (vidx[rb], vb, sb, lb)}
+    if scaleA == 1.0:
+        add_vertices(graph, cs, f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},true>", vertex_tiles, fields,
+                     params={"scaleB": [scaleB] * vertex_tiles.size})
+    else:
+        add_vertices(graph, cs, f"popops::aXPlusbYSupervisor<{A.dtype},{A.dtype},true>", vertex_tiles, fields,
+                     params={"scaleA": [scaleA] * vertex_tiles.size, "scaleB": [scaleB] * vertex_tiles.size})
+    _functional(graph, cs, lambda data: data.write(A, scaleA * data.read(A) + scaleB * data.read(B)))
     prog.add(Execute(cs))
 
 

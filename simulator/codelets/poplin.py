@@ -1,0 +1,295 @@
+"""poplin's vertices and their cycle estimates, ported from poplibs' own estimators.
+
+Sources (graphcore/poplibs, branch sdk-release-2.0, MIT licence): lib/poplin/PerformanceEstimation.hpp
+and lib/poplin/poplinCycleEstimators.cpp. Each formula names the function it reimplements.
+Estimates of supervisor vertices are in tile cycles; worker cycles inside them are thread cycles,
+multiplied by the six worker contexts as poplibs does.
+
+Work items a caller attaches to a batch of conv-partial vertices: ``out_elems`` (output field
+positions of the vertex), ``in_groups`` and ``out_groups`` (channel groups of the vertex) and
+optionally ``conv_groups`` and ``kernel`` (kernel positions of an nx1 vertex).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import VertexType, fields, work_array
+
+#: Worker contexts of a tile (poplar::Target::getNumWorkerContexts).
+WORKERS = 6
+
+
+def weights_per_conv_unit(in_type: str) -> int:
+    """Input channels one conv unit takes per pass (poplar::Target::getWeightsPerConvUnit)."""
+    return 16 if in_type == "half" else 8
+
+
+def num_conv_units(arch, in_type: str, partials_type: str) -> int:
+    """Conv units of a tile for this precision (PerformanceEstimation.hpp, getNumConvUnits)."""
+    if in_type == "float":
+        return arch.conv_units["fp32_fp32"]
+    return arch.conv_units["fp16_fp32" if partials_type == "float" else "fp16_fp16"]
+
+
+def coeff_load_bytes(arch, use_128bit_load: bool = False) -> int:
+    """Bytes of weights loaded into the conv units per cycle: halved without 128-bit loads
+    (poplinCycleEstimators.cpp, ConvPartial1x1Out: ``if (!use128BitConvUnitLoad) ... /= 2``;
+    poplin's MatMul and Conv options default use128BitConvUnitLoad to false)."""
+    full = arch.conv_unit_coeff_load_bytes_per_cycle
+    return full if use_128bit_load else full // 2
+
+
+def _worker_split(elems: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Contiguous split of output positions over the six workers: (small share, large share,
+    whether some worker takes the large share)."""
+    q = elems // WORKERS
+    r = elems % WORKERS
+    return q, q + 1, r > 0
+
+
+def _amp_1x1_worker(n: np.ndarray, zeroing: bool, float_act: bool, float_part: bool, units: int) -> np.ndarray:
+    """Thread cycles of one worker of the 1x1 AMP vertex processing `n` output positions
+    (PerformanceEstimation.hpp, getConvPartial1x1SupervisorInnerLoopCycleEstimate)."""
+    core = 8 if float_act else 4
+    if units == 4:
+        core //= 2
+    zero_per_group = 8 if (float_act and units == 16) else 4 if float_part else 2
+    common = (not float_act and units == 16) or float_part
+    z = 1 if zeroing else 0
+    tail = np.maximum(n - 3, 0) * core
+    if float_act:
+        c0, c1, c2 = 24, 47 + (2 + zero_per_group) * z, 46 + (2 + zero_per_group * 2) * z
+        cn = 46 + (2 + zero_per_group * n) * z + tail
+    elif common:
+        extra = 2 if zeroing else 4
+        c0, c1, c2 = 20 + extra, 31 + extra, 40 + extra
+        cn = (38 if zeroing else 40) + tail
+    else:
+        c0, c1, c2 = 24, 39 + (2 + zero_per_group) * z, 40 + (2 + zero_per_group * 2) * z
+        cn = 41 + (2 + zero_per_group * n) * z + tail
+    cycles = np.where(n == 0, c0, np.where(n == 1, c1, np.where(n == 2, c2, cn)))
+    # conv1x1WorkerRetentionSavings: half activations with float partials (or 16 conv units)
+    saving = 10 if (not float_act and (float_part or units == 16)) else 0
+    return cycles - saving
+
+
+def _amp_1x1_inner(elems: np.ndarray, zeroing: bool, float_act: bool, float_part: bool, units: int) -> np.ndarray:
+    """Tile cycles of the workers of one pass: the slowest worker times six, and at least the
+    fastest plus 14 (getConvPartial1x1SupervisorInnerLoopCycleEstimate, "tag cost")."""
+    small, large, uneven = _worker_split(elems)
+    c_small = WORKERS * _amp_1x1_worker(small, zeroing, float_act, float_part, units)
+    c_large = WORKERS * _amp_1x1_worker(large, zeroing, float_act, float_part, units)
+    worst = np.where(uneven, np.maximum(c_small, c_large), c_small)
+    best = np.where(uneven, np.minimum(c_small, c_large), c_small)
+    return np.maximum(worst, best + 14)
+
+
+def conv_partial_1x1_cycles(arch, in_type: str, partials_type: str, out_elems, in_groups, out_groups,
+                            conv_groups=1, use_128bit_load: bool = False) -> np.ndarray:
+    """Tile cycles of poplin::ConvPartial1x1Out
+    (PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate and
+    getConvPartial1x1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartial1x1Out)."""
+    float_act = in_type == "float"
+    float_part = partials_type == "float"
+    units = num_conv_units(arch, in_type, partials_type)
+    elems = np.asarray(out_elems, dtype=np.int64)
+    in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
+    out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
+    conv_g = np.maximum(np.asarray(conv_groups, dtype=np.int64), 1)
+    with_zero = _amp_1x1_inner(elems, True, float_act, float_part, units)
+    without_zero = _amp_1x1_inner(elems, False, float_act, float_part, units)
+    out_chans_per_group = units  # poplin's AMP partial groups are one conv unit wide
+    passes = -(-out_chans_per_group // units)
+    weight_bytes = weights_per_conv_unit(in_type) * (4 if float_act else 2)
+    # getConvPartialAmpSupervisorWeightLoadCycleEstimate (filter height 1)
+    loads = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load)
+    saving_total, saving_in = (10, 2) if (not float_act and (float_part or units == 16)) else (0, 0)
+    return (50 + WORKERS * (saving_total + saving_in * (in_g * conv_g - 1))
+            + conv_g * (12 + (in_g - 1) * (15 + 1 + out_g * (19 + passes * (6 + loads + without_zero)))
+                        + (10 + 1 + out_g * (19 + passes * (7 + loads + with_zero)))))
+
+
+def conv_partial_nx1_cycles(arch, in_type: str, partials_type: str, out_elems, in_groups, out_groups,
+                            kernel, conv_groups=1, use_128bit_load: bool = False) -> np.ndarray:
+    """Tile cycles of poplin::ConvPartialnx1 with a kernel of `kernel` positions, filter height 1
+    (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate and
+    getConvPartialnx1SupervisorOuterLoopCycleEstimate, plus the zeroing of
+    poplinCycleEstimators.cpp, ConvPartialnx1)."""
+    float_act = in_type == "float"
+    float_part = partials_type == "float"
+    units = num_conv_units(arch, in_type, partials_type)
+    core = (8 if float_act else 4) // (2 if units == 4 else 1)
+    elems = np.asarray(out_elems, dtype=np.int64)
+    in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
+    out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
+    conv_g = np.maximum(np.asarray(conv_groups, dtype=np.int64), 1)
+    k = np.maximum(np.asarray(kernel, dtype=np.int64), 1)
+    weight_bytes = weights_per_conv_unit(in_type) * (4 if float_act else 2)
+    innermost = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load) + 15 + 3
+
+    def worker(n):
+        c = np.where(n == 0, 17, np.where(n == 1, 33 if float_act else 29, np.where(
+            n == 2, 44 if float_act else 33, (45 if float_act else 34) + np.maximum(n - 3, 0) * core)))
+        return 17 + (0 if float_part else 1) + c - 6  # convnx1WorkerRetentionSavings
+
+    small, large, uneven = _worker_split(elems)
+    worst = WORKERS * np.where(uneven, np.maximum(worker(small), worker(large)), worker(small))
+    best = WORKERS * np.where(uneven, np.minimum(worker(small), worker(large)), worker(small))
+    per_position = 12 + innermost + np.maximum(worst, best + 9)  # one out-channel pass per kernel position
+    inner = 14 + k * per_position  # one kernel row (kernelOuterElems = 1) of k positions
+    outer = (103 + WORKERS * 6 + WORKERS * (9 if float_part else 10)
+             + conv_g * (out_g * 17 + (out_g - 1) * 6 + 1) + (conv_g - 1) * 6 + 1
+             + conv_g * (16 + in_g * (14 + out_g * (14 + inner))))
+    # getZeroSupervisorVertexCycleEstimate: partials zeroed by the workers first
+    vector = 2 if float_part else 4
+    per_worker = -(-(elems * units) // WORKERS)
+    zero_worker = -(-per_worker // vector) + (14 if float_part else 15) - (9 if float_part else 10)
+    return outer + zero_worker * WORKERS * out_g * conv_g
+
+
+def conv_partial_hmac_cycles(in_type: str, partials_type: str, out_elems, in_chans, out_chans, kernel) -> np.ndarray:
+    """Tile cycles of poplin::ConvPartialHorizontalMac, one in/out group, output positions split
+    over the workers (PerformanceEstimation.hpp, getConvPartialHorizontalMacSupervisorCycleEstimate,
+    getConvPartialHorizontalMacCycleEstimate, getDenseDotProductCycles)."""
+    float_act = in_type == "float"
+    float_part = partials_type == "float"
+    elems = np.asarray(out_elems, dtype=np.int64)
+    ic = np.maximum(np.asarray(in_chans, dtype=np.int64), 1)
+    oc = np.maximum(np.asarray(out_chans, dtype=np.int64), 1)
+    k = np.maximum(np.asarray(kernel, dtype=np.int64), 1)
+    inner = 1 + 2 + 3 + 1
+    if float_act:
+        dot = inner + np.where(ic % 2 == 0, ic, 2 * ic)
+    elif float_part:
+        dot = inner + np.where(ic % 4 == 0, ic // 4, ic)
+    else:
+        dot = np.where(ic % 4 == 0, 2 * 3 + 1 + 3 + 1 + ic // 4, 2 + 2 * 3 + 3 + 1 + ic)
+    chans = oc if float_part else np.maximum(oc // 2, 1)
+    per_worker = -(-elems // WORKERS)
+    per_kernel = 16 + 19 + per_worker * (7 + chans * dot)
+    worker = k * per_kernel + 16
+    overhead = 58 if float_act else 63
+    return overhead + WORKERS * (9 if float_part else 10) + 23 + 15 + 10 + WORKERS * worker
+
+
+def reduce_add_cycles(out_size, partials, out_float: bool, partials_float: bool, data_path_width: int = 64,
+                      single_input: bool = False, constrain_partials: bool = False) -> np.ndarray:
+    """Tile cycles of the poplin::ReduceAdd supervisor vertex
+    (PerformanceEstimation.hpp, getReduceCycleEstimate; poplinCycleEstimators.cpp, ReduceAdd)."""
+    out_size = np.asarray(out_size, dtype=np.int64)
+    partials = np.asarray(partials, dtype=np.int64)
+    acc_width = 4 if partials_float else 8
+    in_path = data_path_width // ((4 if partials_float else 2) * 8)
+    if single_input:
+        per_loop = acc_width // min(acc_width, in_path * (1 + int(constrain_partials)))
+        loops = -(-(out_size // acc_width) // WORKERS)
+        overhead = (8 if out_float else 7) if partials_float else (10 if out_float else 9)
+        return (20 + (per_loop * partials + overhead) * loops) * WORKERS + 33
+    per_loop = acc_width // min(acc_width, in_path) + 1
+    loops = out_size // acc_width
+    for bit in range(int(np.log2(acc_width))):
+        loops = loops + ((out_size >> bit) & 1)
+    per_worker = loops // WORKERS
+    remainder = loops % WORKERS != 0
+    ragged = (out_size & (acc_width - 1)) != 0
+    cycles = 32 + np.where(remainder & ragged, 2 * partials + (13 if partials_float else 11), 0)
+    per_worker = per_worker + (remainder & ~ragged)
+    if out_float:
+        cycles = cycles + (per_loop * partials + (7 if partials_float else 9)) * per_worker
+    else:
+        cycles = cycles + (per_loop * partials + (6 if partials_float else 8)) * per_worker
+    return cycles * WORKERS
+
+
+# -- cost models (work dict -> cycles) and the vertex table -------------------------------------------
+
+
+def _amp_cost(in_type: str, partials_type: str, nx1: bool):
+    def cost(work, n, target):
+        arch = target.arch
+        args = (work_array(work, "out_elems", n), work_array(work, "in_groups", n), work_array(work, "out_groups", n))
+        conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
+        if nx1:
+            cycles = conv_partial_nx1_cycles(arch, in_type, partials_type, *args,
+                                             np.maximum(work_array(work, "kernel", n), 1), conv_groups)
+        else:
+            cycles = conv_partial_1x1_cycles(arch, in_type, partials_type, *args, conv_groups)
+        cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
+        return cycles, cycles
+
+    return cost
+
+
+def _hmac_cost(in_type: str, partials_type: str):
+    def cost(work, n, target):
+        cycles = conv_partial_hmac_cycles(in_type, partials_type, work_array(work, "out_elems", n),
+                                          work_array(work, "in_chans", n), work_array(work, "out_chans", n),
+                                          np.maximum(work_array(work, "kernel", n), 1))
+        cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
+        return cycles, cycles
+
+    return cost
+
+
+def _reduce_add_cost(out_type: str, partials_type: str):
+    def cost(work, n, target):
+        outputs = work_array(work, "outputs", n)
+        partials = np.maximum(work_array(work, "partials", n), 1)
+        cycles = reduce_add_cycles(outputs, partials, out_type == "float", partials_type == "float",
+                                   target.arch.data_path_width)
+        return cycles, cycles
+
+    return cost
+
+
+def _transpose_cost(dtype: str):
+    from .popops import transpose2d_cycles
+
+    def cost(work, n, target):
+        rows = np.maximum(work_array(work, "rows", n), 1)
+        cols = np.maximum(work_array(work, "cols", n), 1)
+        matrices = np.maximum(work_array(work, "matrices", n), 1)
+        cycles = transpose2d_cycles(dtype, rows, cols, matrices)
+        return cycles, cycles
+
+    return cost
+
+
+def _conv_partial(kind: str, code_bytes: int):
+    def build(name, args):
+        t_in, t_part = args[0], args[1]
+        return VertexType(name, fields(("in", "in", t_in, "deltan"), ("weights", "in", t_in, "vectorlist"),
+                                       ("out", "out", t_part, "deltan")),
+                          supervisor=True, code_bytes=code_bytes, library="poplin",
+                          cost=_amp_cost(t_in, t_part, kind == "nx1"))
+
+    return build
+
+
+def _hmac(name, args):
+    t_in, t_part = args[0], args[1]
+    return VertexType(name, fields(("in", "in", t_in, "vectorlist"), ("weights", "in", t_in, "vectorlist"),
+                                   ("out", "out", t_part, "vectorlist")),
+                      supervisor=True, code_bytes=1_312, library="poplin", cost=_hmac_cost(t_in, t_part))
+
+
+def _reduce_add(name, args):
+    t_out, t_part = args[0], args[1]
+    return VertexType(name, fields(("partials", "in", t_part, "vectorlist"), ("out", "out", t_out, "vector")),
+                      supervisor=True, code_bytes=412, library="poplin", cost=_reduce_add_cost(t_out, t_part))
+
+
+def _transpose(name, args):
+    return VertexType(name, fields(("src", "in", args[0], "vectorlist"), ("dst", "out", args[0], "vectorlist")),
+                      code_bytes=356, library="poplin", cost=_transpose_cost(args[0]))
+
+
+#: poplin vertex templates: name -> (number of template arguments, builder).
+VERTICES = {
+    "poplin::ConvPartial1x1Out": (4, _conv_partial("1x1", 1_824)),
+    "poplin::ConvPartialnx1": (4, _conv_partial("nx1", 2_496)),
+    "poplin::ConvPartialHorizontalMac": (3, _hmac),
+    "poplin::ReduceAdd": (2, _reduce_add),
+    "poplin::Transpose2d": (1, _transpose),
+}

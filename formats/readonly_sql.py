@@ -72,6 +72,7 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
 
     if not sql.strip():
         raise InvalidInputError(f"{file.path!r}: expected an SQL statement, found an empty string", file.path)
+    file.check_open()
     conn = file.conn
     deadline = None if not timeout else time.monotonic() + timeout
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from formats.categories import CATEGORY_DESCRIPTIONS
 
-from ._base import PvaEnum, PvaList
+from ._base import PvaEnum, PvaList, refuse_pickle
 from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
 from .liveness import LivenessProgramStep
@@ -206,6 +206,8 @@ class Graph:
     def __init__(self, row: dict, reader: "ProfileReader") -> None:
         self._row = row
         self._reader = reader
+
+    __reduce_ex__ = refuse_pickle
 
     numComputeSets = property(lambda self: self._row["num_compute_sets"], doc="Number of compute sets.")
     numEdges = property(lambda self: self._row["num_edges"], doc="Number of edges.")
@@ -667,7 +669,11 @@ class CompilationReport:
         self._reader = reader
         self._report = report
 
+    __reduce_ex__ = refuse_pickle
+
     def __repr__(self) -> str:
+        if self._reader.file.closed:
+            return "<CompilationReport (closed)>"
         t = self.target
         return (
             f"<CompilationReport {t.numIPUs} IPU(s), {t.numTiles:,} tiles, "

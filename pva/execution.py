@@ -24,7 +24,7 @@ import pyarrow as pa
 from formats.gcpause import gc_paused
 
 from . import compilation as _compilation
-from ._base import PvaList
+from ._base import PvaList, refuse_pickle
 from .errors import InconsistentReportError
 
 if TYPE_CHECKING:
@@ -215,6 +215,8 @@ class _IpuTable:
         self._reader = reader
         self._ipu = ipu
         self._num_steps = num_steps
+
+    __reduce_ex__ = refuse_pickle
 
     def _load(self, figure: str, name: str, step_types=None) -> list:
         count, low, high, values = self._reader.step_ipu_figure(
@@ -607,6 +609,8 @@ class ExecutionReport:
         self._row_cache: collections.OrderedDict[int, list] = collections.OrderedDict()
         self._row_cache_size = 0
 
+    __reduce_ex__ = refuse_pickle
+
     # -- libpva members --
 
     @functools.cached_property
@@ -869,4 +873,6 @@ class ExecutionReport:
         return TileCycleTotals(*self._reader.cycle_totals(run))
 
     def __repr__(self) -> str:
+        if self._reader.file.closed:
+            return "<ExecutionReport (closed)>"
         return f"<ExecutionReport {len(self.runs)} run(s), {len(self.steps):,} steps>"

@@ -375,7 +375,7 @@ class ImplicitSyncProgram(SyncProgram):
 
     __slots__ = ("_own_name", "_own_row")
 
-    def __init__(self, compilation: "CompilationReport", program_id: int | None, type_: "Program.Type", name: str,
+    def __init__(self, compilation: CompilationReport, program_id: int | None, type_: Program.Type, name: str,
                  row) -> None:
         super().__init__(compilation, program_id, type_)  # type: ignore[arg-type]
         self._own_name = name

@@ -12,7 +12,7 @@ from itertools import repeat
 from formats.gcpause import gc_paused
 from formats.trace_reader import ThreadEvents, TraceReader
 
-from ._base import PvaList
+from ._base import PvaList, refuse_pickle
 
 __all__ = [
     "Event",
@@ -191,6 +191,8 @@ class TraceReport:
         self._processes = PvaList(Process(self, pid, name, threads.get(pid, [])) for pid, name, _ in reader.processes())
         self._by_pid = {process.pid: process for process in self._processes}
 
+    __reduce_ex__ = refuse_pickle
+
     @property
     def path(self) -> str:
         """Path of the trace file (pva addition)."""
@@ -224,6 +226,8 @@ class TraceReport:
         self.close()
 
     def __repr__(self) -> str:
+        if self._reader.file.closed:
+            return f"<TraceReport {os.path.basename(self.path)!r} (closed)>"
         threads = sum(len(p._threads) for p in self._processes)
         state = "" if self.isComplete else ", incomplete"
         return f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"

@@ -32,6 +32,20 @@ class CompilationQueries:
     file: Any
     path: str
 
+    # -- the whole file ---------------------------------------------------------------------
+
+    def row_count(self, table: str) -> int:
+        """How many rows a table of the report has."""
+        if table not in self.file.tables:
+            raise ValueError(f"{self.path!r} has no table {table!r}")
+        return self.file.query_one(f'SELECT count(*) FROM "{table}"')[0]
+
+    def matrix_storage(self) -> list[tuple]:
+        """(name, rows, columns, chunks, bytes stored) of every per-tile matrix, by name."""
+        return self.file.query(
+            "SELECT m.name, m.num_rows, m.num_cols, count(c.first_row), coalesce(sum(length(c.data)), 0) "
+            "FROM matrices m LEFT JOIN matrix_chunks c ON c.matrix = m.name GROUP BY m.name ORDER BY m.name")
+
     # -- graph, target and hardware ---------------------------------------------------------
 
     def optimisation_metrics(self) -> list[tuple[str, Any]]:

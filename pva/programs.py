@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -522,8 +523,11 @@ PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
 }
 
 
-#: Program.Type and class for each type name stored in the programs table.
-_KIND_BY_NAME = {name: (type_, PROGRAM_CLASSES.get(type_, Program)) for name, type_ in Program.Type.__members__.items()}
+#: Program.Type and class of each type name stored in the programs table.
+_TYPE_BY_NAME = dict(Program.Type.__members__)
+_CLASS_BY_NAME = {name: PROGRAM_CLASSES.get(type_, Program) for name, type_ in _TYPE_BY_NAME.items()}
+#: Makes an object of the class given first, without a Python frame of its own.
+_make = type.__call__
 
 
 class ProgramVisitor:
@@ -586,20 +590,23 @@ class ProgramTable:
         self._c = compilation
         reader = compilation._reader
         self._path = reader.path
-        rows = reader.program_kinds()
-        kinds = _KIND_BY_NAME
-        unknown = _KIND_BY_NAME["Unknown"]
-        get = kinds.get
-        everything: list[Program] = []
-        append = everything.append
-        with gc_paused():
-            for program_id, type_name in rows:
-                type_, cls = get(type_name, unknown)
-                append(cls(compilation, program_id, type_))
-        self.all = everything
-        count = len(rows)
+        count, low, high, unique = reader.program_id_range()
         #: Whether the ids are 0..count-1, so that an id is its position (checked again on each look-up).
-        self._dense = count == 0 or (rows[0][0] == 0 and rows[-1][0] == count - 1)
+        self._dense = count == 0 or (unique and low == 0 and high == count - 1)
+        if self._dense:
+            types = reader.program_types()
+            if len(types) != count:
+                raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
+            ids: range | list = range(count)
+        else:
+            rows = reader.program_kinds()
+            ids = [row[0] for row in rows]
+            types = [row[1] for row in rows]
+        unknown = Program.Type.Unknown
+        with gc_paused():  # the objects form no cycles: collections would only walk them again and again
+            classes = map(_CLASS_BY_NAME.get, types, repeat(UnknownProgram))
+            kinds = map(_TYPE_BY_NAME.get, types, repeat(unknown))
+            self.all: list[Program] = list(map(_make, classes, repeat(compilation), ids, kinds))
         self._positions: dict | None = None
         self._names: list[str] | None = None
         self._details: list[tuple] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -138,8 +139,23 @@ class CompilationQueries:
 
     # -- programs ---------------------------------------------------------------------------
 
+    def program_id_range(self) -> tuple[int, Any, Any, bool]:
+        """(programs, lowest id, highest id, whether ids are unique integers), each on a fast path of SQLite."""
+        (count,) = self.file.query_one("SELECT count(*) FROM programs")
+        (low,) = self.file.query_one("SELECT min(id) FROM programs")
+        (high,) = self.file.query_one("SELECT max(id) FROM programs")
+        keys = self.file.query("SELECT name, upper(type) FROM pragma_table_info('programs') WHERE pk > 0")
+        return count, low, high, keys == [("id", "INTEGER")]
+
+    def program_types(self) -> list:
+        """The type name of every program, by id (None where it is not text), decoded in one piece."""
+        (text,) = self.file.query_one(
+            "SELECT json_group_array(CASE WHEN typeof(type) = 'text' THEN type END) "
+            "FROM (SELECT type FROM programs ORDER BY id)")
+        return json.loads(text)
+
     def program_kinds(self) -> list[tuple[Any, Any]]:
-        """(id, type name) of every program, by id: what making the program objects needs."""
+        """(id, type name) of every program, by id."""
         return self.file.query("SELECT id, type FROM programs ORDER BY id")
 
     def program_names(self) -> list:

@@ -31,11 +31,13 @@ from formats.profile_writer import ProfileWriter
 from formats.schema import read_schema_text
 from pva.compilation import CATEGORIES
 
+from .corpus import CACHE as CORPUS_CACHE
+
 SIZES = {
     "full": {"programs": 100_000, "compute_sets": 20_000, "num_ipus": 4, "tiles_per_ipu": 1472},
     "tiny": {"programs": 2_000, "compute_sets": 400, "num_ipus": 4, "tiles_per_ipu": 1472},
 }
-CACHE = pathlib.Path(__file__).resolve().parent.parent / ".bench-cache"
+CACHE = CORPUS_CACHE  # .bench-cache/ in the repository, or $PVA_BENCH_CACHE
 _GENERATOR_VERSION = 1
 _KINDS = ("OnTileExecute", "DoExchange", "OnTileExecute", "Sync", "StreamCopyBegin", "StreamCopyMid",
           "StreamCopyEnd", "OnTileExecute", "GlobalExchange", "Repeat", "Call", "WriteUndef")
@@ -246,9 +248,14 @@ def bench_visitor(paths: list[pathlib.Path], repeat: int) -> list[dict]:
     return results
 
 
+#: Fewest programs of the largest report the growth exponent is measured on (below, fixed costs hide growth).
+GROWTH_MIN_PROGRAMS = 40_000
+
+
 def growth_reports(programs: int) -> list[pathlib.Path]:
-    """Generated reports of a quarter, a half and all of `programs` programs."""
-    return [programs_report(max(100, programs * k // 4)) for k in (1, 2, 4)]
+    """Generated reports of a quarter, a half and all of `programs` programs (at least GROWTH_MIN_PROGRAMS)."""
+    programs = max(programs, GROWTH_MIN_PROGRAMS)
+    return [programs_report(programs * k // 4) for k in (1, 2, 4)]
 
 
 def measure_visitor(ctx) -> list:
@@ -261,9 +268,12 @@ def measure_visitor(ctx) -> list:
     if ctx.main.size == "large":
         target = f">= {VISITOR_RATE:,} programs/s and ratio <= {VISITOR_RATIO:g}"
         met = ratio_met and main["rate"] >= VISITOR_RATE
-    else:  # opening costs milliseconds whatever the size: on a small report it weighs on the rate
+    elif ctx.main.size == "small":  # opening costs milliseconds whatever the size: it weighs on a small report
         target = f"ratio <= {VISITOR_RATIO:g} (the rate target is for large)"
         met = ratio_met
+    else:  # a tiny report's few programs load in less time than openReport's checks of the file take
+        target = "reported (tiny measures openReport's fixed cost; ratio <= 2 from small up)"
+        met = None
     rows = [Row("visitor", f"openReport + compilation.programs + accept over all {programs:,} programs of "
                 f"{ctx.main.size} ({main['rate']:,.0f} programs/s)", main["ours_s"] * 1e3, main["baseline_s"] * 1e3,
                 "ms", "sqlite3: SELECT id, type FROM programs, each row dispatched through a dict", target, met,
@@ -275,7 +285,7 @@ def measure_visitor(ctx) -> list:
     ours = growth_exponent(counts, [v["ours_s"] for v in sizes])
     base = growth_exponent(counts, [v["baseline_s"] for v in sizes])
     rows.append(Row("visitor-growth", f"growth exponent of the visitor with loading over {counts[0]:,}, "
-                    f"{counts[1]:,} and {counts[2]:,} programs (generated reports)", ours, base, "",
+                    f"{counts[1]:,} and {counts[2]:,} programs (generated reports)", ours, base, "exponent",
                     "the baseline's exponent", f"<= {VISITOR_GROWTH}", ours <= VISITOR_GROWTH,
                     details={"sizes": sizes}))
     return rows

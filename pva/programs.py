@@ -213,7 +213,7 @@ class OnTileExecuteProgram(Program):
     def computeset(self) -> "ComputeSet":
         """The compute set this program executes."""
         cs = self._row[0]
-        sets = self._c.computeSets
+        sets = self._c._compute_sets
         if cs is None or not 0 <= cs < len(sets):
             raise InconsistentReportError(
                 f"{self._c._reader.path!r}: OnTileExecute program {self._id} refers to compute set {cs!r}, "
@@ -639,23 +639,35 @@ class ProgramTable:
         get = self.get
         return PvaList(get(i) for i in ids)
 
+    def _index(self, program_id: int) -> int:
+        """The index in `all` of a program of this table, by its id."""
+        if self._dense:
+            return program_id  # made from range(count): every program's id is its index
+        position = self._position(program_id)
+        assert position is not None, program_id
+        return position
+
     def name_of(self, program_id: int) -> str:
-        """The stored name of a program ("" when none)."""
-        if self._names is None:
-            names = self._c._reader.program_names()
-            if len(names) != len(self.all):
+        """The stored name of a program of this table ("" when none)."""
+        names = self._names
+        if names is None:
+            with gc_paused():
+                loaded = self._c._reader.program_names()
+            if len(loaded) != len(self.all):
                 raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
-            self._names = [name or "" for name in names]
-        return self._names[self._position(program_id)]  # type: ignore[index]
+            names = self._names = [name or "" for name in loaded]
+        return names[self._index(program_id)]
 
     def details_of(self, program_id: int) -> tuple:
-        """The stored details of a program (formats.query.compilation.PROGRAM_DETAIL_COLUMNS)."""
-        if self._details is None:
-            details = self._c._reader.program_details()
+        """The stored details of a program of this table (formats.query.compilation.PROGRAM_DETAIL_COLUMNS)."""
+        details = self._details
+        if details is None:
+            with gc_paused():
+                details = self._c._reader.program_details()
             if len(details) != len(self.all):
                 raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
             self._details = details
-        return self._details[self._position(program_id)]  # type: ignore[index]
+        return details[self._index(program_id)]
 
     def _children_map(self) -> dict[int, list[int]]:
         if self._children is None:

@@ -60,6 +60,8 @@ class Event:
 
     __slots__ = ("_d", "_i", "label")
 
+    __reduce_ex__ = refuse_pickle
+
     def __init__(self, view: _ThreadView, index: int, label: str) -> None:
         self._d = view
         self._i = index
@@ -130,6 +132,8 @@ class Thread:
 
     __slots__ = ("_trace", "pid", "tid", "name", "_view")
 
+    __reduce_ex__ = refuse_pickle
+
     def __init__(self, trace: "TraceReport", pid: int, tid: int, name: str) -> None:
         self._trace = trace
         self.pid = pid
@@ -154,6 +158,8 @@ class Process:
     """A traced process and its threads (libpva Process)."""
 
     __slots__ = ("_trace", "pid", "name", "_threads", "_by_tid")
+
+    __reduce_ex__ = refuse_pickle
 
     def __init__(self, trace: "TraceReport", pid: int, name: str, threads: list[tuple]) -> None:
         self._trace = trace

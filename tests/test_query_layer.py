@@ -224,3 +224,27 @@ def test_pickling_a_report_or_what_was_read_from_it_is_refused_with_the_reason(s
                     execution.runs[0]):
             with pytest.raises(TypeError, match=r"cannot be pickled.*file handle.*openReport\(path\)"):
                 pickle.dumps(obj)
+
+
+def test_a_closed_trace_says_so_and_nothing_of_a_trace_pickles(tmp_path):
+    from formats import tracing
+
+    path = tmp_path / "host.pvti"
+    with tracing.Recorder(path, process_name="tool") as recorder:
+        with recorder.channel("io").event("read"):
+            pass
+    trace = pva.openTrace(path)
+    (process,) = trace.processes
+    (thread,) = process.threads
+    (event,) = thread.events
+    for obj in (trace, process, thread, event):
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(obj)
+    other = pva.openTrace(path)
+    (unread,) = other.processes[0].threads
+    other.close()
+    assert repr(other) == "<TraceReport 'host.pvti' (closed)>"
+    with pytest.raises(pva.ClosedReportError, match="host.pvti.*closed"):
+        unread.events
+    assert event.label == "read"  # what was read stays readable
+    trace.close()

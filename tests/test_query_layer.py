@@ -230,9 +230,8 @@ def test_a_closed_trace_says_so_and_nothing_of_a_trace_pickles(tmp_path):
     from formats import tracing
 
     path = tmp_path / "host.pvti"
-    with tracing.Recorder(path, process_name="tool") as recorder:
-        with recorder.channel("io").event("read"):
-            pass
+    with tracing.Recorder(path, process_name="tool") as recorder, recorder.channel("io").event("read"):
+        pass
     trace = pva.openTrace(path)
     (process,) = trace.processes
     (thread,) = process.threads
@@ -245,6 +244,6 @@ def test_a_closed_trace_says_so_and_nothing_of_a_trace_pickles(tmp_path):
     other.close()
     assert repr(other) == "<TraceReport 'host.pvti' (closed)>"
     with pytest.raises(pva.ClosedReportError, match="host.pvti.*closed"):
-        unread.events
+        _ = unread.events
     assert event.label == "read"  # what was read stays readable
     trace.close()

@@ -318,15 +318,18 @@ def measure_startup(ctx: Context) -> list[Row]:
 # -- the whole suite -------------------------------------------------------------------------------
 
 #: Measurement names for --only, in the order they run.
-MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "sql-aggregate", "write", "file-size",
-                "legacy-convert", "startup")
+MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "visitor", "sql-aggregate", "write",
+                "file-size", "legacy-convert", "startup")
 
 
 def run(ctx: Context, only: set[str]) -> list[Row]:
     """Every selected measurement, in table order."""
     rows: list[Row] = []
+    from .bench_compilation import measure_visitor
+
     simple = {"open": measure_open, "tile-totals": measure_tile_totals, "step-walk": measure_step_walk,
-              "sql-aggregate": measure_sql, "write": measure_write, "file-size": measure_file_size, "startup": measure_startup}
+              "visitor": measure_visitor, "sql-aggregate": measure_sql, "write": measure_write,
+              "file-size": measure_file_size, "startup": measure_startup}
     json_runs = None
     for name in MEASUREMENTS:
         if name not in only:

@@ -49,6 +49,10 @@ class ReadOnlyError(PvaError, PermissionError):
     """An attempt was made to modify a report through a read-only interface."""
 
 
+class ClosedReportError(PvaError, ValueError):
+    """A report (or trace) was used after it was closed, directly or through an object read from it."""
+
+
 def describe_path(path: str | os.PathLike[str]) -> str:
     """The path quoted for messages."""
     return repr(os.fspath(path))

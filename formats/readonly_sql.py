@@ -70,8 +70,11 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
         refused.insert(0, description)
         return sqlite3.SQLITE_DENY
 
+    if not isinstance(sql, str):
+        raise TypeError(f"an SQL statement must be a str, not {type(sql).__name__}")
     if not sql.strip():
         raise InvalidInputError(f"{file.path!r}: expected an SQL statement, found an empty string", file.path)
+    file.check_open()
     conn = file.conn
     deadline = None if not timeout else time.monotonic() + timeout
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from .errors import (
+    ClosedReportError,
     CorruptReportError,
     InconsistentReportError,
     NotAReportError,
@@ -87,6 +88,7 @@ class SqliteFile:
     ) -> None:
         self.path = os.fspath(path)
         self.what = what
+        self.closed = False
         self._lock = threading.RLock()
         # A writer may replace the file (by rename) while it is being opened: the header and size
         # are read from one open descriptor, and SQLite's connection must then be on that same
@@ -231,8 +233,16 @@ class SqliteFile:
 
     # -- queries ----------------------------------------------------------------------------
 
+    def check_open(self) -> None:
+        """Raise ClosedReportError if the file was closed."""
+        if self.closed:
+            raise ClosedReportError(
+                f"{self.path!r}: the {self.what} is closed; objects read from it cannot read more (open it again)",
+                self.path)
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """All rows of a query."""
+        self.check_open()
         try:
             with self._lock:
                 return self.conn.execute(sql, params).fetchall()
@@ -241,6 +251,7 @@ class SqliteFile:
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         """The first row of a query, or None."""
+        self.check_open()
         try:
             with self._lock:
                 return self.conn.execute(sql, params).fetchone()
@@ -249,11 +260,13 @@ class SqliteFile:
 
     def iterate(self, sql: str, params: Sequence[Any] = (), batch: int = 10_000) -> Iterator[tuple]:
         """Rows of a query, fetched in batches (for results too large to hold at once)."""
+        self.check_open()
         try:
             with self._lock:
                 cursor = self.conn.execute(sql, params)
             while True:
                 with self._lock:
+                    self.check_open()
                     rows = cursor.fetchmany(batch)
                 if not rows:
                     return
@@ -266,5 +279,7 @@ class SqliteFile:
         return [row[0] for row in self.query(sql, params)]
 
     def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
+        """Close the connection; later queries raise ClosedReportError."""
+        with self._lock:
+            self.closed = True
+            self.conn.close()

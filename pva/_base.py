@@ -52,3 +52,12 @@ def as_text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value if isinstance(value, str) else str(value)
+
+
+def refuse_pickle(self, protocol: int = 0):
+    """`__reduce_ex__` of the objects that hold an open report: pickling them is refused, with the reason."""
+    raise TypeError(
+        f"pva objects read from a report cannot be pickled: they refer to its open file (this one through a "
+        f"{type(self).__name__}), and a file handle cannot be pickled; pickle the report's path instead and open "
+        f"it again with pva.openReport(path)"
+    )

@@ -10,14 +10,13 @@ import numpy as np
 
 from formats.categories import CATEGORY_DESCRIPTIONS
 
-from ._base import PvaEnum, PvaList
+from ._base import PvaEnum, PvaList, refuse_pickle
 from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
 from .liveness import LivenessProgramStep
 from .model_errors import NoSuchObjectError, NotPresentError
 from .programs import ProgramTable
 from .variables import (
-    LOWERED_SELECT,
     LoweredVariables,
     Variable,
     VariableCategory,
@@ -208,6 +207,8 @@ class Graph:
         self._row = row
         self._reader = reader
 
+    __reduce_ex__ = refuse_pickle
+
     numComputeSets = property(lambda self: self._row["num_compute_sets"], doc="Number of compute sets.")
     numEdges = property(lambda self: self._row["num_edges"], doc="Number of edges.")
     numVars = property(lambda self: self._row["num_vars"], doc="Number of variables.")
@@ -216,7 +217,7 @@ class Graph:
     @property
     def optimisationMetrics(self) -> dict[str, float]:
         """Internal metrics of the graph optimisations: a map from strings to floats."""
-        return {name: float(value) for name, value in self._reader.query("SELECT name, value FROM optimisation_metrics")}
+        return {name: float(value) for name, value in self._reader.optimisation_metrics()}
 
     def __repr__(self) -> str:
         return (
@@ -422,11 +423,7 @@ class Memory:
     @property
     def vertices(self) -> PvaList:
         """Memory of each vertex type used on this tile."""
-        rows = self._c._reader.query(
-            "SELECT vertex_type, code_bytes, copy_ptr_bytes, descriptor_bytes, edge_ptr_bytes, padding_bytes, "
-            "vertex_data_bytes FROM vertex_memory WHERE tile = ? ORDER BY vertex_type",
-            (self._tile,),
-        )
+        rows = self._c._reader.vertex_memory_of_tile(self._tile)
         return PvaList(VertexMemory(self._c, *row) for row in rows)
 
     def __repr__(self) -> str:
@@ -550,11 +547,7 @@ class ComputeSet:
     def vertices(self) -> PvaList:
         """The vertex instances of this compute set, one entry per vertex type."""
         if self._vertices is None:
-            rows = self._c._reader.query(
-                "SELECT vertex_type, count, estimated_cycles, count_by_tile_row FROM compute_set_vertices "
-                "WHERE compute_set = ? ORDER BY id",
-                (self._id,),
-            )
+            rows = self._c._reader.compute_set_vertices(self._id)
             self._vertices = [VertexInstances(self._c, *row) for row in rows]
         return PvaList(self._vertices)
 
@@ -566,17 +559,13 @@ class ComputeSet:
     @property
     def vars(self) -> PvaList:
         """The lowered variables the compute set uses, by id."""
-        rows = self._c._reader.query(
-            f"{LOWERED_SELECT} WHERE id IN (SELECT var FROM compute_set_vars WHERE compute_set = ?) ORDER BY id",
-            (self._id,),
-        )
+        rows = self._c._reader.lowered_variables_of_compute_set(self._id)
         return lowered_variables_from_rows(self._c.loweredVariables, rows)
 
     @property
     def varIds(self) -> PvaList:
         """The ids of the lowered variables the compute set uses, ascending."""
-        return PvaList(self._c._reader.column(
-            "SELECT var FROM compute_set_vars WHERE compute_set = ? ORDER BY var", (self._id,)))
+        return PvaList(self._c._reader.compute_set_variable_ids(self._id))
 
     @property
     def debugContexts(self) -> PvaList:
@@ -643,14 +632,14 @@ class _MemoryColumns(dict):
         count = self._c.target.tilesPerReplica
         wanted = [column] + ([_MEMORY_PARTNERS[column]] if column in _MEMORY_PARTNERS else [])
         wanted = [c for c in wanted if c not in self]
-        rows_count, low, high = reader.query_one("SELECT count(*), min(tile), max(tile) FROM memory_by_tile")
+        rows_count, low, high = reader.memory_by_tile_extent()
         if rows_count == count and low == 0 and high == count - 1:  # tile is the primary key: dense
-            rows = reader.query(f"SELECT {', '.join(wanted)} FROM memory_by_tile ORDER BY tile")
+            rows = reader.memory_by_tile_columns(wanted)
             for name, values in zip(wanted, zip(*rows)):
                 self[name] = list(values)
         else:
             found = {name: [0] * count for name in wanted}
-            for tile, *values in reader.query(f"SELECT tile, {', '.join(wanted)} FROM memory_by_tile"):
+            for tile, *values in reader.memory_by_tile_columns(wanted, with_tile=True):
                 if not isinstance(tile, int) or not 0 <= tile < count:
                     raise InconsistentReportError(
                         f"{reader.path!r}: memory_by_tile has tile {tile!r}; the report has {count} tiles per replica",
@@ -680,7 +669,11 @@ class CompilationReport:
         self._reader = reader
         self._report = report
 
+    __reduce_ex__ = refuse_pickle
+
     def __repr__(self) -> str:
+        if self._reader.file.closed:
+            return "<CompilationReport (closed)>"
         t = self.target
         return (
             f"<CompilationReport {t.numIPUs} IPU(s), {t.numTiles:,} tiles, "
@@ -728,7 +721,7 @@ class CompilationReport:
 
     @functools.cached_property
     def _compute_sets(self) -> list[ComputeSet]:
-        rows = self._reader.query("SELECT compute_set, name, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
+        rows = self._reader.compute_sets()
         for index, row in enumerate(rows):
             if row[0] != index:
                 raise InconsistentReportError(
@@ -748,16 +741,14 @@ class CompilationReport:
         """Options used during compilation, as (name, value) engine options."""
         from .report import EngineOption
 
-        return PvaList(EngineOption(n, v) for n, v in self._reader.query(
-            "SELECT name, value FROM compilation_parameters ORDER BY name"))
+        return PvaList(EngineOption(n, v) for n, v in self._reader.compilation_parameters())
 
     @property
     def targetParameters(self) -> PvaList:
         """Parameters describing the target, as (name, value) engine options."""
         from .report import EngineOption
 
-        return PvaList(EngineOption(n, v) for n, v in self._reader.query(
-            "SELECT name, value FROM target_parameters ORDER BY name"))
+        return PvaList(EngineOption(n, v) for n, v in self._reader.target_parameters())
 
     @property
     def timestamp(self) -> str:
@@ -778,12 +769,12 @@ class CompilationReport:
     @property
     def controlPrograms(self) -> PvaList:
         """The control programs, in order."""
-        return self._program_table.list_of(self._reader.column("SELECT program FROM control_programs ORDER BY position"))
+        return self._program_table.list_of(self._reader.control_program_ids())
 
     @property
     def functions(self) -> PvaList:
         """The functions (programs called by Call programs), in order."""
-        return self._program_table.list_of(self._reader.column("SELECT program FROM function_programs ORDER BY position"))
+        return self._program_table.list_of(self._reader.function_program_ids())
 
     # -- variables and liveness --
 
@@ -800,18 +791,18 @@ class CompilationReport:
     @property
     def alwaysLiveVariables(self) -> PvaList:
         """Always-live variables with their size summed over the tiles of a replica, by name."""
-        rows = self._reader.query("SELECT var, sum(bytes) FROM always_live_vars GROUP BY var")
+        rows = self._reader.always_live_bytes_by_variable()
         return self._sized_variables((var, None, size) for var, size in rows)
 
     def alwaysLiveVariablesForTile(self, tileId) -> PvaList:
         """Always-live variables on one tile (an id or a Tile) with their size there, by name."""
         tile = self._replica_tile(tileId)
-        rows = self._reader.query("SELECT var, bytes FROM always_live_vars WHERE tile = ?", (tile,))
+        rows = self._reader.always_live_variables_on_tile(tile)
         return self._sized_variables((var, None, size) for var, size in rows)
 
     @functools.cached_property
     def _liveness_steps(self) -> list[LivenessProgramStep]:
-        rows = self._reader.query("SELECT id, program, not_always_live_bytes FROM liveness_steps ORDER BY id")
+        rows = self._reader.liveness_steps()
         for index, row in enumerate(rows):
             if row[0] != index:
                 raise InconsistentReportError(
@@ -828,7 +819,7 @@ class CompilationReport:
 
     @functools.cached_property
     def _liveness_tiles(self) -> frozenset[int]:
-        return frozenset(self._reader.column("SELECT tile FROM liveness_tiles"))
+        return frozenset(self._reader.liveness_tiles())
 
     @property
     def tilesWithLivenessInfo(self) -> PvaList:
@@ -841,7 +832,7 @@ class CompilationReport:
     def allocationOrderByTile(self) -> PvaList:
         """For each tile of a replica, the ids of its lowered variables in allocation order."""
         order: list[list[int]] = [[] for _ in range(self.target.tilesPerReplica)]
-        for tile, var_id in self._reader.query("SELECT tile, id FROM vars_info ORDER BY tile, alloc_order, id"):
+        for tile, var_id in self._reader.allocation_order():
             if not isinstance(tile, int) or not 0 <= tile < len(order):
                 raise InconsistentReportError(
                     f"{self._reader.path!r}: lowered variable {var_id} is on tile {tile!r}; a replica has "
@@ -931,9 +922,7 @@ class CompilationReport:
 
     def vertexCountArray(self) -> np.ndarray:
         """Vertices on every tile over all compute sets, as a uint64 array by tile id (pva addition)."""
-        rows = self._reader.column(
-            "SELECT count_by_tile_row FROM compute_set_vertices WHERE count_by_tile_row IS NOT NULL"
-        )
+        rows = self._reader.vertex_count_rows()
         return self._per_tile(self._sum_vertex_rows(rows))
 
     def _sum_vertex_rows(self, rows) -> np.ndarray:
@@ -992,11 +981,11 @@ class CompilationReport:
 
     @functools.cached_property
     def _variables_by_id(self) -> dict[int, Variable]:
-        return {i: Variable(self, i, name) for i, name in self._reader.query("SELECT id, name FROM variables ORDER BY id")}
+        return {i: Variable(self, i, name) for i, name in self._reader.variables()}
 
     @functools.cached_property
     def _artificial_names(self) -> list[str]:
-        return self._reader.column("SELECT DISTINCT name FROM vars_info WHERE unlowered_var IS NULL ORDER BY name")
+        return self._reader.artificial_variable_names()
 
     @functools.cached_property
     def _artificial_ids(self) -> dict[str, int]:
@@ -1044,7 +1033,7 @@ class CompilationReport:
     def _categories_by_id(self) -> dict[int, VariableCategory]:
         return {
             i: VariableCategory(i, name, description)
-            for i, name, description in self._reader.query("SELECT id, name, description FROM var_categories")
+            for i, name, description in self._reader.category_rows()
         }
 
     def _category(self, category_id: int) -> VariableCategory:
@@ -1060,7 +1049,7 @@ class CompilationReport:
     def _ipu_architectures(self) -> list[IPU.Architecture]:
         default = self.target.architecture
         found = [default] * self.target.numIPUs
-        for ipu, architecture in self._reader.query("SELECT id, architecture FROM ipus"):
+        for ipu, architecture in self._reader.ipu_architectures():
             if isinstance(ipu, int) and 0 <= ipu < len(found):
                 found[ipu] = IPU.Architecture.parse(architecture)
         return found
@@ -1079,7 +1068,7 @@ class CompilationReport:
         count = self.target.numTiles
         delays = [0] * count
         clocks = [self.target.clockFrequency] * count
-        for tile, delay, clock in self._reader.query("SELECT id, relative_sync_delay, clock_frequency FROM tiles"):
+        for tile, delay, clock in self._reader.tile_clocks():
             if not isinstance(tile, int) or not 0 <= tile < count:
                 raise InconsistentReportError(
                     f"{self._reader.path!r}: table tiles has tile {tile!r}; the target has {count} tiles",
@@ -1091,7 +1080,7 @@ class CompilationReport:
 
     @functools.cached_property
     def _category_names(self) -> list[str]:
-        return self._reader.column("SELECT name FROM var_categories ORDER BY id")
+        return self._reader.category_names()
 
     @functools.cached_property
     def _category_memory(self) -> tuple[np.ndarray | None, dict[str, int]]:
@@ -1109,7 +1098,7 @@ class CompilationReport:
 
     @functools.cached_property
     def _vertex_types(self) -> dict[int, VertexType]:
-        return {row[0]: VertexType(*row) for row in self._reader.query("SELECT id, name, size, source FROM vertex_types")}
+        return {row[0]: VertexType(*row) for row in self._reader.vertex_types()}
 
     def _vertex_type(self, vertex_type_id: int) -> VertexType:
         found = self._vertex_types.get(vertex_type_id)

@@ -281,9 +281,7 @@ class DebugInfo:
     def _refs(self) -> tuple[dict, dict]:
         by_object: dict[str, dict[int, list[int]]] = {"program": {}, "compute_set": {}, "variable": {}}
         by_context: dict[str, dict[int, list[int]]] = {"program": {}, "compute_set": {}, "variable": {}}
-        for kind, obj, context_id in self.compilation._reader.query(
-            "SELECT kind, object, debug_context FROM debug_context_refs ORDER BY kind, object, debug_context"
-        ):
+        for kind, obj, context_id in self.compilation._reader.debug_context_refs():
             if kind not in by_object:
                 continue
             by_object[kind].setdefault(obj, []).append(context_id)

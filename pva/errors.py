@@ -1,6 +1,7 @@
 """The pva exception hierarchy (defined in formats, where files are read)."""
 
 from formats.errors import (  # noqa: F401  (re-exported)
+    ClosedReportError,
     CorruptReportError,
     InconsistentReportError,
     InvalidInputError,
@@ -24,4 +25,5 @@ __all__ = [
     "InconsistentReportError",
     "InvalidInputError",
     "ReadOnlyError",
+    "ClosedReportError",
 ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pyarrow as pa
 from formats.gcpause import gc_paused
 
 from . import compilation as _compilation
-from ._base import PvaList
+from ._base import PvaList, refuse_pickle
 from .errors import InconsistentReportError
 
 if TYPE_CHECKING:
@@ -45,19 +44,6 @@ __all__ = [
     "Run",
     "TileCycleTotals",
 ]
-
-#: cycle_totals columns in TileCycleTotals order.
-_ACTIVITIES = (
-    "active_compute",
-    "compute",
-    "inter_ipu_exchange",
-    "stream_copy_begin",
-    "stream_copy",
-    "stream_copy_end",
-    "internal_exchange",
-    "sync",
-    "total",
-)
 
 #: Step types for which tileBalance and activeTileBalance are meaningful (seed 004, Ipu).
 _TILE_BALANCE_TYPES = frozenset(
@@ -194,8 +180,8 @@ class Block:
 
 # -- per-IPU figures of a step --------------------------------------------------------------
 
-#: Ipu members read from steps_by_ipu: name -> (SQL expression, kind), where kind says which
-#: rows keep their value: every profiled row, or only rows of the step types a note names.
+#: Ipu members read from steps_by_ipu: name -> (figure of the query layer, kind), where kind says
+#: which rows keep their value: every profiled row, or only rows of the step types a note names.
 _IPU_COLUMNS: dict[str, tuple[str, str]] = {
     "cycles": ("cycles", "profiled"),
     "activeTiles": ("active_tiles", "profiled"),
@@ -205,18 +191,8 @@ _IPU_COLUMNS: dict[str, tuple[str, str]] = {
     "dataIn": ("data_in", "data"),
     "dataOut": ("data_out", "data"),
     "dataBalance": ("data_balance", "data"),
-    "allFromMin": ("cycles_base + all_cycles_from_min", "profiled"),
-    "allFromMax": ("cycles_base + all_cycles_from_max", "profiled"),
-    "allFromAvg": ("cycles_base + all_cycles_from_avg", "profiled"),
-    "allToMin": ("cycles_base + all_cycles_to_min", "profiled"),
-    "allToMax": ("cycles_base + all_cycles_to_max", "profiled"),
-    "allToAvg": ("cycles_base + all_cycles_to_avg", "profiled"),
-    "activeFromMin": ("cycles_base + active_cycles_from_min", "profiled"),
-    "activeFromMax": ("cycles_base + active_cycles_from_max", "profiled"),
-    "activeFromAvg": ("cycles_base + active_cycles_from_avg", "profiled"),
-    "activeToMin": ("cycles_base + active_cycles_to_min", "profiled"),
-    "activeToMax": ("cycles_base + active_cycles_to_max", "profiled"),
-    "activeToAvg": ("cycles_base + active_cycles_to_avg", "profiled"),
+    **{f"{span}{end.title()}{stat.title()}": (f"{span}_cycles_{end}_{stat}", "profiled")
+       for span in ("all", "active") for end in ("from", "to") for stat in ("min", "max", "avg")},
 }
 _FLOAT_COLUMNS = frozenset({"threadBalance", "tileBalance", "activeTileBalance", "dataBalance"})
 #: Python types of the numbers json.loads returns.
@@ -240,13 +216,13 @@ class _IpuTable:
         self._ipu = ipu
         self._num_steps = num_steps
 
-    def _load(self, expression: str, name: str) -> list:
-        count, low, high, text = self._reader.query_one(
-            "SELECT count(*), min(step_id), max(step_id), json_group_array(v) FROM "
-            f"(SELECT step_id, {expression} AS v FROM steps_by_ipu WHERE ipu = ? ORDER BY step_id)", (self._ipu,))
+    __reduce_ex__ = refuse_pickle
+
+    def _load(self, figure: str, name: str, step_types=None) -> list:
+        count, low, high, values = self._reader.step_ipu_figure(
+            self._ipu, figure, step_types=step_types, real=name in _FLOAT_COLUMNS)
         if "position" not in self.__dict__:
             self._set_position(count, low, high)
-        values = json.loads(text)
         if not _NUMBER_TYPES.issuperset(map(type, values)):
             bad = next((v for v in values if not isinstance(v, (int, float)) or isinstance(v, bool)), None)
             raise InconsistentReportError(
@@ -267,11 +243,8 @@ class _IpuTable:
             raise InconsistentReportError(
                 f"{path!r}: steps_by_ipu has rows for steps {low!r}..{high!r} on IPU {self._ipu}, but the report has "
                 f"{n} steps", path)
-        (text,) = self._reader.query_one(
-            "SELECT json_group_array(step_id) FROM (SELECT step_id FROM steps_by_ipu WHERE ipu = ? ORDER BY step_id)",
-            (self._ipu,))
         position = np.full(n, -1, dtype=np.int64)
-        position[np.asarray(json.loads(text), dtype=np.int64)] = np.arange(count)
+        position[np.asarray(self._reader.step_ids_of_ipu(self._ipu), dtype=np.int64)] = np.arange(count)
         self.position = position.tolist()
 
     def __getattr__(self, name: str):
@@ -285,14 +258,9 @@ class _IpuTable:
             spec = _IPU_COLUMNS.get(name)
             if spec is None:
                 raise AttributeError(name)
-            expression, kind = spec
-            zero = "0.0" if name in _FLOAT_COLUMNS else "0"
-            condition = "profiled != 0"
-            if kind != "profiled":
-                types = _TILE_BALANCE_TYPES if kind == "tile_balance" else _DATA_TYPES
-                listed = ", ".join(f"'{t}'" for t in sorted(types))
-                condition += f" AND step_id IN (SELECT id FROM steps WHERE type IN ({listed}))"
-            values = self._load(f"CASE WHEN {condition} THEN {expression} ELSE {zero} END", name)
+            figure, kind = spec
+            types = None if kind == "profiled" else _TILE_BALANCE_TYPES if kind == "tile_balance" else _DATA_TYPES
+            values = self._load(figure, name, types)
             if name in _FLOAT_COLUMNS:
                 values = [float(v) for v in values]
                 values.append(0.0)
@@ -324,8 +292,7 @@ class _StepIpus:
         if self._ipus_checked:
             return
         reader = self._reader
-        bad = reader.query_one("SELECT step_id, ipu FROM steps_by_ipu WHERE ipu < 0 OR ipu >= ? LIMIT 1",
-                               (self.num_ipus,))
+        bad = reader.step_ipu_outside(self.num_ipus)
         if bad is not None:
             raise InconsistentReportError(
                 f"{reader.path!r}: steps_by_ipu has a row for step {bad[0]!r} on IPU {bad[1]!r}, but the target has "
@@ -510,24 +477,12 @@ class ComputeSet(_compilation.ComputeSet):
     def vertices(self) -> PvaList:
         """The vertex instances executed, one entry per vertex type, with their cycles."""
         reader = self._e._reader
-        rows = reader.query(
-            "SELECT v.vertex_type, v.count, v.cycles, "
-            "(SELECT c.estimated_cycles FROM compute_set_vertices c WHERE c.compute_set = v.compute_set "
-            " AND c.vertex_type = v.vertex_type ORDER BY c.id LIMIT 1), "
-            "(SELECT c.count_by_tile_row FROM compute_set_vertices c WHERE c.compute_set = v.compute_set "
-            " AND c.vertex_type = v.vertex_type ORDER BY c.id LIMIT 1) "
-            "FROM step_vertex_cycles v WHERE v.step_id = ? AND v.compute_set = ? ORDER BY v.vertex_type",
-            (self._step, self._id),
-        )
+        rows = reader.step_vertex_instances(self._step, self._id)
         compilation = self._c
         if rows:
             return PvaList(VertexInstances(compilation, vt, count, estimate or 0, count_row, cycles)
                            for vt, count, cycles, estimate, count_row in rows)
-        compiled = reader.query(
-            "SELECT vertex_type, count, estimated_cycles, count_by_tile_row FROM compute_set_vertices "
-            "WHERE compute_set = ? ORDER BY id",
-            (self._id,),
-        )
+        compiled = reader.compute_set_vertices(self._id)
         return PvaList(VertexInstances(compilation, *row, 0) for row in compiled)
 
     def __repr__(self) -> str:
@@ -601,8 +556,7 @@ class Run:
     @property
     def cyclesByIpu(self) -> PvaList:
         """The cycle counter of each IPU at the start and end of this run; may be empty."""
-        rows = self._e._reader.query(
-            'SELECT start, "end" FROM run_cycles_by_ipu WHERE run = ? ORDER BY ipu', (self._id,))
+        rows = self._e._reader.run_cycles_by_ipu(self._id)
         return PvaList(Period(start, end) for start, end in rows)
 
     @property
@@ -610,13 +564,13 @@ class Run:
         """The options set for this run, as (name, value) engine options; may be empty."""
         from .report import EngineOption
 
-        rows = self._e._reader.query("SELECT name, value FROM run_parameters WHERE run = ? ORDER BY name", (self._id,))
+        rows = self._e._reader.run_parameters(self._id)
         return PvaList(EngineOption(name, value) for name, value in rows)
 
     @property
     def totalCycles(self) -> TileCycleTotals:
         """Cycles by activity summed over all tiles and IPUs in this run (pva addition)."""
-        return self._e._cycle_totals("WHERE run = ?", (self._id,))
+        return self._e._cycle_totals(self._id)
 
     # -- columnar access (pva additions) --
 
@@ -655,13 +609,14 @@ class ExecutionReport:
         self._row_cache: collections.OrderedDict[int, list] = collections.OrderedDict()
         self._row_cache_size = 0
 
+    __reduce_ex__ = refuse_pickle
+
     # -- libpva members --
 
     @functools.cached_property
     def runs(self) -> PvaList:
         """Every Engine::run, in order; empty for a compile-only report."""
-        rows = self._reader.query(
-            "SELECT id, name, microseconds_start, microseconds_end, first_step, num_steps FROM runs ORDER BY id")
+        rows = self._reader.runs()
         num_steps = self._num_steps
         runs = []
         for index, (run_id, name, us_start, us_end, first, count) in enumerate(rows):
@@ -692,17 +647,13 @@ class ExecutionReport:
     @property
     def totalCycles(self) -> TileCycleTotals:
         """Cycles by activity summed over all tiles, IPUs, replicas and runs; all 0 without execution data."""
-        return self._cycle_totals("", ())
+        return self._cycle_totals(None)
 
     def blocks(self, tile: int) -> PvaList:
         """The lightweight-profiling blocks measured on a tile, in order of their first cycle."""
         if not isinstance(tile, (int, np.integer)) or isinstance(tile, bool):
             raise TypeError(f"tile must be an integer, not {type(tile).__name__}")
-        rows = self._reader.query(
-            "SELECT id, tile, program, cycles_from, cycles_to, is_stream_copy, is_common, is_overflow FROM blocks "
-            "WHERE tile = ? ORDER BY cycles_from, id",
-            (int(tile),),
-        )
+        rows = self._reader.blocks_of_tile(int(tile))
         return PvaList(Block(self, *row) for row in rows)
 
     # -- columnar access to per-tile cycles (pva additions) --
@@ -825,11 +776,7 @@ class ExecutionReport:
 
     @functools.cached_property
     def _num_steps(self) -> int:
-        # three queries: alone, count(*) and min or max of the key take SQLite's fast paths; together
-        # they would read every row
-        (count,) = self._reader.query_one("SELECT count(*) FROM steps")
-        (low,) = self._reader.query_one("SELECT min(id) FROM steps")
-        (high,) = self._reader.query_one("SELECT max(id) FROM steps")
+        count, low, high = self._reader.step_count()
         if count and (low != 0 or high != count - 1):
             raise InconsistentReportError(
                 f"{self._reader.path!r}: step ids must be 0..{count - 1}, found ids {low!r}..{high!r}",
@@ -838,8 +785,7 @@ class ExecutionReport:
         return count
 
     def _step_column(self, column: str) -> list:
-        (text,) = self._reader.query_one(f"SELECT json_group_array({column}) FROM (SELECT {column} FROM steps ORDER BY id)")
-        values = json.loads(text)
+        values = self._reader.step_column(column)
         if len(values) != self._num_steps:
             raise InconsistentReportError(
                 f"{self._reader.path!r}: table steps changed while it was read", self._reader.path)
@@ -904,14 +850,12 @@ class ExecutionReport:
 
     @functools.cached_property
     def _compute_set_names(self) -> dict[int, tuple[str, Any]]:
-        return {cs: (name, row) for cs, name, row in self._reader.query(
-            "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")}
+        return {cs: (name, row) for cs, name, row in self._reader.compute_sets()}
 
     def _step_compute_sets(self, step: int) -> PvaList:
-        rows = self._reader.query(
-            "SELECT compute_set, cycles_row FROM step_compute_sets WHERE step_id = ? ORDER BY position", (step,))
+        rows = self._reader.step_compute_sets(step)
         if not rows:
-            (compute_set,) = self._reader.query_one("SELECT compute_set FROM steps WHERE id = ?", (step,))
+            compute_set = self._reader.step_compute_set(step)
             rows = [] if compute_set is None else [(compute_set, None)]
         names = self._compute_set_names
         sets = []
@@ -925,9 +869,10 @@ class ExecutionReport:
             sets.append(ComputeSet(self, step, compute_set, known[0], known[1], cycles_row))
         return PvaList(sets)
 
-    def _cycle_totals(self, where: str, params: tuple) -> TileCycleTotals:
-        sums = ", ".join(f"sum({a})" for a in _ACTIVITIES)
-        return TileCycleTotals(*self._reader.query_one(f"SELECT {sums} FROM cycle_totals {where}", params))
+    def _cycle_totals(self, run: int | None) -> TileCycleTotals:
+        return TileCycleTotals(*self._reader.cycle_totals(run))
 
     def __repr__(self) -> str:
+        if self._reader.file.closed:
+            return "<ExecutionReport (closed)>"
         return f"<ExecutionReport {len(self.runs)} run(s), {len(self.steps):,} steps>"

@@ -20,11 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LivenessProgramStep", "NotAlwaysLiveMemory"]
 
-_LIVE = (
-    "v.allocated = 1 AND v.always_live = 0 AND v.equivalence_class IN "
-    '(SELECT class FROM equivalence_class_steps WHERE start <= ?1 AND "end" > ?1)'
-)
-
 
 class NotAlwaysLiveMemory:
     """Not-always-live memory of a step: total bytes and the variables live in it."""
@@ -71,7 +66,7 @@ class LivenessProgramStep:
     @property
     def notAlwaysLiveMemory(self) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step over all tiles (of one replica)."""
-        return NotAlwaysLiveMemory(self._bytes, lambda: self._variables("", ()))
+        return NotAlwaysLiveMemory(self._bytes, lambda: self._variables(None))
 
     def notAlwaysLiveMemoryForTile(self, tileId) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one tile (an id or a Tile).
@@ -88,50 +83,29 @@ class LivenessProgramStep:
                 f"{shown if shown else 'none'}{' ...' if len(self._c._liveness_tiles) > 10 else ''}",
                 path,
             )
-        (size,) = self._c._reader.query_one(
-            f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE v.tile = ?2 AND {_LIVE}",
-            (self._index, tile),
-        )
-        return NotAlwaysLiveMemory(size, lambda: self._variables(" AND v.tile = ?2", (tile,)))
+        size = self._c._reader.not_always_live_bytes(self._index, tiles=(tile, tile + 1))
+        return NotAlwaysLiveMemory(size, lambda: self._variables((tile, tile + 1)))
 
     def notAlwaysLiveMemoryForIpu(self, ipuId) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one IPU (an id or an IPU) of a replica."""
         ipu = self._c._replica_ipu(ipuId)
-        row = self._c._reader.query_one(
-            "SELECT bytes FROM liveness_step_ipus WHERE step = ? AND ipu = ?", (self._index, ipu)
-        )
+        size = self._c._reader.liveness_bytes_of_ipu(self._index, ipu)
         per_ipu = self._c.target.tilesPerIpu
         lo, hi = ipu * per_ipu, (ipu + 1) * per_ipu
-        load = lambda: self._variables(" AND v.tile >= ?2 AND v.tile < ?3", (lo, hi))  # noqa: E731
-        if row is None:
-            (size,) = self._c._reader.query_one(
-                f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE v.tile >= ?2 AND v.tile < ?3 AND {_LIVE}",
-                (self._index, lo, hi),
-            )
-        else:
-            size = row[0]
-        return NotAlwaysLiveMemory(size, load)
+        if size is None:
+            size = self._c._reader.not_always_live_bytes(self._index, tiles=(lo, hi))
+        return NotAlwaysLiveMemory(size, lambda: self._variables((lo, hi)))
 
     def notAlwaysLiveBytesForVariable(self, var) -> int:
         """Bytes of a variable (a Variable or its id) that are live, not always live, in this step."""
         var_id = var._id if isinstance(var, Variable) else var
+        reader = self._c._reader
         if var_id < 0:
-            name = self._c._artificial_variable_name(var_id)
-            where, params = "v.unlowered_var IS NULL AND v.name = ?2", (self._index, name)
-        else:
-            where, params = "v.unlowered_var = ?2", (self._index, var_id)
-        (size,) = self._c._reader.query_one(
-            f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE {where} AND {_LIVE}", params
-        )
-        return size
+            return reader.not_always_live_bytes_named(self._index, self._c._artificial_variable_name(var_id))
+        return reader.not_always_live_bytes_of_variable(self._index, var_id)
 
-    def _variables(self, where: str, params: tuple) -> PvaList:
-        rows = self._c._reader.query(
-            f"SELECT v.unlowered_var, v.name, sum(v.size_bytes) FROM vars_info v WHERE {_LIVE}{where} "
-            "GROUP BY v.unlowered_var, CASE WHEN v.unlowered_var IS NULL THEN v.name END",
-            (self._index, *params),
-        )
-        return self._c._sized_variables(rows)
+    def _variables(self, tiles: tuple[int, int] | None) -> PvaList:
+        return self._c._sized_variables(self._c._reader.not_always_live_variables(self._index, tiles=tiles))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LivenessProgramStep) and other._c is self._c and other._index == self._index

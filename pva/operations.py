@@ -146,7 +146,7 @@ class OperationAnalysis:
         last: dict[int, int] = {}
         step_programs: dict[int, list[int]] = {}
         in_steps: dict[int, set[int]] = {}
-        for index, program in self._compilation._reader.query("SELECT id, program FROM liveness_steps ORDER BY id"):
+        for index, program, _bytes in self._compilation._reader.liveness_steps():
             for op in ops_of_program.get(program, ()):
                 if op not in first:
                     first[op] = index

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from formats.gcpause import gc_paused
 
 from ._base import PvaEnum, PvaList
 from .errors import InconsistentReportError
@@ -92,17 +95,25 @@ class Program:
         GS4 = 4
         Unknown = 5
 
-    __slots__ = ("_c", "_id", "_type", "_name", "_row")
+    __slots__ = ("_c", "_id", "_type")
 
     #: The ProgramVisitor method `accept` calls.
     _visit = "visitProgram"
 
-    def __init__(self, compilation: "CompilationReport", program_id: int, type_: "Program.Type", name: str, row):
+    def __init__(self, compilation: "CompilationReport", program_id: int, type_: "Program.Type") -> None:
         self._c = compilation
         self._id = program_id
         self._type = type_
-        self._name = name
-        self._row = row
+
+    @property
+    def _name(self) -> str:
+        """The stored name ("" when none), read with every other program's on first use."""
+        return self._c._program_table.name_of(self._id)
+
+    @property
+    def _row(self) -> tuple:
+        """The stored details (formats.query.compilation.PROGRAM_DETAIL_COLUMNS), read in bulk on first use."""
+        return self._c._program_table.details_of(self._id)
 
     @property
     def name(self) -> str:
@@ -202,7 +213,7 @@ class OnTileExecuteProgram(Program):
     def computeset(self) -> "ComputeSet":
         """The compute set this program executes."""
         cs = self._row[0]
-        sets = self._c.computeSets
+        sets = self._c._compute_sets
         if cs is None or not 0 <= cs < len(sets):
             raise InconsistentReportError(
                 f"{self._c._reader.path!r}: OnTileExecute program {self._id} refers to compute set {cs!r}, "
@@ -363,7 +374,21 @@ class SyncProgram(Program):
 class ImplicitSyncProgram(SyncProgram):
     """A sync the execution trace adds between steps; always Internal, never has children."""
 
-    __slots__ = ()
+    __slots__ = ("_own_name", "_own_row")
+
+    def __init__(self, compilation: CompilationReport, program_id: int | None, type_: Program.Type, name: str,
+                 row) -> None:
+        super().__init__(compilation, program_id, type_)  # type: ignore[arg-type]
+        self._own_name = name
+        self._own_row = tuple(row)
+
+    @property
+    def _name(self) -> str:
+        return self._own_name
+
+    @property
+    def _row(self) -> tuple:
+        return self._own_row
 
     @property
     def children(self) -> PvaList:
@@ -498,8 +523,11 @@ PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
 }
 
 
-#: Program.Type and class for each type name stored in the programs table.
-_KIND_BY_NAME = {name: (type_, PROGRAM_CLASSES.get(type_, Program)) for name, type_ in Program.Type.__members__.items()}
+#: Program.Type and class of each type name stored in the programs table.
+_TYPE_BY_NAME = dict(Program.Type.__members__)
+_CLASS_BY_NAME = {name: PROGRAM_CLASSES.get(type_, Program) for name, type_ in _TYPE_BY_NAME.items()}
+#: Makes an object of the class given first, without a Python frame of its own.
+_make = type.__call__
 
 
 class ProgramVisitor:
@@ -552,48 +580,99 @@ class ProgramVisitor:
 
 
 class ProgramTable:
-    """Every program of a report, loaded in one query and shared by all program objects."""
+    """Every program of a report, shared by all program objects.
+
+    Making the objects reads only the id and type of each program, with the garbage collector
+    paused; names and the other columns are read for all programs at once on first use.
+    """
 
     def __init__(self, compilation: "CompilationReport") -> None:
         self._c = compilation
         reader = compilation._reader
         self._path = reader.path
-        rows = reader.query(
-            "SELECT id, type, name, compute_set, repeat_count, sync_type, stream_copy_type, call_target, num_tiles "
-            "FROM programs ORDER BY id"
-        )
-        kinds = _KIND_BY_NAME
-        unknown = _KIND_BY_NAME["Unknown"]
-        everything = []
-        append = everything.append
-        for row in rows:
-            type_, cls = kinds.get(row[1], unknown)
-            append(cls(compilation, row[0], type_, row[2] or "", row[3:]))
-        self.all = everything
-        self._by_id = {program._id: program for program in everything}
+        count, low, high, unique = reader.program_id_range()
+        #: Whether the ids are 0..count-1, so that an id is its position (checked again on each look-up).
+        self._dense = count == 0 or (unique and low == 0 and high == count - 1)
+        if self._dense:
+            types = reader.program_types()
+            if len(types) != count:
+                raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
+            ids: range | list = range(count)
+        else:
+            rows = reader.program_kinds()
+            ids = [row[0] for row in rows]
+            types = [row[1] for row in rows]
+        unknown = Program.Type.Unknown
+        with gc_paused():  # the objects form no cycles: collections would only walk them again and again
+            classes = map(_CLASS_BY_NAME.get, types, repeat(UnknownProgram))
+            kinds = map(_TYPE_BY_NAME.get, types, repeat(unknown))
+            self.all: list[Program] = list(map(_make, classes, repeat(compilation), ids, kinds))
+        self._positions: dict | None = None
+        self._names: list[str] | None = None
+        self._details: list[tuple] | None = None
         self._children: dict[int, list[int]] | None = None
         self._vectors: dict[tuple[int, str], int] | None = None
 
+    def _position(self, program_id) -> int | None:
+        """The index in `all` of the program with an id, or None."""
+        if self._dense and type(program_id) is int and 0 <= program_id < len(self.all) and (
+                self.all[program_id]._id == program_id):
+            return program_id
+        if self._positions is None:
+            self._positions = {program._id: index for index, program in enumerate(self.all)}
+        try:
+            return self._positions.get(program_id)
+        except TypeError:  # an unhashable id
+            return None
+
     def get(self, program_id: int | None) -> Program:
         """The program with an id, or an InconsistentReportError naming the missing id."""
-        found = self._by_id.get(program_id)  # type: ignore[arg-type]
-        if found is None:
+        position = self._position(program_id)
+        if position is None:
             raise InconsistentReportError(
                 f"{self._path!r}: program {program_id!r} is referenced but not defined", self._path
             )
-        return found
+        return self.all[position]
 
     def list_of(self, ids) -> PvaList:
         """Programs for a sequence of ids."""
         get = self.get
         return PvaList(get(i) for i in ids)
 
+    def _index(self, program_id: int) -> int:
+        """The index in `all` of a program of this table, by its id."""
+        if self._dense:
+            return program_id  # made from range(count): every program's id is its index
+        position = self._position(program_id)
+        assert position is not None, program_id
+        return position
+
+    def name_of(self, program_id: int) -> str:
+        """The stored name of a program of this table ("" when none)."""
+        names = self._names
+        if names is None:
+            with gc_paused():
+                loaded = self._c._reader.program_names()
+            if len(loaded) != len(self.all):
+                raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
+            names = self._names = [name or "" for name in loaded]
+        return names[self._index(program_id)]
+
+    def details_of(self, program_id: int) -> tuple:
+        """The stored details of a program of this table (formats.query.compilation.PROGRAM_DETAIL_COLUMNS)."""
+        details = self._details
+        if details is None:
+            with gc_paused():
+                details = self._c._reader.program_details()
+            if len(details) != len(self.all):
+                raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
+            self._details = details
+        return details[self._index(program_id)]
+
     def _children_map(self) -> dict[int, list[int]]:
         if self._children is None:
             children: dict[int, list[int]] = {}
-            for parent, child in self._c._reader.query(
-                "SELECT parent, child FROM program_children ORDER BY parent, position"
-            ):
+            for parent, child in self._c._reader.program_children():
                 children.setdefault(parent, []).append(child)
             self._children = children
         return self._children
@@ -604,10 +683,7 @@ class ProgramTable:
 
     def _vector_rows(self) -> dict[tuple[int, str], int]:
         if self._vectors is None:
-            self._vectors = {
-                (program, k): row
-                for program, k, row in self._c._reader.query("SELECT program, kind, row FROM program_vectors")
-            }
+            self._vectors = {(program, k): row for program, k, row in self._c._reader.program_vector_rows()}
         return self._vectors
 
     def array(self, program_id: int, kind: str) -> np.ndarray:
@@ -621,12 +697,9 @@ class ProgramTable:
 
     def vars_of(self, program_id: int) -> PvaList:
         """Lowered variables used by a program, by id."""
-        from .variables import LOWERED_SELECT, lowered_variables_from_rows
+        from .variables import lowered_variables_from_rows
 
-        rows = self._c._reader.query(
-            f"{LOWERED_SELECT} WHERE id IN (SELECT var FROM program_vars WHERE program = ?) ORDER BY id",
-            (program_id,),
-        )
+        rows = self._c._reader.lowered_variables_of_program(program_id)
         return lowered_variables_from_rows(self._c.loweredVariables, rows)
 
     def ordered(self, owned: set[int], *, inline_calls: bool) -> list[int]:
@@ -639,15 +712,17 @@ class ProgramTable:
         if not owned:
             return []
         children = self._children_map()
-        by_id = self._by_id
+        position = self._position
+        everything = self.all
         reader = self._c._reader
-        roots = reader.column("SELECT program FROM control_programs ORDER BY position")
-        functions = reader.column("SELECT program FROM function_programs ORDER BY position")
+        roots = reader.control_program_ids()
+        functions = reader.function_program_ids()
 
         def kids(pid: int) -> list[int]:
             found = children.get(pid, [])
             if inline_calls:
-                program = by_id.get(pid)
+                at = position(pid)
+                program = None if at is None else everything[at]
                 if isinstance(program, CallProgram) and program._row[4] is not None:
                     return [*found, program._row[4]]
             return found

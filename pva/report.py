@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from formats.detect import check_regular_file
 from formats.profile_reader import ProfileReader
 
-from ._base import PvaEnum, set_list_print_length
+from ._base import PvaEnum, refuse_pickle, set_list_print_length
 from .compilation import CompilationReport
 
 
@@ -125,6 +125,13 @@ class Report:
         self._reader = reader
         self._debug_path = debug_path
 
+    __reduce_ex__ = refuse_pickle
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called (pva addition)."""
+        return self._reader.file.closed
+
     @property
     def path(self) -> str:
         """Path of the report file (pva addition)."""
@@ -135,17 +142,25 @@ class Report:
         """Path of the debug information file given to openReport, or None (pva addition)."""
         return self._debug_path
 
-    @functools.cached_property
+    @property
     def compilation(self) -> CompilationReport:
         """Information known at the end of graph compilation."""
-        return CompilationReport(self._reader, self)
+        found = self.__dict__.get("_compilation")
+        if found is None:
+            self._reader.file.check_open()
+            found = self.__dict__["_compilation"] = CompilationReport(self._reader, self)
+        return found
 
-    @functools.cached_property
+    @property
     def execution(self):
         """Information collected while the program ran."""
-        from .execution import ExecutionReport
+        found = self.__dict__.get("_execution")
+        if found is None:
+            from .execution import ExecutionReport
 
-        return ExecutionReport(self._reader, self)
+            self._reader.file.check_open()
+            found = self.__dict__["_execution"] = ExecutionReport(self._reader, self)
+        return found
 
     @functools.cached_property
     def poplarVersion(self) -> PoplarVersion:
@@ -185,7 +200,11 @@ class Report:
         return self._reader.sql(query, params, timeout)
 
     def close(self) -> None:
-        """Close the report file (pva addition); objects read from it stop working."""
+        """Close the report file (pva addition).
+
+        What was read stays readable; anything that would read the file (from the report or from
+        an object read from it) raises ClosedReportError.
+        """
         self._reader.close()
 
     def __enter__(self) -> "Report":
@@ -195,6 +214,8 @@ class Report:
         self.close()
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<Report {os.path.basename(self.path)!r} (closed)>"
         target = self._reader.target
         major, minor = self._reader.version
         return (

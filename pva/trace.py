@@ -12,7 +12,7 @@ from itertools import repeat
 from formats.gcpause import gc_paused
 from formats.trace_reader import ThreadEvents, TraceReader
 
-from ._base import PvaList
+from ._base import PvaList, refuse_pickle
 
 __all__ = [
     "Event",
@@ -59,6 +59,8 @@ class Event:
     """
 
     __slots__ = ("_d", "_i", "label")
+
+    __reduce_ex__ = refuse_pickle
 
     def __init__(self, view: _ThreadView, index: int, label: str) -> None:
         self._d = view
@@ -130,6 +132,8 @@ class Thread:
 
     __slots__ = ("_trace", "pid", "tid", "name", "_view")
 
+    __reduce_ex__ = refuse_pickle
+
     def __init__(self, trace: "TraceReport", pid: int, tid: int, name: str) -> None:
         self._trace = trace
         self.pid = pid
@@ -154,6 +158,8 @@ class Process:
     """A traced process and its threads (libpva Process)."""
 
     __slots__ = ("_trace", "pid", "name", "_threads", "_by_tid")
+
+    __reduce_ex__ = refuse_pickle
 
     def __init__(self, trace: "TraceReport", pid: int, name: str, threads: list[tuple]) -> None:
         self._trace = trace
@@ -191,6 +197,8 @@ class TraceReport:
         self._processes = PvaList(Process(self, pid, name, threads.get(pid, [])) for pid, name, _ in reader.processes())
         self._by_pid = {process.pid: process for process in self._processes}
 
+    __reduce_ex__ = refuse_pickle
+
     @property
     def path(self) -> str:
         """Path of the trace file (pva addition)."""
@@ -224,6 +232,8 @@ class TraceReport:
         self.close()
 
     def __repr__(self) -> str:
+        if self._reader.file.closed:
+            return f"<TraceReport {os.path.basename(self.path)!r} (closed)>"
         threads = sum(len(p._threads) for p in self._processes)
         state = "" if self.isComplete else ", incomplete"
         return f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"

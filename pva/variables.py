@@ -141,17 +141,11 @@ class LoweredVariableBrief:
         return f"<LoweredVariableBrief {self.id} tile {self.tileId} {self.bytes:,} B class {self.equivalenceClass.id}>"
 
 
-#: Columns of vars_info read for a LoweredVariable, in row order.
-_COLUMNS = (
-    "id", "tile", "name", "size_bytes", "alignment", "offset", "category", "allocated", "constant", "always_live",
-    "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved_mem", "accessed_in_vertex",
-    "equivalence_class", "unlowered_var",
-)
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM vars_info"
-
-
 class LoweredVariable:
-    """A piece of a variable on one tile (libpva LoweredVariable); equal by id."""
+    """A piece of a variable on one tile (libpva LoweredVariable); equal by id.
+
+    Its row holds formats.query.compilation.LOWERED_VARIABLE_COLUMNS in order.
+    """
 
     __slots__ = ("_lv", "_row")
 
@@ -269,7 +263,7 @@ class LoweredVariables:
     def forTile(self, tileId) -> PvaList:
         """The lowered variables on a tile (an id or a Tile), in allocation order."""
         tile = self._c._replica_tile(tileId)
-        rows = self._c._reader.query(f"{_SELECT} WHERE tile = ? ORDER BY alloc_order, id", (tile,))
+        rows = self._c._reader.lowered_variables_on_tile(tile)
         return PvaList(LoweredVariable(self, row) for row in rows)
 
     def forVar(self, var) -> PvaList:
@@ -279,9 +273,9 @@ class LoweredVariables:
             raise TypeError(f"forVar expects a Variable or a variable id, not {type(var).__name__}")
         if var_id < 0:  # an artificial variable grouping pieces by name
             name = self._c._artificial_variable_name(var_id)
-            rows = self._c._reader.query(f"{_SELECT} WHERE unlowered_var IS NULL AND name = ? ORDER BY id", (name,))
+            rows = self._c._reader.lowered_variables_named(name)
         else:
-            rows = self._c._reader.query(f"{_SELECT} WHERE unlowered_var = ? ORDER BY id", (var_id,))
+            rows = self._c._reader.lowered_variables_of_variable(var_id)
         return PvaList(LoweredVariable(self, row) for row in rows)
 
     @property
@@ -291,9 +285,7 @@ class LoweredVariables:
             classes = self._all_classes()
             get = classes.get
             brief = []
-            for var_id, size, tile, eq in self._c._reader.query(
-                "SELECT id, size_bytes, tile, equivalence_class FROM vars_info ORDER BY id"
-            ):
+            for var_id, size, tile, eq in self._c._reader.lowered_variable_briefs():
                 cls = get(eq)
                 if cls is None:
                     cls = classes[eq] = EquivalenceClass(eq, [])
@@ -302,7 +294,7 @@ class LoweredVariables:
         return PvaList(self._brief)
 
     def _get(self, var_id: int) -> LoweredVariable:
-        row = self._c._reader.query_one(f"{_SELECT} WHERE id = ?", (var_id,))
+        row = self._c._reader.lowered_variable(var_id)
         if row is None:
             raise InconsistentReportError(
                 f"{self._c._reader.path!r}: lowered variable {var_id} is referenced but not in vars_info",
@@ -311,14 +303,9 @@ class LoweredVariables:
         return LoweredVariable(self, row)
 
     def _get_many(self, ids) -> PvaList:
-        """Lowered variables for ids, in the order given (one query per 500 ids)."""
+        """Lowered variables for ids, in the order given."""
         ids = list(ids)
-        found: dict[int, tuple] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            for row in self._c._reader.query(f"{_SELECT} WHERE id IN ({marks})", chunk):
-                found[row[0]] = row
+        found = {row[0]: row for row in self._c._reader.lowered_variables_by_id(ids)}
         missing = [i for i in ids if i not in found]
         if missing:
             raise InconsistentReportError(
@@ -328,17 +315,13 @@ class LoweredVariables:
         return PvaList(LoweredVariable(self, found[i]) for i in ids)
 
     def _constraints(self, var_id: int, kind: str) -> PvaList:
-        ids = self._c._reader.column(
-            "SELECT other FROM lowered_var_constraints WHERE var = ? AND kind = ? ORDER BY other", (var_id, kind)
-        )
+        ids = self._c._reader.lowered_variable_constraints(var_id, kind)
         return self._get_many(ids)
 
     def _all_classes(self) -> dict[int, EquivalenceClass]:
         if self._classes is None:
             spans: dict[int, list[Interval]] = {}
-            for cls, start, end in self._c._reader.query(
-                'SELECT class, start, "end" FROM equivalence_class_steps ORDER BY class, start'
-            ):
+            for cls, start, end in self._c._reader.equivalence_class_steps():
                 spans.setdefault(cls, []).append(Interval(start, end))
             self._classes = {cls: EquivalenceClass(cls, steps) for cls, steps in spans.items()}
         return self._classes
@@ -351,15 +334,11 @@ class LoweredVariables:
         return found
 
     def __repr__(self) -> str:
-        (count,) = self._c._reader.query_one("SELECT count(*) FROM vars_info")
+        count = self._c._reader.lowered_variable_count()
         return f"<LoweredVariables {count:,} on {self._c.target.tilesPerReplica:,} tiles>"
 
 
 def lowered_variables_from_rows(lowered: LoweredVariables, rows) -> PvaList:
-    """LoweredVariable objects for vars_info rows selected with `LOWERED_SELECT`."""
+    """LoweredVariable objects for lowered-variable rows of the query layer."""
     return PvaList(LoweredVariable(lowered, row) for row in rows)
-
-
-#: The SELECT clause whose rows `lowered_variables_from_rows` accepts.
-LOWERED_SELECT = _SELECT
 

@@ -313,8 +313,9 @@ def test_text_that_is_not_utf8_is_damage(sample, tmp_path):
     path = _copy(sample, tmp_path)
     _modify(path, "UPDATE programs SET name = CAST(x'c328ff' AS TEXT) WHERE id = 1")
     report = pva.openReport(path)
+    programs = report.compilation.programs  # made from ids and types; names are read on first use
     with pytest.raises(pva.CorruptReportError, match="damaged"):
-        report.compilation.programs
+        programs[1].name
     report.close()
 
 

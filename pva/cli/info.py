@@ -27,9 +27,9 @@ def collect(path: str) -> dict:
         t = report.compilation.target
         g = report.compilation.graph
         reader = report._reader
-        num_programs = reader.query_one("SELECT count(*) FROM programs")[0]
-        num_runs = reader.query_one("SELECT count(*) FROM runs")[0]
-        num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
+        num_programs = reader.row_count("programs")
+        num_runs = reader.row_count("runs")
+        num_steps = reader.row_count("steps")
         settings = report.instrumentationSettings
         return {
             "path": os.path.abspath(path),

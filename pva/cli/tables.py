@@ -43,13 +43,10 @@ def run(args) -> int:
             return 0
         rows = []
         for name, spec in schema.tables.items():
-            count = reader.query_one(f'SELECT count(*) FROM "{name}"')[0]
+            count = reader.row_count(name)
             rows.append(("table", name, count, spec.description))
         declared = profile_matrices()["matrices"]
-        for name, num_rows, num_cols, chunks, size in reader.query(
-            "SELECT m.name, m.num_rows, m.num_cols, count(c.first_row), coalesce(sum(length(c.data)), 0) "
-            "FROM matrices m LEFT JOIN matrix_chunks c ON c.matrix = m.name GROUP BY m.name ORDER BY m.name"
-        ):
+        for name, num_rows, num_cols, chunks, size in reader.matrix_storage():
             spec = declared.get(name, {})
             description = f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), " \
                           f"{size:,} bytes stored. {spec.get('description', '')}"

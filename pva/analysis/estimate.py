@@ -28,7 +28,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from formats.errors import DATA_ERRORS, InconsistentReportError, PvaError, corrupt_values
+from formats.errors import InconsistentReportError
 from formats.profile_reader import ProfileReader
 
 from .._base import as_text
@@ -99,16 +99,15 @@ class Estimate:
         return work / (self.active_pes * time) if self.active_pes and time else 0.0
 
 
-def _program_sequence(reader: ProfileReader) -> list[tuple[int, int]]:
+def _program_sequence(reader: ProfileReader, program_rows: list[tuple]) -> list[tuple[int, int]]:
     """(program, executions per sample) of every leaf program in execution order."""
-    programs = {pid: (ptype, repeat, target) for pid, ptype, repeat, target in reader.query(
-        "SELECT id, type, repeat_count, call_target FROM programs")}
+    programs = {pid: (ptype, repeat, target) for pid, ptype, _cs, repeat, target in program_rows}
     children: dict[int, list[int]] = defaultdict(list)
-    for parent, child in reader.query("SELECT parent, child FROM program_children ORDER BY parent, position"):
+    for parent, child in reader.program_child_links():
         children[parent].append(child)
     sequence: list[tuple[int, int]] = []
     on_path: set[int] = set()
-    for root in reader.column("SELECT program FROM control_programs ORDER BY position"):
+    for root in reader.control_program_ids():
         work: list[tuple[int, int, bool]] = [(root, 1, False)]
         while work:
             program, times, leaving = work.pop()
@@ -137,20 +136,10 @@ def _program_sequence(reader: ProfileReader) -> list[tuple[int, int]]:
 
 def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     """The Cerebras-style estimate of a report's compiled program."""
-    try:
-        return _estimate(reader, batch_size)
-    except PvaError:
-        raise
-    except DATA_ERRORS as exc:
-        raise corrupt_values(reader.path, exc) from None
-
-
-def _estimate(reader: ProfileReader, batch_size: int) -> Estimate:
-    info = {pid: (ptype, cs) for pid, ptype, cs in reader.query("SELECT id, type, compute_set FROM programs")}
-    cs_rows = {cs: (name, row) for cs, name, row in reader.query(
-        "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")}
-    vectors = {(p, k): r for p, k, r in reader.query(
-        "SELECT program, kind, row FROM program_vectors WHERE kind IN ('estimated_cycles', 'bytes_sent', 'bytes_received')")}
+    program_rows = reader.program_structure()
+    info = {pid: (ptype, cs) for pid, ptype, cs, _repeat, _target in program_rows}
+    cs_rows = {cs: (name, row) for cs, name, row in reader.compute_set_estimate_rows()}
+    vectors = {(p, k): r for p, k, r in reader.program_vector_rows(("estimated_cycles", "bytes_sent", "bytes_received"))}
     estimates = reader.matrix("compute_set_estimated_cycles_by_tile")
     exchange_cycles = reader.matrix("program_estimated_cycles_by_tile")
     sent = reader.matrix("program_bytes_sent_by_tile")
@@ -160,7 +149,7 @@ def _estimate(reader: ProfileReader, batch_size: int) -> Estimate:
     used = np.zeros(tiles, dtype=bool)
     pending_cycles = 0
     pending_tiles = np.zeros(tiles, dtype=bool)
-    for program, times in _program_sequence(reader):
+    for program, times in _program_sequence(reader, program_rows):
         ptype, cs = info.get(program, ("", None))
         if ptype in _EXCHANGES:
             row = vectors.get((program, "estimated_cycles"))

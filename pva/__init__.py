@@ -9,8 +9,34 @@
 from formats import __version__
 
 from . import pva_core
+from .analysis.chart_options import PLOT_KINDS
+from .analysis.chart_options import Limits as ChartLimits
+from .analysis.summary import printProfileSummary
 from .pva_core import *  # noqa: F401,F403
 from .pva_core import __all__ as _core
-from .analysis.summary import printProfileSummary
 
-__all__ = ["__version__", "pva_core", "printProfileSummary", *_core]
+#: Analyses loaded when first used (name: module), so that importing pva stays cheap.
+_LAZY = {
+    "compare": "pva.analysis.compare",
+    "html_report": "pva.analysis.html",
+    "write_html": "pva.analysis.html",
+    "write_plot": "pva.analysis.plots",
+}
+
+__all__ = ["__version__", "pva_core", "printProfileSummary", "ChartLimits", "PLOT_KINDS", "compare", "html_report",
+           "write_html", "write_plot", *_core]  # noqa: PLE0604 (_core holds names)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pva' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

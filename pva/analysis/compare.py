@@ -7,6 +7,8 @@ from collections import defaultdict
 
 from formats.profile_reader import ProfileReader
 
+from .sources import query_layer
+
 #: Sections in the order they are printed; in all of them a larger number is worse.
 SECTIONS = ("target", "memory", "memory by category", "memory by IPU", "liveness", "execution",
             "steps by program type", "compute set cycles")
@@ -109,8 +111,9 @@ _COLLECTORS = {
 }
 
 
-def compare(a: ProfileReader, b: ProfileReader) -> list[Difference]:
-    """Every compared figure, sections in order, each sorted by absolute change (largest first)."""
+def compare(a, b) -> list[Difference]:
+    """Every compared figure of reports a and b, sections in order, each sorted by absolute change (largest first)."""
+    a, b = query_layer(a), query_layer(b)
     result: list[Difference] = []
     ta, tb = _target(a), _target(b)
     result += [Difference("target", key, ta[key], tb[key]) for key in ta if ta[key] != tb[key]]

@@ -24,10 +24,12 @@ How the Cerebras terms map onto a Poplar compilation report:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections import defaultdict
 
 import numpy as np
 
+from formats.atomic import AtomicOutput
 from formats.errors import InconsistentReportError
 from formats.profile_reader import ProfileReader
 
@@ -97,6 +99,35 @@ class Estimate:
         time = sum(k.delta_t * k.executions for k in self.kernels)
         work = sum(k.compute_cycles * k.executions for k in self.kernels)
         return work / (self.active_pes * time) if self.active_pes and time else 0.0
+
+    def as_dict(self) -> dict:
+        """The figures as plain data (what `pva estimate --json` prints)."""
+        return {
+            "samples_per_second": self.samples_per_second,
+            "compute_samples_per_second": self.compute_samples_per_second,
+            "transmission_samples_per_second": self.transmission_samples_per_second,
+            "active_pes_percent": 100 * self.active_pes_fraction,
+            "compute_utilization_percent": 100 * self.compute_utilization,
+            "kernels": [{"name": k.name, "compute_delta_t": k.compute_dt, "transmission_delta_t": k.transmission_dt,
+                         "overlaps": k.overlaps, "delta_t": k.delta_t, "active_pes": k.active_pes,
+                         "executions": k.executions, "compute_utilization_percent": 100 * k.utilization}
+                        for k in self.kernels],
+        }
+
+    def compile_report(self) -> str:
+        """The estimate as the text of a Cerebras compile_report.txt."""
+        return format_compile_report(self)
+
+    def write_compile_report(self, path: str | os.PathLike[str]) -> str:
+        """Write compile_report.txt atomically into a directory, or to the file named; returns the path written."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"expected a path, not {type(path).__name__}")
+        target = os.fspath(path)
+        if os.path.isdir(target):
+            target = os.path.join(target, "compile_report.txt")
+        with AtomicOutput(target) as out, open(out.path, "w", encoding="utf-8") as handle:
+            handle.write(self.compile_report())
+        return target
 
 
 def _program_sequence(reader: ProfileReader, program_rows: list[tuple]) -> list[tuple[int, int]]:

@@ -7,7 +7,6 @@ downsampled so the page and the plots can tell the reader.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from formats.profile_reader import ProfileReader
 
+from ..chart_options import Limits
 from ..summary import summary_data
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
@@ -43,25 +43,6 @@ TYPE_COLOURS = {
     "WriteUndef": "#ff9da7",
 }
 FALLBACK_COLOURS = ("#e15759", "#76b7b2", "#9d7660", "#f1ce63", "#499894", "#d37295", "#a0cbe8")
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """How much detail the charts keep; larger reports are downsampled to these sizes."""
-
-    max_tiles: int = 512  #: tile buckets per IPU in the memory chart
-    max_liveness_points: int = 2000  #: step buckets in the liveness chart
-    timeline_resolution: int = 8192  #: segments per IPU in the timeline; 0 keeps every step
-    max_table_rows: int = 500  #: rows of the compute set table
-    top_categories: int = 8  #: categories drawn separately; the rest are "other"
-    peak_variables: int = 10  #: variables listed for the liveness peak
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            low = 0 if field.name == "timeline_resolution" else 1
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{field.name} must be an integer of at least {low}, not {value!r}")
 
 
 def type_colour(name: str, index: int = 0) -> str:

@@ -210,3 +210,27 @@ def test_importing_pva_and_building_the_parser_loads_no_analysis():
             "'pva.analysis.compare', 'pva.analysis.estimate', 'pva.analysis.optime') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- bad values -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("statement", "column", "found"), [
+    ("UPDATE memory_by_tile SET total = 'lots' WHERE tile = 2", "memory_by_tile.total", "str 'lots'"),
+    ("UPDATE vertex_types SET name = x'00ff'", "vertex_types.name", "bytes b'\\x00\\xff'"),
+])
+def test_a_value_of_the_wrong_type_is_a_damaged_report(sample, tmp_path, capsys, statement, column, found):
+    from pva.cli import main
+
+    path = tmp_path / "damaged.pop"
+    shutil.copyfile(sample.path, path)
+    conn = sqlite3.connect(path)
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+    with pva.openReport(path) as report, pytest.raises(pva.PvaError) as caught:
+        report.summary()
+    assert str(caught.value) == f"{str(path)!r}: {column} should be " \
+                                f"{'INTEGER' if column.endswith('total') else 'TEXT'}, found {found}"
+    assert main(["summary", str(path)]) == 2
+    assert f"{column} should be" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .checks import typed
 from .memory import _name
 
 #: A step's label: its own name, else its program's, else its compute set's, else "".
@@ -36,7 +37,8 @@ class CycleQueries:
 
     def vertex_type_names(self, max_chars: int | None = None) -> list[tuple[int, str]]:
         """(id, name) of every vertex type."""
-        return self.file.query(f"SELECT id, {_name('name', max_chars)} FROM vertex_types")  # type: ignore[attr-defined]
+        rows = self.file.query(f"SELECT id, {_name('name', max_chars)} FROM vertex_types")  # type: ignore[attr-defined]
+        return typed(self.file.path, rows, "vertex_types.id", "vertex_types.name")  # type: ignore[attr-defined]
 
     def vertex_instances_by_type(self) -> list[tuple[int, int]]:
         """(vertex type, instances in all compute sets)."""
@@ -62,9 +64,10 @@ class CycleQueries:
 
     def vertex_cycles_by_step(self, max_chars: int | None = None) -> list[tuple[int, str, int, int]]:
         """(step, vertex type name, instances, measured cycles), by step and then most cycles first."""
-        return self.file.query(  # type: ignore[attr-defined]
+        rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT c.step_id, {_name('t.name', max_chars)}, c.count, c.cycles FROM step_vertex_cycles c "
             "JOIN vertex_types t ON t.id = c.vertex_type ORDER BY c.step_id, c.cycles DESC")
+        return typed(self.file.path, rows, None, "vertex_types.name", None, None)  # type: ignore[attr-defined]
 
     def estimated_vertex_weights(self) -> list[tuple[int, int, int]]:
         """(compute set, vertex type, estimated cycles (at least 1) times instances)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .checks import typed
+
 #: A program's label: its name, else its compute set's name, else "".
 _PROGRAM_LABEL = "coalesce(nullif(p.name, ''), cs.name, '')"
 
@@ -27,9 +29,10 @@ class MemoryQueries:
 
     def tile_memory(self) -> list[tuple]:
         """(tile, total, total_including_gaps, interleaved, non_interleaved, overflowed, always_live_bytes) by tile."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT tile, total, total_including_gaps, interleaved, non_interleaved, overflowed, always_live_bytes "
-            "FROM memory_by_tile ORDER BY tile")
+        columns = ("tile", "total", "total_including_gaps", "interleaved", "non_interleaved", "overflowed",
+                   "always_live_bytes")
+        rows = self.file.query(f"SELECT {', '.join(columns)} FROM memory_by_tile ORDER BY tile")  # type: ignore[attr-defined]
+        return typed(self.file.path, rows, *(f"memory_by_tile.{c}" for c in columns))  # type: ignore[attr-defined]
 
     def memory_totals(self) -> tuple:
         """(bytes including gaps, bytes excluding gaps, largest tile including gaps) over all tiles."""
@@ -57,8 +60,9 @@ class MemoryQueries:
 
     def category_names(self, max_chars: int | None = None) -> list[tuple[int, str]]:
         """(id, name) of every storage category, by id."""
-        return self.file.query(  # type: ignore[attr-defined]
+        rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT id, {_name('name', max_chars)} FROM var_categories ORDER BY id")
+        return typed(self.file.path, rows, "var_categories.id", "var_categories.name")  # type: ignore[attr-defined]
 
     def memory_by_category_and_overlap(self) -> list[tuple]:
         """(category id, overlapped, bytes) summed over tiles."""
@@ -85,10 +89,11 @@ class MemoryQueries:
                               max_chars: int | None = None) -> list[tuple[str, int]]:
         """(vertex type name, code and data bytes), largest first, over the given tiles or all."""
         where, params = _tile_filter(tiles, "m.tile")
-        return self.file.query(  # type: ignore[attr-defined]
+        rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT {_name('t.name', max_chars)}, sum(m.code_bytes + m.vertex_data_bytes + m.edge_ptr_bytes + "
             "m.copy_ptr_bytes + m.padding_bytes + m.descriptor_bytes) AS b FROM vertex_memory m JOIN vertex_types t "
             f"ON t.id = m.vertex_type{where} GROUP BY t.id ORDER BY b DESC, t.id", params)
+        return typed(self.file.path, rows, "vertex_types.name", None)  # type: ignore[attr-defined]
 
     # -- liveness -------------------------------------------------------------------------------
 
@@ -99,9 +104,10 @@ class MemoryQueries:
 
     def always_live_variables(self, max_chars: int | None = None) -> list[tuple[str, int]]:
         """(variable name, always-live bytes over all tiles), by name."""
-        return self.file.query(  # type: ignore[attr-defined]
+        rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT {_name('v.name', max_chars)} AS n, sum(a.b) FROM (SELECT var, sum(bytes) AS b "
             "FROM always_live_vars GROUP BY var) a JOIN variables v ON v.id = a.var GROUP BY n ORDER BY n")
+        return typed(self.file.path, rows, "variables.name", None)  # type: ignore[attr-defined]
 
     def liveness_steps(self) -> list[tuple]:
         """(step id, program id or -1, depth, not-always-live bytes) of every liveness step, by id."""

@@ -11,20 +11,22 @@ from formats import __version__
 from . import pva_core
 from .analysis.chart_options import PLOT_KINDS
 from .analysis.chart_options import Limits as ChartLimits
-from .analysis.summary import printProfileSummary
-from .pva_core import *  # noqa: F401,F403
+from .pva_core import *
 from .pva_core import __all__ as _core
 
 #: Analyses loaded when first used (name: module), so that importing pva stays cheap.
 _LAZY = {
+    "printProfileSummary": "pva.analysis.summary",
     "compare": "pva.analysis.compare",
     "html_report": "pva.analysis.html",
     "write_html": "pva.analysis.html",
     "write_plot": "pva.analysis.plots",
 }
 
-__all__ = ["__version__", "pva_core", "printProfileSummary", "ChartLimits", "PLOT_KINDS", "compare", "html_report",
-           "write_html", "write_plot", *_core]  # noqa: PLE0604 (_core holds names)
+__all__ = [  # noqa: PLE0604 (_core is a list of names)
+    "__version__", "pva_core", "printProfileSummary", "ChartLimits", "PLOT_KINDS", "compare", "html_report",
+    "write_html", "write_plot", *_core,
+]
 
 
 def __getattr__(name: str):

@@ -207,7 +207,8 @@ def test_write_plot(sample, tmp_path):
 def test_importing_pva_and_building_the_parser_loads_no_analysis():
     code = ("import sys, pva, pva.cli; pva.cli.build_parser(); "
             "print(sorted(m for m in ('matplotlib', 'sqlite_utils', 'pva.analysis.html', 'pva.analysis.plots', "
-            "'pva.analysis.compare', 'pva.analysis.estimate', 'pva.analysis.optime') if m in sys.modules))")
+            "'pva.analysis.compare', 'pva.analysis.estimate', 'pva.analysis.optime', 'pva.analysis.summary') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

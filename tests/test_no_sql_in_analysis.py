@@ -48,3 +48,21 @@ def test_no_sql_in_analysis_modules():
     assert any(p.name == "summary.py" for p in modules) and any(p.parent.name == "html" for p in modules)
     offenders = [f"{p.relative_to(ROOT)}:{line}: {text!r}" for p in modules for line, text in sql_strings(p)]
     assert not offenders, "SQL belongs in formats/query:\n" + "\n".join(offenders)
+
+
+def test_query_mixins_do_not_shadow_each_other():
+    """Two mixins of the query layer defining one name would silently answer with one of them."""
+    from formats.query import ReportQueries
+
+    owners: dict[str, str] = {}
+    clashes = []
+    for cls in ReportQueries.__mro__[1:]:
+        if cls is object:
+            continue
+        for name in vars(cls):
+            if name.startswith("__"):
+                continue
+            if name in owners:
+                clashes.append(f"{name}: {owners[name]} and {cls.__name__}")
+            owners[name] = cls.__name__
+    assert "tile_memory" in owners and not clashes, clashes

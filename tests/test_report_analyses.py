@@ -235,3 +235,8 @@ def test_a_value_of_the_wrong_type_is_a_damaged_report(sample, tmp_path, capsys,
                                 f"{'INTEGER' if column.endswith('total') else 'TEXT'}, found {found}"
     assert main(["summary", str(path)]) == 2
     assert f"{column} should be" in capsys.readouterr().err
+
+
+def test_sql_refuses_a_statement_that_is_not_text(sample):
+    with pva.openReport(sample.path) as report, pytest.raises(TypeError, match="must be a str, not int"):
+        report.sql(0)

@@ -15,6 +15,8 @@ class UserSql:
 
     def sql(self, query: str, params: Sequence[Any] = (), timeout: float | None = None) -> QueryResult:
         """Run one read-only statement; the result streams its rows."""
+        if not isinstance(query, str):
+            raise TypeError(f"an SQL statement must be a str, not {type(query).__name__}")
         return run_readonly(self.file, query, params, timeout=timeout)  # type: ignore[attr-defined]
 
     def sql_arrow(self, query: str, params: Sequence[Any] = (), timeout: float | None = None) -> pa.Table:

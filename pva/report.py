@@ -228,9 +228,9 @@ class Report:
         declared = profile_matrices()["matrices"]
         for name, num_rows, num_cols, chunks, size in self._reader.matrix_storage():
             spec = declared.get(name, {})
-            rows.append(("matrix", name, num_rows,
-                         f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), "
-                         f"{size:,} bytes stored. {spec.get('description', '')}"))
+            description = (f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), "
+                           f"{size:,} bytes stored. {spec.get('description', '')}")
+            rows.append(("matrix", name, num_rows, description))
         return rows
 
     def column_info(self, table: str) -> list[tuple[str, str, str]]:
@@ -252,7 +252,7 @@ class Report:
 
         return summary_data(self._reader)
 
-    def compare(self, other: "Report") -> list:
+    def compare(self, other: Report) -> list:
         """Differences from this report (A) to `other` (B): a list of Difference, as pva.compare(self, other)."""
         from .analysis.compare import compare
 
@@ -284,7 +284,7 @@ class Report:
 
         return write_plot(self, kind, output, width=width, height=height, dpi=dpi)
 
-    def write_html(self, output: str | os.PathLike[str], *, compare_with: "Report | None" = None,
+    def write_html(self, output: str | os.PathLike[str], *, compare_with: Report | None = None,
                    **options) -> int:
         """Write the self-contained HTML report (beside `compare_with`, if given) to `output`; returns its size.
 

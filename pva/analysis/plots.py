@@ -12,6 +12,7 @@ import numpy as np
 from formats.errors import InvalidInputError, PvaError
 from formats.profile_reader import ProfileReader
 
+from .chart_options import PLOT_FORMATS, PLOT_KINDS
 from .html.chart_data import (
     LIMIT_COLOUR,
     Limits,
@@ -20,7 +21,6 @@ from .html.chart_data import (
     timeline,
     vertex_types,
 )
-from .chart_options import PLOT_FORMATS, PLOT_KINDS
 from .html.output import atomic_file, check_output
 from .sources import opened
 from .summary import summary_data

@@ -14,9 +14,15 @@ import importlib
 
 from formats import __version__
 
-#: Names defined outside pva_core, and the module that defines each.
+#: Names defined outside pva_core: (module, attribute) of each.
 _ELSEWHERE = {
-    "printProfileSummary": ".analysis.summary",
+    "printProfileSummary": (".analysis.summary", "printProfileSummary"),
+    "compare": (".analysis.compare", "compare"),
+    "html_report": (".analysis.html", "html_report"),
+    "write_html": (".analysis.html", "write_html"),
+    "write_plot": (".analysis.plots", "write_plot"),
+    "ChartLimits": (".analysis.chart_options", "Limits"),
+    "PLOT_KINDS": (".analysis.chart_options", "PLOT_KINDS"),
 }
 #: Submodules reachable as attributes (`pva.pva_core.Program`, `pva.tracing.span`).
 _SUBMODULES = {"pva_core", "tracing", "analysis", "cli"}
@@ -31,11 +37,14 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     if name == "__all__":
         return ["__version__", "pva_core", *_ELSEWHERE, *_core().__all__]
-    module = importlib.import_module(_ELSEWHERE[name], __name__) if name in _ELSEWHERE else _core()
-    try:
-        value = getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module 'pva' has no attribute {name!r}") from None
+    if name in _ELSEWHERE:
+        module, attribute = _ELSEWHERE[name]
+        value = getattr(importlib.import_module(module, __name__), attribute)
+    else:
+        try:
+            value = getattr(_core(), name)
+        except AttributeError:
+            raise AttributeError(f"module 'pva' has no attribute {name!r}") from None
     globals()[name] = value
     return value
 

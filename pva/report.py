@@ -223,6 +223,98 @@ class Report:
             f"{self.poplarVersion.string or 'unknown'}, {target['num_tiles']:,} tiles>"
         )
 
+    # -- analyses and facts of the file: pva additions, PEP 8 names ----------------------------
+    # Each analysis module is imported when first used, so that importing pva stays cheap.
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The report's metadata table: producer, producer_version, created, poplar_version, ... (pva addition)."""
+        return dict(self._reader.metadata)
+
+    def row_count(self, table: str) -> int:
+        """Rows of one table of the report (pva addition); an unknown table raises InvalidInputError."""
+        return self._reader.row_count(table)
+
+    def table_counts(self) -> dict[str, int]:
+        """Rows of every table of the report, counted with sqlite-utils (pva addition)."""
+        return self._reader.table_counts()
+
+    def table_info(self) -> list[tuple[str, str, int, str]]:
+        """(kind, name, rows, description) of every table, then of every per-tile matrix (pva addition)."""
+        from formats.schema import profile_matrices, profile_schema
+
+        counts = self._reader.table_counts()
+        rows = [("table", name, counts[name], spec.description)
+                for name, spec in profile_schema().tables.items() if name in counts]
+        declared = profile_matrices()["matrices"]
+        for name, num_rows, num_cols, chunks, size in self._reader.matrix_storage():
+            spec = declared.get(name, {})
+            description = (f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), "
+                           f"{size:,} bytes stored. {spec.get('description', '')}")
+            rows.append(("matrix", name, num_rows, description))
+        return rows
+
+    def column_info(self, table: str) -> list[tuple[str, str, str]]:
+        """(column, type, description) of the columns of one table (pva addition)."""
+        from formats.schema import profile_schema
+
+        columns = self._reader.table_columns(table)
+        spec = profile_schema().tables.get(table)
+        described = {c.name: c for c in spec.columns} if spec else {}
+        return [(name, described[name].type, described[name].description) if name in described
+                else (name, "", "(not in this pva version's schema)") for name in columns]
+
+    def summary(self) -> dict:
+        """The figures of the profile summary: target, graph, memory, liveness, execution (pva addition).
+
+        printProfileSummary prints them as text.
+        """
+        from .analysis.summary import summary_data
+
+        return summary_data(self._reader)
+
+    def compare(self, other: Report) -> list:
+        """Differences from this report (A) to `other` (B): a list of Difference, as pva.compare(self, other)."""
+        from .analysis.compare import compare
+
+        return compare(self, other)
+
+    def operator_times(self, mode: str = "total", *, debug: bool = True) -> list:
+        """Share of execution time per operator type (mode "total") or per operator ("each"): OperatorTime rows.
+
+        Types are the op_type of the programs' debug contexts when the report was opened with debug
+        information and `debug` is true, else vertex types; exchange and sync steps count as their kind.
+        """
+        from .analysis.optime import op_types_from_debug, operator_times
+
+        if mode not in ("total", "each"):
+            raise ValueError(f"mode must be 'total' or 'each', got {mode!r}")
+        types = op_types_from_debug(self._reader, self._debug_path) if debug and self._debug_path else None
+        return operator_times(self._reader, mode, types)
+
+    def estimate(self, batch_size: int = 1):
+        """Compile-time throughput estimate in the terms of Cerebras' compile_report.txt (an Estimate)."""
+        from .analysis.estimate import estimate
+
+        return estimate(self._reader, batch_size=batch_size)
+
+    def write_plot(self, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
+                   height: float | None = None, dpi: float = 100) -> int:
+        """Draw one chart (see pva.PLOT_KINDS) into an image file (.png, .svg, .pdf); returns its size in bytes."""
+        from .analysis.plots import write_plot
+
+        return write_plot(self, kind, output, width=width, height=height, dpi=dpi)
+
+    def write_html(self, output: str | os.PathLike[str], *, compare_with: Report | None = None,
+                   **options) -> int:
+        """Write the self-contained HTML report (beside `compare_with`, if given) to `output`; returns its size.
+
+        Options are those of pva.write_html: limits (a pva.ChartLimits), threshold, title, compress.
+        """
+        from .analysis.html import write_html
+
+        return write_html([self] if compare_with is None else [self, compare_with], output, **options)
+
 
 def openReport(profileFilename: str | os.PathLike[str], debugInfoFilename: str | os.PathLike[str] | None = None) -> Report:
     """Open a profile report (profile.pop) and, optionally, its debug information (debug.cbor).

@@ -1,7 +1,113 @@
-"""Aggregates for the analyses: summary, comparison, operator times, estimates, charts."""
+"""Aggregates for the analyses: summary, comparison, operator times, estimates, charts.
+
+Memory and liveness questions live in memory.py, cycle questions in cycles.py; this module adds
+the program structure the analyses walk and the row counts of tables.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 
-class AnalysisQueries:
+from ..errors import InvalidInputError
+from .cycles import CycleQueries
+from .memory import _PROGRAM_LABEL, MemoryQueries, _name
+
+
+class AnalysisQueries(MemoryQueries, CycleQueries):
     """Whole-report aggregates (a mixin of ProfileReader; uses `self.file`)."""
+
+    # -- programs -------------------------------------------------------------------------------
+
+    def program_structure(self) -> list[tuple]:
+        """(id, type, compute set, repeat count, call target) of every program."""
+        return self.file.query(  # type: ignore[attr-defined]
+            "SELECT id, type, compute_set, repeat_count, call_target FROM programs")
+
+    def programs_labelled(self, max_chars: int | None = None, type_chars: int | None = None) -> list[tuple]:
+        """(id, type, label, repeat count, call target) of every program by id; the label is its name, else its
+        compute set's."""
+        return self.file.query(  # type: ignore[attr-defined]
+            f"SELECT p.id, {_name('p.type', type_chars)}, {_name(_PROGRAM_LABEL, max_chars)}, p.repeat_count, "
+            "p.call_target "
+            "FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY p.id")
+
+    def program_label(self, program: int) -> tuple[str, str] | None:
+        """(type, label) of one program, or None if there is no such program."""
+        return self.file.query_one(  # type: ignore[attr-defined]
+            f"SELECT p.type, {_PROGRAM_LABEL} FROM programs p LEFT JOIN compute_sets cs "
+            "ON cs.compute_set = p.compute_set WHERE p.id = ?", (int(program),))
+
+    def program_child_links(self) -> list[tuple[int, int]]:
+        """(parent, child) of every link of the program tree, by parent and position."""
+        return self.file.query(  # type: ignore[attr-defined]
+            "SELECT parent, child FROM program_children ORDER BY parent, position")
+
+    def control_program_ids(self) -> list[int]:
+        """Ids of the control programs, in order."""
+        return self.file.column("SELECT program FROM control_programs ORDER BY position")  # type: ignore[attr-defined]
+
+    def function_program_ids(self) -> list[int]:
+        """Ids of the function programs, in order."""
+        return self.file.column("SELECT program FROM function_programs ORDER BY position")  # type: ignore[attr-defined]
+
+    def program_vector_rows(self, kinds: Iterable[str]) -> list[tuple[int, str, int]]:
+        """(program, kind, matrix row) of the per-tile vectors of the given kinds."""
+        wanted = tuple(kinds)
+        return self.file.query(  # type: ignore[attr-defined]
+            f"SELECT program, kind, row FROM program_vectors WHERE kind IN ({','.join('?' * len(wanted))})", wanted)
+
+    def program_debug_contexts(self) -> list[tuple[int, int]]:
+        """(program, debug context) of every reference from a program to a debug context, by program."""
+        return self.file.query(  # type: ignore[attr-defined]
+            "SELECT object, debug_context FROM debug_context_refs WHERE kind = 'program' ORDER BY object, debug_context")
+
+    def compute_set_estimate_rows(self) -> list[tuple[int, str, int | None]]:
+        """(compute set, name, row of its estimated cycles per tile or None) of every compute set."""
+        return self.file.query(  # type: ignore[attr-defined]
+            "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")
+
+    def optimisation_metrics(self) -> list[tuple[str, float]]:
+        """(name, value) of the compiler's optimisation metrics, by name."""
+        return self.file.query("SELECT name, value FROM optimisation_metrics ORDER BY name")  # type: ignore[attr-defined]
+
+    # -- tables ---------------------------------------------------------------------------------
+
+    def _table_name(self, table: str) -> str:
+        tables = self.file.tables  # type: ignore[attr-defined]
+        if table not in tables:
+            path = self.file.path  # type: ignore[attr-defined]
+            raise InvalidInputError(
+                f"{path!r}: no table {table!r}; expected one of {', '.join(sorted(tables))}", path)
+        return table
+
+    def table_columns(self, table: str) -> tuple[str, ...]:
+        """The columns of one table of this file; an InvalidInputError names the tables if there is no such table."""
+        return self.file.tables[self._table_name(table)]  # type: ignore[attr-defined]
+
+    def row_count(self, table: str) -> int:
+        """Rows of one table."""
+        return self.file.query_one(f'SELECT count(*) FROM "{self._table_name(table)}"')[0]  # type: ignore[attr-defined]
+
+    def table_counts(self, tables: Sequence[str] | None = None) -> dict[str, int]:
+        """Rows of each table (all tables of the file when `tables` is None), counted with sqlite-utils."""
+        import sqlite3
+
+        import sqlite_utils
+
+        from ..errors import CorruptReportError
+
+        names = list(self.file.tables) if tables is None else [self._table_name(t) for t in tables]  # type: ignore[attr-defined]
+        database = sqlite_utils.Database(self.file.conn, recursive_triggers=False,  # type: ignore[attr-defined]
+                                         execute_plugins=False)
+        try:
+            with self.file._lock:  # type: ignore[attr-defined]  # one statement at a time on the shared connection
+                return {name: database.table(name).count for name in names}
+        except sqlite3.DatabaseError as exc:
+            path = self.file.path  # type: ignore[attr-defined]
+            raise CorruptReportError(f"{path!r}: the profile report is damaged ({exc})", path) from None
+
+    def matrix_storage(self) -> list[tuple[str, int, int, int, int]]:
+        """(matrix, rows, columns, Arrow chunks, bytes stored) of every per-tile matrix, by name."""
+        return self.file.query(  # type: ignore[attr-defined]
+            "SELECT m.name, m.num_rows, m.num_cols, count(c.first_row), coalesce(sum(length(c.data)), 0) "
+            "FROM matrices m LEFT JOIN matrix_chunks c ON c.matrix = m.name GROUP BY m.name ORDER BY m.name")

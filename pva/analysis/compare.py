@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
+
+from .sources import query_layer
 
 #: Sections in the order they are printed; in all of them a larger number is worse.
 SECTIONS = ("target", "memory", "memory by category", "memory by IPU", "liveness", "execution",
@@ -53,52 +54,38 @@ def _target(reader: ProfileReader) -> dict[str, object]:
 
 
 def _memory(reader: ProfileReader) -> dict[str, int]:
-    row = reader.query_one(
-        "SELECT coalesce(sum(total_including_gaps), 0), coalesce(sum(total), 0), coalesce(max(total_including_gaps), 0), "
-        "coalesce(sum(always_live_bytes), 0) FROM memory_by_tile"
-    )
-    oom = reader.query_one("SELECT count(*) FROM memory_by_tile WHERE total_including_gaps > ?",
-                           (reader.target["bytes_per_tile"],))[0]
-    return {"total including gaps": row[0], "total excluding gaps": row[1], "largest tile including gaps": row[2],
-            "tiles out of memory": oom}
+    including, excluding, largest = reader.memory_totals()
+    return {"total including gaps": including, "total excluding gaps": excluding,
+            "largest tile including gaps": largest,
+            "tiles out of memory": reader.tiles_over(reader.target["bytes_per_tile"])}
 
 
 def _memory_by_category(reader: ProfileReader) -> dict[str, int]:
-    return {name: int(total) for name, total in reader.query(
-        "SELECT c.name, sum(m.total) FROM memory_by_category m JOIN var_categories c ON c.id = m.category "
-        "GROUP BY c.name")}
+    return {name: int(total) for name, total in reader.memory_by_category_name()}
 
 
 def _memory_by_ipu(reader: ProfileReader) -> dict[str, int]:
-    per_ipu = reader.target["tiles_per_ipu"]
-    return {f"IPU {ipu}": int(total) for ipu, total in reader.query(
-        "SELECT tile / ?, sum(total_including_gaps) FROM memory_by_tile GROUP BY tile / ?", (per_ipu, per_ipu))}
+    return {f"IPU {ipu}": int(total) for ipu, total in reader.memory_by_ipu(reader.target["tiles_per_ipu"])}
 
 
 def _liveness(reader: ProfileReader) -> dict[str, int]:
-    always = reader.query_one("SELECT coalesce(sum(always_live_bytes), 0) FROM memory_by_tile")[0]
-    peak = reader.query_one("SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")[0]
+    always = reader.always_live_bytes()
+    peak = reader.peak_not_always_live_bytes()
     return {"always-live bytes": always, "peak not-always-live bytes": peak, "peak live bytes": always + peak}
 
 
 def _execution(reader: ProfileReader) -> dict[str, int]:
-    total = reader.query_one(
-        'SELECT coalesce(sum(length), 0) FROM (SELECT run, max("end" - start) AS length FROM run_cycles_by_ipu '
-        "GROUP BY run)")[0]
-    row = reader.query_one(
-        "SELECT coalesce(sum(compute), 0), coalesce(sum(internal_exchange), 0), coalesce(sum(inter_ipu_exchange), 0), "
-        "coalesce(sum(stream_copy_begin + stream_copy + stream_copy_end), 0), coalesce(sum(sync), 0) FROM cycle_totals")
-    return {"total cycles": total, "compute tile-cycles": row[0], "internal exchange tile-cycles": row[1],
-            "global exchange tile-cycles": row[2], "host exchange tile-cycles": row[3], "sync tile-cycles": row[4],
-            "steps": reader.query_one("SELECT count(*) FROM steps")[0]}
+    totals = reader.cycle_totals()
+    return {"total cycles": reader.total_run_cycles(), "compute tile-cycles": totals["compute"],
+            "internal exchange tile-cycles": totals["internal_exchange"],
+            "global exchange tile-cycles": totals["inter_ipu_exchange"],
+            "host exchange tile-cycles": totals["stream_copy"], "sync tile-cycles": totals["sync"],
+            "steps": reader.row_count("steps")}
 
 
 def _steps_by_type(reader: ProfileReader) -> dict[str, int]:
     result: dict[str, int] = {}
-    for type_name, count, cycles in reader.query(
-        "SELECT s.type, count(DISTINCT s.id), coalesce(sum(b.tile_cycles_max), 0) FROM steps s "
-        "LEFT JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY s.type"
-    ):
+    for type_name, count, cycles in reader.steps_by_type():
         result[f"{type_name} steps"] = count
         result[f"{type_name} cycles"] = int(cycles)
     return result
@@ -106,14 +93,9 @@ def _steps_by_type(reader: ProfileReader) -> dict[str, int]:
 
 def _compute_set_cycles(reader: ProfileReader) -> dict[str, int]:
     result: dict[str, int] = defaultdict(int)
-    for name, estimated in reader.query(
-        "SELECT name, coalesce(estimated_cycles_max, 0) FROM compute_sets"
-    ):
+    for name, estimated in reader.compute_set_estimated_max():
         result[f"{name} (estimated)"] += int(estimated)
-    for name, measured in reader.query(
-        "SELECT cs.name, sum(b.tile_cycles_max) FROM steps s JOIN compute_sets cs ON cs.compute_set = s.compute_set "
-        "JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY cs.name"
-    ):
+    for name, measured in reader.measured_cycles_by_compute_set_name():
         result[f"{name} (measured)"] += int(measured or 0)
     return result
 
@@ -129,20 +111,9 @@ _COLLECTORS = {
 }
 
 
-def compare(a: ProfileReader, b: ProfileReader) -> list[Difference]:
-    """Every compared figure, sections in order, each sorted by absolute change (largest first)."""
-    for reader in (a, b):
-        try:
-            for collect, _unit in _COLLECTORS.values():
-                collect(reader)
-        except PvaError:
-            raise
-        except DATA_ERRORS as exc:
-            raise corrupt_values(reader.path, exc) from None
-    return _compare(a, b)
-
-
-def _compare(a: ProfileReader, b: ProfileReader) -> list[Difference]:
+def compare(a, b) -> list[Difference]:
+    """Every compared figure of reports a and b, sections in order, each sorted by absolute change (largest first)."""
+    a, b = query_layer(a), query_layer(b)
     result: list[Difference] = []
     ta, tb = _target(a), _target(b)
     result += [Difference("target", key, ta[key], tb[key]) for key in ta if ta[key] != tb[key]]

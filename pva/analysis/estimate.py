@@ -24,11 +24,13 @@ How the Cerebras terms map onto a Poplar compilation report:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections import defaultdict
 
 import numpy as np
 
-from formats.errors import DATA_ERRORS, InconsistentReportError, PvaError, corrupt_values
+from formats.atomic import AtomicOutput
+from formats.errors import InconsistentReportError
 from formats.profile_reader import ProfileReader
 
 from .._base import as_text
@@ -98,17 +100,45 @@ class Estimate:
         work = sum(k.compute_cycles * k.executions for k in self.kernels)
         return work / (self.active_pes * time) if self.active_pes and time else 0.0
 
+    def as_dict(self) -> dict:
+        """The figures as plain data (what `pva estimate --json` prints)."""
+        return {
+            "samples_per_second": self.samples_per_second,
+            "compute_samples_per_second": self.compute_samples_per_second,
+            "transmission_samples_per_second": self.transmission_samples_per_second,
+            "active_pes_percent": 100 * self.active_pes_fraction,
+            "compute_utilization_percent": 100 * self.compute_utilization,
+            "kernels": [{"name": k.name, "compute_delta_t": k.compute_dt, "transmission_delta_t": k.transmission_dt,
+                         "overlaps": k.overlaps, "delta_t": k.delta_t, "active_pes": k.active_pes,
+                         "executions": k.executions, "compute_utilization_percent": 100 * k.utilization}
+                        for k in self.kernels],
+        }
 
-def _program_sequence(reader: ProfileReader) -> list[tuple[int, int]]:
+    def compile_report(self) -> str:
+        """The estimate as the text of a Cerebras compile_report.txt."""
+        return format_compile_report(self)
+
+    def write_compile_report(self, path: str | os.PathLike[str]) -> str:
+        """Write compile_report.txt atomically into a directory, or to the file named; returns the path written."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"expected a path, not {type(path).__name__}")
+        target = os.fspath(path)
+        if os.path.isdir(target):
+            target = os.path.join(target, "compile_report.txt")
+        with AtomicOutput(target) as out, open(out.path, "w", encoding="utf-8") as handle:
+            handle.write(self.compile_report())
+        return target
+
+
+def _program_sequence(reader: ProfileReader, program_rows: list[tuple]) -> list[tuple[int, int]]:
     """(program, executions per sample) of every leaf program in execution order."""
-    programs = {pid: (ptype, repeat, target) for pid, ptype, repeat, target in reader.query(
-        "SELECT id, type, repeat_count, call_target FROM programs")}
+    programs = {pid: (ptype, repeat, target) for pid, ptype, _cs, repeat, target in program_rows}
     children: dict[int, list[int]] = defaultdict(list)
-    for parent, child in reader.query("SELECT parent, child FROM program_children ORDER BY parent, position"):
+    for parent, child in reader.program_child_links():
         children[parent].append(child)
     sequence: list[tuple[int, int]] = []
     on_path: set[int] = set()
-    for root in reader.column("SELECT program FROM control_programs ORDER BY position"):
+    for root in reader.control_program_ids():
         work: list[tuple[int, int, bool]] = [(root, 1, False)]
         while work:
             program, times, leaving = work.pop()
@@ -137,20 +167,10 @@ def _program_sequence(reader: ProfileReader) -> list[tuple[int, int]]:
 
 def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     """The Cerebras-style estimate of a report's compiled program."""
-    try:
-        return _estimate(reader, batch_size)
-    except PvaError:
-        raise
-    except DATA_ERRORS as exc:
-        raise corrupt_values(reader.path, exc) from None
-
-
-def _estimate(reader: ProfileReader, batch_size: int) -> Estimate:
-    info = {pid: (ptype, cs) for pid, ptype, cs in reader.query("SELECT id, type, compute_set FROM programs")}
-    cs_rows = {cs: (name, row) for cs, name, row in reader.query(
-        "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")}
-    vectors = {(p, k): r for p, k, r in reader.query(
-        "SELECT program, kind, row FROM program_vectors WHERE kind IN ('estimated_cycles', 'bytes_sent', 'bytes_received')")}
+    program_rows = reader.program_structure()
+    info = {pid: (ptype, cs) for pid, ptype, cs, _repeat, _target in program_rows}
+    cs_rows = {cs: (name, row) for cs, name, row in reader.compute_set_estimate_rows()}
+    vectors = {(p, k): r for p, k, r in reader.program_vector_rows(("estimated_cycles", "bytes_sent", "bytes_received"))}
     estimates = reader.matrix("compute_set_estimated_cycles_by_tile")
     exchange_cycles = reader.matrix("program_estimated_cycles_by_tile")
     sent = reader.matrix("program_bytes_sent_by_tile")
@@ -160,7 +180,7 @@ def _estimate(reader: ProfileReader, batch_size: int) -> Estimate:
     used = np.zeros(tiles, dtype=bool)
     pending_cycles = 0
     pending_tiles = np.zeros(tiles, dtype=bool)
-    for program, times in _program_sequence(reader):
+    for program, times in _program_sequence(reader, program_rows):
         ptype, cs = info.get(program, ("", None))
         if ptype in _EXCHANGES:
             row = vectors.get((program, "estimated_cycles"))

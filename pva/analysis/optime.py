@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
 
 from .._base import as_text
+
+#: Characters of an operator name shown (longer ones are cut).
+MAX_NAME = 1000
 
 #: How non-compute steps are grouped in total mode.
 _STEP_KIND = {
@@ -68,9 +70,7 @@ def op_types_from_debug(reader: ProfileReader, debug_path: str) -> dict[int, str
         return result
 
     types: dict[int, str] = {}
-    for program, context in reader.query(
-        "SELECT object, debug_context FROM debug_context_refs WHERE kind = 'program' ORDER BY object, debug_context"
-    ):
+    for program, context in reader.program_debug_contexts():
         if program not in types:
             value = op_type(context)
             if value is not None:
@@ -78,25 +78,14 @@ def op_types_from_debug(reader: ProfileReader, debug_path: str) -> dict[int, str
     return types
 
 
-def _step_times(reader: ProfileReader) -> dict[int, int]:
-    return dict(reader.query(
-        "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "
-        "GROUP BY step_id"
-    ))
-
-
 def _vertex_weights(reader: ProfileReader) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
     """Per step (measured) and per compute set (estimated): vertex type name -> weight."""
-    names = dict(reader.query("SELECT id, name FROM vertex_types"))
+    names = dict(reader.vertex_type_names())
     measured: dict[int, dict[str, float]] = defaultdict(dict)
-    for step, vertex_type, cycles in reader.query("SELECT step_id, vertex_type, sum(cycles) FROM step_vertex_cycles "
-                                                  "GROUP BY step_id, vertex_type"):
+    for step, vertex_type, cycles in reader.measured_cycles_by_step_and_vertex_type():
         measured[step][as_text(names.get(vertex_type, vertex_type))] = float(cycles)
     estimated: dict[int, dict[str, float]] = defaultdict(dict)
-    for cs, vertex_type, weight in reader.query(
-        "SELECT compute_set, vertex_type, sum(max(estimated_cycles, 1) * count) FROM compute_set_vertices "
-        "GROUP BY compute_set, vertex_type"
-    ):
+    for cs, vertex_type, weight in reader.estimated_vertex_weights():
         estimated[cs][as_text(names.get(vertex_type, vertex_type))] = float(weight)
     return measured, estimated
 
@@ -115,23 +104,9 @@ def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[in
     """
     if mode not in ("total", "each"):
         raise ValueError(f"mode must be 'total' or 'each', got {mode!r}")
-    try:
-        return _operator_times(reader, mode, op_types)
-    except PvaError:
-        raise
-    except DATA_ERRORS as exc:
-        raise corrupt_values(reader.path, exc) from None
-
-
-def _operator_times(reader: ProfileReader, mode: str, op_types: dict[int, str] | None) -> list[OperatorTime]:
-    times = _step_times(reader)
+    times = dict(reader.step_lengths())
     measured, estimated = _vertex_weights(reader)
-    steps = reader.query(
-        "SELECT s.id, s.type, s.program, s.compute_set, "
-        "substr(coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), 1, 1000) "
-        "FROM steps s LEFT JOIN programs p ON p.id = s.program LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set "
-        "ORDER BY s.id"
-    )
+    steps = [row[:5] for row in reader.steps_labelled(MAX_NAME)]
     by_type: dict[str, float] = defaultdict(float)
     by_operator: dict[tuple, list] = {}
     for step, kind, program, cs, name in steps:

@@ -1,7 +1,6 @@
 """`pva plot`: the HTML report's charts as images (PNG, SVG or PDF), drawn with matplotlib's Agg backend.
 
->>> from pva.analysis.plots import write_plot                                      # doctest: +SKIP
->>> write_plot("profile.pop", "memory", "memory.png")                      # doctest: +SKIP
+>>> pva.write_plot("profile.pop", "memory", "memory.png")                   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import numpy as np
 from formats.errors import InvalidInputError, PvaError
 from formats.profile_reader import ProfileReader
 
+from .chart_options import PLOT_FORMATS, PLOT_KINDS
 from .html.chart_data import (
     LIMIT_COLOUR,
     Limits,
@@ -22,12 +22,13 @@ from .html.chart_data import (
     vertex_types,
 )
 from .html.output import atomic_file, check_output
+from .sources import opened
 from .summary import summary_data
 
 #: What `pva plot --kind` draws.
-KINDS = ("memory", "liveness", "timeline", "vertex-types")
+KINDS = PLOT_KINDS
 #: Image formats, by file extension.
-FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+FORMATS = PLOT_FORMATS
 #: Bars of the vertex type chart.
 VERTEX_BARS = 20
 
@@ -216,9 +217,12 @@ _PLOTTERS = {"memory": plot_memory, "liveness": plot_liveness, "timeline": plot_
              "vertex-types": plot_vertex_types}
 
 
-def write_plot(path: str | os.PathLike[str], kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
+def write_plot(report, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
                height: float | None = None, dpi: float = 100) -> int:
-    """Draw one chart of a report into `output` (format from its extension); returns the file size in bytes."""
+    """Draw one chart of a report (a Report or a path) into `output`, in the format its extension names.
+
+    `kind` is one of PLOT_KINDS; returns the size of the file written, in bytes.
+    """
     if kind not in _PLOTTERS:
         raise InvalidInputError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
     target = check_output(output)
@@ -229,11 +233,8 @@ def write_plot(path: str | os.PathLike[str], kind: str, output: str | os.PathLik
             target)
     if not (0 < width <= 100 and (height is None or 0 < height <= 100) and 10 <= dpi <= 1200):
         raise InvalidInputError(f"figure size must be 0-100 inches and dpi 10-1200; got {width} x {height} at {dpi}")
-    reader = ProfileReader(path)
-    try:
+    with opened(report) as reader:
         figure = _PLOTTERS[kind](reader, width=width, height=height, dpi=dpi)
-    finally:
-        reader.close()
     with atomic_file(target) as temporary:
         figure.savefig(temporary, format=FORMATS[extension], dpi=dpi, facecolor="white")
     return os.path.getsize(target)

@@ -12,7 +12,6 @@ from typing import TextIO
 
 import numpy as np
 
-from formats.errors import DATA_ERRORS, PvaError, corrupt_values
 from formats.profile_reader import ProfileReader
 
 #: Display names of storage categories in the "By Data Type" rows, in the order Poplar prints them.
@@ -147,11 +146,8 @@ class _Data:
         self.r = reader
         self.t = reader.target
         self.g = reader.graph
-        self.categories = dict(reader.query(f"SELECT id, substr(name, 1, {MAX_NAME}) FROM var_categories ORDER BY id"))
-        memory = reader.query(
-            "SELECT tile, total, total_including_gaps, interleaved, non_interleaved, overflowed, "
-            "always_live_bytes FROM memory_by_tile ORDER BY tile"
-        )
+        self.categories = dict(reader.category_names(MAX_NAME))
+        memory = reader.tile_memory()
         self.tile_ids = np.array([m[0] for m in memory], dtype=np.int64)
         self.memory = np.array([m[1:] for m in memory], dtype=np.int64).reshape(len(memory), 6)
 
@@ -165,9 +161,7 @@ class _Data:
         """Bytes per category name for overlapped (1) and non-overlapped (0) memory."""
         result: dict[int, dict[str, int]] = {0: defaultdict(int), 1: defaultdict(int)}
         if tiles is None:
-            for category, overlapped, total in self.r.query(
-                "SELECT category, overlapped, sum(total) FROM memory_by_category GROUP BY category, overlapped"
-            ):
+            for category, overlapped, total in self.r.memory_by_category_and_overlap():
                 result[1 if overlapped else 0][self.categories.get(category, str(category))] += int(total)
             return result
         matrix = self.r.matrix("memory_category_by_tile")
@@ -183,24 +177,10 @@ class _Data:
 
     def vertex_memory(self, tiles: np.ndarray | None = None) -> tuple[dict[str, int], list[tuple[str, int]]]:
         """Vertex data bytes by category and total vertex memory by type."""
-        where, params = "", ()
-        if tiles is not None:
-            where = f" WHERE tile IN ({','.join('?' * len(tiles))})"
-            params = tuple(int(t) for t in tiles)
-        row = self.r.query_one(
-            "SELECT coalesce(sum(vertex_data_bytes), 0), coalesce(sum(edge_ptr_bytes), 0), "
-            "coalesce(sum(copy_ptr_bytes), 0), coalesce(sum(padding_bytes), 0), coalesce(sum(descriptor_bytes), 0) "
-            f"FROM vertex_memory{where}",
-            params,
-        )
+        row = self.r.vertex_memory_totals(tiles)
         by_category = dict(zip(("Internal vertex state", "Edge pointers", "Copy pointers", "Padding", "Descriptors"),
                                (int(v) for v in row)))
-        by_type = self.r.query(
-            f"SELECT substr(t.name, 1, {MAX_NAME}), sum(m.code_bytes + m.vertex_data_bytes + m.edge_ptr_bytes + "
-            "m.copy_ptr_bytes + m.padding_bytes + m.descriptor_bytes) AS b FROM vertex_memory m JOIN vertex_types t "
-            f"ON t.id = m.vertex_type{where.replace('tile', 'm.tile')} GROUP BY t.id ORDER BY b DESC, t.id",
-            params,
-        )
+        by_type = self.r.vertex_memory_by_type(tiles, MAX_NAME)
         return by_category, [(name, int(b)) for name, b in by_type]
 
 
@@ -239,7 +219,7 @@ def _graph_lines(d: _Data, s: _Style) -> Iterator[str]:
 
 
 def _optimisation_lines(d: _Data, s: _Style) -> Iterator[str]:
-    metrics = d.r.query("SELECT name, value FROM optimisation_metrics ORDER BY name")
+    metrics = d.r.optimisation_metrics()
     yield s.heading("Optimizations:")
     if not metrics:
         yield "  (none recorded)"
@@ -350,14 +330,11 @@ def _oom_tile_lines(d: _Data, s: _Style) -> Iterator[str]:
 
 def _liveness_lines(d: _Data, s: _Style, show_var_storage: bool) -> Iterator[str]:
     r = d.r
-    always = r.query(
-        f"SELECT substr(v.name, 1, {MAX_NAME}) AS n, sum(a.b) FROM (SELECT var, sum(bytes) AS b FROM always_live_vars "
-        "GROUP BY var) a JOIN variables v ON v.id = a.var GROUP BY n ORDER BY n"
-    )
+    always = r.always_live_variables(MAX_NAME)
     always_bytes = int(d.memory[:, 5].sum()) if d.memory.size else 0
     if not always_bytes:
         always_bytes = sum(int(b) for _, b in always)
-    peak = r.query_one("SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")[0]
+    peak = r.peak_not_always_live_bytes()
     yield ""
     yield "  " + s.heading("Variable Storage Liveness: All tiles")
     yield ""
@@ -377,15 +354,10 @@ def _liveness_lines(d: _Data, s: _Style, show_var_storage: bool) -> Iterator[str
 def live_variables_by_step(reader: ProfileReader) -> Iterator[tuple[int, dict[str, int]]]:
     """(liveness step, {variable name: bytes}) for every step, from lowered variables and their classes."""
     class_vars: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for cls, name, size in reader.query(
-        f"SELECT g.cls, substr(coalesce(v.name, g.lname), 1, {MAX_NAME}) AS n, sum(g.b) FROM "
-        f"(SELECT equivalence_class AS cls, unlowered_var AS uv, CASE WHEN unlowered_var IS NULL THEN "
-        f"substr(name, 1, {MAX_NAME}) END AS lname, sum(size_bytes) AS b FROM vars_info WHERE always_live = 0 "
-        "GROUP BY cls, uv, lname) g LEFT JOIN variables v ON v.id = g.uv GROUP BY g.cls, n"
-    ):
+    for cls, name, size in reader.not_always_live_bytes_by_class(MAX_NAME):
         class_vars[cls][name] += int(size)
-    intervals = reader.query('SELECT class, start, "end" FROM equivalence_class_steps ORDER BY start')
-    steps = reader.column("SELECT id FROM liveness_steps ORDER BY id")
+    intervals = reader.equivalence_class_intervals()
+    steps = reader.liveness_step_ids()
     active: dict[tuple[int, int], int] = {}
     position = 0
     for step in steps:
@@ -404,12 +376,7 @@ def live_variables_by_step(reader: ProfileReader) -> Iterator[tuple[int, dict[st
 
 def _var_storage_tree(d: _Data) -> Iterator[str]:
     r = d.r
-    rows = r.query(
-        "SELECT l.id, l.depth, l.not_always_live_bytes, p.type, "
-        f"substr(coalesce(nullif(p.name, ''), cs.name, ''), 1, {MAX_NAME}) "
-        "FROM liveness_steps l LEFT JOIN programs p ON p.id = l.program "
-        "LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY l.id"
-    )
+    rows = r.liveness_steps_labelled(MAX_NAME)
     live = live_variables_by_step(r)
     for (step, depth, live_bytes, type_name, name), (_step, variables) in zip(rows, live):
         pad = "    " + "  " * min(max(int(depth), 0), _MAX_DEPTH)
@@ -429,23 +396,17 @@ def _var_storage_tree(d: _Data) -> Iterator[str]:
 
 def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
     r = d.r
-    runs = r.query_one("SELECT count(*) FROM runs")[0]
+    runs = r.row_count("runs")
     yield s.heading("Execution:")
     yield ""
     if not runs:
         yield "  No execution profile: the report holds compilation information only."
         return
-    total_cycles = int(r.query_one(
-        'SELECT coalesce(sum(length), 0) FROM (SELECT run, max("end" - start) AS length FROM run_cycles_by_ipu '
-        "GROUP BY run)"
-    )[0])
+    total_cycles = int(r.total_run_cycles())
     clock_mhz = d.t["clock_frequency"] / 1e6
-    totals = r.query_one(
-        "SELECT coalesce(sum(active_compute), 0), coalesce(sum(compute), 0), coalesce(sum(internal_exchange), 0), "
-        "coalesce(sum(inter_ipu_exchange), 0), coalesce(sum(stream_copy_begin + stream_copy + stream_copy_end), 0), "
-        "coalesce(sum(sync), 0), count(*) FROM cycle_totals"
-    )
-    active, compute, internal, global_, host, sync, have_totals = (int(v) for v in totals)
+    totals = r.cycle_totals()
+    active, compute, internal, global_, host, sync, have_totals = (int(totals[k]) for k in (
+        "active_compute", "compute", "internal_exchange", "inter_ipu_exchange", "stream_copy", "sync", "rows"))
     rows = [("Total cycles:", f"{_n(total_cycles)} (approx {total_cycles / clock_mhz:,.1f} microseconds)")]
     if have_totals:
         tiles = d.t["num_tiles"]
@@ -475,16 +436,12 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
 
 
 def _cycles_by_vertex_type(r: ProfileReader) -> tuple[list[tuple[str, int, int]], bool]:
-    instances = dict(r.query("SELECT vertex_type, sum(count) FROM compute_set_vertices GROUP BY vertex_type"))
-    names = dict(r.query(f"SELECT id, substr(name, 1, {MAX_NAME}) FROM vertex_types"))
-    measured = r.query("SELECT vertex_type, sum(cycles) FROM step_vertex_cycles GROUP BY vertex_type")
+    instances = dict(r.vertex_instances_by_type())
+    names = dict(r.vertex_type_names(MAX_NAME))
+    measured = r.measured_cycles_by_vertex_type()
     estimated = False
     if not measured:
-        measured = r.query(
-            "SELECT v.vertex_type, sum(v.estimated_cycles * n.times) FROM compute_set_vertices v JOIN "
-            "(SELECT compute_set, count(*) AS times FROM steps WHERE compute_set IS NOT NULL GROUP BY compute_set) n "
-            "ON n.compute_set = v.compute_set GROUP BY v.vertex_type"
-        )
+        measured = r.estimated_cycles_by_vertex_type()
         estimated = bool(measured)
     rows = [(names.get(vt, str(vt)), int(instances.get(vt, 0)), int(c)) for vt, c in measured if c]
     rows.sort(key=lambda row: (-row[2], row[0]))
@@ -497,22 +454,11 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
     tiles_per_ipu = d.t["tiles_per_ipu"]
     yield s.heading("Steps")
     vertex_cycles: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
-    for step, name, count, cycles in r.query(
-        f"SELECT c.step_id, substr(t.name, 1, {MAX_NAME}), c.count, c.cycles FROM step_vertex_cycles c JOIN vertex_types t "
-        "ON t.id = c.vertex_type ORDER BY c.step_id, c.cycles DESC"
-    ):
+    for step, name, count, cycles in r.vertex_cycles_by_step(MAX_NAME):
         vertex_cycles[step].append((name, count, cycles))
-    steps = r.query(
-        f"SELECT s.id, s.type, substr(coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), 1, {MAX_NAME}), "
-        "s.sync_type, "
-        "s.cycles_overlapped FROM steps s LEFT JOIN programs p ON p.id = s.program "
-        "LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set ORDER BY s.id"
-    )
-    per_ipu = r.query(
-        "SELECT step_id, ipu, profiled, tile_cycles_max, active_tiles, cycles_base + all_cycles_from_min, "
-        "cycles_base + all_cycles_to_max, thread_balance, tile_balance, active_tile_balance, data_in + data_out, "
-        "data_balance FROM steps_by_ipu ORDER BY step_id, ipu"
-    )
+    steps = [(sid, kind, name, sync_type, overlapped)
+             for sid, kind, _program, _cs, name, sync_type, overlapped in r.steps_labelled(MAX_NAME)]
+    per_ipu = r.step_ipu_figures()
     by_step: dict[int, list[tuple]] = defaultdict(list)
     for row in per_ipu:
         by_step[row[0]].append(row)
@@ -554,15 +500,6 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
 
 def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool = False) -> Iterator[str]:
     """The lines of the profile summary of a report."""
-    try:
-        yield from _summary_lines(reader, options, colour)
-    except PvaError:
-        raise
-    except DATA_ERRORS as exc:
-        raise corrupt_values(reader.path, exc) from None
-
-
-def _summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool) -> Iterator[str]:
     d = _Data(reader)
     s = _Style(colour)
     yield from _target_lines(d, s)
@@ -617,21 +554,12 @@ def printProfileSummary(report, file: TextIO | None = None, options: Mapping[str
 
 def summary_data(reader: ProfileReader) -> dict:
     """The summary's figures as a dictionary (what `pva summary --json` prints)."""
-    try:
-        return _summary_data(reader)
-    except PvaError:
-        raise
-    except DATA_ERRORS as exc:
-        raise corrupt_values(reader.path, exc) from None
-
-
-def _summary_data(reader: ProfileReader) -> dict:
     d = _Data(reader)
     t = d.t
     mem = d.tile_memory()
     by_overlap = d.categories_by_overlap()
     by_category, by_type = d.vertex_memory()
-    peak = reader.query_one("SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")[0]
+    peak = reader.peak_not_always_live_bytes()
     always = int(mem[:, 5].sum()) if mem.size else 0
     data: dict = {
         "target": {
@@ -655,19 +583,14 @@ def _summary_data(reader: ProfileReader) -> dict:
         "liveness": {"always_live_bytes": always, "peak_not_always_live_bytes": int(peak),
                      "max_live_bytes": always + int(peak)},
     }
-    totals = reader.query_one(
-        "SELECT coalesce(sum(active_compute), 0), coalesce(sum(compute), 0), coalesce(sum(internal_exchange), 0), "
-        "coalesce(sum(inter_ipu_exchange), 0), coalesce(sum(stream_copy_begin + stream_copy + stream_copy_end), 0), "
-        "coalesce(sum(sync), 0), coalesce(sum(total), 0) FROM cycle_totals"
-    )
-    total_cycles = int(reader.query_one(
-        'SELECT coalesce(sum(length), 0) FROM (SELECT run, max("end" - start) AS length FROM run_cycles_by_ipu '
-        "GROUP BY run)"
-    )[0])
+    cycle_totals = reader.cycle_totals()
+    totals = [cycle_totals[k] for k in ("active_compute", "compute", "internal_exchange", "inter_ipu_exchange",
+                                        "stream_copy", "sync", "total")]
+    total_cycles = int(reader.total_run_cycles())
     by_vertex, estimated = _cycles_by_vertex_type(reader)
     data["execution"] = {
-        "runs": reader.query_one("SELECT count(*) FROM runs")[0],
-        "steps": reader.query_one("SELECT count(*) FROM steps")[0],
+        "runs": reader.row_count("runs"),
+        "steps": reader.row_count("steps"),
         "total_cycles": total_cycles,
         "microseconds": total_cycles / (t["clock_frequency"] / 1e6) if t["clock_frequency"] else 0.0,
         "tile_cycles": dict(zip(("active_compute", "compute", "internal_exchange", "global_exchange", "host_exchange",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from formats.profile_reader import ProfileReader
+import pva
 
-from ..analysis.compare import compare
 from ._common import print_json
 
 
@@ -40,12 +39,8 @@ def _fmt(value) -> str:
 
 
 def run(args) -> int:
-    a, b = ProfileReader(args.a), ProfileReader(args.b)
-    try:
-        differences = compare(a, b)
-    finally:
-        a.close()
-        b.close()
+    with pva.openReport(args.a) as a, pva.openReport(args.b) as b:
+        differences = pva.compare(a, b)
     threshold = args.threshold / 100
     shown = [d for d in differences if args.all or d.change is None or d.change != 0]
     flagged = [d for d in shown if d.is_regression(threshold)]

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import pva
 
-from formats.atomic import AtomicOutput
-from formats.profile_reader import ProfileReader
-
-from ..analysis.estimate import estimate, format_compile_report
 from ._common import print_json
 
 
@@ -32,28 +28,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    reader = ProfileReader(args.report)
-    try:
-        est = estimate(reader, batch_size=args.batch_size)
-    finally:
-        reader.close()
+    with pva.openReport(args.report) as report:
+        est = report.estimate(batch_size=args.batch_size)
     if args.json:
-        print_json({
-            "samples_per_second": est.samples_per_second,
-            "compute_samples_per_second": est.compute_samples_per_second,
-            "transmission_samples_per_second": est.transmission_samples_per_second,
-            "active_pes_percent": 100 * est.active_pes_fraction,
-            "compute_utilization_percent": 100 * est.compute_utilization,
-            "kernels": [{"name": k.name, "compute_delta_t": k.compute_dt, "transmission_delta_t": k.transmission_dt,
-                         "overlaps": k.overlaps, "delta_t": k.delta_t, "active_pes": k.active_pes,
-                         "executions": k.executions, "compute_utilization_percent": 100 * k.utilization}
-                        for k in est.kernels],
-        })
+        print_json(est.as_dict())
         return 0
-    target = args.output
-    if os.path.isdir(target):
-        target = os.path.join(target, "compile_report.txt")
-    with AtomicOutput(target) as out, open(out.path, "w", encoding="utf-8") as handle:
-        handle.write(format_compile_report(est))
-    print(f"wrote {target}")
+    print(f"wrote {est.write_compile_report(args.output)}")
     return 0

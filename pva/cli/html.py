@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import pva
 from formats.errors import InvalidInputError
-
-from ..analysis.html import Limits, write_html
 
 
 def non_negative_int(text: str) -> int:
@@ -35,13 +34,13 @@ def register(sub) -> None:
     parser.add_argument("--threshold", type=float, default=5.0, metavar="PERCENT",
                         help="with --compare: growth (percent) above which a figure is a regression (default 5)")
     parser.add_argument("--title", help="page title (default: from the file names)")
-    parser.add_argument("--max-tiles", type=non_negative_int, default=Limits.max_tiles, metavar="N",
-                        help=f"bars per IPU in the memory chart; more tiles are grouped (default {Limits.max_tiles})")
-    parser.add_argument("--timeline-resolution", type=non_negative_int, default=Limits.timeline_resolution, metavar="N",
+    parser.add_argument("--max-tiles", type=non_negative_int, default=pva.ChartLimits.max_tiles, metavar="N",
+                        help=f"bars per IPU in the memory chart; more tiles are grouped (default {pva.ChartLimits.max_tiles})")
+    parser.add_argument("--timeline-resolution", type=non_negative_int, default=pva.ChartLimits.timeline_resolution, metavar="N",
                         help="segments per IPU in the timeline; shorter steps are merged (default "
-                             f"{Limits.timeline_resolution}; 0 keeps every step)")
-    parser.add_argument("--max-rows", type=non_negative_int, default=Limits.max_table_rows, metavar="N",
-                        help=f"rows of the compute set table (default {Limits.max_table_rows})")
+                             f"{pva.ChartLimits.timeline_resolution}; 0 keeps every step)")
+    parser.add_argument("--max-rows", type=non_negative_int, default=pva.ChartLimits.max_table_rows, metavar="N",
+                        help=f"rows of the compute set table (default {pva.ChartLimits.max_table_rows})")
     parser.add_argument("--no-compress", action="store_true",
                         help="store the page's data as plain JSON even when it is large (by default data over 1 MB "
                              "is deflated, which needs a browser from 2023 or later)")
@@ -54,11 +53,11 @@ def run(args) -> int:
     if not args.compare and len(args.reports) != 1:
         raise InvalidInputError(f"expected one report, got {len(args.reports)}; add --compare to compare two")
     try:
-        limits = Limits(max_tiles=args.max_tiles, timeline_resolution=args.timeline_resolution,
+        limits = pva.ChartLimits(max_tiles=args.max_tiles, timeline_resolution=args.timeline_resolution,
                         max_table_rows=args.max_rows)
     except ValueError as exc:
         raise InvalidInputError(str(exc)) from exc
-    size = write_html(args.reports, args.output, limits=limits, threshold=args.threshold / 100, title=args.title,
+    size = pva.write_html(args.reports, args.output, limits=limits, threshold=args.threshold / 100, title=args.title,
                       compress=False if args.no_compress else None)
     print(f"wrote {args.output} ({size / 1e6:,.2f} MB)" if size >= 100_000 else f"wrote {args.output} ({size:,} B)")
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ..report import openReport
+import pva
+
 from ._common import add_json_flag, print_json, thousands
 
 
@@ -22,14 +23,13 @@ def register(sub) -> None:
 
 def collect(path: str) -> dict:
     """The facts `pva info` shows, as a dictionary."""
-    with openReport(path) as report:
-        meta = report._reader.metadata
+    with pva.openReport(path) as report:
+        meta = report.metadata
         t = report.compilation.target
         g = report.compilation.graph
-        reader = report._reader
-        num_programs = reader.row_count("programs")
-        num_runs = reader.row_count("runs")
-        num_steps = reader.row_count("steps")
+        num_programs = report.row_count("programs")
+        num_runs = report.row_count("runs")
+        num_steps = report.row_count("steps")
         settings = report.instrumentationSettings
         return {
             "path": os.path.abspath(path),

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
-from formats.profile_reader import ProfileReader
+import pva
 
-from ..analysis.optime import op_types_from_debug, operator_times
 from ._common import print_json
 
 
@@ -33,16 +32,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    reader = ProfileReader(args.report)
-    try:
+    debug = None
+    if not args.no_debug:
         debug = args.debug
-        if debug is None and not args.no_debug:
+        if debug is None:
             beside = os.path.join(os.path.dirname(os.path.abspath(args.report)), "debug.cbor")
             debug = beside if os.path.isfile(beside) else None
-        op_types = op_types_from_debug(reader, debug) if debug and not args.no_debug else None
-        rows = operator_times(reader, args.mode, op_types)
-    finally:
-        reader.close()
+    with pva.openReport(args.report, debug or None) as report:
+        rows = report.operator_times(args.mode)
     if args.json:
         print_json([{"index": r.index, "type": r.type, "name": r.name, "cycles": round(r.cycles, 3),
                      "percent": round(100 * r.share, 3)} for r in rows])

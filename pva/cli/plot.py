@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..analysis.plots import KINDS, write_plot
+import pva
 
 
 def register(sub) -> None:
@@ -20,7 +20,7 @@ def register(sub) -> None:
         epilog="Example: pva plot profile.pop --kind memory -o memory.png",
     )
     parser.add_argument("report", help="a profile.pop file")
-    parser.add_argument("--kind", required=True, choices=KINDS, help="which chart to draw")
+    parser.add_argument("--kind", required=True, choices=pva.PLOT_KINDS, help="which chart to draw")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the image to write (.png, .svg or .pdf)")
     parser.add_argument("--width", type=float, default=12.0, metavar="INCHES", help="figure width (default 12)")
     parser.add_argument("--height", type=float, default=None, metavar="INCHES",
@@ -30,6 +30,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    size = write_plot(args.report, args.kind, args.output, width=args.width, height=args.height, dpi=args.dpi)
+    size = pva.write_plot(args.report, args.kind, args.output, width=args.width, height=args.height, dpi=args.dpi)
     print(f"wrote {args.output} ({size:,} B)")
     return 0

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from formats.profile_reader import ProfileReader
+import pva
 
-from ..analysis.summary import SummaryOptions, summary_data, summary_lines, use_colour
 from ._common import print_json
 
 
@@ -33,22 +32,16 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    reader = ProfileReader(args.report)
-    try:
+    with pva.openReport(args.report) as report:
         if args.json:
-            print_json(summary_data(reader))
+            print_json(report.summary())
             return 0
-        options = SummaryOptions(
-            show_var_storage=args.show_var_storage,
-            show_optimizations=args.show_optimizations,
-            show_execution_steps=args.show_execution_steps,
-            show_per_ipu_memory=args.show_per_ipu_memory,
+        pva.printProfileSummary(
+            report, sys.stdout,
+            showVarStorage=args.show_var_storage,
+            showOptimizations=args.show_optimizations,
+            showExecutionSteps=args.show_execution_steps,
+            showPerIpuMemoryUsage=args.show_per_ipu_memory,
             colours=None if args.colours == "auto" else args.colours == "true",
         )
-        colour = use_colour(options.colours, sys.stdout)
-        write = sys.stdout.write
-        for line in summary_lines(reader, options, colour):
-            write(line + "\n")
-    finally:
-        reader.close()
     return 0

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from formats.profile_reader import ProfileReader
-from formats.schema import profile_matrices, profile_schema
+import shutil
+import textwrap
+
+import pva
 
 from ._tables import add_format_options, write_rows
+
+#: Narrowest the description column is wrapped to, however narrow the terminal.
+MIN_DESCRIPTION = 24
 
 
 def register(sub) -> None:
@@ -13,7 +18,7 @@ def register(sub) -> None:
         "tables",
         help="list a report's tables with row counts and descriptions",
         description="List the SQL tables of a report with their row counts and descriptions (from schemas/), "
-        "then the per-tile matrices stored as Arrow data.",
+        "then the per-tile matrices stored as Arrow data. Descriptions are wrapped to the terminal width.",
         epilog="Example: pva tables profile.pop --json",
     )
     parser.add_argument("report", help="a profile.pop file")
@@ -22,36 +27,31 @@ def register(sub) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args) -> int:
-    reader = ProfileReader(args.report)
-    try:
-        schema = profile_schema()
-        if args.columns:
-            spec = schema.tables.get(args.columns)
-            columns = reader.file.tables.get(args.columns)
-            if columns is None:
-                from formats.errors import InvalidInputError
+def wrap_last_column(header: tuple[str, ...], rows: list[tuple], width: int) -> list[tuple]:
+    """Rows whose last cell is wrapped so that each line of their table fits in `width` characters.
 
-                raise InvalidInputError(
-                    f"{reader.path!r}: no table {args.columns!r}; expected one of {', '.join(sorted(reader.file.tables))}",
-                    reader.path,
-                )
-            described = {c.name: c for c in spec.columns} if spec else {}
-            rows = [(name, described[name].type if name in described else "", described[name].description
-                     if name in described else "(not in this pva version's schema)") for name in columns]
-            write_rows(("column", "type", "description"), rows, args.format)
-            return 0
-        rows = []
-        for name, spec in schema.tables.items():
-            count = reader.row_count(name)
-            rows.append(("table", name, count, spec.description))
-        declared = profile_matrices()["matrices"]
-        for name, num_rows, num_cols, chunks, size in reader.matrix_storage():
-            spec = declared.get(name, {})
-            description = f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), " \
-                          f"{size:,} bytes stored. {spec.get('description', '')}"
-            rows.append(("matrix", name, num_rows, description))
-        write_rows(("kind", "name", "rows", "description"), rows, args.format)
-    finally:
-        reader.close()
+    A wrapped cell continues on following rows whose other cells are empty.
+    """
+    if not rows:
+        return rows
+    texts = [list(header[:-1])] + [["" if v is None else str(v) for v in row[:-1]] for row in rows]
+    used = sum(max(len(row[i]) for row in texts) + 2 for i in range(len(header) - 1))
+    room = max(MIN_DESCRIPTION, width - used)
+    wrapped = []
+    for row in rows:
+        lines = textwrap.wrap(str(row[-1]), room) or [""]
+        wrapped.append((*row[:-1], lines[0]))
+        wrapped += [(*("" for _ in row[:-1]), line) for line in lines[1:]]
+    return wrapped
+
+
+def run(args) -> int:
+    with pva.openReport(args.report) as report:
+        if args.columns:
+            header, rows = ("column", "type", "description"), report.column_info(args.columns)
+        else:
+            header, rows = ("kind", "name", "rows", "description"), report.table_info()
+    if args.format == "table":
+        rows = wrap_last_column(header, rows, shutil.get_terminal_size().columns)
+    write_rows(header, rows, args.format)
     return 0

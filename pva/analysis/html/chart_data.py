@@ -1,13 +1,12 @@
-"""The figures the HTML report and `pva plot` draw, read from a report with bulk SQL and numpy.
+"""The figures the HTML report and `pva plot` draw, read from a report's query layer with numpy.
 
-Every function takes a `formats.profile_reader.ProfileReader` and returns plain data (numpy
+Every function takes a `formats.profile_reader.ProfileReader` (its query layer) and returns plain data (numpy
 arrays, lists, numbers); large series are downsampled here, and each result says what it
 downsampled so the page and the plots can tell the reader.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from formats.profile_reader import ProfileReader
 
+from ..chart_options import Limits
 from ..summary import summary_data
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
@@ -43,25 +43,6 @@ TYPE_COLOURS = {
     "WriteUndef": "#ff9da7",
 }
 FALLBACK_COLOURS = ("#e15759", "#76b7b2", "#9d7660", "#f1ce63", "#499894", "#d37295", "#a0cbe8")
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """How much detail the charts keep; larger reports are downsampled to these sizes."""
-
-    max_tiles: int = 512  #: tile buckets per IPU in the memory chart
-    max_liveness_points: int = 2000  #: step buckets in the liveness chart
-    timeline_resolution: int = 8192  #: segments per IPU in the timeline; 0 keeps every step
-    max_table_rows: int = 500  #: rows of the compute set table
-    top_categories: int = 8  #: categories drawn separately; the rest are "other"
-    peak_variables: int = 10  #: variables listed for the liveness peak
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            low = 0 if field.name == "timeline_resolution" else 1
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{field.name} must be an integer of at least {low}, not {value!r}")
 
 
 def type_colour(name: str, index: int = 0) -> str:
@@ -131,7 +112,7 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     t = reader.target
     num_tiles, per_ipu, ipus = t["tiles_per_replica"], t["tiles_per_ipu"], t["ipus_per_replica"]
     limit = int(t["bytes_per_tile"])
-    rows = reader.query("SELECT tile, total, total_including_gaps FROM memory_by_tile ORDER BY tile")
+    rows = [row[:3] for row in reader.tile_memory()]
     if not rows:
         return None
     table = np.array(rows, dtype=np.int64).reshape(len(rows), 3)
@@ -140,7 +121,7 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     including = np.zeros(num_tiles, dtype=np.int64)
     total[table[keep, 0]] = table[keep, 1]
     including[table[keep, 0]] = table[keep, 2]
-    names = reader.column("SELECT name FROM var_categories ORDER BY id")
+    names = [name for _id, name in reader.category_names()]
     matrix = reader.matrix("memory_category_by_tile")
     if matrix is not None and matrix.num_rows and names and matrix.num_cols == 6 * len(names):
         block = matrix.rows(0, num_tiles).astype(np.int64)
@@ -196,19 +177,13 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
 def _program_label(reader: ProfileReader, program: int | None) -> tuple[str, str]:
     if program is None:
         return "", ""
-    row = reader.query_one(
-        "SELECT p.type, coalesce(nullif(p.name, ''), cs.name, '') FROM programs p LEFT JOIN compute_sets cs "
-        "ON cs.compute_set = p.compute_set WHERE p.id = ?", (int(program),))
+    row = reader.program_label(program)
     return (row[0], row[1]) if row else ("", "")
 
 
 def peak_variables(reader: ProfileReader, step: int, limit: int) -> list[tuple[str, int]]:
     """The largest not-always-live variables live in a liveness step: (name, bytes over all tiles)."""
-    rows = reader.query(
-        "SELECT coalesce(v.name, l.name) AS n, sum(l.size_bytes) AS b FROM vars_info l "
-        "LEFT JOIN variables v ON v.id = l.unlowered_var WHERE l.always_live = 0 AND l.equivalence_class IN "
-        '(SELECT class FROM equivalence_class_steps WHERE start <= ? AND "end" > ?) '
-        "GROUP BY n ORDER BY b DESC, n LIMIT ?", (int(step), int(step), int(limit)))
+    rows = reader.live_variables_at_step(step, limit)
     return [(name, int(size)) for name, size in rows]
 
 
@@ -218,13 +193,12 @@ def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int 
     With more steps than `limits.max_liveness_points`, steps are grouped into buckets and each
     bucket shows its largest value, so the peak is never lost.
     """
-    rows = reader.query("SELECT id, coalesce(program, -1), depth, not_always_live_bytes FROM liveness_steps "
-                        "ORDER BY id")
+    rows = reader.liveness_steps()
     if not rows:
         return None
     table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
     if always_live is None:
-        always_live = int(reader.query_one("SELECT coalesce(sum(always_live_bytes), 0) FROM memory_by_tile")[0])
+        always_live = int(reader.always_live_bytes())
     values = table[:, 3]
     peak_index = int(np.argmax(values))
     peak_step = int(table[peak_index, 0])
@@ -280,18 +254,14 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     to cycles_base + all_cycles_to_max). With more steps per IPU than `limits.timeline_resolution`,
     runs of steps shorter than 1/resolution of the span are merged into one segment.
     """
-    steps = reader.query(
-        f"SELECT s.id, substr(s.type, 1, 100), substr(coalesce(nullif(s.name, ''), nullif(p.name, ''), cs.name, ''), "
-        f"1, {MAX_LABEL}) FROM steps s LEFT JOIN programs p ON p.id = s.program "
-        "LEFT JOIN compute_sets cs ON cs.compute_set = s.compute_set ORDER BY s.id")
+    steps = [(sid, kind, label) for sid, kind, _p, _cs, label, _sync, _overlap
+             in reader.steps_labelled(MAX_LABEL, MAX_TYPE)]
     if not steps:
         return None
     ids = np.array([s[0] for s in steps], dtype=np.int64)
     types, type_index = _index_strings(s[1] for s in steps)
     names, name_index = _index_strings(s[2] for s in steps)
-    rows = reader.query(
-        "SELECT ipu, step_id, cycles_base + all_cycles_from_min, cycles_base + all_cycles_to_max FROM steps_by_ipu "
-        "WHERE profiled = 1")
+    rows = reader.step_intervals()
     if not rows:
         return None
     table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
@@ -351,13 +321,8 @@ def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | Non
     compute set's executions); a converted legacy report without steps may instead record the
     cycles of each compute set's last execution (compute_sets.measured_cycles).
     """
-    legacy = reader.has_column("compute_sets", "measured_cycles")
-    info = reader.query("SELECT compute_set, name, num_vertices, estimated_cycles_max, estimated_cycles_total, "
-                        f"{'measured_cycles' if legacy else 'NULL'} FROM compute_sets")
-    measured = {cs: (n, c) for cs, n, c in reader.query(
-        "SELECT compute_set, count(*), sum(longest) FROM (SELECT s.compute_set, max(b.tile_cycles_max) AS longest "
-        "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.id) "
-        "GROUP BY compute_set")}
+    info = reader.compute_set_figures()
+    measured = {cs: (n, c) for cs, n, c in reader.measured_cycles_by_compute_set()}
     if not info and not measured:
         return None
     source = "steps" if measured else "last execution" if any(row[5] is not None for row in info) else None
@@ -385,6 +350,8 @@ def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | Non
 
 #: Characters of a program label kept (longer names are cut).
 MAX_LABEL = 1000
+#: Characters of a program type name kept.
+MAX_TYPE = 100
 
 
 def _index_strings(values) -> tuple[list[str], np.ndarray]:
@@ -402,10 +369,7 @@ def program_tree(reader: ProfileReader) -> dict | None:
     `repeat`, `calls` and `executed` list, by program position, repeat counts, call targets, and
     executions with their cycles (the longest IPU of each step, summed).
     """
-    programs = reader.query(
-        f"SELECT p.id, substr(p.type, 1, 100), substr(coalesce(nullif(p.name, ''), cs.name, ''), 1, {MAX_LABEL}), "
-        "p.repeat_count, p.call_target FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set "
-        "ORDER BY p.id")
+    programs = reader.programs_labelled(MAX_LABEL, MAX_TYPE)
     if not programs:
         return None
     ids = np.array([p[0] for p in programs], dtype=np.int64)
@@ -418,7 +382,7 @@ def program_tree(reader: ProfileReader) -> dict | None:
         ok = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == values)
         return np.where(ok, pos, -1)
 
-    links = reader.query("SELECT parent, child FROM program_children ORDER BY parent, position")
+    links = reader.program_child_links()
     if links:
         pairs = np.array(links, dtype=np.int64).reshape(len(links), 2)
         parent, child = positions(pairs[:, 0]), positions(pairs[:, 1])
@@ -432,14 +396,11 @@ def program_tree(reader: ProfileReader) -> dict | None:
         counts = np.zeros(ids.size, dtype=np.int64)
     repeat = np.array([(i, p[3]) for i, p in enumerate(programs) if p[3] is not None], dtype=np.int64).reshape(-1, 2)
     calls = np.array([(i, p[4]) for i, p in enumerate(programs) if p[4] is not None], dtype=np.int64).reshape(-1, 2)
-    executed = np.array(reader.query(
-        "SELECT program, count(*), coalesce(sum(longest), 0) FROM (SELECT s.program, max(b.tile_cycles_max) AS longest "
-        "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.program IS NOT NULL GROUP BY s.id) "
-        "GROUP BY program"), dtype=np.int64).reshape(-1, 3)
+    executed = np.array(reader.measured_cycles_by_program(), dtype=np.int64).reshape(-1, 3)
     executed_pos = positions(executed[:, 0])
     executed = executed[executed_pos >= 0]
-    control = positions(reader.column("SELECT program FROM control_programs ORDER BY position"))
-    functions = positions(reader.column("SELECT program FROM function_programs ORDER BY position"))
+    control = positions(reader.control_program_ids())
+    functions = positions(reader.function_program_ids())
     return {
         "count": int(ids.size), "ids": ids, "types": [str(x) for x in types],
         "colours": [type_colour(str(x), i) for i, x in enumerate(types)],

@@ -9,7 +9,11 @@ import pytest
 
 CLI = pathlib.Path(__file__).resolve().parent.parent / "pva" / "cli"
 #: What a command may import from formats.
-ALLOWED_MODULES = {"formats.errors", "formats.constants"}
+ALLOWED_MODULES = {
+    "formats.errors",
+    "formats.constants",
+    "formats.jsonplain",  # the one JSON-plain walker, shared by formats and the table writer
+}
 ALLOWED_NAMES = {("formats", "__version__")}
 #: Commands still reaching into formats, to be moved onto the public API by a change in progress.
 PENDING = {"check.py", "convert.py", "export.py", "sql.py"}

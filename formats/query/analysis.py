@@ -42,15 +42,7 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         return self.file.query(  # type: ignore[attr-defined]
             "SELECT parent, child FROM program_children ORDER BY parent, position")
 
-    def control_program_ids(self) -> list[int]:
-        """Ids of the control programs, in order."""
-        return self.file.column("SELECT program FROM control_programs ORDER BY position")  # type: ignore[attr-defined]
-
-    def function_program_ids(self) -> list[int]:
-        """Ids of the function programs, in order."""
-        return self.file.column("SELECT program FROM function_programs ORDER BY position")  # type: ignore[attr-defined]
-
-    def program_vector_rows(self, kinds: Iterable[str]) -> list[tuple[int, str, int]]:
+    def program_vector_rows_of_kinds(self, kinds: Iterable[str]) -> list[tuple[int, str, int]]:
         """(program, kind, matrix row) of the per-tile vectors of the given kinds."""
         wanted = tuple(kinds)
         return self.file.query(  # type: ignore[attr-defined]
@@ -66,7 +58,7 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         return self.file.query(  # type: ignore[attr-defined]
             "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")
 
-    def optimisation_metrics(self) -> list[tuple[str, float]]:
+    def optimisation_metrics_by_name(self) -> list[tuple[str, float]]:
         """(name, value) of the compiler's optimisation metrics, by name."""
         return self.file.query("SELECT name, value FROM optimisation_metrics ORDER BY name")  # type: ignore[attr-defined]
 
@@ -83,10 +75,6 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
     def table_columns(self, table: str) -> tuple[str, ...]:
         """The columns of one table of this file; an InvalidInputError names the tables if there is no such table."""
         return self.file.tables[self._table_name(table)]  # type: ignore[attr-defined]
-
-    def row_count(self, table: str) -> int:
-        """Rows of one table."""
-        return self.file.query_one(f'SELECT count(*) FROM "{self._table_name(table)}"')[0]  # type: ignore[attr-defined]
 
     def table_counts(self, tables: Sequence[str] | None = None) -> dict[str, int]:
         """Rows of each table (all tables of the file when `tables` is None), counted with sqlite-utils."""
@@ -105,9 +93,3 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         except sqlite3.DatabaseError as exc:
             path = self.file.path  # type: ignore[attr-defined]
             raise CorruptReportError(f"{path!r}: the profile report is damaged ({exc})", path) from None
-
-    def matrix_storage(self) -> list[tuple[str, int, int, int, int]]:
-        """(matrix, rows, columns, Arrow chunks, bytes stored) of every per-tile matrix, by name."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT m.name, m.num_rows, m.num_cols, count(c.first_row), coalesce(sum(length(c.data)), 0) "
-            "FROM matrices m LEFT JOIN matrix_chunks c ON c.matrix = m.name GROUP BY m.name ORDER BY m.name")

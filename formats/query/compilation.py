@@ -37,9 +37,7 @@ class CompilationQueries:
 
     def row_count(self, table: str) -> int:
         """How many rows a table of the report has."""
-        if table not in self.file.tables:
-            raise ValueError(f"{self.path!r} has no table {table!r}")
-        return self.file.query_one(f'SELECT count(*) FROM "{table}"')[0]
+        return self.file.query_one(f'SELECT count(*) FROM "{self._table_name(table)}"')[0]
 
     def matrix_storage(self) -> list[tuple]:
         """(name, rows, columns, chunks, bytes stored) of every per-tile matrix, by name."""

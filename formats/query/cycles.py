@@ -20,7 +20,7 @@ class CycleQueries:
             'SELECT coalesce(sum(length), 0) FROM (SELECT run, max("end" - start) AS length FROM run_cycles_by_ipu '
             "GROUP BY run)")[0]
 
-    def cycle_totals(self) -> dict[str, int]:
+    def cycle_totals_by_kind(self) -> dict[str, int]:
         """Tile-cycles summed over tiles and runs, by kind, and `rows`: how many rows of totals the report holds.
 
         Kinds: active_compute, compute, internal_exchange, inter_ipu_exchange, stream_copy (begin, mid and

@@ -58,7 +58,7 @@ class MemoryQueries:
 
     # -- by category ----------------------------------------------------------------------------
 
-    def category_names(self, max_chars: int | None = None) -> list[tuple[int, str]]:
+    def category_id_names(self, max_chars: int | None = None) -> list[tuple[int, str]]:
         """(id, name) of every storage category, by id."""
         rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT id, {_name('name', max_chars)} FROM var_categories ORDER BY id")
@@ -109,7 +109,7 @@ class MemoryQueries:
             "FROM always_live_vars GROUP BY var) a JOIN variables v ON v.id = a.var GROUP BY n ORDER BY n")
         return typed(self.file.path, rows, "variables.name", None)  # type: ignore[attr-defined]
 
-    def liveness_steps(self) -> list[tuple]:
+    def liveness_step_summaries(self) -> list[tuple]:
         """(step id, program id or -1, depth, not-always-live bytes) of every liveness step, by id."""
         return self.file.query(  # type: ignore[attr-defined]
             "SELECT id, coalesce(program, -1), depth, not_always_live_bytes FROM liveness_steps ORDER BY id")

@@ -75,7 +75,7 @@ def _liveness(reader: ProfileReader) -> dict[str, int]:
 
 
 def _execution(reader: ProfileReader) -> dict[str, int]:
-    totals = reader.cycle_totals()
+    totals = reader.cycle_totals_by_kind()
     return {"total cycles": reader.total_run_cycles(), "compute tile-cycles": totals["compute"],
             "internal exchange tile-cycles": totals["internal_exchange"],
             "global exchange tile-cycles": totals["inter_ipu_exchange"],

@@ -146,7 +146,7 @@ class _Data:
         self.r = reader
         self.t = reader.target
         self.g = reader.graph
-        self.categories = dict(reader.category_names(MAX_NAME))
+        self.categories = dict(reader.category_id_names(MAX_NAME))
         memory = reader.tile_memory()
         self.tile_ids = np.array([m[0] for m in memory], dtype=np.int64)
         self.memory = np.array([m[1:] for m in memory], dtype=np.int64).reshape(len(memory), 6)
@@ -219,7 +219,7 @@ def _graph_lines(d: _Data, s: _Style) -> Iterator[str]:
 
 
 def _optimisation_lines(d: _Data, s: _Style) -> Iterator[str]:
-    metrics = d.r.optimisation_metrics()
+    metrics = d.r.optimisation_metrics_by_name()
     yield s.heading("Optimizations:")
     if not metrics:
         yield "  (none recorded)"
@@ -404,7 +404,7 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
         return
     total_cycles = int(r.total_run_cycles())
     clock_mhz = d.t["clock_frequency"] / 1e6
-    totals = r.cycle_totals()
+    totals = r.cycle_totals_by_kind()
     active, compute, internal, global_, host, sync, have_totals = (int(totals[k]) for k in (
         "active_compute", "compute", "internal_exchange", "inter_ipu_exchange", "stream_copy", "sync", "rows"))
     rows = [("Total cycles:", f"{_n(total_cycles)} (approx {total_cycles / clock_mhz:,.1f} microseconds)")]
@@ -583,7 +583,7 @@ def summary_data(reader: ProfileReader) -> dict:
         "liveness": {"always_live_bytes": always, "peak_not_always_live_bytes": int(peak),
                      "max_live_bytes": always + int(peak)},
     }
-    cycle_totals = reader.cycle_totals()
+    cycle_totals = reader.cycle_totals_by_kind()
     totals = [cycle_totals[k] for k in ("active_compute", "compute", "internal_exchange", "inter_ipu_exchange",
                                         "stream_copy", "sync", "total")]
     total_cycles = int(reader.total_run_cycles())

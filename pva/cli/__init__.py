@@ -35,6 +35,9 @@ _INVALID_CHOICE = re.compile(r"argument COMMAND: invalid choice: '([^']*)'")
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors exit with status 2 and a one-line hint."""
 
+    #: The parser of each command, by name (set on the top-level parser).
+    commands: dict[str, argparse.ArgumentParser] = {}
+
     def error(self, message: str):  # type: ignore[override]
         self.print_usage(sys.stderr)
         match = _INVALID_CHOICE.match(message)
@@ -46,7 +49,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The parser of every command."""
     parser = _Parser(
         prog="pva",
@@ -57,15 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in command_modules():
         importlib.import_module(f"pva.cli.{name}").register(sub)
+    parser.commands = dict(sub.choices)
     return parser
-
-
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The parser of each command, by name."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # Name the subcommand and show its usage, not the top-level one.
-        owner = _subparsers(parser).get(args.command, parser)
+        owner = parser.commands.get(args.command, parser)
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()

@@ -121,7 +121,7 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     including = np.zeros(num_tiles, dtype=np.int64)
     total[table[keep, 0]] = table[keep, 1]
     including[table[keep, 0]] = table[keep, 2]
-    names = [name for _id, name in reader.category_names()]
+    names = [name for _id, name in reader.category_id_names()]
     matrix = reader.matrix("memory_category_by_tile")
     if matrix is not None and matrix.num_rows and names and matrix.num_cols == 6 * len(names):
         block = matrix.rows(0, num_tiles).astype(np.int64)
@@ -193,7 +193,7 @@ def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int 
     With more steps than `limits.max_liveness_points`, steps are grouped into buckets and each
     bucket shows its largest value, so the peak is never lost.
     """
-    rows = reader.liveness_steps()
+    rows = reader.liveness_step_summaries()
     if not rows:
         return None
     table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)

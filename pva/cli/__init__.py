@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 flagged, 2 bad usage or input, 3 a bug)."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if unknown:
+    if unknown and getattr(args, "accepts_extra_arguments", False):
+        args.extra_arguments = unknown
+    elif unknown:
         # Name the subcommand and show its usage, not the top-level one.
         owner = parser.commands.get(args.command, parser)
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -22,6 +22,7 @@ def register(sub) -> None:
         epilog="Examples: pva simulate --list\n"
                "          pva simulate --preset matmul --m 512 --k 256 --n 1024 --dtype half --arch ipu2 -o out",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # a preset knob such as --n must never be read as an abbreviation of --no-progress
     )
     parser.add_argument("--list", action="store_true", help="list the presets and their knobs")
     parser.add_argument("--preset", metavar="NAME", help="the preset to run")
@@ -37,17 +38,9 @@ def register(sub) -> None:
                         help="run vertices on data (the tutorials do by default)")
     parser.add_argument("--no-functional", dest="functional", action="store_false", help="time the model only")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    from simulator.presets import PRESETS
-
-    knobs = {}
-    for preset in PRESETS.values():
-        for knob in preset.knobs:
-            knobs.setdefault(knob.name, knob)
-    group = parser.add_argument_group("preset knobs", "valid knobs depend on the preset; see --list")
-    for name, knob in sorted(knobs.items()):
-        group.add_argument(f"--{name}", dest=f"knob_{name}", metavar=knob.type.__name__.upper(),
-                           help=argparse.SUPPRESS)
-    parser.set_defaults(run=run, _parser=parser)
+    # Preset knobs (--m, --batch-size, ...) are parsed in run(), so that building the parser, and
+    # `pva --help`, never imports the simulator.
+    parser.set_defaults(run=run, _parser=parser, accepts_extra_arguments=True)
 
 
 def _listing(as_json: bool) -> int:
@@ -68,6 +61,23 @@ def _listing(as_json: bool) -> int:
     return 0
 
 
+def _knobs(args, presets) -> dict[str, str]:
+    """The preset knobs given after the command's own options, by name."""
+    known = {}
+    for preset in presets.values():
+        for knob in preset.knobs:
+            known.setdefault(knob.name, knob)
+    parser = args._parser
+    knob_parser = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+    knob_parser.error = parser.error  # type: ignore[method-assign]
+    for name in sorted(known):
+        knob_parser.add_argument(f"--{name}", dest=name)
+    values, unknown = knob_parser.parse_known_args(getattr(args, "extra_arguments", []))
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (see --list for the presets' knobs)")
+    return {name: value for name, value in vars(values).items() if value is not None}
+
+
 def run(args) -> int:
     if args.list:
         return _listing(args.json)
@@ -79,7 +89,7 @@ def run(args) -> int:
     preset = PRESETS.get(args.preset)
     if preset is None:
         raise OptionError(f"unknown preset {args.preset!r}; available: {', '.join(PRESETS)}")
-    knobs = {key[5:]: value for key, value in vars(args).items() if key.startswith("knob_") and value is not None}
+    knobs = _knobs(args, PRESETS)
     options = {}
     for item in args.engine_option:
         key, sep, value = item.partition("=")

@@ -56,6 +56,7 @@ SLOW_MODULES = {
     "test_fuzz_reader",
     "test_fuzz_converters",
     "test_benchmarks_smoke",
+    "test_readme_tour",
 }
 
 

@@ -1,0 +1,44 @@
+"""The README's tour runs as written: every input it uses, it makes itself."""
+
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def tour_commands() -> list[str]:
+    """The commands of the README's tour, in order, without their comments."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## A tour", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_tour_runs_as_written(tmp_path):
+    commands = tour_commands()
+    assert commands[0].startswith("pva simulate --list") and len(commands) >= 15
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[0] == "sqlite3":
+            if shutil.which("sqlite3") is None:
+                continue
+        else:
+            assert argv[0] == "pva", command
+            argv = [sys.executable, "-m", "pva", *argv[1:]]
+        result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        allowed = (0, 1) if argv[3:4] == ["diff"] or command.startswith("pva diff") else (0,)
+        assert result.returncode in allowed, f"{command}\nexit {result.returncode}\n{result.stderr[-2000:]}"
+    assert (tmp_path / "mm" / "report.html").stat().st_size > 10_000
+    assert (tmp_path / "mm-back.pop").exists()
+
+
+def test_the_tour_is_short_enough_to_read():
+    assert len(tour_commands()) <= 20

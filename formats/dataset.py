@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from .arrow_tables import arrow_schema, table_to_arrow
 from .atomic import AtomicOutput
-from .check import check_report
+from .check import STRUCTURE_CHECKS, check_report
 from .errors import CorruptReportError, InvalidInputError, PvaError, ReportNotFoundError
 from .profile_reader import ProfileReader
 from .schema import PROFILE_FORMAT, profile_matrices, profile_schema
@@ -266,7 +266,7 @@ class DatasetWriter:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
             raise InvalidInputError(f"{self.root!r}: is a file; expected a dataset directory (or nothing there)",
                                     self.root)
-        if os.path.isdir(self.root) and not is_dataset(self.root) and any(os.scandir(self.root)):
+        if os.path.isdir(self.root) and not is_dataset(self.root) and os.listdir(self.root):
             raise InvalidInputError(f"{self.root!r}: a non-empty directory that is not a pva dataset (no {MANIFEST}); "
                                     f"expected a dataset or a new directory", self.root)
         parent = os.path.dirname(self.root)
@@ -476,9 +476,9 @@ def _libc():
 
 
 def _quick_check(path: str) -> str:
-    """'' if the report opens and passes `pva check`; else its first problem as one line."""
+    """'' if the report opens and its storage is sound (`pva check` structure checks); else the first problem."""
     try:
-        problems = check_report(path)
+        problems = check_report(path, only=STRUCTURE_CHECKS)
     except PvaError as exc:
         return str(exc)
     if not problems:

@@ -8,8 +8,8 @@ Layout of a dataset directory::
     report_labels/report_id=<id>/...       the user labels of a report (key, value)
 
 Every profile.pop table but the raw matrix chunks becomes a table of the same name; every per-tile
-matrix becomes a table named after the matrix with columns ``row`` and ``values`` (a list, one
-value per tile). ``report_id`` is a content hash of the report file, so adding a report twice is a
+matrix becomes a table named after the matrix with columns ``row_index`` and ``cells`` (a list,
+one value per column, usually per tile). ``report_id`` is a content hash of the report file, so adding a report twice is a
 no-op. A report is visible once its ``reports`` partition exists; readers list only those, so a
 crash mid-add leaves partitions nobody reads, removed by the next add.
 """
@@ -88,8 +88,8 @@ LABELS_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
 
 
 def matrix_table_schema() -> pa.Schema:
-    """Schema of a matrix's table: the row number and one value per column (tile)."""
-    return pa.schema([("row", pa.int64()), ("values", pa.list_(pa.int64()))])
+    """Schema of a matrix's table: the row number and its cells, one value per column (usually a tile)."""
+    return pa.schema([("row_index", pa.int64()), ("cells", pa.list_(pa.int64()))])
 
 
 def report_tables() -> list[str]:
@@ -491,7 +491,7 @@ def _quick_check(path: str) -> str:
 
 
 def _matrix_table(matrix) -> pa.Table:
-    """A matrix as rows (row, values) with int64 values."""
+    """A matrix as rows (row_index, cells) with int64 values."""
     batches = []
     schema = matrix_table_schema()
     for first, block in matrix.iter_chunks():

@@ -302,7 +302,7 @@ def register_spark(spark, dataset: str) -> list[str]:
     from pyspark.sql import types as T
 
     base = dataset.rstrip("/")
-    text = "\n".join(r.value for r in spark.read.text(f"{base}/{ds.MANIFEST}", wholetext=True).collect())
+    text = _spark_read_text(spark, f"{base}/{ds.MANIFEST}")
     try:
         manifest = ds.Manifest.from_json(json.loads(text), f"{base}/{ds.MANIFEST}")
     except ValueError as exc:
@@ -329,6 +329,21 @@ def register_spark(spark, dataset: str) -> list[str]:
         df.createOrReplaceTempView(table)
         names.append(table)
     return names
+
+
+def _spark_read_text(spark, uri: str) -> str:
+    """A small text file through Spark's Hadoop file systems (Spark's readers skip names starting with '_')."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    try:
+        stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(path)
+    except Exception as exc:  # noqa: BLE001 - a Py4J error wrapping the Java exception
+        raise InvalidInputError(f"{uri!r}: cannot be read; expected a pva dataset manifest "
+                                f"({str(exc).splitlines()[0][:200]})", uri) from None
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
 
 
 # -- fleet analyses as SQL -----------------------------------------------------------------------

@@ -89,11 +89,11 @@ def test_rows_equal_the_reports(fleet, sample):
                      for t, v in _sqlite(fleet[key], "SELECT tile, total_including_gaps FROM memory_by_tile")]
     assert got == sorted(expected, key=lambda r: (r["report_id"], r["tile"]))
     # a per-tile matrix: one row per matrix row, one value per tile
-    rows = pva.dataset.query(root, f"SELECT row, \"values\" FROM step_cycles_by_tile "
-                                   f"WHERE report_id = '{_rid(fleet['base'])}' ORDER BY row").to_pylist()
+    rows = pva.dataset.query(root, f"SELECT row_index, cells FROM step_cycles_by_tile "
+                                   f"WHERE report_id = '{_rid(fleet['base'])}' ORDER BY row_index").to_pylist()
     matrix = sample.matrix("step_cycles_by_tile")
-    assert [r["row"] for r in rows] == list(range(matrix.shape[0]))
-    assert np.array_equal(np.array([r["values"] for r in rows], dtype=np.uint64), matrix)
+    assert [r["row_index"] for r in rows] == list(range(matrix.shape[0]))
+    assert np.array_equal(np.array([r["cells"] for r in rows], dtype=np.uint64), matrix)
 
 
 def test_adding_again_is_a_no_op(fleet, capsys):

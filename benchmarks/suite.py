@@ -293,7 +293,7 @@ def measure_file_size(ctx: Context) -> list[Row]:
 
 #: Measurement names for --only, in the order they run.
 MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "sql-aggregate", "write", "file-size",
-                "legacy-convert")
+                "legacy-convert", "query-reports", "fleet")
 
 
 def run(ctx: Context, only: set[str]) -> list[Row]:
@@ -301,6 +301,9 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
     rows: list[Row] = []
     simple = {"open": measure_open, "tile-totals": measure_tile_totals, "step-walk": measure_step_walk,
               "sql-aggregate": measure_sql, "write": measure_write, "file-size": measure_file_size}
+    from .bench_query import measure_fleet, measure_query_reports
+
+    simple.update({"query-reports": measure_query_reports, "fleet": measure_fleet})
     json_runs = None
     for name in MEASUREMENTS:
         if name not in only:

@@ -136,6 +136,8 @@ class Manifest:
 
     tables: dict[str, list[tuple[str, pa.DataType]]] = field(default_factory=dict)
     populated: set[str] = field(default_factory=set)
+    #: Tables whose files do not all have every column (readers then unify the files' schemas by name).
+    varied: set[str] = field(default_factory=set)
 
     def schema(self, table: str) -> pa.Schema:
         """The table's columns (without report_id) as an Arrow schema."""
@@ -145,7 +147,8 @@ class Manifest:
         return {"format": "pva-dataset", "layout_version": LAYOUT_VERSION,
                 "report_format": f"{PROFILE_FORMAT[0]}.{PROFILE_FORMAT[1]}",
                 "partitioning": ["report_id"],
-                "tables": {name: {"columns": [[n, _TYPE_NAMES[t]] for n, t in cols], "populated": name in self.populated}
+                "tables": {name: {"columns": [[n, _TYPE_NAMES[t]] for n, t in cols], "populated": name in self.populated,
+                                  "varied": name in self.varied}
                            for name, cols in self.tables.items()}}
 
     @classmethod
@@ -161,6 +164,8 @@ class Manifest:
                 manifest.tables[name] = [(str(n), _TYPES[t]) for n, t in spec["columns"]]
                 if spec.get("populated"):
                     manifest.populated.add(name)
+                if spec.get("varied"):
+                    manifest.varied.add(name)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"{path!r}: damaged dataset manifest ({type(exc).__name__}: {exc})", path) from None
         return manifest
@@ -223,7 +228,7 @@ def committed_reports(dataset: str | os.PathLike[str]) -> list[str]:
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(reports):
             match = _PARTITION.match(entry.name)
-            if match and os.path.isfile(os.path.join(entry.path, PART)):
+            if match:  # a partition directory is moved into place whole, its file inside
                 ids.append(match.group(1))
     return sorted(ids)
 
@@ -237,9 +242,7 @@ def table_files(dataset: str | os.PathLike[str], table: str, ids: list[str] | No
         for entry in os.scandir(os.path.join(root, table)):
             match = _PARTITION.match(entry.name)
             if match and match.group(1) in wanted:
-                path = os.path.join(entry.path, PART)
-                if os.path.isfile(path):
-                    files.append(path)
+                files.append(os.path.join(entry.path, PART))
     return sorted(files)
 
 
@@ -373,9 +376,9 @@ class DatasetWriter:
 
         def put(table: str, data: pa.Table) -> None:
             nonlocal rows
-            written[table] = data.schema
             if data.num_rows == 0:
-                return  # the schema evolves, but no file is written
+                return  # no file: every column of the manifest is in some file of its table
+            written[table] = data.schema
             directory = self._staged_dir(table, rid)
             os.makedirs(directory)
             pq.write_table(data, os.path.join(directory, PART), compression=COMPRESSION)
@@ -417,14 +420,23 @@ class DatasetWriter:
         """Grow the schema, make the staged files durable, then commit each report (its reports partition last)."""
         if not group:
             return []
-        evolved = Manifest(tables=dict(self.manifest.tables), populated=set(self.manifest.populated))
-        changed = False
+        evolved = Manifest(tables=dict(self.manifest.tables), populated=set(self.manifest.populated),
+                           varied=set(self.manifest.varied))
+        before = {t: len(c) for t, c in evolved.tables.items()}
         for outcome, written in group:
             for table, schema in written.items():
-                changed |= evolved.evolve(table, schema)
-                if table not in evolved.populated and os.path.isdir(self._staged_dir(table, outcome.report_id)):
+                evolved.evolve(table, schema)
+                if os.path.isdir(self._staged_dir(table, outcome.report_id)):
                     evolved.populated.add(table)
-                    changed = True
+        for outcome, written in group:  # a file without every column of its table: readers unify by name
+            for table, schema in written.items():
+                if os.path.isdir(self._staged_dir(table, outcome.report_id)) and \
+                        schema.names != [n for n, _ in evolved.tables[table]]:
+                    evolved.varied.add(table)
+        for table in self.manifest.populated:
+            if len(evolved.tables[table]) != before.get(table):
+                evolved.varied.add(table)  # columns added after files were written without them
+        changed = evolved.to_json() != self.manifest.to_json()
         _sync(self.root, [os.path.join(self._staged_dir(t, o.report_id), PART) for o, w in group for t in w])
         if changed:
             _write_manifest(self.root, evolved)
@@ -524,21 +536,50 @@ class _TableSource:
         return read_table(self.reader, self.conn, table, present, columns)
 
 
-def adbc_connect(path: str):
+class ArrowSqlite:
+    """A read-only SQLite connection of the ADBC driver: a query's rows come back as Arrow, built in native code."""
+
+    def __init__(self, path: str) -> None:
+        import pathlib
+
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+
+        self._manager = adbc_driver_manager
+        uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+        self._db = adbc_driver_sqlite.connect(uri)
+        try:
+            self._conn = adbc_driver_manager.AdbcConnection(self._db)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def arrow(self, sql: str) -> pa.Table:
+        """Every row of a query as an Arrow table."""
+        statement = self._manager.AdbcStatement(self._conn)
+        try:
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            return pa.RecordBatchReader._import_from_c(stream.address).read_all()
+        finally:
+            statement.close()
+
+    def close(self) -> None:
+        self._conn.close()
+        self._db.close()
+
+
+def adbc_connect(path: str) -> ArrowSqlite | None:
     """A read-only ADBC SQLite connection to a report, or None when the driver is not installed."""
     try:
-        import adbc_driver_sqlite.dbapi as adbc
+        return ArrowSqlite(path)
     except ImportError:
         return None
-    import pathlib
-    uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro"
-    try:
-        return adbc.connect(uri, autocommit=True)
     except Exception as exc:  # noqa: BLE001 - the driver raises its own error classes
         raise CorruptReportError(f"{path!r}: cannot be opened by SQLite ({exc})", path) from None
 
 
-def read_table(reader: ProfileReader, conn, table: str, present: list[str],
+def read_table(reader, conn: ArrowSqlite | None, table: str, present: list[str],
                columns: list[str] | None = None) -> pa.Table:
     """A report table as Arrow in the current schema: `columns` of it (all when None), with columns of a
     later format version kept and columns the file lacks (an older version) as nulls."""
@@ -547,21 +588,17 @@ def read_table(reader: ProfileReader, conn, table: str, present: list[str],
     wanted = columns if columns is not None else names + [c for c in present if c not in names]
     stored = [c for c in wanted if c in present]
     if not stored:
-        (count,) = reader.file.query_one(f'SELECT count(*) FROM "{table}"')
+        (count,) = reader.query_one(f'SELECT count(*) FROM "{table}"')
         data = pa.table({"_": pa.nulls(count, pa.int64())}).drop_columns(["_"])
     elif conn is None:
         data = _read_sqlite3(reader, table, stored, normative)
     else:
         quoted = ", ".join(f'"{c}"' for c in stored)
-        cursor = conn.cursor()
         try:
-            cursor.execute(f'SELECT {quoted} FROM "{table}"')
-            data = cursor.fetch_arrow_table()
+            data = conn.arrow(f'SELECT {quoted} FROM "{table}"')
         except Exception as exc:  # noqa: BLE001 - the driver's errors: the file is at fault
             raise CorruptReportError(f"{reader.path!r}: table {table!r} cannot be read ({str(exc).splitlines()[0]})",
                                      reader.path) from None
-        finally:
-            cursor.close()
     arrays, fields = [], []
     for name in wanted:
         target = normative.field(name).type if name in names else None

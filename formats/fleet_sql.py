@@ -9,9 +9,13 @@ file access confined to the dataset directory (none at all over loose reports).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import pathlib
 import re
+import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -20,8 +24,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from . import dataset as ds
-from .errors import InvalidInputError
+from .detect import FileKind, check_regular_file, kind_of_bytes, read_head
+from .errors import InvalidInputError, PvaError
 from .profile_reader import ProfileReader
+from .schema import PROFILE_FORMAT, split_user_version
 
 #: Defaults of `pva query`: seconds, DuckDB memory limit.
 DEFAULT_TIMEOUT = 300.0
@@ -108,23 +114,25 @@ def dataset_views(con, dataset: str, sql: str) -> list[str]:
             continue
         schema = manifest.schema(table)
         files = ds.table_files(dataset, table, ids) if table in manifest.populated else []
-        con.execute(f'CREATE VIEW "{table}" AS {_duckdb_select(con, table, schema, files)}')
+        con.execute(f'CREATE VIEW "{table}" AS {_duckdb_select(table, schema, files, table in manifest.varied)}')
         made.append(table)
     return made
 
 
-def _duckdb_select(con, table: str, schema: pa.Schema, files: list[str]) -> str:
-    """A SELECT of the table's columns in manifest order over its Parquet files (nulls for columns a file lacks)."""
+def _duckdb_select(table: str, schema: pa.Schema, files: list[str], varied: bool) -> str:
+    """A SELECT of the table's columns in manifest order over its Parquet files.
+
+    Every column of the manifest is in some file of a populated table; where files differ
+    (`varied`), DuckDB unifies them by name and a file without a column reads as nulls.
+    """
     if not files:
         columns = ", ".join(["CAST(NULL AS VARCHAR) AS report_id"] +
                             [f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema])
         return f"SELECT {columns} WHERE false"
     listing = "[" + ", ".join(_literal(f) for f in files) + "]"
-    source = (f"read_parquet({listing}, hive_partitioning = true, union_by_name = true, "
-              f"hive_types = {{'report_id': VARCHAR}})")
-    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-    columns = ["report_id"] + [f'"{f.name}"' if f.name in present else
-                               f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema]
+    unify = "union_by_name = true, " if varied else ""
+    source = f"read_parquet({listing}, hive_partitioning = true, {unify}hive_types = {{'report_id': VARCHAR}})"
+    columns = ["report_id"] + [f'"{f.name}"' for f in schema]
     return f"SELECT {', '.join(columns)} FROM {source}"
 
 
@@ -143,7 +151,7 @@ def _duck_type(t: pa.DataType) -> str:
 def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
     """Register the tables the SQL names, read from each report (only the columns it names), tagged `report`.
 
-    Returns statistics: reports, tables, rows and bytes of the files.
+    Returns statistics: reports, tables and bytes of the files.
     """
     used = words(sql)
     star = bool(_STAR.search(sql))
@@ -153,32 +161,116 @@ def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
     catalogue = []
     size = 0
     for path, label in zip(paths, labels):
-        reader = ProfileReader(path)
+        report = _open_report(path, tables)
         try:
-            file_size = os.path.getsize(path)
-            size += file_size
+            size += report.file_size
             catalogue.append({
-                "report": label, "path": os.path.abspath(path), "producer": reader.metadata.get("producer", ""),
-                "poplar_version": reader.metadata.get("poplar_version", ""),
-                "num_tiles": reader.target["num_tiles"], "num_ipus": reader.target["num_ipus"],
-                "file_size": file_size,
+                "report": label, "path": os.path.abspath(path), "producer": report.metadata.get("producer", ""),
+                "poplar_version": report.metadata.get("poplar_version", ""),
+                "num_tiles": report.target["num_tiles"], "num_ipus": report.target["num_ipus"],
+                "file_size": report.file_size,
             })
-            conn = ds.adbc_connect(path) if tables else None
-            try:
-                for table in tables:
-                    present = list(reader.file.tables.get(table, ()))
-                    columns = None if star else [c for c in schemas[table].names if c in used]
-                    data = ds.read_table(reader, conn, table, present, columns)
-                    parts[table].append(data.add_column(0, "report", pa.array([label] * data.num_rows, pa.string())))
-            finally:
-                if conn is not None:
-                    conn.close()
+            for table in tables:
+                columns = None if star else [c for c in schemas[table].names if c in used]
+                data = ds.read_table(report, report.arrow, table, report.columns(table), columns)
+                parts[table].append(data.add_column(0, "report", pa.array([label] * data.num_rows, pa.string())))
         finally:
-            reader.close()
+            report.close()
     con.register("reports", pa.Table.from_pylist(catalogue))
     for table, pieces in parts.items():
         con.register(table, pa.concat_tables(pieces, promote_options="permissive"))
     return {"reports": len(paths), "tables": len(tables), "bytes": size}
+
+
+class _LooseReport:
+    """What a loose query needs of one report: its metadata, target, table columns and an Arrow connection.
+
+    With the ADBC driver a report is opened lightly (header, version, the tables the query uses);
+    without it, or when anything looks wrong, through ProfileReader, whose checks name the problem.
+    """
+
+    def __init__(self, path: str, tables: list[str], light: bool) -> None:
+        self.path = path
+        self.file_size = os.path.getsize(path)
+        self.reader: ProfileReader | None = None
+        self._sqlite: sqlite3.Connection | None = None
+        self.arrow = None
+        if light:
+            self._sqlite = sqlite3.connect(pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True)
+            self._sqlite.execute("PRAGMA query_only = 1")
+            self.metadata = dict(self._sqlite.execute("SELECT key, value FROM metadata").fetchall())
+            cursor = self._sqlite.execute("SELECT * FROM target")
+            names = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+            if len(rows) != 1:
+                raise ValueError("target")
+            self.target = dict(zip(names, rows[0]))
+            self._columns = {t: [r[1] for r in self._sqlite.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+        else:
+            self.reader = ProfileReader(path)
+            self.metadata, self.target = self.reader.metadata, self.reader.target
+            self._columns = {t: list(self.reader.file.tables.get(t, ())) for t in tables}
+        if tables:
+            self.arrow = ds.adbc_connect(path)
+
+    def columns(self, table: str) -> list[str]:
+        return self._columns[table]
+
+    def query_one(self, sql: str):
+        if self.reader is not None:
+            return self.reader.query_one(sql)
+        return self._sqlite.execute(sql).fetchone()
+
+    @property
+    def file(self):  # the sqlite3 fallback of read_table reads through the ProfileReader
+        assert self.reader is not None
+        return self.reader.file
+
+    def close(self) -> None:
+        if self.arrow is not None:
+            self.arrow.close()
+        if self._sqlite is not None:
+            self._sqlite.close()
+        if self.reader is not None:
+            self.reader.close()
+
+
+def _open_report(path: str, tables: list[str]) -> _LooseReport:
+    """A loose report opened for a query: lightly where its header says it is a report of a version we read."""
+    light = _adbc_available() and _plain_report(path)
+    if light:
+        try:
+            report = _LooseReport(path, tables, light=True)
+            expected = ds.base_schemas()
+            if all(set(expected[t].names) <= set(report.columns(t)) for t in tables) and \
+                    isinstance(report.target.get("num_tiles"), int):
+                return report
+            report.close()
+        except (sqlite3.Error, ValueError, KeyError, TypeError):
+            pass
+    return _LooseReport(path, tables, light=False)  # raises the precise error of a bad file
+
+
+def _plain_report(path: str) -> bool:
+    """Whether the header is a profile report's of the major version this package reads (not WAL mode)."""
+    try:
+        check_regular_file(path, "report")
+        head = read_head(path, 100)
+    except (OSError, PvaError):
+        return False
+    if kind_of_bytes(head) is not FileKind.PROFILE or len(head) < 100:
+        return False
+    (user_version,) = struct.unpack(">I", head[60:64])
+    return split_user_version(user_version)[0] == PROFILE_FORMAT[0] and head[18:20] == b"\x01\x01"
+
+
+@functools.cache
+def _adbc_available() -> bool:
+    try:
+        import adbc_driver_sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 # -- running -------------------------------------------------------------------------------------

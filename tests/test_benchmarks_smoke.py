@@ -16,7 +16,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MEASUREMENTS = {
     "open", "first-answer-time", "first-answer-memory", "tile-totals", "step-walk", "sql-aggregate", "write",
     "file-size", "convert-throughput", "convert-memory",
+    "query-reports-aggregate-3", "query-reports-join-3", "query-reports-aggregate-30", "query-reports-join-30",
+    "fleet-add", "fleet-query", "fleet-report-cost",
 }
+#: Figures reported beside a baseline without a target.
+REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +50,9 @@ def test_tiny_run_reports_every_measurement(tmp_path, env):
         assert math.isclose(row["ratio"], row["ours"] / row["baseline"]), name
         assert row["unit"] and row["target"] and row["measurement"] and row["baseline_what"], name
         assert row["met"] in (True, False, None), name
-    assert rows["sql-aggregate"]["met"] is None  # reported beside DuckDB, no target
-    assert all(rows[name]["met"] is not None for name in MEASUREMENTS - {"sql-aggregate"})
+    assert all(rows[name]["met"] is None for name in REPORTED)  # reported beside a baseline, no target
+    assert all(rows[name]["met"] is not None for name in MEASUREMENTS - REPORTED)
+    assert rows["fleet-add"]["details"]["reports"] == 30 and rows["fleet-add"]["details"]["dataset_mb"] > 0
     assert rows["first-answer-time"]["details"]["total_bytes"] > 0
 
     # the printed table has the same rows, one line each, with the header

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
+import errno
 import fcntl
 import functools
 import hashlib
@@ -58,6 +59,8 @@ GROUP_BYTES = 1 << 30
 #: Parquet compression of every file written.
 COMPRESSION = "zstd"
 
+#: Errors of the machine, not of a report: they stop an add (exit 2) instead of skipping a report.
+_MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 _PARTITION = re.compile(r"^report_id=([0-9a-f]{32})$")
 _STAGED = re.compile(r"^\.report_id=([0-9a-f]{32})\.tmp$")
 _LABEL = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -321,6 +324,19 @@ class DatasetWriter:
         that is not a readable, consistent report is skipped with the reason; errors of the
         machine (a full disk) propagate, leaving the reports committed so far.
         """
+        try:
+            return self._add(paths, labels, progress)
+        except OSError as exc:
+            if exc.errno not in _MACHINE_ERRORS:
+                raise
+            for rid in list(self._staged):
+                self._unstage(rid)
+            raise InvalidInputError(f"{self.root!r}: cannot write the dataset ({os.strerror(exc.errno).lower()}); "
+                                    f"the reports committed before this one are in it, nothing else",
+                                    self.root) from None
+
+    def _add(self, paths: Iterable[str | os.PathLike[str]], labels: dict[str, str] | None,
+             progress: Callable[[AddOutcome], None] | None) -> list[AddOutcome]:
         outcomes: list[AddOutcome] = []
         group: list[tuple[AddOutcome, dict[str, pa.Schema]]] = []
         group_bytes = 0

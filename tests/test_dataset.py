@@ -258,3 +258,21 @@ def test_loose_reports_suggest_a_dataset(sample, tmp_path, capsys):
     assert main(["query", str(tmp_path / "runs" / "r00"), "SELECT * FROM steps ORDER BY id LIMIT 1", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert list(row) == ["report"] + [c for c in fds.base_schemas()["steps"].names]
+
+
+def test_a_full_disk_stops_the_add_with_exit_2(sample, compile_only, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "fleet"
+    assert main(["dataset", "add", str(data), sample.path]) == 0
+    real_write = fds.pq.write_table
+
+    def full(table, where, **options):
+        if "report_id=" + _rid(compile_only.path) in str(where):
+            raise OSError(28, "No space left on device")
+        return real_write(table, where, **options)
+
+    monkeypatch.setattr(fds.pq, "write_table", full)
+    assert main(["dataset", "add", str(data), compile_only.path]) == 2
+    assert "cannot write the dataset (no space left on device)" in capsys.readouterr().err
+    assert fds.committed_reports(data) == [_rid(sample.path)]
+    assert not [n for t in os.listdir(data) if os.path.isdir(data / t)
+                for n in os.listdir(data / t) if _rid(compile_only.path) in n]

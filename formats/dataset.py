@@ -47,6 +47,7 @@ from .schema import PROFILE_FORMAT, profile_matrices, profile_schema
 LAYOUT_VERSION = 1
 MANIFEST = "_pva_dataset.json"
 LOCK = "_pva_dataset.lock"
+STAGING = "_pva_staging"
 PART = "part-0.parquet"
 #: Tables of the dataset itself, beside the report's own tables.
 REPORTS = "reports"
@@ -62,7 +63,6 @@ COMPRESSION = "zstd"
 #: Errors of the machine, not of a report: they stop an add (exit 2) instead of skipping a report.
 _MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 _PARTITION = re.compile(r"^report_id=([0-9a-f]{32})$")
-_STAGED = re.compile(r"^\.report_id=([0-9a-f]{32})\.tmp$")
 _LABEL = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _TYPE_NAMES = {pa.int64(): "int64", pa.float64(): "float64", pa.string(): "string", pa.binary(): "binary",
                pa.list_(pa.int64()): "list<int64>", pa.bool_(): "bool"}
@@ -291,6 +291,7 @@ class DatasetWriter:
                 _write_manifest(self.root, self.manifest)
             self.committed = set(committed_reports(self.root))
             self._staged: set[str] = set()
+            self._table_dirs: set[str] = set()
             self._remove_leftovers()
         except BaseException:
             self._lock.close()
@@ -309,10 +310,11 @@ class DatasetWriter:
 
     def _remove_leftovers(self) -> None:
         """Remove what an interrupted add of ours left: staged and uncommitted partitions."""
+        shutil.rmtree(os.path.join(self.root, STAGING), ignore_errors=True)
         for table in self.manifest.tables:
             with contextlib.suppress(FileNotFoundError):
                 for entry in os.scandir(os.path.join(self.root, table)):
-                    match = _PARTITION.match(entry.name) or _STAGED.match(entry.name)
+                    match = _PARTITION.match(entry.name)
                     if match and match.group(1) not in self.committed and entry.is_dir(follow_symlinks=False):
                         shutil.rmtree(entry.path, ignore_errors=True)
 
@@ -379,7 +381,8 @@ class DatasetWriter:
         return AddOutcome(path, "added", rid, bytes=size, rows=rows), written
 
     def _staged_dir(self, table: str, rid: str) -> str:
-        return os.path.join(self.root, table, f".report_id={rid}.tmp")
+        """Where a partition is written before its commit: outside the table, which engines glob."""
+        return os.path.join(self.root, STAGING, table, f"report_id={rid}")
 
     def _unstage(self, rid: str) -> None:
         for table in self.manifest.tables:
@@ -463,6 +466,9 @@ class DatasetWriter:
             for table in [t for t in written if t != REPORTS] + [REPORTS]:
                 staged = self._staged_dir(table, rid)
                 if os.path.isdir(staged):
+                    if table not in self._table_dirs:
+                        os.makedirs(os.path.join(self.root, table), exist_ok=True)
+                        self._table_dirs.add(table)
                     os.rename(staged, os.path.join(self.root, table, f"report_id={rid}"))
             self.committed.add(rid)
             self._staged.discard(rid)

@@ -124,7 +124,7 @@ def test_bad_input_is_skipped_and_listed(sample, tmp_path, capsys):
     # nothing of a skipped report is in the dataset
     assert fds.committed_reports(data) == [_rid(sample.path)]
     for table in os.listdir(data):
-        if os.path.isdir(data / table):
+        if os.path.isdir(data / table) and table != fds.STAGING:
             assert os.listdir(data / table) == [f"report_id={_rid(sample.path)}"]
     # the text output lists what was skipped, one line each, at the end
     assert main(["dataset", "add", str(data), str(notes)]) == 1
@@ -167,8 +167,8 @@ def test_an_interrupted_add_leaves_whole_reports(sample, tmp_path, monkeypatch):
     [outcome] = pva.dataset.add_reports(data, [second])
     assert outcome.status == "added"
     assert pva.dataset.query(data, "SELECT count(DISTINCT report_id) AS n FROM steps").to_pylist() == [{"n": 2}]
-    assert not [n for t in os.listdir(data) if os.path.isdir(os.path.join(data, t))
-                for n in os.listdir(os.path.join(data, t)) if n.startswith(".")]
+    staging = os.path.join(data, fds.STAGING)
+    assert not [n for t in os.listdir(staging) for n in os.listdir(os.path.join(staging, t))]
 
 
 def test_schema_evolves_with_nulls_in_older_partitions(sample, tmp_path):
@@ -274,5 +274,6 @@ def test_a_full_disk_stops_the_add_with_exit_2(sample, compile_only, tmp_path, m
     assert main(["dataset", "add", str(data), compile_only.path]) == 2
     assert "cannot write the dataset (no space left on device)" in capsys.readouterr().err
     assert fds.committed_reports(data) == [_rid(sample.path)]
-    assert not [n for t in os.listdir(data) if os.path.isdir(data / t)
+    assert not [n for t in os.listdir(data) if os.path.isdir(data / t) and t != fds.STAGING
                 for n in os.listdir(data / t) if _rid(compile_only.path) in n]
+    assert not [n for t in os.listdir(data / fds.STAGING) for n in os.listdir(data / fds.STAGING / t)]

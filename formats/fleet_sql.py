@@ -62,7 +62,7 @@ def _duckdb():
     return duckdb
 
 
-def connect(limits: Limits, allowed: list[str] = ()):
+def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
     """A DuckDB connection with the limits set, reading only under `allowed` directories, then locked."""
     duckdb = _duckdb()
     config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
@@ -126,9 +126,9 @@ def _duckdb_select(table: str, schema: pa.Schema, files: list[str], varied: bool
     (`varied`), DuckDB unifies them by name and a file without a column reads as nulls.
     """
     if not files:
-        columns = ", ".join(["CAST(NULL AS VARCHAR) AS report_id"] +
-                            [f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema])
-        return f"SELECT {columns} WHERE false"
+        nulls = ", ".join(["CAST(NULL AS VARCHAR) AS report_id"] +
+                          [f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema])
+        return f"SELECT {nulls} WHERE false"
     listing = "[" + ", ".join(_literal(f) for f in files) + "]"
     unify = "union_by_name = true, " if varied else ""
     source = f"read_parquet({listing}, hive_partitioning = true, {unify}hive_types = {{'report_id': VARCHAR}})"
@@ -219,6 +219,7 @@ class _LooseReport:
     def query_one(self, sql: str):
         if self.reader is not None:
             return self.reader.query_one(sql)
+        assert self._sqlite is not None
         return self._sqlite.execute(sql).fetchone()
 
     @property

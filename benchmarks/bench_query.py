@@ -18,6 +18,7 @@ benchmark cache; reruns of them (the same model at another time) fill up the cou
 from __future__ import annotations
 
 import ctypes
+import datetime
 import os
 import shutil
 import sqlite3
@@ -113,9 +114,10 @@ def reports(directory: str, count: int, base: list[str]) -> list[str]:
         shutil.copyfile(source, target)
         if i >= len(base):  # a rerun of the same model: another creation time, so another report
             conn = sqlite3.connect(target)
+            created = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(hours=i)
             with conn:
                 conn.execute("UPDATE metadata SET value = ? WHERE key = 'created'",
-                             (f"2026-{1 + i % 12:02}-{1 + i % 28:02}T{i % 24:02}:{i % 60:02}:00+00:00",))
+                             (created.isoformat(timespec="seconds"),))
             conn.close()
         out.append(target)
     return out

@@ -9,13 +9,7 @@ from collections.abc import Callable, Collection, Iterator
 import numpy as np
 
 from .arrow_chunks import decode_chunk
-from .errors import (
-    DATA_ERRORS,
-    NotAFileError,
-    PvaError,
-    ReportNotFoundError,
-    ReportPermissionError,
-)
+from .errors import DATA_ERRORS, NotAFileError, PvaError, ReportNotFoundError, ReportPermissionError
 from .profile_reader import ProfileReader
 from .schema import profile_matrices, profile_schema
 

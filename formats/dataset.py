@@ -102,12 +102,23 @@ def report_tables() -> list[str]:
 
 def base_schemas() -> dict[str, pa.Schema]:
     """The schema of every table of a dataset written by this version (without report_id)."""
+    return dict(_base_schemas())
+
+
+@functools.cache
+def _base_schemas() -> dict[str, pa.Schema]:
     out = {REPORTS: REPORTS_SCHEMA, LABELS: LABELS_SCHEMA}
     for name in report_tables():
-        out[name] = pa.schema([pa.field(f.name, f.type) for f in arrow_schema(name)])
+        out[name] = pa.schema([pa.field(f.name, f.type) for f in _normative(name)])
     for name in profile_matrices()["matrices"]:
         out[name] = matrix_table_schema()
     return out
+
+
+@functools.cache
+def _normative(table: str) -> pa.Schema:
+    """The Arrow schema of a profile.pop table (cached: schemas are immutable)."""
+    return arrow_schema(table)
 
 
 def report_id(path: str | os.PathLike[str]) -> str:
@@ -605,8 +616,8 @@ def read_table(reader, conn: ArrowSqlite | None, table: str, present: list[str],
                columns: list[str] | None = None) -> pa.Table:
     """A report table as Arrow in the current schema: `columns` of it (all when None), with columns of a
     later format version kept and columns the file lacks (an older version) as nulls."""
-    normative = arrow_schema(table)
-    names = [f.name for f in normative]
+    normative = _normative(table)
+    names = normative.names
     wanted = columns if columns is not None else names + [c for c in present if c not in names]
     stored = [c for c in wanted if c in present]
     if not stored:

@@ -303,6 +303,7 @@ class DatasetWriter:
             self.committed = set(committed_reports(self.root))
             self._staged: set[str] = set()
             self._table_dirs: set[str] = set()
+            self._pending = Manifest(tables=dict(self.manifest.tables))  # the schema with the staged reports
             self._remove_leftovers()
         except BaseException:
             self._lock.close()
@@ -388,6 +389,14 @@ class DatasetWriter:
         except BaseException:
             self._unstage(rid)
             raise
+        probe = Manifest(tables=dict(self._pending.tables))
+        try:
+            for table, schema in written.items():
+                probe.evolve(table, schema)
+        except InvalidInputError as exc:  # a column of another type than the dataset's
+            self._unstage(rid)
+            return AddOutcome(path, "skipped", rid, reason=str(exc), bytes=size), None
+        self._pending = probe
         self._staged.add(rid)
         return AddOutcome(path, "added", rid, bytes=size, rows=rows), written
 
@@ -471,6 +480,7 @@ class DatasetWriter:
         if changed:
             _write_manifest(self.root, evolved)
         self.manifest = evolved
+        self._pending = Manifest(tables=dict(evolved.tables))
         done = []
         for outcome, written in group:
             rid = outcome.report_id

@@ -189,7 +189,13 @@ def test_schema_evolves_with_nulls_in_older_partitions(sample, tmp_path):
     assert by_id[_rid(sample.path)] == {"report_id": _rid(sample.path), "steps": steps, "measured": 0, "energy": None}
     assert by_id[_rid(newer)]["measured"] == steps
     assert by_id[_rid(newer)]["energy"] == 10 * sum(range(steps))
-    # a later report without the column still adds; the older partition was never rewritten
+    # a column never changes type: a report where it holds text is skipped, nothing of it written
+    other = _copy(sample.path, tmp_path / "other.pop",
+                  "ALTER TABLE steps ADD COLUMN energy_nj TEXT; UPDATE steps SET energy_nj = 'high';")
+    [skipped] = pva.dataset.add_reports(data, [other])
+    assert skipped.status == "skipped" and "column 'energy_nj' is string in this report but int64" in skipped.reason
+    assert len(fds.committed_reports(data)) == 2
+    # the older partition was never rewritten
     old_file = os.path.join(data, "steps", f"report_id={_rid(sample.path)}", "part-0.parquet")
     assert "energy_nj" not in pq.read_schema(old_file).names
 

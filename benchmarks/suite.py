@@ -319,7 +319,7 @@ def measure_startup(ctx: Context) -> list[Row]:
 
 #: Measurement names for --only, in the order they run.
 MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "visitor", "sql-aggregate", "write",
-                "file-size", "legacy-convert", "startup")
+                "file-size", "legacy-convert", "startup", "query-reports", "fleet")
 
 
 def run(ctx: Context, only: set[str]) -> list[Row]:
@@ -330,6 +330,9 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
     simple = {"open": measure_open, "tile-totals": measure_tile_totals, "step-walk": measure_step_walk,
               "visitor": measure_visitor, "sql-aggregate": measure_sql, "write": measure_write,
               "file-size": measure_file_size, "startup": measure_startup}
+    from .bench_query import measure_fleet, measure_query_reports
+
+    simple.update({"query-reports": measure_query_reports, "fleet": measure_fleet})
     json_runs = None
     for name in MEASUREMENTS:
         if name not in only:

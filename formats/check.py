@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import numpy as np
 
@@ -43,8 +43,12 @@ class _Collector:
             self.problems.append(Problem(check, "...", "more problems of this kind are not listed"))
 
 
-def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] | None = None) -> list[Problem]:
+def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] | None = None, *,
+                 only: Collection[str] | None = None) -> list[Problem]:
     """Every problem found in the report at `path`; an empty list means it is valid.
+
+    `only` names the checks to run (default all but quick-integrity; STRUCTURE_CHECKS: the storage
+    is sound, with SQLite's quick_check in place of the full integrity check).
 
     A file that is not a readable report gives a single problem with the open error's message; a
     path that does not exist, is a directory or cannot be read raises that error instead.
@@ -57,7 +61,7 @@ def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] |
     except PvaError as exc:
         return [Problem("open", os.fspath(path), str(exc))]
     try:
-        for name, check in _CHECKS:
+        for name, check in _CHECKS if only is None else [c for c in _ALL_CHECKS if c[0] in only]:
             if progress:
                 progress(name)
             try:
@@ -74,6 +78,13 @@ def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] |
 
 def _integrity(reader: ProfileReader, out: _Collector) -> None:
     rows = reader.column("PRAGMA integrity_check(100)")
+    if rows != ["ok"]:
+        for row in rows:
+            out.add("integrity", "sqlite", str(row))
+
+
+def _quick_integrity(reader: ProfileReader, out: _Collector) -> None:
+    rows = reader.column("PRAGMA quick_check(100)")
     if rows != ["ok"]:
         for row in rows:
             out.add("integrity", "sqlite", str(row))
@@ -425,3 +436,7 @@ _CHECKS: list[tuple[str, Callable[[ProfileReader, _Collector], None]]] = [
     ("memory", _memory),
     ("execution", _execution),
 ]
+#: Every check by name, with a faster integrity check (pages and records, not index consistency).
+_ALL_CHECKS = [*_CHECKS, ("quick-integrity", _quick_integrity)]
+#: The checks that the file is sound storage (SQLite pages, schema, matrix chunks), not that its figures agree.
+STRUCTURE_CHECKS = ("quick-integrity", "schema", "matrices")

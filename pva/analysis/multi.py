@@ -1,17 +1,19 @@
-"""Many reports as one dataset: SQL over every report under a directory, through DuckDB."""
+"""SQL over many reports through DuckDB: a dataset's Parquet files, or every report under a directory."""
 
 from __future__ import annotations
 
 import os
 import pathlib
-import re
 
 import pyarrow as pa
 
-from formats.arrow_tables import table_to_arrow
+from formats import fleet_sql
+from formats.dataset import is_dataset
 from formats.errors import InvalidInputError
-from formats.profile_reader import ProfileReader
-from formats.schema import profile_schema
+from formats.fleet_sql import DEFAULT_LIMITS, Limits, Result
+
+#: Loose reports beyond which `pva query` suggests building a dataset.
+SUGGEST_DATASET_REPORTS = 20
 
 
 def find_reports(root: str | os.PathLike[str]) -> list[pathlib.Path]:
@@ -25,58 +27,29 @@ def find_reports(root: str | os.PathLike[str]) -> list[pathlib.Path]:
     return sorted(p for p in path.rglob("*.pop") if p.is_file())
 
 
-def tables_in(sql: str) -> list[str]:
-    """The report tables an SQL text refers to (whole-word matches of schema table names)."""
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql))
-    return [name for name in profile_schema().tables if name in words and name not in ("matrix_chunks",)]
+def run_query(root: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_LIMITS) -> tuple[Result, dict]:
+    """Run one SELECT over a dataset (if `root` is one) or over the reports under `root`.
 
-
-def query_reports(root: str | os.PathLike[str], sql: str) -> pa.Table:
-    """Run one SQL query over every report under `root`; each table gains a first column `report`.
-
-    A table `reports(report, path, producer, poplar_version, num_tiles, num_ipus, file_size)` lists
-    the reports. The engine is DuckDB with file system access disabled, so the query reads only
-    the reports' tables.
+    Over a dataset every table has a first column `report_id` and `reports` lists the reports;
+    over loose reports each table gains a first column `report` (the path relative to `root`) and
+    `reports(report, path, producer, poplar_version, num_tiles, num_ipus, file_size)` lists them.
+    Returns the streamed result and what was read (kind, reports, bytes, seconds).
     """
-    try:
-        import duckdb
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise InvalidInputError("pva query needs DuckDB: pip install 'pva[query]'") from None
+    where = os.fspath(root)
+    if is_dataset(root):
+        result = fleet_sql.query_dataset(where, sql, limits)
+        return result, {"kind": "dataset"}
     paths = find_reports(root)
     if not paths:
-        raise InvalidInputError(f"{os.fspath(root)!r}: no *.pop reports found", os.fspath(root))
+        raise InvalidInputError(f"{where!r}: no *.pop reports found", where)
     base = pathlib.Path(root) if pathlib.Path(root).is_dir() else pathlib.Path(root).parent
-    wanted = tables_in(sql)
-    per_table: dict[str, list[pa.Table]] = {name: [] for name in wanted}
-    catalogue = []
-    for path in paths:
-        label = str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
-        reader = ProfileReader(path)
-        try:
-            catalogue.append({
-                "report": label, "path": str(path.resolve()), "producer": reader.metadata.get("producer", ""),
-                "poplar_version": reader.metadata.get("poplar_version", ""),
-                "num_tiles": reader.target["num_tiles"], "num_ipus": reader.target["num_ipus"],
-                "file_size": path.stat().st_size,
-            })
-            for name in wanted:
-                table = table_to_arrow(reader, name)
-                per_table[name].append(table.add_column(0, "report", pa.array([label] * table.num_rows, pa.string())))
-        finally:
-            reader.close()
-    con = duckdb.connect(config={"enable_external_access": False})
-    try:
-        con.register("reports", pa.Table.from_pylist(catalogue))
-        for name, tables in per_table.items():
-            con.register(name, pa.concat_tables(tables))
-        try:
-            relation = con.sql(sql)
-            if relation is None:  # a statement without a result
-                return pa.table({})
-            to_arrow = getattr(relation, "to_arrow_table", None) or relation.arrow  # DuckDB 2 / 1
-            return to_arrow()
-        except duckdb.Error as exc:
-            raise InvalidInputError(f"{os.fspath(root)!r}: query failed: {str(exc).splitlines()[0]}",
-                                    os.fspath(root)) from None
-    finally:
-        con.close()
+    labels = [str(p.relative_to(base)) if p.is_relative_to(base) else str(p) for p in paths]
+    result, stats = fleet_sql.query_loose([str(p) for p in paths], labels, sql, where, limits)
+    stats["kind"] = "reports"
+    return result, stats
+
+
+def query_reports(root: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+    """Run one SQL query over a dataset or every report under `root`, as one Arrow table."""
+    result, _ = run_query(root, sql, limits)
+    return result.to_arrow()

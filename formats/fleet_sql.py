@@ -1,0 +1,520 @@
+"""SQL over many reports: DuckDB over a dataset's Parquet files or over loose report files, Spark views
+of a dataset, and the fleet analyses (trend, regressions) as SQL that runs on either engine.
+
+Every query runs with limits: one SELECT (or EXPLAIN) statement, a time limit enforced by a
+watchdog that interrupts the engine, DuckDB's memory limit, no extension installs or loads, and
+file access confined to the dataset directory (none at all over loose reports).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import pathlib
+import re
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from . import dataset as ds
+from .detect import FileKind, check_regular_file, kind_of_bytes, read_head
+from .errors import InvalidInputError, PvaError
+from .profile_reader import ProfileReader
+from .schema import PROFILE_FORMAT, split_user_version
+
+#: Defaults of `pva query`: seconds, DuckDB memory limit.
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_MEMORY = "4GB"
+#: Rows per streamed batch.
+BATCH_ROWS = 8192
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STAR = re.compile(r"(?<!count\()\*", re.IGNORECASE)
+
+
+class QueryLimitError(InvalidInputError):
+    """A query ran past its time or memory limit."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one query: wall time in seconds (None: unbounded) and DuckDB's memory limit."""
+
+    timeout: float | None = DEFAULT_TIMEOUT
+    memory: str = DEFAULT_MEMORY
+    threads: int | None = None
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise InvalidInputError("pva query needs DuckDB: pip install 'pva[query]'") from None
+    return duckdb
+
+
+def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
+    """A DuckDB connection with the limits set, reading only under `allowed` directories, then locked."""
+    duckdb = _duckdb()
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+              "memory_limit": limits.memory}
+    if limits.threads:
+        config["threads"] = limits.threads
+    try:
+        con = duckdb.connect(config=config)
+    except duckdb.Error as exc:
+        raise InvalidInputError(f"bad query limits ({str(exc).splitlines()[0]})") from None
+    if allowed:
+        con.execute("SET allowed_directories = $dirs", {"dirs": [os.path.join(os.path.abspath(d), "") for d in allowed]})
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+def check_statement(con, sql: str, where: str) -> None:
+    """Refuse anything but exactly one SELECT (or EXPLAIN) statement."""
+    duckdb = _duckdb()
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise InvalidInputError(f"{where!r}: query failed: {str(exc).splitlines()[0]}", where) from None
+    if len(statements) != 1:
+        raise InvalidInputError(f"{where!r}: expected one SQL statement, found {len(statements)}", where)
+    kind = statements[0].type
+    if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+        name = str(kind).rsplit(".", 1)[-1]
+        raise InvalidInputError(f"{where!r}: only SELECT queries are allowed, found a {name} statement", where)
+
+
+def words(sql: str) -> set[str]:
+    """The identifiers of an SQL text (a superset of the tables and columns it names)."""
+    return set(_WORD.findall(sql))
+
+
+# -- views over a dataset ------------------------------------------------------------------------
+
+
+def dataset_views(con, dataset: str, sql: str) -> list[str]:
+    """Create a view over the committed partitions of every dataset table the SQL names; returns their names."""
+    manifest = ds.read_manifest(dataset)
+    used = words(sql)
+    ids = ds.committed_reports(dataset)
+    made = []
+    for table in manifest.tables:
+        if table not in used:
+            continue
+        schema = manifest.schema(table)
+        files = ds.table_files(dataset, table, ids) if table in manifest.populated else []
+        con.execute(f'CREATE VIEW "{table}" AS {_duckdb_select(table, schema, files, table in manifest.varied)}')
+        made.append(table)
+    return made
+
+
+def _duckdb_select(table: str, schema: pa.Schema, files: list[str], varied: bool) -> str:
+    """A SELECT of the table's columns in manifest order over its Parquet files.
+
+    Every column of the manifest is in some file of a populated table; where files differ
+    (`varied`), DuckDB unifies them by name and a file without a column reads as nulls.
+    """
+    if not files:
+        nulls = ", ".join(["CAST(NULL AS VARCHAR) AS report_id"] +
+                          [f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema])
+        return f"SELECT {nulls} WHERE false"
+    listing = "[" + ", ".join(_literal(f) for f in files) + "]"
+    unify = "union_by_name = true, " if varied else ""
+    source = f"read_parquet({listing}, hive_partitioning = true, {unify}hive_types = {{'report_id': VARCHAR}})"
+    columns = ["report_id"] + [f'"{f.name}"' for f in schema]
+    return f"SELECT {', '.join(columns)} FROM {source}"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _duck_type(t: pa.DataType) -> str:
+    return {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "VARCHAR", pa.binary(): "BLOB",
+            pa.bool_(): "BOOLEAN", pa.list_(pa.int64()): "BIGINT[]"}[t]
+
+
+# -- views over loose reports --------------------------------------------------------------------
+
+
+def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
+    """Register the tables the SQL names, read from each report (only the columns it names), tagged `report`.
+
+    Returns statistics: reports, tables and bytes of the files.
+    """
+    used = words(sql)
+    star = bool(_STAR.search(sql))
+    schemas = ds.base_schemas()
+    tables = [t for t in ds.report_tables() if t in used]
+    parts: dict[str, list[pa.Table]] = {t: [] for t in tables}
+    catalogue = []
+    size = 0
+    for path, label in zip(paths, labels):
+        report = _open_report(path, tables)
+        try:
+            size += report.file_size
+            catalogue.append({
+                "report": label, "path": os.path.abspath(path), "producer": report.metadata.get("producer", ""),
+                "poplar_version": report.metadata.get("poplar_version", ""),
+                "num_tiles": report.target["num_tiles"], "num_ipus": report.target["num_ipus"],
+                "file_size": report.file_size,
+            })
+            for table in tables:
+                columns = None if star else [c for c in schemas[table].names if c in used]
+                data = ds.read_table(report, report.arrow, table, report.columns(table), columns)
+                parts[table].append(data.add_column(0, "report", pa.array([label] * data.num_rows, pa.string())))
+        finally:
+            report.close()
+    # copied into DuckDB's own tables: its joins over registered Arrow tables run many times slower
+    con.from_arrow(pa.Table.from_pylist(catalogue)).create("reports")
+    for table in list(parts):
+        con.from_arrow(pa.concat_tables(parts.pop(table), promote_options="permissive")).create(table)
+    return {"reports": len(paths), "tables": len(tables), "bytes": size}
+
+
+class _LooseReport:
+    """What a loose query needs of one report: its metadata, target, table columns and an Arrow connection.
+
+    With the ADBC driver a report is opened lightly (header, version, the tables the query uses);
+    without it, or when anything looks wrong, through ProfileReader, whose checks name the problem.
+    """
+
+    def __init__(self, path: str, tables: list[str], light: bool) -> None:
+        self.path = path
+        self.file_size = os.path.getsize(path)
+        self.reader: ProfileReader | None = None
+        self._sqlite: sqlite3.Connection | None = None
+        self.arrow = None
+        if light:
+            self._sqlite = sqlite3.connect(pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True)
+            self._sqlite.execute("PRAGMA query_only = 1")
+            self.metadata = dict(self._sqlite.execute("SELECT key, value FROM metadata").fetchall())
+            cursor = self._sqlite.execute("SELECT * FROM target")
+            names = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+            if len(rows) != 1:
+                raise ValueError("target")
+            self.target = dict(zip(names, rows[0]))
+            self._columns = {t: [r[1] for r in self._sqlite.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+        else:
+            self.reader = ProfileReader(path)
+            self.metadata, self.target = self.reader.metadata, self.reader.target
+            self._columns = {t: list(self.reader.file.tables.get(t, ())) for t in tables}
+        if tables:
+            self.arrow = ds.adbc_connect(path)
+
+    def columns(self, table: str) -> list[str]:
+        return self._columns[table]
+
+    def query_one(self, sql: str):
+        if self.reader is not None:
+            return self.reader.query_one(sql)
+        assert self._sqlite is not None
+        return self._sqlite.execute(sql).fetchone()
+
+    @property
+    def file(self):  # the sqlite3 fallback of read_table reads through the ProfileReader
+        assert self.reader is not None
+        return self.reader.file
+
+    def close(self) -> None:
+        if self.arrow is not None:
+            self.arrow.close()
+        if self._sqlite is not None:
+            self._sqlite.close()
+        if self.reader is not None:
+            self.reader.close()
+
+
+def _open_report(path: str, tables: list[str]) -> _LooseReport:
+    """A loose report opened for a query: lightly where its header says it is a report of a version we read."""
+    light = _adbc_available() and _plain_report(path)
+    if light:
+        try:
+            report = _LooseReport(path, tables, light=True)
+            expected = ds.base_schemas()
+            if all(set(expected[t].names) <= set(report.columns(t)) for t in tables) and \
+                    isinstance(report.target.get("num_tiles"), int):
+                return report
+            report.close()
+        except (sqlite3.Error, ValueError, KeyError, TypeError):
+            pass
+    return _LooseReport(path, tables, light=False)  # raises the precise error of a bad file
+
+
+def _plain_report(path: str) -> bool:
+    """Whether the header is a profile report's of the major version this package reads (not WAL mode)."""
+    try:
+        check_regular_file(path, "report")
+        head = read_head(path, 100)
+    except (OSError, PvaError):
+        return False
+    if kind_of_bytes(head) is not FileKind.PROFILE or len(head) < 100:
+        return False
+    (user_version,) = struct.unpack(">I", head[60:64])
+    return split_user_version(user_version)[0] == PROFILE_FORMAT[0] and head[18:20] == b"\x01\x01"
+
+
+@functools.cache
+def _adbc_available() -> bool:
+    try:
+        import adbc_driver_sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+class Result:
+    """A query's result: its column names and its rows as a stream of Arrow record batches.
+
+    Iterating runs under the query's time limit; close() (or exhausting it) stops the watchdog.
+    """
+
+    def __init__(self, con, sql: str, where: str, limits: Limits) -> None:
+        self._duckdb = _duckdb()
+        self.where = where
+        self.limits = limits
+        self._con = con
+        self._timer: threading.Timer | None = None
+        self._expired = False
+        self.started = time.perf_counter()
+        if limits.timeout is not None:
+            self._timer = threading.Timer(limits.timeout, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        with self._errors():
+            relation = con.sql(sql)
+            to_reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
+            self._reader = to_reader(BATCH_ROWS)
+        self.schema: pa.Schema = self._reader.schema
+        self.columns = list(self.schema.names)
+
+    def _expire(self) -> None:
+        self._expired = True
+        with contextlib.suppress(Exception):
+            self._con.interrupt()
+
+    @contextlib.contextmanager
+    def _errors(self):
+        duckdb = self._duckdb
+        try:
+            yield
+        except duckdb.OutOfMemoryException:
+            self.close()
+            raise QueryLimitError(f"{self.where!r}: the query needs more than its memory limit of "
+                                  f"{self.limits.memory}; raise it with --memory-limit", self.where) from None
+        except (duckdb.Error, pa.ArrowException) as exc:
+            self.close()
+            if self._expired or isinstance(exc, duckdb.InterruptException):
+                raise QueryLimitError(f"{self.where!r}: the query ran past its time limit of {self.limits.timeout:g} s; "
+                                      f"raise it with --timeout", self.where) from None
+            raise InvalidInputError(f"{self.where!r}: query failed: {str(exc).splitlines()[0]}", self.where) from None
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The rows, one record batch at a time."""
+        try:
+            while True:
+                with self._errors():
+                    try:
+                        batch = self._reader.read_next_batch()
+                    except StopIteration:
+                        return
+                yield batch
+        finally:
+            self.close()
+
+    def rows(self) -> Iterator[tuple]:
+        """The rows as tuples, streamed."""
+        for batch in self.batches():
+            columns = [c.to_pylist() for c in batch.columns]
+            yield from zip(*columns)
+
+    def to_arrow(self) -> pa.Table:
+        """Every row as one Arrow table."""
+        return pa.Table.from_batches(list(self.batches()), schema=self.schema)
+
+    def close(self) -> None:
+        """Stop the watchdog and release the engine."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        with contextlib.suppress(Exception):
+            self._con.close()
+
+
+def query_dataset(dataset: str, sql: str, limits: Limits = DEFAULT_LIMITS) -> Result:
+    """Run one SELECT over a dataset's tables (each with a first column report_id) on DuckDB."""
+    root = os.path.abspath(dataset)
+    ds.read_manifest(root)
+    con = connect(limits, [root])
+    try:
+        check_statement(con, sql, dataset)
+        dataset_views(con, root, sql)
+        return Result(con, sql, dataset, limits)
+    except BaseException:
+        con.close()
+        raise
+
+
+def query_loose(paths: list[str], labels: list[str], sql: str, where: str,
+                limits: Limits = DEFAULT_LIMITS) -> tuple[Result, dict]:
+    """Run one SELECT over loose report files (each table with a first column `report`) on DuckDB."""
+    con = connect(limits)
+    try:
+        check_statement(con, sql, where)
+        stats = loose_views(con, paths, labels, sql)
+        return Result(con, sql, where, limits), stats
+    except BaseException:
+        con.close()
+        raise
+
+
+# -- Spark ---------------------------------------------------------------------------------------
+
+
+def register_spark(spark, dataset: str) -> list[str]:
+    """Register every table of a dataset as a Spark SQL temporary view; returns the view names.
+
+    `dataset` is a local directory or any URI Spark's file systems read (s3a://, abfss://, hdfs://).
+    Each view holds the committed reports only (a semi-join with the reports table), with the
+    dataset's schema (columns missing from older partitions read as nulls).
+    """
+    from pyspark.sql import types as T
+
+    base = dataset.rstrip("/")
+    text = _spark_read_text(spark, f"{base}/{ds.MANIFEST}")
+    try:
+        manifest = ds.Manifest.from_json(json.loads(text), f"{base}/{ds.MANIFEST}")
+    except ValueError as exc:
+        raise InvalidInputError(f"{base!r}: cannot read the dataset manifest ({exc})", base) from None
+    spark_types = {pa.int64(): T.LongType(), pa.float64(): T.DoubleType(), pa.string(): T.StringType(),
+                   pa.binary(): T.BinaryType(), pa.bool_(): T.BooleanType(),
+                   pa.list_(pa.int64()): T.ArrayType(T.LongType())}
+
+    def frame(table: str):
+        schema = T.StructType([T.StructField(n, spark_types[t], True) for n, t in manifest.tables[table]] +
+                              [T.StructField("report_id", T.StringType(), True)])
+        if table not in manifest.populated:
+            df = spark.createDataFrame([], schema)
+        else:
+            df = (spark.read.schema(schema).option("basePath", f"{base}/{table}")
+                  .option("mergeSchema", "true").parquet(f"{base}/{table}/report_id=*"))
+        return df.select("report_id", *[f"`{n}`" for n, _ in manifest.tables[table]])
+
+    reports = frame(ds.REPORTS)
+    committed = reports.select("report_id")
+    names = []
+    for table in manifest.tables:
+        df = reports if table == ds.REPORTS else frame(table).join(committed, "report_id", "left_semi")
+        df.createOrReplaceTempView(table)
+        names.append(table)
+    return names
+
+
+def _spark_read_text(spark, uri: str) -> str:
+    """A small text file through Spark's Hadoop file systems (Spark's readers skip names starting with '_')."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    try:
+        stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(path)
+    except Exception as exc:  # noqa: BLE001 - a Py4J error wrapping the Java exception
+        raise InvalidInputError(f"{uri!r}: cannot be read; expected a pva dataset manifest "
+                                f"({str(exc).splitlines()[0][:200]})", uri) from None
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
+# -- fleet analyses as SQL -----------------------------------------------------------------------
+
+#: Metrics of trend() and regressions(): (SQL giving report_id, key, value per report; what it measures).
+METRICS = {
+    "compute_set_cycles": (
+        ("SELECT s.report_id, cs.name AS key, CAST(sum(b.cycles) AS BIGINT) AS value "
+        "FROM steps s JOIN steps_by_ipu b ON b.report_id = s.report_id AND b.step_id = s.id "
+        "JOIN compute_sets cs ON cs.report_id = s.report_id AND cs.compute_set = s.compute_set "
+        "GROUP BY s.report_id, cs.name"),
+        "cycles of each compute set, summed over its executions and IPUs"),
+    "cycles": (
+        ("SELECT report_id, '' AS key, CAST(sum(total) AS BIGINT) AS value FROM cycle_totals GROUP BY report_id"),
+        "total cycles of all runs, summed over IPUs"),
+    "memory": (
+        ("SELECT report_id, '' AS key, CAST(sum(total_including_gaps) AS BIGINT) AS value FROM memory_by_tile "
+        "GROUP BY report_id"),
+        "memory of one replica including gaps [bytes]"),
+    "overflow_tiles": (
+        ("SELECT report_id, '' AS key, CAST(sum(CASE WHEN overflowed_including_gaps > 0 THEN 1 ELSE 0 END) AS BIGINT) "
+        "AS value FROM memory_by_tile GROUP BY report_id"),
+        "tiles whose memory overflows"),
+    "max_tile_memory": (
+        ("SELECT report_id, '' AS key, CAST(max(total_including_gaps) AS BIGINT) AS value FROM memory_by_tile "
+        "GROUP BY report_id"),
+        "memory of the fullest tile including gaps [bytes]"),
+}
+#: Columns of the reports table a trend may be ordered by.
+TREND_BY = ("created", "added", "poplar_version", "producer_version", "path", "architecture")
+
+
+def metric_sql(metric: str) -> str:
+    if metric not in METRICS:
+        raise InvalidInputError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
+    return METRICS[metric][0]
+
+
+def trend_sql(metric: str, by: str = "created") -> str:
+    """SQL of a metric per report (and per key), ordered by a reports column or a label's value."""
+    if by in TREND_BY:
+        source, order = "", f"r.{by}"
+    elif ds._LABEL.match(by):
+        source = f"LEFT JOIN report_labels l ON l.report_id = r.report_id AND l.key = '{by}' "
+        order = "l.value"
+    else:
+        raise InvalidInputError(f"trend by {by!r}: expected one of {', '.join(TREND_BY)} or a label key")
+    return (f"SELECT {order} AS by_value, m.report_id, m.key, m.value "
+            f"FROM ({metric_sql(metric)}) m JOIN reports r ON r.report_id = m.report_id {source}"
+            f"ORDER BY by_value NULLS LAST, m.key, m.report_id")
+
+
+def _label_filter(label: str) -> tuple[str, str]:
+    key, sep, value = label.partition("=")
+    if not sep or not ds._LABEL.match(key):
+        raise InvalidInputError(f"label {label!r}: expected key=value")
+    return key, value.replace("'", "''")
+
+
+def regressions_sql(baseline_label: str, candidate_label: str, threshold: float = 0.05,
+                    metric: str = "compute_set_cycles") -> str:
+    """SQL comparing the mean of a metric over two labelled groups of reports, worst ratio first.
+
+    A key regresses when candidate > baseline * (1 + threshold); keys missing from either group are
+    left out.
+    """
+    if not (0 <= threshold < 1e6):
+        raise InvalidInputError(f"threshold {threshold!r}: expected a non-negative fraction such as 0.05")
+    (bk, bv), (ck, cv) = _label_filter(baseline_label), _label_filter(candidate_label)
+    group = ("SELECT m.key, avg(CAST(m.value AS DOUBLE)) AS value, count(*) AS reports "
+             "FROM ({metric}) m JOIN report_labels l ON l.report_id = m.report_id "
+             "WHERE l.key = '{k}' AND l.value = '{v}' GROUP BY m.key")
+    base = group.format(metric=metric_sql(metric), k=bk, v=bv)
+    cand = group.format(metric=metric_sql(metric), k=ck, v=cv)
+    return (f"SELECT b.key, b.value AS baseline, c.value AS candidate, "
+            f"CASE WHEN b.value = 0 THEN NULL ELSE c.value / b.value END AS ratio, "
+            f"b.reports AS baseline_reports, c.reports AS candidate_reports, "
+            f"c.value > b.value * {1 + threshold!r} AS regressed "
+            f"FROM ({base}) b JOIN ({cand}) c ON c.key = b.key "
+            f"ORDER BY ratio DESC NULLS LAST, b.key")

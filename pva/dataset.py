@@ -1,0 +1,69 @@
+"""Many reports as one dataset: Parquet files any engine reads, with fleet analyses that run on DuckDB or Spark.
+
+>>> import pva.dataset                                                       # doctest: +SKIP
+>>> pva.dataset.add_reports("fleet", ["nightly/profile.pop"], labels={"sdk": "3.1"})  # doctest: +SKIP
+>>> pva.dataset.trend("fleet", "cycles", by="created")                       # doctest: +SKIP
+pyarrow.Table ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+import pyarrow as pa
+
+from formats import dataset as _ds
+from formats import fleet_sql as _sql
+from formats.dataset import AddOutcome
+from formats.fleet_sql import DEFAULT_LIMITS, METRICS, Limits, QueryLimitError
+
+__all__ = ["METRICS", "AddOutcome", "Limits", "QueryLimitError", "add_reports", "find_reports", "is_dataset",
+           "query", "register_spark", "regressions", "regressions_sql", "trend", "trend_sql"]
+
+is_dataset = _ds.is_dataset
+find_reports = _ds.iter_reports
+trend_sql = _sql.trend_sql
+regressions_sql = _sql.regressions_sql
+
+
+def add_reports(dataset: str | os.PathLike[str], reports: Iterable[str | os.PathLike[str]],
+                labels: dict[str, str] | None = None,
+                progress: Callable[[AddOutcome], None] | None = None) -> list[AddOutcome]:
+    """Add report files to a dataset (created if absent); one outcome per file: added, present or skipped.
+
+    Each report is added whole or not at all; a file that is not a sound report is skipped with a
+    reason and never enters the dataset.
+    """
+    with _ds.DatasetWriter(dataset) as writer:
+        return writer.add(reports, labels, progress)
+
+
+def query(dataset: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+    """Run one SELECT over a dataset on DuckDB; every table has a first column report_id."""
+    return _sql.query_dataset(os.fspath(dataset), sql, limits).to_arrow()
+
+
+def register_spark(spark, dataset: str | os.PathLike[str]) -> list[str]:
+    """Register every table of a dataset (a directory or an s3a://, abfss://... URI) as a Spark SQL view."""
+    return _sql.register_spark(spark, os.fspath(dataset))
+
+
+def trend(dataset: str | os.PathLike[str], metric: str, by: str = "created",
+          limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+    """A metric per report (and per compute set for compute_set_cycles), ordered by a reports column or a label.
+
+    Columns: by_value, report_id, key, value. Metrics: see METRICS.
+    """
+    return query(dataset, _sql.trend_sql(metric, by), limits)
+
+
+def regressions(dataset: str | os.PathLike[str], baseline_label: str, candidate_label: str,
+                threshold: float = 0.05, metric: str = "compute_set_cycles",
+                limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+    """Mean of a metric in the reports labelled `candidate_label` (key=value) against `baseline_label`, worst first.
+
+    Columns: key, baseline, candidate, ratio, baseline_reports, candidate_reports, regressed
+    (candidate > baseline * (1 + threshold)).
+    """
+    return query(dataset, _sql.regressions_sql(baseline_label, candidate_label, threshold, metric), limits)

@@ -15,10 +15,11 @@ import pyarrow as pa
 
 from formats import dataset as _ds
 from formats import fleet_sql as _sql
-from formats.dataset import AddOutcome
+from formats.dataset import AddOutcome, parse_labels
 from formats.fleet_sql import DEFAULT_LIMITS, METRICS, Limits, QueryLimitError
 
-__all__ = ["METRICS", "AddOutcome", "Limits", "QueryLimitError", "add_reports", "find_reports", "is_dataset",
+__all__ = [
+    "parse_labels","METRICS", "AddOutcome", "Limits", "QueryLimitError", "add_reports", "find_reports", "is_dataset",
            "query", "register_spark", "regressions", "regressions_sql", "trend", "trend_sql"]
 
 is_dataset = _ds.is_dataset

@@ -121,7 +121,8 @@ def run_regressions(args) -> int:
 
 
 def _labels(items: list[str]) -> dict[str, str]:
-    from formats.dataset import parse_labels
+    from pva.dataset import parse_labels
+
     return parse_labels(items)
 
 

@@ -694,7 +694,7 @@ def export_chrome_trace(source: str | os.PathLike[str], output: str | os.PathLik
     kind = sniff(name)
     if kind not in (FileKind.PROFILE, FileKind.TRACE):
         raise InvalidInputError(f"{name!r}: expected a pva report or trace file, found {kind.value}", name)
-    with damage_reported(name), AtomicOutput(os.fspath(output)) as atomic, open(atomic.path, "wb") as handle:
+    with damage_reported(name), AtomicOutput(os.fspath(output), stream=True) as atomic, open(atomic.path, "wb") as handle:
         writer = ChromeTraceWriter(handle)
         fields = (write_trace_file_events(name, writer) if kind is FileKind.TRACE
                   else write_report_execution(name, writer))

@@ -70,6 +70,8 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
         refused.insert(0, description)
         return sqlite3.SQLITE_DENY
 
+    if not isinstance(sql, str):
+        raise TypeError(f"an SQL statement must be text, not {type(sql).__name__}")
     if not sql.strip():
         raise InvalidInputError(f"{file.path!r}: expected an SQL statement, found an empty string", file.path)
     conn = file.conn

@@ -646,7 +646,7 @@ def _export(report, output: str, encoding: str, combined: bool, writer) -> list[
             if execution is not None:
                 doc["executionProfile"] = execution
             apply_extras(doc, wrapper)
-            with AtomicOutput(output) as out, open(out.path, "wb") as handle:
+            with AtomicOutput(output, stream=True) as out, open(out.path, "wb") as handle:
                 if encoding == "cbor":
                     handle.write(CBOR_MAGIC)
                 writer(doc, handle)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from ._common import add_json_flag, print_json
 
 _FORMATS = ("parquet", "hdf5", "csv", "chrome-trace", "legacy-json", "legacy-cbor")
@@ -31,8 +34,19 @@ def run(args) -> int:
     from formats.exporters import export
 
     written = export(args.report, args.format, args.output)
-    if args.json:
+    if _is_standard_output(args.output):
+        print("wrote " + ", ".join(written), file=sys.stderr)  # standard output holds the export itself
+    elif args.json:
         print_json({"format": args.format, "written": written})
     else:
         print("wrote " + ", ".join(written))
     return 0
+
+
+def _is_standard_output(path: str) -> bool:
+    """Whether `path` is this process's standard output (``-o /dev/stdout``)."""
+    try:
+        there, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (there.st_dev, there.st_ino) == (out.st_dev, out.st_ino)

@@ -187,12 +187,20 @@ def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
 
 
 def _not_json(value: Any) -> str | None:
-    """What in a decoded CBOR value JSON cannot hold (a key that is not text, a tag, bytes), or None."""
+    """What in a decoded CBOR value JSON cannot hold (a key that is not text, a tag, bytes, a value shared
+    by reference), or None. Each container is visited once: CBOR value sharing (tags 28/29, which pva
+    never writes) could otherwise make a few hundred bytes a tree of 2^25 leaves.
+    """
     stack = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
         if item is None or isinstance(item, (bool, int, float, str)):
             continue
+        if isinstance(item, (list, tuple, Mapping)):
+            if id(item) in seen:
+                return "a value shared by reference (CBOR tags 28/29, which pva never writes)"
+            seen.add(id(item))
         if isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, Mapping):

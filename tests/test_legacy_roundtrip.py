@@ -108,7 +108,7 @@ def test_directory_form_writes_graph_and_execution_files(tmp_path):
     convert_legacy([source], tmp_path / "p.pop")
     written = export_legacy(tmp_path / "p.pop", tmp_path / "legacy", encoding="cbor")
     assert [os.path.basename(p) for p in written] == ["graph.cbor", "execution.cbor"]
-    assert sorted(os.listdir(tmp_path / "legacy")) == ["execution.cbor", "graph.cbor"]
+    assert sorted(os.listdir(tmp_path / "legacy")) == ["execution.cbor", "graph.cbor", "manifest.json"]
     with open(written[0], "rb") as handle:
         assert handle.read(3) == CBOR_MAGIC  # TensorFlow checked that the first byte is 0xD9
     assert differences(SKELETON["graphProfile"], _read(written[0])) == []

@@ -16,6 +16,7 @@ Which programs, compute sets and variables a context owns is stored in the repor
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
@@ -33,6 +34,8 @@ from .errors import CorruptReportError, InconsistentReportError, InvalidInputErr
 DEBUG_INFO_FORMAT = (1, 0)
 #: The key holding the format version.
 FORMAT_KEY = "pva_debug_info"
+#: The key holding the identifier the report it belongs to records (metadata ``debug_info_id``).
+ID_KEY = "debug_info_id"
 #: Keys of a context record with a fixed meaning; every other key is context data.
 RESERVED_KEYS = ("id", "layer", "name", "parentIds", "location")
 #: The id no debug context has (libpva DebugContext::INVALID_ID).
@@ -141,16 +144,20 @@ def write_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
 def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[str, Any]]) -> tuple[AtomicOutput, int]:
     """Write debug contexts as `write_debug_info` does, but leave the file under its temporary name.
 
-    Returns the uncommitted output (commit or abort it) and the number of contexts written.
+    The file ends with its identifier (``debug_info_id``: a digest of the contexts), which its
+    report records in its metadata (`read_debug_id` reads it back) so that a reader can refuse a
+    debug.cbor of another report. Returns the uncommitted output (commit or abort it) and the
+    number of contexts written.
     """
     target = os.fspath(path)
     seen: set[int] = set()
     parents_of: dict[int, list[int]] = {}
     count = 0
     out = AtomicOutput(target)
+    digest = hashlib.sha256()
     try:
         with open(out.path, "wb") as handle:
-            handle.write(b"\xa2")  # a map of two pairs
+            handle.write(b"\xa3")  # a map of three pairs
             cbor2.dump(FORMAT_KEY, handle)
             cbor2.dump(f"{DEBUG_INFO_FORMAT[0]}.{DEBUG_INFO_FORMAT[1]}", handle)
             cbor2.dump("contexts", handle)
@@ -168,11 +175,14 @@ def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
                 encoder.encode(record)
                 count += 1
                 if buffer.tell() > 1 << 20:
+                    digest.update(buffer.getvalue())
                     handle.write(buffer.getvalue())
                     buffer.seek(0)
                     buffer.truncate()
+            digest.update(buffer.getvalue())
             handle.write(buffer.getvalue())
             handle.write(b"\xff")
+            handle.write(_id_tail(digest.hexdigest()[:_ID_LENGTH]))
         for context_id, parents in parents_of.items():
             missing = [p for p in parents if p not in seen]
             if missing:
@@ -245,6 +255,57 @@ def _check_acyclic(parents_of: Mapping[int, Iterable[int]], path: str, error: ty
 
 
 # -- reading ---------------------------------------------------------------------------------
+
+
+#: Characters of a debug information identifier (hexadecimal digits of a SHA-256 of its contexts).
+_ID_LENGTH = 32
+
+
+def _id_tail(debug_id: str) -> bytes:
+    """The last bytes of a debug.cbor: its identifier key and value."""
+    return cbor2.dumps(ID_KEY) + cbor2.dumps(debug_id)
+
+
+def read_debug_id(path: str | os.PathLike[str]) -> str | None:
+    """The identifier a debug.cbor records at its end (None if it has none), read without decoding it."""
+    size = len(_id_tail("0" * _ID_LENGTH))
+    with open(os.fspath(path), "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() < size:
+            return None
+        handle.seek(-size, os.SEEK_END)
+        tail = handle.read(size)
+    key = cbor2.dumps(ID_KEY)
+    if not tail.startswith(key):
+        return None
+    try:
+        value = cbor2.loads(tail[len(key):])
+    except (cbor2.CBORDecodeError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def check_debug_pair(reader: Any, debug_path: str | os.PathLike[str]) -> None:
+    """Refuse a debug.cbor that was not written with the report `reader` has open.
+
+    The report records its debug information's identifier (metadata ``debug_info_id``) and the
+    debug.cbor ends with the same; a report that records none (written before identifiers, or by
+    a producer that writes its debug information apart) accepts any debug.cbor.
+    """
+    debug_path = os.fspath(debug_path)
+    expected = reader.metadata.get(ID_KEY) or None
+    if expected is None:
+        return
+    found = read_debug_id(debug_path)
+    if expected == found:
+        return
+    if found is None:
+        detail = f"the report's debug information is {expected}, the file carries no identifier"
+    else:
+        detail = f"the report's debug information is {expected}, the file is {found}"
+    raise InconsistentReportError(
+        f"{debug_path!r} is not the debug information of {reader.path!r} ({detail}); give the debug.cbor written "
+        f"with that report", debug_path)
 
 
 class DebugInfoReader:

@@ -10,7 +10,8 @@ import pytest
 
 from formats.legacy import convert_legacy
 from formats.legacy.equivalence import DERIVED, differences
-from formats.legacy.exporter import CBOR_MAGIC, export_legacy
+from formats.exporters.legacy import export_legacy
+from formats.legacy.exporter import CBOR_MAGIC
 from legacy_builders import PROFILER_MODES, complete_graph_profile, execution_profile, write_cbor, write_json
 
 SKELETON = {

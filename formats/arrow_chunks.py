@@ -158,10 +158,14 @@ def check_ipc_stream(raw: pa.Buffer | bytes, *, max_rows: int, where: str, path:
             raise CorruptReportError(
                 f"{where}: expected a dictionary of at most {limit_values} values, found one declaring {length}", path)
         if kind == _HEADER_RECORD_BATCH:
-            if length < 0 or rows + length > max_rows or any(n < 0 or n > limit_values for n in nodes):
+            if length < 0 or rows + length > max_rows:
                 raise CorruptReportError(
                     f"{where}: expected at most {max_rows} rows in all, found a batch declaring {length} rows "
-                    f"after {rows} (fields of up to {max(nodes, default=0)} values)", path)
+                    f"after {rows}", path)
+            if any(n < 0 or n > limit_values for n in nodes):
+                raise CorruptReportError(
+                    f"{where}: expected fields of at most {limit_values} values, found a batch declaring "
+                    f"{max(nodes)}", path)
             rows += length
     return rows
 

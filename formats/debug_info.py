@@ -26,7 +26,7 @@ from typing import Any
 
 import cbor2
 
-from .atomic import AtomicOutput
+from .atomic import AtomicOutput, output_error
 from .detect import FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from .errors import CorruptReportError, InconsistentReportError, InvalidInputError, NotAReportError, UnsupportedVersionError
 
@@ -190,8 +190,11 @@ def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
                     f"{target!r}: context {context_id} names parent(s) {missing} that are not among the contexts"
                 )
         _check_acyclic(parents_of, target, InvalidInputError)
-    except BaseException:
+    except BaseException as exc:
         out.abort()
+        translated = output_error(exc, target, only_machine=True) if isinstance(exc, OSError) else None
+        if translated is not None:
+            raise translated from None
         raise
     return out, count
 

@@ -117,7 +117,7 @@ def check_notes(path: str | os.PathLike[str]) -> list[str]:
 def _without_path(message: str, path: str) -> str:
     """A message without its leading quoted path (the problem's location names it already)."""
     prefix = f"{path!r}: "
-    return message[len(prefix):] if message.startswith(prefix) else message
+    return message.removeprefix(prefix)
 
 
 def _integrity(reader: ProfileReader, out: _Collector) -> None:

@@ -226,6 +226,35 @@ def _not_json(value: Any) -> str | None:
     return None
 
 
+#: Decimal digits Python converts an integer to text without refusing (sys.int_info.default_max_str_digits).
+_MAX_DIGITS = 4300
+
+
+def json_plain(value: Any) -> Any:
+    """A decoded debug value as plain JSON: NaN and infinities as null, integers too long for decimal
+    text (more than 4,300 digits) as hexadecimal strings ("0x..."). Shared values are refused on reading."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > _MAX_DIGITS * 3:  # more than 4,300 decimal digits, possibly
+            return hex(value)
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [json_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): json_plain(item) for key, item in value.items()}
+    return str(value)
+
+
+def context_json(layer: str, name: str, data: Mapping[str, Any]) -> str:
+    """A debug context as a JSON string that is always valid JSON (see `json_plain`)."""
+    import json
+
+    return json.dumps(json_plain({"layer": layer, "name": name, **data}), allow_nan=False)
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -10,10 +10,10 @@ import sqlite3
 import time
 
 import pytest
+from large_report import write_long_report
 
 from formats.check import check_report
 from formats.progress import Progress
-from large_report import write_long_report
 from pva.cli import main
 
 

@@ -62,7 +62,9 @@ try:
             report.compilation.graph.numComputeSets
     elif kind == "cli":
         from pva.cli import main
-        code = main(extra)
+        import contextlib, io
+        with contextlib.redirect_stdout(open(os.devnull, "w")):
+            code = main(extra)
         outcome = f"exit {code}"
 except PvaError as exc:
     outcome = f"{type(exc).__name__}: {exc}"

@@ -91,7 +91,7 @@ def test_debug_context_json_is_valid_json_always(tmp_path):
     patched = tmp_path / "debug.cbor"
     patched.write_bytes(cbor2.dumps(document))
     with pva.openReport(report_dir / "profile.pop", patched) as report:
-        found = [c for c in report.compilation.debugContexts() if c.id == context["id"]][0]
+        found = next(c for c in report.compilation.debugContexts() if c.id == context["id"])
         value = json.loads(found.json)  # the standard module: NaN would parse, so check the text too
     assert "NaN" not in found.json and "Infinity" not in found.json
     assert value["nan"] is None and value["inf"] is None and value["huge"] == hex(huge)

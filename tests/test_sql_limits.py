@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from test_decoder_bounds import MB, probe
 
 from formats.readonly_sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 from pva.cli import build_parser
-from test_decoder_bounds import MB, probe
 
 
 def test_limits_are_on_by_default():

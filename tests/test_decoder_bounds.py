@@ -138,8 +138,8 @@ def test_declared_rows_are_compared_with_the_report_before_decoding(bombs, tmp_p
     assert result["peak"] < PEAK_BOUND
 
 
-def test_a_value_sharing_debug_cbor_is_refused_at_once(bombs):
-    result = probe("debug", bombs["report"], bombs["debug"])
+def test_a_value_sharing_debug_cbor_is_refused_at_once(bombs, sample):
+    result = probe("debug", sample.path, bombs["debug"])  # a report that records no debug identifier
     assert "shared by reference" in result["outcome"]
     assert result["seconds"] < 2 and result["peak"] < PEAK_BOUND
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 
 from ..atomic import AtomicOutput
-from ..chrome_trace import ChromeTraceWriter, write_report_execution, write_trace_file_events
+from ..chrome_trace import (
+    ChromeTraceWriter,
+    write_report_execution,
+    write_trace_file_events,
+)
 from ..detect import FileKind, sniff
 from ..errors import InvalidInputError
 

@@ -7,7 +7,13 @@ from typing import Any
 
 from ..atomic import AtomicOutput
 from ..errors import InvalidInputError
-from ..legacy.exporter import CBOR_MAGIC, apply_extras, legacy_documents, write_cbor, write_json
+from ..legacy.exporter import (
+    CBOR_MAGIC,
+    apply_extras,
+    legacy_documents,
+    write_cbor,
+    write_json,
+)
 from ..profile_reader import ProfileReader
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+
 class ExportQueries:
     """Streaming reads for the exporters (a mixin of ProfileReader)."""
 

@@ -576,6 +576,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
 
     reader = ProfileReader(path)
     try:
+        reader.check_value_types()
         clock = float(reader.target["clock_frequency"]) or 1.0
         scale = 1e6 / clock
         pid = 1

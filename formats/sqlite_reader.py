@@ -59,8 +59,8 @@ def is_damage(exc: BaseException) -> bool:
         return True
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.ProgrammingError):
         code = getattr(exc, "sqlite_errorcode", None)
-        if "Could not decode to UTF-8" in str(exc):
-            return True  # text that is not UTF-8: a damaged page
+        if "Could not decode to UTF-8" in str(exc) or str(exc) == "integer overflow":
+            return True  # text that is not UTF-8 (a damaged page); values too large to add up
         if code is None:
             return "malformed" in str(exc) or "not a database" in str(exc)
         return code & 0xFF in _DAMAGE_CODES

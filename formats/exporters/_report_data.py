@@ -91,6 +91,7 @@ def export_directory(report: str, output: str, fmt: str,
     """
     reader = ProfileReader(report)
     try:
+        reader.check_value_types()
         with AtomicOutput(output, directory=True) as out:
             os.mkdir(os.path.join(out.path, "tables"))
             os.mkdir(os.path.join(out.path, "matrices"))

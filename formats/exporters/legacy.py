@@ -37,6 +37,7 @@ def export_legacy(report: str | os.PathLike[str], output: str | os.PathLike[str]
 def _export(report, output: str, encoding: str, combined: bool, writer) -> list[str]:
     reader = ProfileReader(report)
     try:
+        reader.check_value_types()
         graph, execution, wrapper = legacy_documents(reader)
         if combined:
             doc: dict[str, Any] = {"graphProfile": graph}

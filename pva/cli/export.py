@@ -10,7 +10,6 @@ from formats.exporters import EXPORTERS
 from ._common import add_json_flag, print_json
 
 
-
 def register(sub) -> None:
     parser = sub.add_parser(
         "export",

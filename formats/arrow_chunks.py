@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pyarrow as pa
 
@@ -62,6 +64,112 @@ def encode_chunk(
     return codec, raw.size, pa.Codec(CODECS[codec]).compress(raw, asbytes=True)
 
 
+class _FlatBuffer:
+    """Just enough of a FlatBuffers reader to see an Arrow IPC message's header before it is decoded."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def _get(self, fmt: str, pos: int):
+        if pos < 0 or pos + struct.calcsize(fmt) > len(self.data):
+            raise ValueError("message header out of bounds")
+        return struct.unpack_from(fmt, self.data, pos)[0]
+
+    def table(self, pos: int) -> int:
+        return pos
+
+    def field(self, table: int, index: int) -> int | None:
+        """The position of field `index` of the table at `table`, or None when it is absent."""
+        vtable = table - self._get("<i", table)
+        size = self._get("<H", vtable)
+        entry = vtable + 4 + 2 * index
+        if entry + 2 > vtable + size:
+            return None
+        offset = self._get("<H", entry)
+        return table + offset if offset else None
+
+    def indirect(self, pos: int) -> int:
+        return pos + self._get("<I", pos)
+
+
+#: Arrow IPC MessageHeader union values (Schema.fbs / Message.fbs).
+_HEADER_SCHEMA, _HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH = 1, 2, 3
+
+
+def _batch_header(metadata: bytes) -> tuple[int, int, bool, list[int]]:
+    """(header type, record count, body compressed?, node lengths) of an Arrow IPC message."""
+    fb = _FlatBuffer(metadata)
+    message = fb.indirect(0)
+    type_pos = fb.field(message, 1)
+    header_type = fb._get("<B", type_pos) if type_pos is not None else 0
+    header_pos = fb.field(message, 2)
+    if header_type not in (_HEADER_DICTIONARY_BATCH, _HEADER_RECORD_BATCH) or header_pos is None:
+        return header_type, 0, False, []
+    batch = fb.indirect(header_pos)
+    if header_type == _HEADER_DICTIONARY_BATCH:  # DictionaryBatch: id, data (a RecordBatch), isDelta
+        data_pos = fb.field(batch, 1)
+        if data_pos is None:
+            return header_type, 0, False, []
+        batch = fb.indirect(data_pos)
+    length_pos = fb.field(batch, 0)
+    length = fb._get("<q", length_pos) if length_pos is not None else 0
+    nodes: list[int] = []
+    nodes_pos = fb.field(batch, 1)
+    if nodes_pos is not None:
+        vector = fb.indirect(nodes_pos)
+        count = fb._get("<I", vector)
+        if count > len(metadata) // 16:
+            raise ValueError("message header declares more field nodes than it holds")
+        nodes = [fb._get("<q", vector + 4 + 16 * k) for k in range(count)]
+    compressed = fb.field(batch, 3) is not None
+    return header_type, length, compressed, nodes
+
+
+def check_ipc_stream(raw: pa.Buffer | bytes, *, max_rows: int, where: str, path: str,
+                     max_values: int | None = None) -> int:
+    """Check the headers of every message of an Arrow IPC stream before anything is decoded; returns its rows.
+
+    Refuses IPC body compression (pva never writes it: a small stream could expand without bound),
+    and batches whose declared lengths take the rows past `max_rows`, or whose fields declare more
+    than `max_values` values. Reading headers decodes no body: an uncompressed body is a slice of
+    `raw`, so decoding afterwards allocates no more than the stream's own size.
+    """
+    reader = pa.ipc.MessageReader.open_stream(raw)
+    limit_values = max_values if max_values is not None else max_rows
+    rows = 0
+    first = True
+    while True:
+        try:
+            message = reader.read_next_message()
+        except StopIteration:
+            break
+        if message is None:
+            break
+        kind, length, compressed, nodes = _batch_header(message.metadata.to_pybytes())
+        if first and kind != _HEADER_SCHEMA:
+            raise ValueError("the stream does not begin with a schema")
+        first = False
+        if compressed:
+            raise CorruptReportError(
+                f"{where}: expected an Arrow IPC stream without body compression (pva never writes it), "
+                f"found a compressed {message.type}", path)
+        if kind == _HEADER_DICTIONARY_BATCH and (length < 0 or length > limit_values or any(
+                n < 0 or n > limit_values for n in nodes)):
+            raise CorruptReportError(
+                f"{where}: expected a dictionary of at most {limit_values} values, found one declaring {length}", path)
+        if kind == _HEADER_RECORD_BATCH:
+            if length < 0 or rows + length > max_rows:
+                raise CorruptReportError(
+                    f"{where}: expected at most {max_rows} rows in all, found a batch declaring {length} rows "
+                    f"after {rows}", path)
+            if any(n < 0 or n > limit_values for n in nodes):
+                raise CorruptReportError(
+                    f"{where}: expected fields of at most {limit_values} values, found a batch declaring "
+                    f"{max(nodes)}", path)
+            rows += length
+    return rows
+
+
 def decode_chunk(
     data: bytes, *, codec: str, raw_size: int, matrix: str, first_row: int, num_rows: int, num_cols: int,
     path: str,
@@ -88,11 +196,13 @@ def decode_chunk(
             raw = pa.py_buffer(data)
         else:
             raw = pa.Codec(CODECS[codec]).decompress(data, decompressed_size=raw_size)
+        check_ipc_stream(raw, max_rows=num_rows, max_values=num_rows * num_cols, where=where, path=path)
         reader = pa.ipc.open_stream(raw)
-        batches = list(reader)
-        for batch in batches:
-            batch.schema.names  # field names must be UTF-8 (a damaged name fails here, not on first use)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        _ = reader.schema.names  # field names must be UTF-8 (a damaged name fails here, not on first use)
+        batches = list(reader)  # every batch's header is checked: they fit the declared shape together
+    except CorruptReportError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, struct.error, UnicodeDecodeError) as exc:
         raise CorruptReportError(
             f"{where}: expected a {codec}-compressed Arrow IPC stream, found unreadable data ({exc})", path
         ) from None

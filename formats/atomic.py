@@ -1,65 +1,123 @@
-"""Atomic output: write under a temporary name beside the target, rename when complete."""
+"""Atomic output: write under a temporary name beside the target, rename when complete.
+
+Never deletes or replaces what pva did not write: a non-empty directory is replaced only when it
+is a previous export of ours (its manifest.json lists every file in it), a FIFO or a character
+device (``-o /dev/stdout``) is written as a stream where the writer can stream, and a symbolic
+link is followed, not replaced.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
+import re
 import shutil
+import sqlite3
+import stat
 import sys
 import tempfile
+from typing import Self
 
-from .errors import InvalidInputError, ReportNotFoundError
+from .errors import InvalidInputError, OutputError, PvaError, ReportNotFoundError
+
+#: The file a directory output of ours carries: it lists every file the directory holds.
+MANIFEST = "manifest.json"
+#: The marker inside an unfinished temporary directory (removed when it is complete).
+_PARTIAL = ".pva-partial"
+#: Largest manifest read when deciding whether a directory is ours.
+_MANIFEST_LIMIT = 64 << 20
 
 
 class AtomicOutput:
     """A temporary file (or directory) beside `target` that replaces it only on commit.
 
     A process killed before `commit` leaves the target untouched: either absent or the complete
-    previous version. The temporary name starts with a dot and ends with ``.tmp``.
+    previous version. The temporary name starts with a dot, names its writer process and ends
+    with ``.tmp``, so the next write to the same target removes temporaries left by a killed
+    writer. With ``stream=True`` a target that is a FIFO or a character device (or
+    ``/dev/stdout``) is written in place, as a stream; otherwise such a target is refused.
     """
 
-    def __init__(self, target: str | os.PathLike[str], *, directory: bool = False) -> None:
-        self.target = os.path.abspath(os.fspath(target))
+    def __init__(self, target: str | os.PathLike[str], *, directory: bool = False, stream: bool = False) -> None:
+        given = os.path.abspath(os.fspath(target))
+        self.directory = directory
+        self.done = False
+        self._prepared = False
+        self.stream = _is_stream_target(given)
+        if self.stream:
+            if directory or not stream:
+                raise InvalidInputError(
+                    f"{given!r}: is {_kind_name(given)}; this output cannot be written as a stream: expected "
+                    f"a regular file name (or nothing there)", given)
+            self.target = self.path = given
+            return
+        # follow a symbolic link: its target is replaced, the link stays
+        self.target = os.path.realpath(given) if os.path.islink(given) else given
         parent = os.path.dirname(self.target)
         if not os.path.isdir(parent):
             raise ReportNotFoundError(f"cannot write {self.target!r}: directory {parent!r} does not exist",
                                       self.target)
-        self.directory = directory
         self.check_target()
-        prefix = "." + os.path.basename(self.target) + "."
-        if directory:
-            self.path = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent)
-            os.chmod(self.path, 0o777 & ~_umask())
-        else:
-            fd, self.path = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=parent)
-            os.close(fd)
-            os.chmod(self.path, 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
-        self.done = False
-        self._prepared = False
+        remove_stale_temporaries(self.target)
+        prefix = "." + os.path.basename(self.target) + "." + _owner_tag()
+        try:
+            if directory:
+                self.path = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent)
+                os.chmod(self.path, 0o777 & ~_umask())
+                open(os.path.join(self.path, _PARTIAL), "wb").close()
+            else:
+                fd, self.path = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=parent)
+                os.close(fd)
+                os.chmod(self.path, 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
+        except OSError as exc:
+            raise output_error(exc, self.target) from None
 
     def check_target(self) -> None:
-        """Refuse a target of the wrong kind (a directory where a file goes, or a file where a directory goes)."""
-        if os.path.isdir(self.target) and not os.path.islink(self.target) and not self.directory:
-            raise InvalidInputError(f"{self.target!r}: is a directory; expected a file name to write to "
-                                    f"(or nothing there)", self.target)
-        if self.directory and os.path.lexists(self.target) and not os.path.isdir(self.target):
-            raise InvalidInputError(f"{self.target!r}: is a file; expected a directory name to write to "
-                                    f"(or nothing there)", self.target)
+        """Refuse a target of the wrong kind, or one that is not ours to replace."""
+        if self.stream:
+            return
+        target = self.target
+        if os.path.isdir(target) and not self.directory:
+            raise InvalidInputError(f"{target!r}: is a directory; expected a file name to write to "
+                              f"(or nothing there)", target)
+        if not os.path.lexists(target):
+            return
+        mode = os.lstat(target).st_mode
+        if self.directory:
+            if not stat.S_ISDIR(mode):
+                raise InvalidInputError(f"{target!r}: is {_kind_name(target)}; expected a directory name to write to "
+                                  f"(or nothing there)", target)
+            if not is_our_directory(target):
+                raise InvalidInputError(
+                    f"{target!r}: is a non-empty directory that is not a previous pva export (its {MANIFEST} "
+                    f"must list every file in it); refusing to replace it: give a new or an empty directory",
+                    target)
+        elif not stat.S_ISREG(mode):
+            raise InvalidInputError(f"{target!r}: is {_kind_name(target)}; refusing to replace it: expected a "
+                              f"regular file name to write to (or nothing there)", target)
 
     def prepare(self) -> None:
         """Make the temporary output durable (fsync) without making it visible yet."""
         if self.done or self._prepared:
             return
-        if self.directory:
-            for root, dirs, files in os.walk(self.path):
-                for name in files:
-                    _fsync_path(os.path.join(root, name))
-                for name in dirs:
-                    _fsync_dir(os.path.join(root, name))
-            _fsync_dir(self.path)
-        else:
-            _fsync_path(self.path)
+        if self.stream:
+            self._prepared = True
+            return
+        try:
+            if self.directory:
+                _write_manifest(self.path)
+                for root, dirs, files in os.walk(self.path):
+                    for name in files:
+                        _fsync_path(os.path.join(root, name))
+                    for name in dirs:
+                        _fsync_dir(os.path.join(root, name))
+                _fsync_dir(self.path)
+            else:
+                _fsync_path(self.path)
+        except OSError as exc:
+            raise output_error(exc, self.target) from None
         self._prepared = True
 
     def commit(self) -> None:
@@ -68,14 +126,19 @@ class AtomicOutput:
 
     def _publish(self) -> None:
         """Move the (prepared) temporary output to the target name in one step."""
+        if self.stream:
+            self.done = True
+            return
         if self.directory and os.path.isdir(self.target) and not os.path.islink(self.target):
             # A directory cannot be renamed over a non-empty one: swap the two atomically where
             # the system can (Linux renameat2 RENAME_EXCHANGE), so the target name always holds
-            # a complete version; then remove the old one, now under the temporary name.
+            # a complete version; then remove the old one (checked again to be ours), now under
+            # the temporary name.
             if _exchange(self.path, self.target):
-                shutil.rmtree(self.path, ignore_errors=True)
+                if is_our_directory(self.path):
+                    shutil.rmtree(self.path, ignore_errors=True)
             else:
-                old = tempfile.mkdtemp(prefix="." + os.path.basename(self.target) + ".", suffix=".old",
+                old = tempfile.mkdtemp(prefix="." + os.path.basename(self.target) + "." + _owner_tag(), suffix=".old",
                                        dir=os.path.dirname(self.target))
                 os.rmdir(old)
                 os.replace(self.target, old)
@@ -84,14 +147,18 @@ class AtomicOutput:
                 except BaseException:
                     os.replace(old, self.target)  # put the previous version back under its name
                     raise
-                shutil.rmtree(old, ignore_errors=True)
+                if is_our_directory(old):
+                    shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(self.path, self.target)
         self.done = True
 
     def abort(self) -> None:
-        """Remove the temporary output; the target is left as it was."""
+        """Remove the temporary output; the target is left as it was (a stream is left as written)."""
         if self.done:
+            return
+        self.done = True
+        if self.stream:
             return
         if self.directory:
             shutil.rmtree(self.path, ignore_errors=True)
@@ -100,9 +167,8 @@ class AtomicOutput:
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
-        self.done = True
 
-    def __enter__(self) -> "AtomicOutput":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -114,9 +180,13 @@ class AtomicOutput:
                 raise
         else:
             self.abort()
+            if exc is not None and not isinstance(exc, PvaError):
+                translated = output_error(exc, self.target, only_machine=True)
+                if translated is not None:
+                    raise translated from None
 
 
-def commit_together(outputs: "list[AtomicOutput]") -> None:
+def commit_together(outputs: list[AtomicOutput]) -> None:
     """Commit several outputs as close together as the file system allows.
 
     Every output is made durable first; only then are they renamed to their targets, one rename
@@ -127,10 +197,223 @@ def commit_together(outputs: "list[AtomicOutput]") -> None:
         out.check_target()  # every rename must be able to succeed before the first is made
     for out in pending:
         out.prepare()
-    for out in pending:
-        out._publish()
-    for parent in dict.fromkeys(os.path.dirname(out.target) for out in pending):
+    try:
+        for out in pending:
+            out._publish()
+    except OSError as exc:
+        raise output_error(exc, pending[0].target) from None
+    for parent in dict.fromkeys(os.path.dirname(out.target) for out in pending if not out.stream):
         _fsync_dir(parent)
+
+
+# -- errors of the machine -----------------------------------------------------------------------------------------
+
+_MACHINE_ERRNOS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EFBIG: "file too large",
+    errno.EIO: "input/output error",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOTDIR: "a component of the path is not a directory",
+}
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+_SQLITE_CANTOPEN = 14
+
+
+def output_error(exc: BaseException, target: str, *, only_machine: bool = False):
+    """The OutputError for a failure to write `target` caused by the machine (a full disk, ...).
+
+    With ``only_machine`` returns None for failures that are not the machine's (bugs stay bugs).
+    """
+    cause = _machine_cause(exc)
+    if cause is None:
+        if only_machine:
+            return None
+        cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return OutputError(f"cannot write {target!r}: {cause}", target)
+
+
+def _machine_cause(exc: BaseException) -> str | None:
+    if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
+        return _MACHINE_ERRNOS[exc.errno]
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF == _SQLITE_FULL:
+            return "no space left on device"
+        if code is not None and code & 0xFF in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
+            return f"input/output error ({exc})"
+    text = str(exc)
+    if "No space left on device" in text or "errno = 28" in text:  # HDF5 reports errno in its text
+        return "no space left on device"
+    return None
+
+
+# -- what is ours ----------------------------------------------------------------------------------------------------
+
+
+def _write_manifest(path: str) -> None:
+    """List every file of a finished directory output in its manifest (the mark that it is ours)."""
+    marker = os.path.join(path, _PARTIAL)
+    if os.path.exists(marker):
+        os.unlink(marker)
+    manifest_path = os.path.join(path, MANIFEST)
+    manifest: dict = {}
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    files = sorted(name for name in _relative_files(path) if name != MANIFEST)
+    manifest["written_by"] = "pva"
+    manifest["files"] = files
+    with open(manifest_path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+        handle.write("\n")
+
+
+def _relative_files(path: str) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            found.append(os.path.relpath(os.path.join(root, name), path).replace(os.sep, "/"))
+    return found
+
+
+def is_our_directory(path: str) -> bool:
+    """Whether a directory is empty, or a pva export whose manifest lists every file in it."""
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return False
+    if not entries:
+        return True
+    manifest_path = os.path.join(path, MANIFEST)
+    try:
+        if not stat.S_ISREG(os.lstat(manifest_path).st_mode) or os.path.getsize(manifest_path) > _MANIFEST_LIMIT:
+            return False
+        with open(manifest_path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(manifest, dict) or manifest.get("written_by") != "pva":
+        return False
+    listed = manifest.get("files")
+    if not isinstance(listed, list):
+        return False
+    return set(_relative_files(path)) <= {*map(str, listed), MANIFEST}
+
+
+def _is_partial_directory(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, _PARTIAL)) and not os.path.islink(path)
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of a live process (Linux), which tells it from a later one with the same id."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner_tag() -> str:
+    """The part of a temporary name that names its writer: ``p<pid>s<start time>.``."""
+    start = _start_time(os.getpid())
+    return f"p{os.getpid()}s{start}." if start is not None else ""
+
+
+def stale_temporaries(target: str | os.PathLike[str]) -> list[str]:
+    """Temporaries of ours beside `target` whose writer process is gone (killed before it committed)."""
+    if not os.path.isdir("/proc/self"):
+        return []
+    target = os.path.abspath(os.fspath(target))
+    parent, base = os.path.split(target)
+    pattern = re.compile(r"\." + re.escape(base) + r"\.p(\d+)s(\d+)\.[A-Za-z0-9_]{8}\.(tmp|old)\Z")
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = pattern.match(name)
+        if not match or _start_time(int(match.group(1))) == match.group(2):
+            continue  # not ours, or its writer is alive
+        path = os.path.join(parent, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            if not (_is_partial_directory(path) or is_our_directory(path)):
+                continue
+        elif not stat.S_ISREG(info.st_mode):
+            continue
+        found.append(path)
+    return sorted(found)
+
+
+def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[str]:
+    """Remove the stale temporaries of ours beside `target`; returns what was removed."""
+    removed = []
+    for path in stale_temporaries(target):
+        try:
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+# -- what a target is -----------------------------------------------------------------------------------------------
+
+
+def _is_stream_target(path: str) -> bool:
+    """Whether `path` is written in place as a stream: a FIFO, a character device, or /dev/stdout and kin."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return True
+    return stat.S_ISREG(mode) and _through_proc(path)
+
+
+def _through_proc(path: str) -> bool:
+    """Whether a chain of symbolic links leads through /proc (a process's own descriptors)."""
+    current = path
+    for _hop in range(40):
+        if current.startswith(("/proc/", "/dev/fd/")):
+            return True
+        if not os.path.islink(current):
+            return False
+        link = os.readlink(current)
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return False
+
+
+def _kind_name(path: str) -> str:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "not a regular file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "not a regular file"
 
 
 _RENAME_EXCHANGE = 2

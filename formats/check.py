@@ -9,8 +9,17 @@ from collections.abc import Callable, Collection, Iterator
 import numpy as np
 
 from .arrow_chunks import decode_chunk
-from .errors import DATA_ERRORS, NotAFileError, PvaError, ReportNotFoundError, ReportPermissionError
+from .atomic import stale_temporaries
+from .errors import (
+    NotAFileError,
+    NotAReportError,
+    PvaError,
+    ReportNotFoundError,
+    ReportPermissionError,
+    UnsupportedVersionError,
+)
 from .profile_reader import ProfileReader
+from .progress import Progress
 from .schema import profile_matrices, profile_schema
 
 #: Largest number of problems of one kind listed before they are summarised.
@@ -43,37 +52,77 @@ class _Collector:
             self.problems.append(Problem(check, "...", "more problems of this kind are not listed"))
 
 
-def check_report(path: str | os.PathLike[str], progress: Callable[[str], None] | None = None, *,
-                 only: Collection[str] | None = None) -> list[Problem]:
+def check_report(path: str | os.PathLike[str], progress: Progress | Callable[[str], None] | None = None, *,
+                 quick: bool = False, only: Collection[str] | None = None) -> list[Problem]:
     """Every problem found in the report at `path`; an empty list means it is valid.
 
-    `only` names the checks to run (default all but quick-integrity; STRUCTURE_CHECKS: the storage
-    is sound, with SQLite's quick_check in place of the full integrity check).
-
-    A file that is not a readable report gives a single problem with the open error's message; a
-    path that does not exist, is a directory or cannot be read raises that error instead.
+    A file that is a damaged report gives a single problem with the open error's message; a path
+    that does not exist, is a directory, cannot be read, is not a report or is of a newer format
+    raises that error instead. With `quick`, only the structure and the counts are checked (every
+    table and column present, every stored count against the rows it counts, every matrix's
+    declared shape against its table and its chunk index): seconds, whatever the report's size.
+    `only` names the checks to run instead (STRUCTURE_CHECKS: the storage is sound, with SQLite's
+    quick_check in place of the full integrity check). `progress` is a `Progress` bar (advanced by the bytes of the chunks decoded) or a callable
+    given each check's name.
     """
     out = _Collector()
     try:
         reader = ProfileReader(path)
-    except (ReportNotFoundError, NotAFileError, ReportPermissionError):
+    except (ReportNotFoundError, NotAFileError, ReportPermissionError, NotAReportError, UnsupportedVersionError):
         raise
     except PvaError as exc:
-        return [Problem("open", os.fspath(path), str(exc))]
+        return [Problem("open", os.fspath(path), _without_path(str(exc), os.fspath(path)))]
+    bar = progress if isinstance(progress, Progress) else None
+    if bar is not None:
+        bar.start("checking", reader.file.file_size)
     try:
-        for name, check in _CHECKS if only is None else [c for c in _ALL_CHECKS if c[0] in only]:
-            if progress:
+        if only is not None:
+            checks = [c for c in _ALL_CHECKS if c[0] in only]
+        else:
+            checks = _QUICK_CHECKS if quick else _CHECKS
+        for name, check in checks:
+            if callable(progress) and bar is None:
                 progress(name)
+            if bar is not None:
+                bar.label = f"checking {name}"
             try:
-                check(reader, out)
+                if name == "matrices":
+                    check(reader, out, bar)  # type: ignore[call-arg]
+                else:
+                    check(reader, out)
             except PvaError as exc:
-                out.add(name, reader.path, str(exc))
-            except DATA_ERRORS as exc:
-                out.add(name, reader.path, f"could not be completed: values of the wrong type or size "
-                                           f"({type(exc).__name__}: {str(exc)[:200]})")
+                out.add(name, reader.path, _without_path(str(exc), reader.path))
+            if name == "schema" and any(p.check in ("integrity", "schema") for p in out.problems):
+                out.add("schema", reader.path, "the checks that rely on the schema were skipped")
+                break
     finally:
+        if bar is not None:
+            bar.finish()
         reader.close()
     return out.problems
+
+
+def check_notes(path: str | os.PathLike[str]) -> list[str]:
+    """What `pva check` mentions beside problems: the journal mode, temporaries left by killed writers."""
+    path = os.fspath(path)
+    notes = []
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(100)
+    except OSError:
+        return notes
+    if len(head) == 100 and (head[18] == 2 or head[19] == 2):
+        notes.append("journal mode: wal (pva reads it without writing -wal or -shm files beside it)")
+    for left in stale_temporaries(path):
+        notes.append(f"{os.path.basename(left)}: a temporary left by a writer that was killed; the next write "
+                     f"to {os.path.basename(path)} removes it")
+    return notes
+
+
+def _without_path(message: str, path: str) -> str:
+    """A message without its leading quoted path (the problem's location names it already)."""
+    prefix = f"{path!r}: "
+    return message.removeprefix(prefix)
 
 
 def _integrity(reader: ProfileReader, out: _Collector) -> None:
@@ -117,7 +166,7 @@ def _schema(reader: ProfileReader, out: _Collector) -> None:
             out.add("schema", f"index {index}", "is missing")
 
 
-def _matrices(reader: ProfileReader, out: _Collector) -> None:
+def _matrices(reader: ProfileReader, out: _Collector, bar: Progress | None = None) -> None:
     declared = profile_matrices()["matrices"]
     for name, num_rows, num_cols, rows_per_chunk in reader.query(
         "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY name"
@@ -140,6 +189,8 @@ def _matrices(reader: ProfileReader, out: _Collector) -> None:
                         f"expected {min(rows_per_chunk, num_rows - expected_first)} rows at row {expected_first}, "
                         f"found {count}")
                 expected_first = first
+            if bar is not None and isinstance(data, bytes):
+                bar.advance(len(data))
             try:
                 decode_chunk(data, codec=codec, raw_size=raw_size, matrix=name, first_row=first, num_rows=count,
                              num_cols=num_cols, path=reader.path)
@@ -427,9 +478,60 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
                         f"steps_by_ipu.cycles is {cycles}, its tiles' cycles add up to {int(step_cycles[step, ipu])}")
 
 
-_CHECKS: list[tuple[str, Callable[[ProfileReader, _Collector], None]]] = [
+def _counts(reader: ProfileReader, out: _Collector) -> None:
+    """Every stored count against the rows it counts; every matrix's declared shape against its table."""
+    (sets,) = reader.query_one("SELECT count(*) FROM compute_sets")
+    if sets and reader.graph["num_compute_sets"] != sets:
+        out.add("counts", "graph.num_compute_sets",
+                f"is {reader.graph['num_compute_sets']}, table compute_sets has {sets} rows")
+    (declared_steps, steps) = reader.query_one("SELECT (SELECT coalesce(sum(num_steps), 0) FROM runs), "
+                                               "(SELECT count(*) FROM steps)")
+    if declared_steps != steps:
+        out.add("counts", "runs.num_steps", f"add up to {declared_steps}, table steps has {steps} rows")
+    for name, num_rows, num_cols, rows_per_chunk in reader.query(
+            "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY name"):
+        if name not in profile_matrices()["matrices"]:
+            continue
+        try:
+            bound = reader._row_bound(name)
+        except PvaError as exc:
+            out.add("counts", f"matrix {name}", _without_path(str(exc), reader.path))
+            continue
+        if isinstance(num_rows, int) and num_rows > bound:
+            out.add("counts", f"matrix {name}", f"declares {num_rows} rows, its table has {bound}")
+        if name == "step_cycles_by_tile" and num_rows != steps:
+            out.add("counts", f"matrix {name}", f"declares {num_rows} rows, one per step expected ({steps})")
+        (chunks, chunk_rows) = reader.query_one(
+            "SELECT count(*), coalesce(sum(num_rows), 0) FROM matrix_chunks WHERE matrix = ?", (name,))
+        if chunk_rows != num_rows:
+            out.add("counts", f"matrix {name}", f"declares {num_rows} rows, its {chunks} chunk(s) hold {chunk_rows}")
+
+
+def _structure(reader: ProfileReader, out: _Collector) -> None:
+    """Every table and column of the schema present, with its declared type, and every index (no scans)."""
+    schema = profile_schema()
+    for name, spec in schema.tables.items():
+        info = {row[1]: row for row in reader.query(f'PRAGMA table_info("{name}")')}
+        for column in spec.columns:
+            row = info.get(column.name)
+            if row is None:
+                out.add("schema", f"table {name}", f"column {column.name} is missing")
+            elif row[2].upper() != column.type:
+                out.add("schema", f"table {name}", f"column {column.name} is {row[2]}, expected {column.type}")
+    for index in schema.indexes:
+        if reader.query_one("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (index,)) is None:
+            out.add("schema", f"index {index}", "is missing")
+
+
+_QUICK_CHECKS: list[tuple[str, Callable[..., None]]] = [
+    ("structure", _structure),
+    ("counts", _counts),
+]
+
+_CHECKS: list[tuple[str, Callable[..., None]]] = [
     ("integrity", _integrity),
     ("schema", _schema),
+    ("counts", _counts),
     ("matrices", _matrices),
     ("references", _references),
     ("programs", _program_graph),

@@ -26,7 +26,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .atomic import AtomicOutput
 from .detect import check_regular_file
 from .errors import CorruptReportError, InvalidInputError
 from .legacy.jsonstream import json_events, open_binary
@@ -577,6 +576,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
 
     reader = ProfileReader(path)
     try:
+        reader.check_value_types()
         clock = float(reader.target["clock_frequency"]) or 1.0
         scale = 1e6 / clock
         pid = 1
@@ -590,13 +590,13 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
                                                                      "args": {"run": run, "cycles": int(end - start)}}))
         # pass 1: where each step starts and ends, per IPU, in the order the steps are read
         bounds: dict[Any, tuple[array, array]] = {}
-        for ipu, base, first, last in reader.file.conn.execute(_STEP_BOUNDS):
+        for ipu, base, first, last in reader.export_rows(_STEP_BOUNDS):
             starts, ends = bounds.get(ipu) or bounds.setdefault(ipu, (array("q"), array("q")))
             start = int(base) + int(first)
             starts.append(start)
             ends.append(max(start, int(base) + int(last)))
         # pass 2: each IPU's events by start (longest first), runs before steps, then steps in step order
-        rows = _peekable(reader.file.conn.execute(_STEP_EVENTS))
+        rows = _peekable(reader.export_rows(_STEP_EVENTS))
         for ipu in sorted(set(runs) | set(bounds)):
             run_items = runs.get(ipu, [])
             step_starts, step_ends = bounds.get(ipu, (array("q"), array("q")))
@@ -682,21 +682,3 @@ class _peekable:
         if row is None or row[0] != ipu:
             raise CorruptReportError(f"{path!r}: steps_by_ipu changed while it was read", path)
         return row
-
-
-def export_chrome_trace(source: str | os.PathLike[str], output: str | os.PathLike[str]) -> list[str]:
-    """Write a trace file's events, or a report's execution, as Chrome trace event JSON."""
-    from .detect import FileKind, sniff
-
-    from .exporters import damage_reported
-
-    name = os.fspath(source)
-    kind = sniff(name)
-    if kind not in (FileKind.PROFILE, FileKind.TRACE):
-        raise InvalidInputError(f"{name!r}: expected a pva report or trace file, found {kind.value}", name)
-    with damage_reported(name), AtomicOutput(os.fspath(output)) as atomic, open(atomic.path, "wb") as handle:
-        writer = ChromeTraceWriter(handle)
-        fields = (write_trace_file_events(name, writer) if kind is FileKind.TRACE
-                  else write_report_execution(name, writer))
-        writer.close(fields)
-    return [os.fspath(output)]

@@ -16,6 +16,7 @@ Which programs, compute sets and variables a context owns is stored in the repor
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
@@ -25,7 +26,7 @@ from typing import Any
 
 import cbor2
 
-from .atomic import AtomicOutput
+from .atomic import AtomicOutput, output_error
 from .detect import FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from .errors import CorruptReportError, InconsistentReportError, InvalidInputError, NotAReportError, UnsupportedVersionError
 
@@ -33,6 +34,8 @@ from .errors import CorruptReportError, InconsistentReportError, InvalidInputErr
 DEBUG_INFO_FORMAT = (1, 0)
 #: The key holding the format version.
 FORMAT_KEY = "pva_debug_info"
+#: The key holding the identifier the report it belongs to records (metadata ``debug_info_id``).
+ID_KEY = "debug_info_id"
 #: Keys of a context record with a fixed meaning; every other key is context data.
 RESERVED_KEYS = ("id", "layer", "name", "parentIds", "location")
 #: The id no debug context has (libpva DebugContext::INVALID_ID).
@@ -141,16 +144,20 @@ def write_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
 def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[str, Any]]) -> tuple[AtomicOutput, int]:
     """Write debug contexts as `write_debug_info` does, but leave the file under its temporary name.
 
-    Returns the uncommitted output (commit or abort it) and the number of contexts written.
+    The file ends with its identifier (``debug_info_id``: a digest of the contexts), which its
+    report records in its metadata (`read_debug_id` reads it back) so that a reader can refuse a
+    debug.cbor of another report. Returns the uncommitted output (commit or abort it) and the
+    number of contexts written.
     """
     target = os.fspath(path)
     seen: set[int] = set()
     parents_of: dict[int, list[int]] = {}
     count = 0
     out = AtomicOutput(target)
+    digest = hashlib.sha256()
     try:
         with open(out.path, "wb") as handle:
-            handle.write(b"\xa2")  # a map of two pairs
+            handle.write(b"\xa3")  # a map of three pairs
             cbor2.dump(FORMAT_KEY, handle)
             cbor2.dump(f"{DEBUG_INFO_FORMAT[0]}.{DEBUG_INFO_FORMAT[1]}", handle)
             cbor2.dump("contexts", handle)
@@ -168,11 +175,14 @@ def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
                 encoder.encode(record)
                 count += 1
                 if buffer.tell() > 1 << 20:
+                    digest.update(buffer.getvalue())
                     handle.write(buffer.getvalue())
                     buffer.seek(0)
                     buffer.truncate()
+            digest.update(buffer.getvalue())
             handle.write(buffer.getvalue())
             handle.write(b"\xff")
+            handle.write(_id_tail(digest.hexdigest()[:_ID_LENGTH]))
         for context_id, parents in parents_of.items():
             missing = [p for p in parents if p not in seen]
             if missing:
@@ -180,19 +190,30 @@ def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
                     f"{target!r}: context {context_id} names parent(s) {missing} that are not among the contexts"
                 )
         _check_acyclic(parents_of, target, InvalidInputError)
-    except BaseException:
+    except BaseException as exc:
         out.abort()
+        translated = output_error(exc, target, only_machine=True) if isinstance(exc, OSError) else None
+        if translated is not None:
+            raise translated from None
         raise
     return out, count
 
 
 def _not_json(value: Any) -> str | None:
-    """What in a decoded CBOR value JSON cannot hold (a key that is not text, a tag, bytes), or None."""
+    """What in a decoded CBOR value JSON cannot hold (a key that is not text, a tag, bytes, a value shared
+    by reference), or None. Each container is visited once: CBOR value sharing (tags 28/29, which pva
+    never writes) could otherwise make a few hundred bytes a tree of 2^25 leaves.
+    """
     stack = [value]
+    seen: set[int] = set()
     while stack:
         item = stack.pop()
         if item is None or isinstance(item, (bool, int, float, str)):
             continue
+        if isinstance(item, (list, tuple, Mapping)):
+            if id(item) in seen:
+                return "a value shared by reference (CBOR tags 28/29, which pva never writes)"
+            seen.add(id(item))
         if isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, Mapping):
@@ -203,6 +224,35 @@ def _not_json(value: Any) -> str | None:
         else:
             return f"a value of type {type(item).__name__} ({_short(item)})"
     return None
+
+
+#: Decimal digits Python converts an integer to text without refusing (sys.int_info.default_max_str_digits).
+_MAX_DIGITS = 4300
+
+
+def json_plain(value: Any) -> Any:
+    """A decoded debug value as plain JSON: NaN and infinities as null, integers too long for decimal
+    text (more than 4,300 digits) as hexadecimal strings ("0x..."). Shared values are refused on reading."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > _MAX_DIGITS * 3:  # more than 4,300 decimal digits, possibly
+            return hex(value)
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [json_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): json_plain(item) for key, item in value.items()}
+    return str(value)
+
+
+def context_json(layer: str, name: str, data: Mapping[str, Any]) -> str:
+    """A debug context as a JSON string that is always valid JSON (see `json_plain`)."""
+    import json
+
+    return json.dumps(json_plain({"layer": layer, "name": name, **data}), allow_nan=False)
 
 
 def _short(value: Any) -> str:
@@ -237,6 +287,57 @@ def _check_acyclic(parents_of: Mapping[int, Iterable[int]], path: str, error: ty
 
 
 # -- reading ---------------------------------------------------------------------------------
+
+
+#: Characters of a debug information identifier (hexadecimal digits of a SHA-256 of its contexts).
+_ID_LENGTH = 32
+
+
+def _id_tail(debug_id: str) -> bytes:
+    """The last bytes of a debug.cbor: its identifier key and value."""
+    return cbor2.dumps(ID_KEY) + cbor2.dumps(debug_id)
+
+
+def read_debug_id(path: str | os.PathLike[str]) -> str | None:
+    """The identifier a debug.cbor records at its end (None if it has none), read without decoding it."""
+    size = len(_id_tail("0" * _ID_LENGTH))
+    with open(os.fspath(path), "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() < size:
+            return None
+        handle.seek(-size, os.SEEK_END)
+        tail = handle.read(size)
+    key = cbor2.dumps(ID_KEY)
+    if not tail.startswith(key):
+        return None
+    try:
+        value = cbor2.loads(tail[len(key):])
+    except (cbor2.CBORDecodeError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def check_debug_pair(reader: Any, debug_path: str | os.PathLike[str]) -> None:
+    """Refuse a debug.cbor that was not written with the report `reader` has open.
+
+    The report records its debug information's identifier (metadata ``debug_info_id``) and the
+    debug.cbor ends with the same; a report that records none (written before identifiers, or by
+    a producer that writes its debug information apart) accepts any debug.cbor.
+    """
+    debug_path = os.fspath(debug_path)
+    expected = reader.metadata.get(ID_KEY) or None
+    if expected is None:
+        return
+    found = read_debug_id(debug_path)
+    if expected == found:
+        return
+    if found is None:
+        detail = f"the report's debug information is {expected}, the file carries no identifier"
+    else:
+        detail = f"the report's debug information is {expected}, the file is {found}"
+    raise InconsistentReportError(
+        f"{debug_path!r} is not the debug information of {reader.path!r} ({detail}); give the debug.cbor written "
+        f"with that report", debug_path)
 
 
 class DebugInfoReader:

@@ -45,6 +45,10 @@ class InvalidInputError(PvaError, ValueError):
     """Input to a converter or a writer is malformed; the message gives its location."""
 
 
+class OutputError(PvaError, OSError):
+    """An output could not be written (no space left, a read-only file system, a refused target)."""
+
+
 class ReadOnlyError(PvaError, PermissionError):
     """An attempt was made to modify a report through a read-only interface."""
 

@@ -26,6 +26,9 @@ from .sqlite_reader import SqliteFile
 MMAP_BYTES = 1 << 40
 
 
+#: Largest graph count believed (2^48: far beyond the memory of any machine's graph).
+_MAX_GRAPH_COUNT = 1 << 48
+
 _PYTHON_TYPES = {"INTEGER": int, "REAL": (int, float), "TEXT": str, "BLOB": bytes}
 
 
@@ -182,6 +185,20 @@ class MatrixReader:
         return pa.table({"row": rows, "values": values})
 
 
+#: For each matrix, the SQL counting the rows of the table its rows belong to: a matrix may not
+#: declare more rows than that (checked before any chunk is decoded).
+_ROW_BOUNDS = {
+    "step_cycles_by_tile": "SELECT count(*) FROM steps",
+    "step_compute_set_cycles_by_tile": "SELECT count(*) FROM step_compute_sets",
+    "compute_set_estimated_cycles_by_tile": "SELECT count(*) FROM compute_sets",
+    "compute_set_active_cycles_by_tile": "SELECT count(*) FROM compute_sets",
+    "compute_set_cycles_by_tile": "SELECT count(*) FROM compute_sets",
+    "vertex_count_by_tile": "SELECT count(*) FROM compute_set_vertices",
+}
+_PROGRAM_VECTOR_BOUND = ("SELECT (SELECT count(*) FROM program_vectors WHERE kind = ?) + "
+                         "(SELECT count(*) FROM exchanges WHERE kind = ?)")
+
+
 class ProfileReader(ReportQueries):
     """A profile.pop file opened read-only: its metadata, the query layer, and per-tile matrices."""
 
@@ -218,7 +235,22 @@ class ProfileReader(ReportQueries):
         for key, value in self.graph.items():
             if value < 0:
                 raise InconsistentReportError(f"{self.path!r}: graph.{key} is negative ({value})", self.path)
+        self._check_graph_counts()
         self._matrices: dict[str, MatrixReader] | None = None
+
+    def _check_graph_counts(self) -> None:
+        """The graph's counts must agree with the rows they count (a count is shown to users as is)."""
+        (sets,) = self.query_one("SELECT count(*) FROM compute_sets")
+        graph = self.graph
+        if sets and graph["num_compute_sets"] != sets:
+            raise InconsistentReportError(
+                f"{self.path!r}: graph.num_compute_sets is {graph['num_compute_sets']}, table compute_sets has "
+                f"{sets} rows", self.path)
+        for key in ("num_compute_sets", "num_vertices", "num_vars", "num_edges"):
+            if graph[key] > _MAX_GRAPH_COUNT:
+                raise InconsistentReportError(
+                    f"{self.path!r}: graph.{key} is {graph[key]}, more than any graph can hold "
+                    f"({_MAX_GRAPH_COUNT})", self.path)
 
     def _check_types(self, table: str, row: dict) -> None:
         """Every value of a one-row table must have its declared type."""
@@ -321,9 +353,31 @@ class ProfileReader(ReportQueries):
                         f"{self.path!r}: matrix {name!r} has invalid sizes ({num_rows} rows, {rows_per_chunk} per chunk)",
                         self.path,
                     )
+                bound = self._row_bound(name)
+                if num_rows > bound:
+                    raise InconsistentReportError(
+                        f"{self.path!r}: matrix {name!r} declares {num_rows} rows; expected at most {bound}, "
+                        f"the rows of the table it belongs to ({declared[name]['rows'].split(':')[0]})",
+                        self.path,
+                    )
                 found[name] = MatrixReader(self, name, num_rows, num_cols, rows_per_chunk)
             self._matrices = found
         return self._matrices
+
+    def _row_bound(self, name: str) -> int:
+        """The most rows matrix `name` may have: the rows of the table its rows belong to."""
+        if name == "memory_category_by_tile":
+            (rows,) = self.query_one("SELECT count(*) FROM memory_by_tile")
+            return max(int(rows), self.target["tiles_per_replica"])
+        if name.startswith("program_") and name.endswith("_by_tile"):
+            kind = name[len("program_"):-len("_by_tile")]
+            (rows,) = self.query_one(_PROGRAM_VECTOR_BOUND, (kind, kind))
+            return int(rows)
+        sql = _ROW_BOUNDS.get(name)
+        if sql is None:
+            return 1 << 62  # a matrix of a newer minor version: its chunks' sizes still bound what is decoded
+        (rows,) = self.query_one(sql)
+        return int(rows)
 
     def has_matrix(self, name: str) -> bool:
         """Whether the report stores the named matrix."""

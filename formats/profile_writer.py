@@ -287,8 +287,10 @@ class ProfileWriter(SqliteFileWriter):
     def _finish(self) -> None:
         if self.target is None:
             raise InvalidInputError(f"{self.path!r}: a report needs a target; call set_target")
-        if not self._graph_set:
-            self.set_graph(num_compute_sets=0, num_edges=0, num_vars=0, num_vertices=0)
+        if not self._graph_set:  # counted from the rows written
+            sets, vertices = self.execute(
+                "SELECT count(*), coalesce(sum(num_vertices), 0) FROM compute_sets").fetchone()
+            self.set_graph(num_compute_sets=sets, num_edges=0, num_vars=0, num_vertices=vertices)
         for writer in self._matrices.values():
             writer.flush()
         self.insert(

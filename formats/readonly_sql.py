@@ -44,8 +44,19 @@ class QueryResult:
         self.rows = rows
 
 
-def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout: float | None = None) -> QueryResult:
-    """Run one SELECT-like statement; anything that would write or reach outside the file is refused."""
+#: Default limits of `pva sql`: seconds a query may run, and bytes SQLite may allocate for it.
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MEMORY_LIMIT = 1 << 30
+
+
+def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout: float | None = None,
+                 memory_limit: int | None = None) -> QueryResult:
+    """Run one SELECT-like statement; anything that would write or reach outside the file is refused.
+
+    `timeout` (seconds) stops a query that runs longer; `memory_limit` (bytes) bounds what SQLite
+    allocates for it in this process (a value or string longer than the limit is refused as well).
+    Either raises InvalidInputError naming the limit. None means no limit.
+    """
     refused: list[str] = []
 
     def authorize(action, arg1, arg2, _db, _trigger):
@@ -81,6 +92,12 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
     def progress():
         return 1 if deadline is not None and time.monotonic() > deadline else 0
 
+    previous_length = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    previous_heap = None
+    if memory_limit:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, int(min(previous_length, max(1, memory_limit // 2))))
+        (previous_heap,) = conn.execute("PRAGMA hard_heap_limit").fetchone()
+        conn.execute(f"PRAGMA hard_heap_limit = {int(memory_limit)}")
     conn.set_authorizer(authorize)
     if deadline is not None:
         conn.set_progress_handler(progress, 10000)
@@ -93,7 +110,11 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
                 file.path,
             )
         if deadline is not None and "interrupted" in str(exc):
-            return InvalidInputError(f"{file.path!r}: query stopped after {timeout} s", file.path)
+            return InvalidInputError(f"{file.path!r}: query stopped after {timeout:g} s (its time limit; "
+                                     f"--timeout SECONDS raises it, 0 removes it)", file.path)
+        if memory_limit and (isinstance(exc, MemoryError) or "too big" in str(exc) or "out of memory" in str(exc)):
+            return InvalidInputError(f"{file.path!r}: query stopped: it needed more than {memory_limit / 2**20:,.0f} MB "
+                                     f"(its memory limit; --memory-limit MB raises it, 0 removes it)", file.path)
         if isinstance(exc, sqlite3.Warning):
             return InvalidInputError(f"{file.path!r}: expected one SQL statement ({exc})", file.path)
         return InvalidInputError(f"{file.path!r}: SQL error: {exc}", file.path)
@@ -101,10 +122,13 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
     def finish() -> None:
         conn.set_authorizer(None)
         conn.set_progress_handler(None, 0)
+        if memory_limit:
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, previous_length)
+            conn.execute(f"PRAGMA hard_heap_limit = {int(previous_heap or 0)}")
 
     try:
         cursor = conn.execute(sql, params)
-    except (sqlite3.DatabaseError, sqlite3.Warning) as exc:
+    except (sqlite3.DatabaseError, sqlite3.Warning, MemoryError) as exc:
         finish()
         raise failure(exc) from None
     conn.set_authorizer(None)
@@ -115,7 +139,7 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
             while True:
                 try:
                     batch = cursor.fetchmany(1000)
-                except (sqlite3.DatabaseError, sqlite3.Warning) as exc:
+                except (sqlite3.DatabaseError, sqlite3.Warning, MemoryError) as exc:
                     raise failure(exc) from None
                 if not batch:
                     return

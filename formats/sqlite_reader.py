@@ -15,6 +15,7 @@ from .errors import (
     ClosedReportError,
     CorruptReportError,
     InconsistentReportError,
+    InvalidInputError,
     NotAReportError,
     ReportNotFoundError,
     ReportPermissionError,
@@ -45,8 +46,26 @@ def _same_file(path: str, pinned: os.stat_result) -> bool:
     return (now.st_dev, now.st_ino) == (pinned.st_dev, pinned.st_ino)
 
 
-#: Errors that mean the bytes of the file are damaged (text that is not UTF-8 included).
+#: Errors that may mean the bytes of the file are damaged (text that is not UTF-8 included);
+#: `is_damage` tells which do.
 _DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
+#: SQLite's primary result codes for a damaged file: SQLITE_IOERR (a short read of a truncated
+#: file), SQLITE_CORRUPT, SQLITE_NOTADB, and SQLITE_TOOBIG (a length no valid file holds).
+_DAMAGE_CODES = {10, 11, 18, 26}
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether an error raised while reading means the file is damaged, not that the query is wrong."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.ProgrammingError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if "Could not decode to UTF-8" in str(exc) or str(exc) == "integer overflow":
+            return True  # text that is not UTF-8 (a damaged page); values too large to add up
+        if code is None:
+            return "malformed" in str(exc) or "not a database" in str(exc)
+        return code & 0xFF in _DAMAGE_CODES
+    return False
 
 
 class SqliteHeader:
@@ -60,6 +79,13 @@ class SqliteHeader:
         (self.user_version,) = struct.unpack(">I", head[60:64])
         (self.application_id,) = struct.unpack(">I", head[68:72])
         (self.version_valid_for,) = struct.unpack(">I", head[92:96])
+        #: Whether the file is in WAL mode (file format read/write versions 2).
+        self.wal = head[18] == 2 or head[19] == 2
+
+    @property
+    def journal_mode(self) -> str:
+        """"wal" or "rollback" (the journal mode a writer left the file in)."""
+        return "wal" if self.wal else "rollback"
 
     @property
     def expected_size(self) -> int | None:
@@ -73,7 +99,9 @@ class SqliteFile:
     """A read-only connection to a pva SQLite file whose kind, version and tables are checked.
 
     Opening reads the 100-byte header, the metadata table and sqlite_master: its cost does not
-    grow with the file. Every query error from SQLite becomes a CorruptReportError naming the path.
+    grow with the file. A query error that means the file is damaged (SQLite's corrupt, not-a-database
+    and short-read codes, text that is not UTF-8) becomes a CorruptReportError naming the path; any
+    other (a query on a column that does not exist, ...) is a bug and propagates as it is.
     """
 
     def __init__(
@@ -101,6 +129,9 @@ class SqliteFile:
                 head = handle.read(100)
                 self.header = self._check_header(head, application_id, supported_major, other_kinds)
                 uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+                if self.header.wal:
+                    self._check_no_wal()
+                    uri += "&immutable=1"  # a reader never writes: no -wal or -shm file beside it
                 try:
                     self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
                 except sqlite3.Error as exc:
@@ -120,11 +151,30 @@ class SqliteFile:
             self.metadata = self._read_metadata()
             self.version = self._check_version(major, minor, supported_major)
             self.tables = self._check_tables(schema)
+        except _DAMAGE as exc:
+            self.conn.close()
+            damage = self.damaged(exc)
+            if damage is None:
+                raise
+            raise damage from None
         except BaseException:
             self.conn.close()
             raise
 
     # -- opening checks ---------------------------------------------------------------------
+
+    def _check_no_wal(self) -> None:
+        """Refuse a file in WAL mode whose -wal file holds changes (reading them would write beside it)."""
+        wal = self.path + "-wal"
+        try:
+            size = os.path.getsize(wal)
+        except OSError:
+            return
+        if size:
+            raise InvalidInputError(
+                f"{self.path!r}: was left in WAL mode with {size} bytes of changes in {wal!r}; pva reads without "
+                f"writing: checkpoint it first (sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)') or give the "
+                f"file as its writer finished it", self.path)
 
     def _check_header(self, head: bytes, application_id: int, supported_major: int,
                       other_kinds: dict[int, str] | None) -> SqliteHeader:
@@ -240,6 +290,12 @@ class SqliteFile:
                 f"{self.path!r}: the {self.what} is closed; objects read from it cannot read more (open it again)",
                 self.path)
 
+    def damaged(self, exc: BaseException) -> CorruptReportError | None:
+        """The CorruptReportError for an error that means the file is damaged; None for any other (a bug)."""
+        if not is_damage(exc):
+            return None
+        return CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path)
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """All rows of a query."""
         self.check_open()
@@ -247,7 +303,10 @@ class SqliteFile:
             with self._lock:
                 return self.conn.execute(sql, params).fetchall()
         except _DAMAGE as exc:
-            raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
+            damage = self.damaged(exc)
+            if damage is None:
+                raise
+            raise damage from None
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         """The first row of a query, or None."""
@@ -256,7 +315,10 @@ class SqliteFile:
             with self._lock:
                 return self.conn.execute(sql, params).fetchone()
         except _DAMAGE as exc:
-            raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
+            damage = self.damaged(exc)
+            if damage is None:
+                raise
+            raise damage from None
 
     def iterate(self, sql: str, params: Sequence[Any] = (), batch: int = 10_000) -> Iterator[tuple]:
         """Rows of a query, fetched in batches (for results too large to hold at once)."""
@@ -272,7 +334,10 @@ class SqliteFile:
                     return
                 yield from rows
         except _DAMAGE as exc:
-            raise CorruptReportError(f"{self.path!r}: the {self.what} is damaged ({exc})", self.path) from None
+            damage = self.damaged(exc)
+            if damage is None:
+                raise
+            raise damage from None
 
     def column(self, sql: str, params: Sequence[Any] = ()) -> list:
         """The first column of every row of a query."""

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .atomic import AtomicOutput
+from .atomic import AtomicOutput, output_error
 from .errors import InvalidInputError
 from .schema import Schema, split_ddl, user_version
 
@@ -38,9 +38,9 @@ class SqliteFileWriter:
             self._out = AtomicOutput(self.path)
         except (FileNotFoundError, PermissionError) as exc:
             raise InvalidInputError(f"cannot write {self.path!r}: {exc}", self.path) from None
-        self._conn = sqlite3.connect(self._out.path, isolation_level=None, check_same_thread=False)
         self._closed = False
         try:
+            self._conn = sqlite3.connect(self._out.path, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=OFF")
             self._conn.execute("PRAGMA synchronous=OFF")
             self._conn.execute(f"PRAGMA application_id={application_id}")
@@ -48,9 +48,13 @@ class SqliteFileWriter:
             tables, self._index_ddl = split_ddl(schema.ddl)
             self._conn.executescript(tables)
             self._conn.execute("BEGIN")
-        except BaseException:
-            self._conn.close()
+        except BaseException as exc:
+            if hasattr(self, "_conn"):
+                self._conn.close()
             self._out.abort()
+            translated = output_error(exc, self.path, only_machine=True)
+            if translated is not None:
+                raise translated from None
             raise
         self._metadata: dict[str, str] = {
             "format_version": f"{version[0]}.{version[1]}",
@@ -94,6 +98,9 @@ class SqliteFileWriter:
             self._conn.executemany(sql, rows)
         except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError) as exc:
             raise InvalidInputError(f"{self.path!r}: bad row for table {table!r}: {exc}") from None
+        except (sqlite3.Error, OSError) as exc:
+            self._machine_failure(exc)
+            raise
 
     def insert_one(self, table: str, **values: Any) -> None:
         """Insert one row given as column=value keywords."""
@@ -102,7 +109,18 @@ class SqliteFileWriter:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         """Run a statement on the file being written (for producers that read back)."""
         self._check_open()
-        return self._conn.execute(sql, params)
+        try:
+            return self._conn.execute(sql, params)
+        except (sqlite3.Error, OSError) as exc:
+            self._machine_failure(exc)
+            raise
+
+    def _machine_failure(self, exc: BaseException) -> None:
+        """Abort and raise an OutputError when the machine is at fault (a full disk); else return."""
+        translated = output_error(exc, self.path, only_machine=True)
+        if translated is not None:
+            self.abort()
+            raise translated from None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -139,6 +157,10 @@ class SqliteFileWriter:
             self._closed = True
             if commit:
                 self._out.commit()
+        except (sqlite3.Error, OSError) as exc:
+            self._machine_failure(exc)
+            self.abort()
+            raise
         except BaseException:
             self.abort()
             raise

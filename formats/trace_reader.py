@@ -8,12 +8,14 @@ import os
 import pathlib
 import shutil
 import sqlite3
+import struct
 import tempfile
 import weakref
 
 import numpy as np
 import pyarrow as pa
 
+from .arrow_chunks import check_ipc_stream
 from .errors import CorruptReportError, InconsistentReportError, PvaError
 from .profile_reader import MMAP_BYTES
 from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, trace_schema
@@ -260,10 +262,14 @@ class TraceReader(UserSql):
         if not isinstance(data, bytes):
             raise CorruptReportError(f"{where}: thread_event_columns.data must be a BLOB", self.path)
         try:
+            check_ipc_stream(pa.py_buffer(data), max_rows=count, where=f"{where}: thread_event_columns.data",
+                             path=self.path)
             stream = pa.ipc.open_stream(pa.py_buffer(data))
             table = pa.Table.from_batches(list(stream), schema=stream.schema)
             table.validate(full=True)
-        except (pa.ArrowException, OSError, ValueError) as exc:
+        except CorruptReportError:
+            raise
+        except (pa.ArrowException, OSError, ValueError, struct.error) as exc:
             raise CorruptReportError(
                 f"{where}: thread_event_columns.data is not a readable Arrow IPC stream ({exc})", self.path) from None
         if not table.schema.equals(THREAD_COLUMNS_SCHEMA) or table.num_rows != count:

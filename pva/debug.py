@@ -12,7 +12,7 @@ import json
 from collections import deque
 from typing import TYPE_CHECKING
 
-from formats.debug_info import INVALID_ID, DebugInfoReader, DebugRecord
+from formats.debug_info import INVALID_ID, DebugInfoReader, DebugRecord, context_json
 
 from ._base import PvaList
 from .model_errors import NoSuchObjectError
@@ -200,9 +200,13 @@ class DebugContext:
 
     @property
     def json(self) -> str:
-        """Everything recorded for the context (layer, name and the layer's data) as a JSON string."""
+        """Everything recorded for the context (layer, name and the layer's data) as a JSON string.
+
+        Always valid JSON: NaN and infinities are null, integers of more than 4,300 digits are
+        hexadecimal strings.
+        """
         record = self._record
-        return json.dumps({"layer": record.layer, "name": record.name, **record.data})
+        return context_json(record.layer, record.name, record.data)
 
     @property
     def location(self) -> DebugContextLocation:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from formats.debug_info import check_debug_pair
 from formats.detect import check_regular_file
 from formats.profile_reader import ProfileReader
 
@@ -329,4 +330,10 @@ def openReport(profileFilename: str | os.PathLike[str], debugInfoFilename: str |
         debug_path = os.fspath(debugInfoFilename)
         check_regular_file(debug_path, "debug information file (debug.cbor)")
     reader = ProfileReader(profileFilename)
+    if debug_path is not None:
+        try:
+            check_debug_pair(reader, debug_path)
+        except BaseException:
+            reader.close()
+            raise
     return Report(reader, debug_path)

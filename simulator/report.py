@@ -15,7 +15,7 @@ import numpy as np
 
 from formats import __version__
 from formats.atomic import commit_together
-from formats.debug_info import stage_debug_info
+from formats.debug_info import read_debug_id, stage_debug_info
 from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
 
 from .compiler.memory import CATEGORIES, DESCRIPTIONS
@@ -272,11 +272,13 @@ class ReportSession:
                         self._execution.finish()
                     stamp = engine.timestamp.isoformat(timespec="seconds").replace("+00:00", "Z")
                     self.writer.set_metadata(created=stamp, compilation_timestamp=stamp)
+                    if engine.options.debug_info:  # the report records which debug.cbor is its own
+                        staged.append(stage_debug_info(self.debug_path, engine.graph.state.debug.contexts)[0])
+                        self.writer.set_metadata(debug_info_id=read_debug_id(staged[-1].path))
                 self.writer.close(commit=False)
                 staged.append(self.writer.output)
-            if engine.options.debug_info:
-                contexts = engine.graph.state.debug.contexts
-                staged.append(stage_debug_info(self.debug_path, contexts)[0])
+            elif engine.options.debug_info:
+                staged.append(stage_debug_info(self.debug_path, engine.graph.state.debug.contexts)[0])
             staged.append(engine.trace.stage(self.trace_path))
             commit_together(staged)
         except BaseException:

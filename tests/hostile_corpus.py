@@ -207,6 +207,9 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
                    f"WHERE rowid IN (SELECT rowid FROM \"{table}\" LIMIT 3)")
         add(f"5,000,000-character {table}.{column}", path)
 
+    # bombs: small files that would make a decoder allocate without bound (issue 17)
+    cases.extend(make_bombs(source, out / "bombs"))
+
     if debug is not None:
         cases.extend(_debug_cases(source, pathlib.Path(debug), out))
     return cases
@@ -254,3 +257,137 @@ def _find_context_list(document):
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 return value
     return None
+
+
+# -- bombs: small files that would make a decoder allocate without bound -----------------------------------------
+
+
+def _zeros_stream(schema, rows_per_batch: int, batches: int, make_batch, compression: str | None) -> bytes:
+    """An Arrow IPC stream of `batches` batches of zeros (IPC body compression as given)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, schema, options=options) as writer:
+        batch = make_batch(rows_per_batch)
+        for _ in range(batches):
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _matrix_shape(path: pathlib.Path, matrix: str) -> tuple[int, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT num_rows, num_cols FROM matrices WHERE name = ?", (matrix,)).fetchone()
+    finally:
+        conn.close()
+
+
+def ipc_compression_bomb(source, out, *, batch_bytes: int = 512 << 20, batches: int = 3,
+                         matrix: str = "step_cycles_by_tile") -> pathlib.Path:
+    """Issue 17 item 2: a chunk stored with codec `none` that holds an IPC stream with IPC-level zstd
+    body compression, `batches` batches of `batch_bytes` zeros each (a few hundred kB on disk)."""
+    import pyarrow as pa
+
+    source, out = pathlib.Path(source), pathlib.Path(out)
+    _num_rows, num_cols = _matrix_shape(source, matrix)
+    rows = max(1, batch_bytes // (8 * num_cols))
+    values_type = pa.list_(pa.uint64(), num_cols)
+    schema = pa.schema([pa.field("values", values_type, nullable=False)])
+
+    def make(n):
+        flat = pa.array(np.zeros(n * num_cols, dtype=np.uint64))
+        return pa.record_batch([pa.FixedSizeListArray.from_arrays(flat, num_cols)], schema=schema)
+
+    blob = _zeros_stream(schema, rows, batches, make, "zstd")
+    path = out / "bomb-ipc-compression.pop"
+    shutil.copyfile(source, path)
+    _sql(path, f"UPDATE matrix_chunks SET codec = 'none', raw_size = {len(blob)}, data = x'{blob.hex()}' "
+               f"WHERE matrix = '{matrix}' AND first_row = 0")
+    return path
+
+
+def declared_rows_bomb(source, out, *, rows: int = 2_000_000, matrix: str = "step_cycles_by_tile") -> pathlib.Path:
+    """Issue 17 item 3: a matrix whose index and one chunk declare `rows` rows (the report has far fewer)."""
+    from formats.arrow_chunks import encode_chunk
+
+    source, out = pathlib.Path(source), pathlib.Path(out)
+    _num_rows, num_cols = _matrix_shape(source, matrix)
+    codec, raw_size, blob = encode_chunk(matrix, 0, np.zeros((rows, num_cols), dtype=np.uint8), "zstd")
+    path = out / "bomb-declared-rows.pop"
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DELETE FROM matrix_chunks WHERE matrix = ?", (matrix,))
+        conn.execute("INSERT INTO matrix_chunks (matrix, first_row, num_rows, codec, raw_size, data) "
+                     "VALUES (?, 0, ?, ?, ?, ?)", (matrix, rows, codec, raw_size, blob))
+        conn.execute("UPDATE matrices SET num_rows = ?, rows_per_chunk = ? WHERE name = ?", (rows, rows, matrix))
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
+def trace_compression_bomb(source, out, *, batch_rows: int = 20_000_000, batches: int = 3) -> pathlib.Path:
+    """Issue 17 item 2 in a .pvti: thread_event_columns streams with IPC body compression, of far more
+    rows than the thread has events."""
+    import pyarrow as pa
+
+    from formats.trace_writer import THREAD_COLUMNS_SCHEMA
+
+    def make(n):
+        zeros = pa.array(np.zeros(n, dtype=np.int64))
+        labels = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array(["x"]))
+        columns = [labels if field.name == "label" else zeros.cast(field.type) for field in THREAD_COLUMNS_SCHEMA]
+        return pa.record_batch(columns, schema=THREAD_COLUMNS_SCHEMA)
+
+    blob = _zeros_stream(THREAD_COLUMNS_SCHEMA, batch_rows, batches, make, "zstd")
+    path = pathlib.Path(out) / "bomb-ipc-compression.pvti"
+    shutil.copyfile(source, path)
+    _sql(path, "UPDATE thread_event_columns SET data = ?".replace("?", f"x'{blob.hex()}'"))
+    return path
+
+
+def debug_sharing_bomb(levels: int = 25) -> bytes:
+    """Issue 17 item 4: a debug.cbor of about 250 bytes whose CBOR value sharing (tags 28/29) makes a
+    context's data a tree of 2^levels leaves."""
+    import cbor2
+
+    def uint(n: int) -> bytes:
+        return bytes([n]) if n < 24 else bytes([0x18, n])
+
+    dag = bytearray(b"\x98" + bytes([levels + 1]))  # an array of the levels, each shareable
+    dag += b"\xd8\x1c\x80"  # 28([])
+    for k in range(levels):
+        dag += b"\xd8\x1c\x82\xd8\x1d" + uint(k) + b"\xd8\x1d" + uint(k)  # 28([29(k), 29(k)])
+    context = bytearray(b"\xa5")  # a map of five pairs
+    for key, value in (("id", 1), ("layer", "poplar"), ("name", "bomb"), ("parentIds", [])):
+        context += cbor2.dumps(key) + cbor2.dumps(value)
+    context += cbor2.dumps("shared") + bytes(dag)
+    return (b"\xa2" + cbor2.dumps("pva_debug_info") + cbor2.dumps("1.0") + cbor2.dumps("contexts") + b"\x81"
+            + bytes(context))
+
+
+def graph_count_bomb(source, out) -> pathlib.Path:
+    """Issue 17 item 6: every graph count set to 2^63-1."""
+    path = pathlib.Path(out) / "bomb-graph-counts.pop"
+    shutil.copyfile(source, path)
+    top = (1 << 63) - 1
+    _sql(path, f"UPDATE graph SET num_compute_sets = {top}, num_edges = {top}, num_vars = {top}, "
+               f"num_vertices = {top}")
+    return path
+
+
+def make_bombs(report, out, *, trace=None) -> list[dict]:
+    """Every bomb as hostile cases (small sizes, so the whole corpus stays quick)."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [
+        {"name": "IPC body-compression bomb", "path": str(ipc_compression_bomb(report, out, batch_bytes=64 << 20))},
+        {"name": "declared-rows bomb", "path": str(declared_rows_bomb(report, out, rows=200_000))},
+        {"name": "graph counts of 2^63-1", "path": str(graph_count_bomb(report, out))},
+    ]
+    debug = out / "bomb-sharing.cbor"
+    debug.write_bytes(debug_sharing_bomb())
+    cases.append({"name": "debug.cbor value-sharing bomb", "path": str(report), "debug": str(debug)})
+    return cases

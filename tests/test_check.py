@@ -84,7 +84,7 @@ def test_json_output_and_exit_status(sample, capsys):
 def test_unopenable_files(tmp_path, capsys):
     bad = tmp_path / "bad.pop"
     bad.write_text("not a report")
-    assert main(["check", str(bad)]) == 1
-    assert "expected a profile report" in capsys.readouterr().out
+    assert main(["check", str(bad)]) == 2
+    assert "expected a profile report" in capsys.readouterr().err
     assert main(["check", str(tmp_path / "missing.pop")]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -7,7 +7,8 @@ import json
 import pytest
 
 import pva
-from formats.chrome_trace import assign_lanes, export_chrome_trace, import_chrome_trace
+from formats.chrome_trace import assign_lanes, import_chrome_trace
+from formats.exporters.chrome import export_chrome_trace
 from formats.errors import InvalidInputError
 
 #: A per-layer timeline as SigmaStar's performance_timeline.py describes it (seed 001).

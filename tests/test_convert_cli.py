@@ -32,7 +32,7 @@ def test_convert_legacy_pair_then_export_every_format(tmp_path, capsys):
         code, out, err = _run(["export", str(tmp_path / "p.pop"), "--format", fmt, "-o", str(tmp_path / name)], capsys)
         assert code == 0, err
         assert os.path.exists(tmp_path / name)
-    assert sorted(os.listdir(tmp_path / "legacy")) == ["execution.cbor", "graph.cbor"]
+    assert sorted(os.listdir(tmp_path / "legacy")) == ["execution.cbor", "graph.cbor", "manifest.json"]
 
 
 def test_convert_reports_warnings_and_json(tmp_path, capsys):

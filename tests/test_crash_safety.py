@@ -93,7 +93,7 @@ def _tree(path: pathlib.Path) -> dict[str, str] | str | None:
 
 
 def _temporary(name: str) -> re.Pattern:
-    return re.compile(rf"^\.{re.escape(name)}\.[A-Za-z0-9_]+\.(tmp|old)$")
+    return re.compile(rf"^\.{re.escape(name)}\.[A-Za-z0-9_.]+\.(tmp|old)$")
 
 
 #: Rows that differ between two runs of the same command: the creation time, the output directory.
@@ -158,8 +158,9 @@ def _verify_export(fmt: str, path: pathlib.Path) -> None:
         document = json.loads(path.read_text())
         assert {"graphProfile", "executionProfile"} <= set(document)
     elif fmt == "legacy-cbor":
-        assert sorted(p.name for p in path.iterdir()) == ["execution.cbor", "graph.cbor"]
-        for part in path.iterdir():
+        assert sorted(p.name for p in path.iterdir()) == ["execution.cbor", "graph.cbor", "manifest.json"]
+        assert json.loads((path / "manifest.json").read_text())["files"] == ["execution.cbor", "graph.cbor"]
+        for part in (path / "execution.cbor", path / "graph.cbor"):
             with open(part, "rb") as handle:
                 assert isinstance(cbor2.load(handle), collections.abc.Mapping)
     else:  # pragma: no cover
@@ -207,7 +208,7 @@ class Job:
     def patterns(kind: str, name: str) -> list[re.Pattern]:
         """Names the temporary files of a writer of `name` may have."""
         if kind == "simulate":
-            return [_temporary("profile.pop"), _temporary("debug.cbor"), re.compile(r"^\..*\.pvti\.[A-Za-z0-9_]+\.tmp$")]
+            return [_temporary("profile.pop"), _temporary("debug.cbor"), re.compile(r"^\..*\.pvti\.[A-Za-z0-9_.]+\.tmp$")]
         return [_temporary(name)]
 
 
@@ -447,9 +448,13 @@ def test_a_directory_output_replaces_an_older_one_whole(tmp_path, monkeypatch, e
         _write_tree(out, {"a.txt": "old a", "sub/b.txt": "old b", "gone.txt": "only old"})
     with atomic.AtomicOutput(target, directory=True) as out:
         _write_tree(out, {"a.txt": "new a", "sub/b.txt": "new b"})
-        assert _tree(target) == {"a.txt": _sha_text("old a"), "gone.txt": _sha_text("only old"),
-                                 "sub/b.txt": _sha_text("old b")}
-    assert _tree(target) == {"a.txt": _sha_text("new a"), "sub/b.txt": _sha_text("new b")}
+        old = _tree(target)
+        assert json.loads((target / "manifest.json").read_text())["files"] == ["a.txt", "gone.txt", "sub/b.txt"]
+        del old["manifest.json"]
+        assert old == {"a.txt": _sha_text("old a"), "gone.txt": _sha_text("only old"), "sub/b.txt": _sha_text("old b")}
+    new = _tree(target)
+    del new["manifest.json"]
+    assert new == {"a.txt": _sha_text("new a"), "sub/b.txt": _sha_text("new b")}
     assert os.listdir(tmp_path) == ["export"]
 
 

@@ -215,3 +215,26 @@ def test_program_contexts_point_back(comp):
     for program in comp.programs:
         for context in program.debugContexts:
             assert program in context.programs()
+
+
+# -- pairing (issue 17 item 7) -------------------------------------------------------------------------------------
+
+
+def test_a_debug_cbor_of_another_report_is_refused(tmp_path):
+    from simulator.presets import run_preset
+
+    import pva
+    from formats.debug_info import read_debug_id
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for directory, preset in ((first, "tutorial1"), (second, "tutorial3")):
+        run_preset(preset, {"tiles-per-ipu": 16}, str(directory), timestamp=1_700_000_000.0)
+    own = read_debug_id(first / "debug.cbor")
+    assert own and own != read_debug_id(second / "debug.cbor")
+    with pva.openReport(first / "profile.pop", first / "debug.cbor") as report:
+        assert report.compilation.debugContexts()
+    with pytest.raises(pva.PvaError) as caught:
+        pva.openReport(first / "profile.pop", second / "debug.cbor")
+    message = str(caught.value)
+    assert str(first / "profile.pop") in message and str(second / "debug.cbor") in message
+    assert "is not the debug information of" in message

@@ -71,12 +71,24 @@ def test_failed_export_leaves_nothing(tmp_path, fmt):
     assert sorted(os.listdir(tmp_path)) == ["not-a-report.pop"]
 
 
-def test_existing_output_directory_is_replaced_whole(tmp_path, sample):
+def test_a_previous_export_is_replaced_whole(tmp_path, sample):
+    out = tmp_path / "pq"
+    export(sample.path, "parquet", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["written_by"] == "pva" and "tables/programs.parquet" in manifest["files"]
+    os.unlink(out / "tables" / "programs.parquet")  # a file of ours, listed in the manifest
+    export(sample.path, "parquet", out)
+    assert (out / "tables" / "programs.parquet").exists()
+
+
+def test_a_directory_that_is_not_an_export_is_never_replaced(tmp_path, sample):
     out = tmp_path / "pq"
     out.mkdir()
-    (out / "stale.txt").write_text("old")
-    export(sample.path, "parquet", out)
-    assert "stale.txt" not in os.listdir(out)
+    (out / "thesis.tex").write_text("years of work")
+    with pytest.raises(InvalidInputError, match="not a previous pva export"):
+        export(sample.path, "parquet", out)
+    assert os.listdir(out) == ["thesis.tex"]
+    assert sorted(os.listdir(tmp_path)) == ["pq"]
 
 
 def test_unknown_format_is_refused():

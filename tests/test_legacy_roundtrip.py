@@ -10,7 +10,8 @@ import pytest
 
 from formats.legacy import convert_legacy
 from formats.legacy.equivalence import DERIVED, differences
-from formats.legacy.exporter import CBOR_MAGIC, export_legacy
+from formats.exporters.legacy import export_legacy
+from formats.legacy.exporter import CBOR_MAGIC
 from legacy_builders import PROFILER_MODES, complete_graph_profile, execution_profile, write_cbor, write_json
 
 SKELETON = {
@@ -108,7 +109,7 @@ def test_directory_form_writes_graph_and_execution_files(tmp_path):
     convert_legacy([source], tmp_path / "p.pop")
     written = export_legacy(tmp_path / "p.pop", tmp_path / "legacy", encoding="cbor")
     assert [os.path.basename(p) for p in written] == ["graph.cbor", "execution.cbor"]
-    assert sorted(os.listdir(tmp_path / "legacy")) == ["execution.cbor", "graph.cbor"]
+    assert sorted(os.listdir(tmp_path / "legacy")) == ["execution.cbor", "graph.cbor", "manifest.json"]
     with open(written[0], "rb") as handle:
         assert handle.read(3) == CBOR_MAGIC  # TensorFlow checked that the first byte is 0xD9
     assert differences(SKELETON["graphProfile"], _read(written[0])) == []

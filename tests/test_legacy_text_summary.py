@@ -120,3 +120,18 @@ def test_summary_with_target_becomes_a_report(tmp_path):
 def test_text_that_is_not_a_summary():
     with pytest.raises(InvalidInputError, match="expected a Poplar profile summary"):
         parse_profile_summary("hello\n", "x.txt")
+
+
+def test_a_4301_digit_number_is_not_a_crash(tmp_path):
+    huge = "9" * 4301
+    assert parse_value(huge).number is None and parse_value(huge).text == huge
+    text = (KEPT / "graphcore_printProfileSummary_graph__tf-docs_adder-example_SDK0.9.txt").read_text()
+    lines = text.splitlines()
+    index = next(k for k, line in enumerate(lines) if "Number of vertices" in line)
+    lines[index] = lines[index].split(":")[0] + ": " + huge
+    source = tmp_path / "huge.txt"
+    source.write_text("\n".join(lines) + "\n")
+    try:
+        convert([source], tmp_path / "p.pop")
+    except pva.PvaError as exc:
+        assert str(source) in str(exc)

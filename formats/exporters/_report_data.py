@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -44,12 +45,11 @@ def table_batches(reader: ProfileReader, table: str) -> tuple[pa.Schema, Iterato
         for f in schema
     ]
     schema = pa.schema(fields, metadata=schema.metadata)
-    names = ", ".join(f'"{f.name}"' for f in schema)
 
     def batches() -> Iterator[pa.RecordBatch]:
-        cursor = reader.file.conn.execute(f'SELECT {names} FROM "{table}"')
+        rows_of = reader.table_rows(table, [f.name for f in schema], BATCH_ROWS)
         while True:
-            rows = cursor.fetchmany(BATCH_ROWS)
+            rows = list(itertools.islice(rows_of, BATCH_ROWS))
             if not rows:
                 return
             columns = list(zip(*rows))
@@ -91,6 +91,7 @@ def export_directory(report: str, output: str, fmt: str,
     """
     reader = ProfileReader(report)
     try:
+        reader.check_value_types()
         with AtomicOutput(output, directory=True) as out:
             os.mkdir(os.path.join(out.path, "tables"))
             os.mkdir(os.path.join(out.path, "matrices"))

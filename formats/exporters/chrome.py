@@ -1,5 +1,31 @@
-"""Chrome trace event JSON out: a report's execution (one track per IPU) or a pva trace file."""
+"""Export Chrome trace event JSON (chrome://tracing, Perfetto UI): a report's execution or a pva trace file."""
 
-from ..chrome_trace import export_chrome_trace
+from __future__ import annotations
 
-__all__ = ["export_chrome_trace"]
+import os
+
+from ..atomic import AtomicOutput
+from ..chrome_trace import (
+    ChromeTraceWriter,
+    write_report_execution,
+    write_trace_file_events,
+)
+from ..detect import FileKind, sniff
+from ..errors import InvalidInputError
+
+
+def export_chrome_trace(source: str | os.PathLike[str], output: str | os.PathLike[str]) -> list[str]:
+    """Write a trace file's events, or a report's execution, as Chrome trace event JSON.
+
+    `output` may be a FIFO or ``/dev/stdout``: the JSON is then written as a stream.
+    """
+    name = os.fspath(source)
+    kind = sniff(name)
+    if kind not in (FileKind.PROFILE, FileKind.TRACE):
+        raise InvalidInputError(f"{name!r}: expected a pva report or trace file, found {kind.value}", name)
+    with AtomicOutput(os.fspath(output), stream=True) as atomic, open(atomic.path, "wb") as handle:
+        writer = ChromeTraceWriter(handle)
+        fields = (write_trace_file_events(name, writer) if kind is FileKind.TRACE
+                  else write_report_execution(name, writer))
+        writer.close(fields)
+    return [os.fspath(output)]

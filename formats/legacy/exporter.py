@@ -9,14 +9,12 @@ their JSON locations, which makes legacy -> pop -> legacy equivalent (see `equiv
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import cbor2
 import numpy as np
 
-from ..atomic import AtomicOutput
 from ..errors import InvalidInputError
 from ..profile_reader import ProfileReader
 from . import mapping as M
@@ -67,12 +65,12 @@ class _Report:
     def grouped(self, source: str, key: str, column: str, count: int, width: int) -> Rows:
         """Dense rows [key][tile] of one column of a sparse (key, tile, column) table or subquery."""
         sql = f"SELECT {key}, tile, {column} FROM {source} ORDER BY {key}, tile"
-        conn = self.r.file.conn
+        reader = self.r
 
         def produce() -> Iterator[np.ndarray]:
             current = 0
             row = np.zeros(width, dtype=np.uint64)
-            for k, tile, value in conn.execute(sql):
+            for k, tile, value in reader.export_rows(sql):
                 if not 0 <= k < count:
                     continue
                 while current < k:
@@ -410,7 +408,7 @@ class _Steps:
         matrix = r.matrix("step_cycles_by_tile") if self.has_tiles else None
         chunk: np.ndarray | None = None
         chunk_first = 0
-        for row in r.file.conn.execute(self.SQL):
+        for row in r.export_rows(self.SQL):
             (sid, kind, program, cs, name, sync_type, overlapped, cycles, active, first, last, thread, tile_balance,
              active_balance, data_in, data_out, data_balance) = row
             legacy = M.PROGRAM_TYPES_BACK.get(kind, kind)
@@ -620,53 +618,3 @@ def legacy_documents(reader: ProfileReader) -> tuple[dict, dict | None, list[tup
     if execution is not None:
         apply_extras(execution, patches)
     return graph, execution, _patches(reader, "legacy-profile")
-
-
-def export_legacy(report: str | os.PathLike[str], output: str | os.PathLike[str], *, encoding: str = "json",
-                  combined: bool | None = None) -> list[str]:
-    """Write the legacy graph and execution profiles of a report; return the files written.
-
-    With ``combined`` (the default when `output` ends in .json or .cbor) one document
-    ``{"graphProfile": ..., "executionProfile": ...}`` is written to `output`; otherwise `output`
-    is a directory that receives graph.<ext> and, if the report has execution data, execution.<ext>.
-    """
-    if encoding not in ("json", "cbor"):
-        raise InvalidInputError(f"legacy export encoding must be json or cbor, got {encoding!r}")
-    output = os.fspath(output)
-    if combined is None:
-        combined = output.lower().endswith((".json", ".cbor"))
-    writer = write_json if encoding == "json" else write_cbor
-    from ..exporters import damage_reported
-
-    with damage_reported(report):
-        return _export(report, output, encoding, combined, writer)
-
-
-def _export(report, output: str, encoding: str, combined: bool, writer) -> list[str]:
-    reader = ProfileReader(report)
-    try:
-        graph, execution, wrapper = legacy_documents(reader)
-        if combined:
-            doc: dict[str, Any] = {"graphProfile": graph}
-            if execution is not None:
-                doc["executionProfile"] = execution
-            apply_extras(doc, wrapper)
-            with AtomicOutput(output) as out, open(out.path, "wb") as handle:
-                if encoding == "cbor":
-                    handle.write(CBOR_MAGIC)
-                writer(doc, handle)
-            return [output]
-        with AtomicOutput(output, directory=True) as out:
-            written = []
-            for name, doc in (("graph", graph), ("execution", execution)):
-                if doc is None:
-                    continue
-                path = os.path.join(out.path, f"{name}.{encoding}")
-                with open(path, "wb") as handle:
-                    if encoding == "cbor":
-                        handle.write(CBOR_MAGIC)
-                    writer(doc, handle)
-                written.append(os.path.join(output, f"{name}.{encoding}"))
-        return written
-    finally:
-        reader.close()

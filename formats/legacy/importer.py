@@ -302,6 +302,10 @@ class LegacyImporter:
             cs_rows.append((cs, names[cs] if names is not None else "", num_vertices,
                             None if er is None else er[0], None if ar is None else ar[0],
                             None if er is None else er[3], None if er is None else er[1]))
+        declared = self.section(self.g, "graph").get("numComputeSets")
+        if cs_rows and declared is not None and as_int(declared) != len(cs_rows):
+            raise self.fail(["graph", "numComputeSets"],
+                            f"expected {len(cs_rows)} (the compute sets the profile lists), found {declared!r}")
         self.w.insert("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_row",
                                        "active_cycles_row", "estimated_cycles_max", "estimated_cycles_total"), cs_rows)
         self.w.insert("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles"),

@@ -96,6 +96,10 @@ def _json(node: Any) -> Any:
     return node
 
 
+#: Longest number read as a number (a 64-bit count has 20 digits; Python refuses 4,301 and more).
+_MAX_DIGITS = 40
+
+
 def parse_value(text: str) -> Value:
     """A value such as "1,216", "256.0 kB", "8,190,756 (approx 5,119.2 microseconds)" or plain text."""
     text = text.strip()
@@ -103,6 +107,8 @@ def parse_value(text: str) -> Value:
     if not match:
         return Value(text)
     digits = match.group("number").replace(",", "")
+    if len(digits) > _MAX_DIGITS:
+        return Value(text)  # no figure of a profile is this long: kept as the text it is
     number: int | float = float(digits) if "." in digits else int(digits)
     return Value(text, number, match.group("unit") or "", match.group("note").strip())
 

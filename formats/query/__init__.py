@@ -10,10 +10,11 @@ from __future__ import annotations
 from .analysis import AnalysisQueries
 from .compilation import CompilationQueries
 from .execution import ExecutionQueries
+from .export import ExportQueries
 from .user_sql import UserSql
 
-__all__ = ["AnalysisQueries", "CompilationQueries", "ExecutionQueries", "ReportQueries", "UserSql"]
+__all__ = ["AnalysisQueries", "CompilationQueries", "ExecutionQueries", "ExportQueries", "ReportQueries", "UserSql"]
 
 
-class ReportQueries(CompilationQueries, ExecutionQueries, AnalysisQueries, UserSql):
+class ReportQueries(CompilationQueries, ExecutionQueries, AnalysisQueries, ExportQueries, UserSql):
     """Every query of a profile report (a mixin of ProfileReader)."""

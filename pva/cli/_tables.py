@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from formats.jsonplain import plain
+
+
+#: Rows a table's column widths are measured on; the rest are streamed in those widths.
+TABLE_SAMPLE_ROWS = 1000
 
 
 def _cell(value: Any) -> str:
@@ -41,7 +46,8 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str =
             count += 1
         out.write("\n]\n" if count else "]\n")
         return count
-    materialised = [[_cell(v) for v in row] for row in rows]
+    rows = iter(rows)
+    materialised = [[_cell(v) for v in row] for row in itertools.islice(rows, TABLE_SAMPLE_ROWS)]
     widths = [len(c) for c in columns]
     for row in materialised:
         widths = [max(w, len(v)) for w, v in zip(widths, row)]
@@ -54,7 +60,11 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str =
     out.write("  ".join("-" * w for w in widths) + "\n")
     for row in materialised:
         out.write(line(row) + "\n")
-    return len(materialised)
+    count = len(materialised)
+    for row in rows:  # past the sample: streamed in the sample's widths
+        out.write(line([_cell(v) for v in row]) + "\n")
+        count += 1
+    return count
 
 
 def _is_number(text: str) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+import os
+import sys
 
-_FORMATS = ("parquet", "hdf5", "csv", "chrome-trace", "legacy-json", "legacy-cbor")
+from formats.exporters import EXPORTERS
+
+from ._common import add_json_flag, print_json
 
 
 def register(sub) -> None:
@@ -21,7 +24,8 @@ def register(sub) -> None:
         epilog="Example: pva export profile.pop --format parquet -o profile-parquet",
     )
     parser.add_argument("report", help="a profile.pop report (or, for chrome-trace, a trace file)")
-    parser.add_argument("--format", "-f", required=True, choices=_FORMATS, help="the format to write")
+    parser.add_argument("--format", "-f", required=True, choices=tuple(EXPORTERS),
+                        help="the format to write: " + "; ".join(f"{k}: {e.description}" for k, e in EXPORTERS.items()))
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the file or directory to write")
     add_json_flag(parser)
     parser.set_defaults(run=run)
@@ -31,8 +35,19 @@ def run(args) -> int:
     from formats.exporters import export
 
     written = export(args.report, args.format, args.output)
-    if args.json:
+    if _is_standard_output(args.output):
+        print("wrote " + ", ".join(written), file=sys.stderr)  # standard output holds the export itself
+    elif args.json:
         print_json({"format": args.format, "written": written})
     else:
         print("wrote " + ", ".join(written))
     return 0
+
+
+def _is_standard_output(path: str) -> bool:
+    """Whether `path` is this process's standard output (``-o /dev/stdout``)."""
+    try:
+        there, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (there.st_dev, there.st_ino) == (out.st_dev, out.st_ino)

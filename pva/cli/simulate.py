@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ..errors import PvaError
+from ..errors import InvalidInputError, PvaError
 from ._common import print_json
 
 
@@ -97,6 +97,9 @@ def run(args) -> int:
             raise OptionError(f"--engine-option expects KEY=VALUE, got {item!r}")
         options[key.strip()] = value.strip()
     directory = os.path.abspath(args.output)
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise InvalidInputError(f"{directory!r}: is a file; expected a directory to write the reports to "
+                                f"(or nothing there)", directory)
     engine = run_preset(args.preset, knobs, directory, options, timestamp=args.timestamp, progress=args.progress,
                         functional=args.functional)
     exe = engine.exe

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from formats.detect import FileKind, sniff
 from formats.profile_reader import ProfileReader
-from formats.readonly_sql import run_readonly
+from formats.readonly_sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, run_readonly
 from formats.trace_reader import TraceReader
 
 from ._tables import add_format_options, write_rows
@@ -16,7 +16,8 @@ def register(sub) -> None:
         help="run read-only SQL on a report",
         description=(
             "Run one read-only SQL statement on a report. Writes, ATTACH and extension loading are refused and "
-            "the file is never modified. `pva tables REPORT` lists the tables."
+            "the file is never modified. A query is stopped (exit 2) past its time or memory limit. Rows are "
+            "streamed as they are found. `pva tables REPORT` lists the tables."
         ),
         epilog=(
             "Example: pva sql profile.pop \"SELECT cs.name, sum(s.cycles) AS cycles FROM steps_by_ipu s "
@@ -28,7 +29,11 @@ def register(sub) -> None:
     parser.add_argument("query", help="one SQL statement (SELECT, WITH or a read-only PRAGMA)")
     parser.add_argument("--param", action="append", default=[], metavar="VALUE",
                         help="a value for a ? placeholder (repeat for several)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="stop a query that runs longer")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"stop a query that runs longer (default {DEFAULT_TIMEOUT:g}; 0 for no limit); exit 2")
+    parser.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT / 2**20, metavar="MB",
+                        help=f"stop a query that needs more memory (default {DEFAULT_MEMORY_LIMIT // 2**20}; "
+                             f"0 for no limit); exit 2")
     add_format_options(parser)
     parser.set_defaults(run=run)
 
@@ -43,7 +48,8 @@ def open_sqlite(path: str):
 def run(args) -> int:
     reader = open_sqlite(args.report)
     try:
-        result = run_readonly(reader.file, args.query, args.param, timeout=args.timeout)
+        result = run_readonly(reader.file, args.query, args.param, timeout=args.timeout or None,
+                              memory_limit=int(args.memory_limit * 2**20) or None)
         write_rows(result.columns, result.rows, args.format)
     finally:
         reader.close()

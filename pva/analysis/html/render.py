@@ -126,6 +126,11 @@ def _shared(datasets: list[dict]) -> dict:
             "liveness_max": int(liveness_max * 1.08), "liveness_nal_max": int(nal_max * 1.08), "timeline_span": span}
 
 
+def script_safe_json(text: str) -> str:
+    """JSON text that can sit inside a <script> element: every <, > and & as a JSON escape (still valid JSON)."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _data_script(page: dict, compress: bool | None) -> str:
     text = json.dumps(page, separators=(",", ":"), allow_nan=False, ensure_ascii=False, default=_json_default)
     if compress is None:
@@ -133,7 +138,7 @@ def _data_script(page: dict, compress: bool | None) -> str:
     if compress:
         packed = base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
         return f'<script type="application/json" id="pva-data" data-encoding="deflate-base64">{packed}</script>'
-    safe = text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    safe = script_safe_json(text)
     return f'<script type="application/json" id="pva-data">{safe}</script>'
 
 

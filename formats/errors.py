@@ -60,16 +60,3 @@ class ClosedReportError(PvaError, ValueError):
 def describe_path(path: str | os.PathLike[str]) -> str:
     """The path quoted for messages."""
     return repr(os.fspath(path))
-
-
-#: Exceptions that, raised while analysing a report's values, mean the values are not what the
-#: schema promises (a text where a number belongs, a reference to nothing, an absurd size).
-DATA_ERRORS = (TypeError, ValueError, OverflowError, KeyError, IndexError, ZeroDivisionError, RecursionError)
-
-
-def corrupt_values(path: str, exc: BaseException) -> CorruptReportError:
-    """The CorruptReportError for a report whose values made an analysis fail."""
-    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return CorruptReportError(
-        f"{path!r}: the report holds values of the wrong type or size ({type(exc).__name__}: {detail})", path
-    )

@@ -25,7 +25,7 @@ _ELSEWHERE = {
     "PLOT_KINDS": (".analysis.chart_options", "PLOT_KINDS"),
 }
 #: Submodules reachable as attributes (`pva.pva_core.Program`, `pva.tracing.span`).
-_SUBMODULES = {"pva_core", "tracing", "analysis", "cli"}
+_SUBMODULES = {"pva_core", "tracing", "analysis", "cli", "dataset"}
 
 
 def _core():

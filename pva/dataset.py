@@ -19,7 +19,7 @@ from formats.dataset import AddOutcome, parse_labels
 from formats.fleet_sql import DEFAULT_LIMITS, METRICS, Limits, QueryLimitError
 
 __all__ = [
-    "parse_labels","METRICS", "AddOutcome", "Limits", "QueryLimitError", "add_reports", "find_reports", "is_dataset",
+    "parse_labels", "METRICS", "AddOutcome", "Limits", "QueryLimitError", "add_reports", "find_reports", "is_dataset",
            "query", "register_spark", "regressions", "regressions_sql", "trend", "trend_sql"]
 
 is_dataset = _ds.is_dataset

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from formats.check import check_notes, check_report
-from formats.progress import Progress
-
 from ._common import add_json_flag, print_json
 
 
@@ -30,6 +27,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from formats.check import check_notes, check_report
+    from formats.progress import Progress
+
     problems = check_report(args.report, Progress(), quick=args.quick)
     notes = check_notes(args.report)
     if args.json:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from formats.detect import FileKind, sniff
-from formats.profile_reader import ProfileReader
 from formats.readonly_sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, run_readonly
-from formats.trace_reader import TraceReader
 
 from ._tables import add_format_options, write_rows
 
@@ -40,6 +38,9 @@ def register(sub) -> None:
 
 def open_sqlite(path: str):
     """A profile report's or a trace file's reader (both are SQLite files pva wrote)."""
+    from formats.profile_reader import ProfileReader
+    from formats.trace_reader import TraceReader
+
     if sniff(path) is FileKind.TRACE:
         return TraceReader(path)
     return ProfileReader(path)

@@ -635,8 +635,8 @@ class _MemoryColumns(dict):
         rows_count, low, high = reader.memory_by_tile_extent()
         if rows_count == count and low == 0 and high == count - 1:  # tile is the primary key: dense
             rows = reader.memory_by_tile_columns(wanted)
-            for name, values in zip(wanted, zip(*rows)):
-                self[name] = list(values)
+            for name, column_values in zip(wanted, zip(*rows)):
+                self[name] = list(column_values)
         else:
             found = {name: [0] * count for name in wanted}
             for tile, *values in reader.memory_by_tile_columns(wanted, with_tile=True):

@@ -66,6 +66,8 @@ class DebugLayer(str):
     libpva also read it with ``json.loads(ctx.layer)["layer"]``. ``name`` is the plain name.
     """
 
+    name: str
+
     def __new__(cls, name: str) -> "DebugLayer":
         self = super().__new__(cls, json.dumps({"layer": name}))
         self.name = name
@@ -238,7 +240,7 @@ class DebugContext:
     def variables(self) -> PvaList:
         """The (unlowered) variables of this context and its descendants, by id."""
         info = self._info
-        ids = set()
+        ids: set[int] = set()
         for context_id in info.descendants(self.id):
             ids.update(info.refs_by_context["variable"].get(context_id, ()))
         variable = info.compilation._variable

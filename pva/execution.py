@@ -133,6 +133,16 @@ class TileCycleTotals:
     __slots__ = ("activeCompute", "compute", "interIpuExchange", "streamCopyBegin", "streamCopy", "streamCopyEnd",
                  "internalExchange", "sync", "total")
 
+    activeCompute: int
+    compute: int
+    interIpuExchange: int
+    streamCopyBegin: int
+    streamCopy: int
+    streamCopyEnd: int
+    internalExchange: int
+    sync: int
+    total: int
+
     def __init__(self, *values: Any) -> None:
         if len(values) != len(self.__slots__):
             raise TypeError(f"TileCycleTotals takes {len(self.__slots__)} values, got {len(values)}")
@@ -233,7 +243,7 @@ class _IpuTable:
     def _set_position(self, count: int, low, high) -> None:
         n = self._num_steps
         if count == n and (n == 0 or (low == 0 and high == n - 1)):  # (step_id, ipu) is unique: all present
-            self.position = range(n)
+            self.position: range | list[int] = range(n)
             return
         # Rows are missing: they may be filed under an IPU the target does not have (a full scan,
         # so only done here; rows of other IPUs never change this IPU's values).

@@ -28,6 +28,8 @@ class NotAlwaysLiveMemory:
 
     def __init__(self, size: int, variables: "PvaList | Callable[[], PvaList]") -> None:
         self.bytes = size
+        self._load: Callable[[], PvaList] | None
+        self._variables: PvaList | None
         if callable(variables):
             self._load = variables
             self._variables = None
@@ -39,6 +41,7 @@ class NotAlwaysLiveMemory:
     def variables(self) -> PvaList:
         """The not-always-live variables of the step, with their sizes, by name."""
         if self._variables is None:
+            assert self._load is not None  # set whenever _variables is not
             self._variables = self._load()
             self._load = None
         return PvaList(self._variables)

@@ -737,8 +737,7 @@ class ProgramTable:
                 if function not in memo:
                     result.extend(p for p in _expand(function, owned, memo, kids) if p not in reached)
         else:
-            seen: set[int] = set()
-            result = [p for p in result if not (p in seen or seen.add(p))]
+            result = list(dict.fromkeys(result))  # first occurrence of each, in order
         reached = set(result)
         result.extend(sorted(p for p in owned if p not in reached))
         return result

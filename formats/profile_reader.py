@@ -26,7 +26,7 @@ from .sqlite_reader import SqliteFile
 MMAP_BYTES = 1 << 40
 
 
-_PYTHON_TYPES = {"INTEGER": int, "REAL": (int, float), "TEXT": str, "BLOB": bytes}
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {"INTEGER": int, "REAL": (int, float), "TEXT": str, "BLOB": bytes}
 
 
 class MatrixReader:
@@ -308,7 +308,9 @@ class ProfileReader(ReportQueries):
                     expected = self.target["tiles_per_replica"]
                 else:
                     if categories is None:
-                        categories = self.query_one("SELECT count(*) FROM var_categories")[0]
+                        count_row = self.query_one("SELECT count(*) FROM var_categories")
+                        assert count_row is not None, "count(*) returns one row"
+                        categories = count_row[0]
                     expected = 6 * categories
                 if num_cols != expected:
                     raise InconsistentReportError(

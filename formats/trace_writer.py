@@ -78,7 +78,7 @@ def thread_columns_rows(execute, threads: Iterable[tuple[int, int]]) -> Iterable
             yield pid, tid, row[0], encode_thread_columns(row)
 
 
-def nest_events(starts: Sequence[int], ends: Sequence[int], labels: Sequence[str] | None = None,
+def nest_events(starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray, labels: Sequence[str] | None = None,
                 where: str = "events") -> tuple[np.ndarray, np.ndarray]:
     """Infer how the events of one thread nest from their times alone.
 

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from . import __version__
 from .gcpause import gc_paused
@@ -73,7 +73,7 @@ class _NoEvent:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         return False
 
 
@@ -105,7 +105,7 @@ class _Event:
         rec._queue.append((event_id, tid, parent, self._label, self._channel, _now_ns() // 1000, self._args))
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         end = _now_ns() // 1000
         _current.set(self._prev)
         rec = self._rec

@@ -21,7 +21,6 @@ from .schema import (
 )
 from .sqlite_reader import SqliteFile
 
-
 #: Bytes of a file SQLite may memory-map (it caps this at its compile-time limit, 2 GB by default).
 MMAP_BYTES = 1 << 40
 
@@ -32,7 +31,7 @@ _PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {"INTEGER": int, "REAL": (in
 class MatrixReader:
     """Read access to one per-tile matrix: single rows, row ranges, or chunk by chunk."""
 
-    def __init__(self, source: "ProfileReader", name: str, num_rows: int, num_cols: int, rows_per_chunk: int):
+    def __init__(self, source: ProfileReader, name: str, num_rows: int, num_cols: int, rows_per_chunk: int):
         self._source = source
         self.name = name
         self.num_rows = num_rows
@@ -150,7 +149,7 @@ class MatrixReader:
             out[first - start : first - start + block.shape[0]] = block
         return out
 
-    def take(self, rows: "np.ndarray | list[int]") -> np.ndarray:
+    def take(self, rows: np.ndarray | list[int]) -> np.ndarray:
         """The given rows (any order) as one (len(rows), num_cols) uint64 array."""
         wanted = np.asarray(rows, dtype=np.int64)
         out = np.zeros((wanted.size, self.num_cols), dtype=np.uint64)

@@ -68,7 +68,7 @@ class DebugLayer(str):
 
     name: str
 
-    def __new__(cls, name: str) -> "DebugLayer":
+    def __new__(cls, name: str) -> DebugLayer:
         self = super().__new__(cls, json.dumps({"layer": name}))
         self.name = name
         return self
@@ -109,7 +109,7 @@ class _Filter:
 
     __slots__ = ("_layer", "_without_parent")
 
-    def __init__(self, arg: "str | bool | None" = None, *, layer: str | None = None,
+    def __init__(self, arg: str | bool | None = None, *, layer: str | None = None,
                  withoutParent: bool | None = None) -> None:
         self._layer = ""
         self._without_parent = False
@@ -167,7 +167,7 @@ class DebugContext:
 
     __slots__ = ("_info", "id")
 
-    def __init__(self, info: "DebugInfo", context_id: int) -> None:
+    def __init__(self, info: DebugInfo, context_id: int) -> None:
         self._info = info
         self.id = context_id
 
@@ -260,7 +260,7 @@ class DebugContext:
 class DebugInfo:
     """The debug contexts of a report and the objects each one owns (internal)."""
 
-    def __init__(self, path: str, compilation: "CompilationReport") -> None:
+    def __init__(self, path: str, compilation: CompilationReport) -> None:
         self.path = path
         self.compilation = compilation
         self._contexts: dict[int, DebugContext] = {}

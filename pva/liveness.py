@@ -26,7 +26,7 @@ class NotAlwaysLiveMemory:
 
     __slots__ = ("bytes", "_load", "_variables")
 
-    def __init__(self, size: int, variables: "PvaList | Callable[[], PvaList]") -> None:
+    def __init__(self, size: int, variables: PvaList | Callable[[], PvaList]) -> None:
         self.bytes = size
         self._load: Callable[[], PvaList] | None
         self._variables: PvaList | None
@@ -55,7 +55,7 @@ class LivenessProgramStep:
 
     __slots__ = ("_c", "_index", "_program", "_bytes")
 
-    def __init__(self, compilation: "CompilationReport", index: int, program: int, size: int) -> None:
+    def __init__(self, compilation: CompilationReport, index: int, program: int, size: int) -> None:
         self._c = compilation
         self._index = index
         self._program = program

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..profile_writer import ProfileWriter
-from . import mapping as M  # noqa: N812 (the short name reads as a table of names)
+from . import mapping as M
 from .runs import Run, run_slice
 from .tree import json_path, location
 

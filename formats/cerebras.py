@@ -144,7 +144,13 @@ def parse_compile_report(text: str, path: str = "<text>") -> CompileReport:
     missing = [label for label, field in _OVERALL.items() if field not in values]
     if missing:
         raise _fail(path, len(lines), 1, f"the overall estimate lacks {', '.join(missing)}")
-    overall = OverallEstimate(**values)
+    overall = OverallEstimate(
+        samples_per_second=float(values["samples_per_second"]),
+        compute_samples_per_second=float(values["compute_samples_per_second"]),
+        transmission_samples_per_second=float(values["transmission_samples_per_second"]),
+        active_pes_percent=int(values["active_pes_percent"]),
+        compute_utilization_percent=int(values["compute_utilization_percent"]),
+    )
     return CompileReport(path, overall, tuple(_kernels(path, lines, index)))
 
 
@@ -181,7 +187,7 @@ def _kernels(path: str, lines: list[str], index: int) -> list[KernelEstimate]:
         column = line.index("|") + 2
         if not name:
             raise _fail(path, number, column, "expected a kernel name, found an empty cell")
-        numbers = []
+        numbers: list[str] = []
         for cell, what, pattern in ((rate, "samples per second", _RATE), (compute, "compute samples per second", _RATE),
                                     (transmission, "transmission samples per second", _RATE),
                                     (pes, "a count of active PEs", _COUNT)):
@@ -239,6 +245,7 @@ def convert_cerebras(path: str | os.PathLike[str], output: str | os.PathLike[str
                           architecture="Unknown")
         writer.set_graph(num_compute_sets=len(report.kernels), num_edges=0, num_vars=0, num_vertices=0)
         writer.insert("compute_sets", ("compute_set", "name"), [(i, k.name) for i, k in enumerate(report.kernels)])
+        rows: list[tuple[int, str | None, int | None, float, float, float, int | None, int | None, int]]
         rows = [(0, None, None, o.samples_per_second, o.compute_samples_per_second, o.transmission_samples_per_second,
                  None, o.active_pes_percent, o.compute_utilization_percent)]
         rows += [(i + 1, k.name, i, k.samples_per_second, k.compute_samples_per_second,

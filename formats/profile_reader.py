@@ -21,7 +21,6 @@ from .schema import (
 )
 from .sqlite_reader import SqliteFile
 
-
 #: Bytes of a file SQLite may memory-map (it caps this at its compile-time limit, 2 GB by default).
 MMAP_BYTES = 1 << 40
 
@@ -29,13 +28,13 @@ MMAP_BYTES = 1 << 40
 #: Largest graph count believed (2^48: far beyond the memory of any machine's graph).
 _MAX_GRAPH_COUNT = 1 << 48
 
-_PYTHON_TYPES = {"INTEGER": int, "REAL": (int, float), "TEXT": str, "BLOB": bytes}
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {"INTEGER": int, "REAL": (int, float), "TEXT": str, "BLOB": bytes}
 
 
 class MatrixReader:
     """Read access to one per-tile matrix: single rows, row ranges, or chunk by chunk."""
 
-    def __init__(self, source: "ProfileReader", name: str, num_rows: int, num_cols: int, rows_per_chunk: int):
+    def __init__(self, source: ProfileReader, name: str, num_rows: int, num_cols: int, rows_per_chunk: int):
         self._source = source
         self.name = name
         self.num_rows = num_rows
@@ -153,7 +152,7 @@ class MatrixReader:
             out[first - start : first - start + block.shape[0]] = block
         return out
 
-    def take(self, rows: "np.ndarray | list[int]") -> np.ndarray:
+    def take(self, rows: np.ndarray | list[int]) -> np.ndarray:
         """The given rows (any order) as one (len(rows), num_cols) uint64 array."""
         wanted = np.asarray(rows, dtype=np.int64)
         out = np.zeros((wanted.size, self.num_cols), dtype=np.uint64)
@@ -340,7 +339,9 @@ class ProfileReader(ReportQueries):
                     expected = self.target["tiles_per_replica"]
                 else:
                     if categories is None:
-                        categories = self.query_one("SELECT count(*) FROM var_categories")[0]
+                        count_row = self.query_one("SELECT count(*) FROM var_categories")
+                        assert count_row is not None, "count(*) returns one row"
+                        categories = count_row[0]
                     expected = 6 * categories
                 if num_cols != expected:
                     raise InconsistentReportError(

@@ -52,6 +52,20 @@ class ThreadEvents:
     __slots__ = ("pid", "tid", "ids", "labels", "channels", "channel_names", "timestamps", "durations",
                  "complete", "roots", "kids", "offsets", "reader")
 
+    pid: int
+    tid: int
+    ids: np.ndarray
+    labels: list[str]
+    channels: np.ndarray
+    channel_names: dict[int, str]
+    timestamps: np.ndarray
+    durations: np.ndarray
+    complete: np.ndarray
+    roots: list[int]
+    kids: list[int]
+    offsets: list[int]
+    reader: TraceReader
+
     def __len__(self) -> int:
         return len(self.labels)
 
@@ -166,7 +180,9 @@ class TraceReader(UserSql):
         if n == 0:
             data.ids = data.channels = data.timestamps = data.durations = np.zeros(0, dtype=np.int64)
             data.complete = np.zeros(0, dtype=bool)
-            data.labels = data.roots = data.kids = []
+            data.labels = []
+            data.roots = []
+            data.kids = []
             data.offsets = [0]
             return data
         if n > 1 and not bool(np.all(ids[1:] > ids[:-1])):

@@ -78,7 +78,7 @@ def thread_columns_rows(execute, threads: Iterable[tuple[int, int]]) -> Iterable
             yield pid, tid, row[0], encode_thread_columns(row)
 
 
-def nest_events(starts: Sequence[int], ends: Sequence[int], labels: Sequence[str] | None = None,
+def nest_events(starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray, labels: Sequence[str] | None = None,
                 where: str = "events") -> tuple[np.ndarray, np.ndarray]:
     """Infer how the events of one thread nest from their times alone.
 
@@ -104,7 +104,9 @@ def nest_events(starts: Sequence[int], ends: Sequence[int], labels: Sequence[str
         if stack:
             top = stack[-1]
             if end_list[i] > end_list[top]:
-                name = (lambda k: repr(labels[k]) if labels is not None else f"#{k}")
+                def name(k: int) -> str:
+                    return repr(labels[k]) if labels is not None else f"#{k}"
+
                 raise InvalidInputError(
                     f"{where}: event {name(i)} [{s}, {end_list[i]}] starts inside event {name(top)} "
                     f"[{start_list[top]}, {end_list[top]}] but ends after it; events of one thread must nest"
@@ -460,7 +462,7 @@ class TraceAppender:
                 conn.execute(f"PRAGMA user_version={user_version(*TRACE_FORMAT)}")
                 tables, self._index_ddl = split_ddl(trace_schema().ddl)
                 conn.executescript(tables)
-                created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+                created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
                 conn.executemany("INSERT INTO metadata (key, value) VALUES (?, ?)", [
                     ("format_version", f"{TRACE_FORMAT[0]}.{TRACE_FORMAT[1]}"),
                     ("producer", producer),

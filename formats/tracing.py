@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -36,7 +37,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Literal
 
 from . import __version__
 from .gcpause import gc_paused
@@ -59,9 +61,9 @@ _now_ns = time.monotonic_ns
 _thread_id = threading.get_native_id
 #: The innermost open event of the current thread or task: (recorder, event id, thread id).
 _current: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("pva_trace_event", default=None)
-_active: "Recorder | None" = None
+_active: Recorder | None = None
 _active_lock = threading.Lock()
-_recorders: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+_recorders: weakref.WeakSet[Recorder] = weakref.WeakSet()
 _left_in_parent: list = []  # appenders of recorders inherited through fork, never touched again
 
 
@@ -73,7 +75,7 @@ class _NoEvent:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         return False
 
 
@@ -85,13 +87,13 @@ class _Event:
 
     __slots__ = ("_rec", "_channel", "_label", "_args", "_id", "_tid", "_prev")
 
-    def __init__(self, recorder: "Recorder", channel_id: int, label: str, args: dict | None) -> None:
+    def __init__(self, recorder: Recorder, channel_id: int, label: str, args: dict | None) -> None:
         self._rec = recorder
         self._channel = channel_id
         self._label = label
         self._args = args
 
-    def __enter__(self) -> "_Event":
+    def __enter__(self) -> _Event:
         rec = self._rec
         tid = _thread_id()
         prev = _current.get()
@@ -105,7 +107,7 @@ class _Event:
         rec._queue.append((event_id, tid, parent, self._label, self._channel, _now_ns() // 1000, self._args))
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         end = _now_ns() // 1000
         _current.set(self._prev)
         rec = self._rec
@@ -126,7 +128,7 @@ class Channel:
 
     __slots__ = ("name", "_recorder", "_cached")
 
-    def __init__(self, name: str, recorder: "Recorder | None" = None) -> None:
+    def __init__(self, name: str, recorder: Recorder | None = None) -> None:
         if not isinstance(name, str):
             raise TypeError(f"a channel name must be a string, not {type(name).__name__}")
         self.name = name
@@ -352,7 +354,7 @@ class Recorder:
         self._closed = True
         _left_in_parent.append(self._appender)
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -417,10 +419,8 @@ def _deactivate(recorder: Recorder) -> None:
 
 def _close_all() -> None:
     for recorder in list(_recorders):
-        try:
+        with contextlib.suppress(Exception):  # at exit, keep closing the others
             recorder.close()
-        except Exception:  # at exit, keep closing the others
-            pass
 
 
 def _after_fork_in_child() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import NoReturn, SupportsIndex
 
 _print_length = 10
 
@@ -54,7 +55,7 @@ def as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def refuse_pickle(self, protocol: int = 0):
+def refuse_pickle(self: object, protocol: SupportsIndex = 0) -> NoReturn:
     """`__reduce_ex__` of the objects that hold an open report: pickling them is refused, with the reason."""
     raise TypeError(
         f"pva objects read from a report cannot be pickled: they refer to its open file (this one through a "

@@ -65,7 +65,7 @@ class IPU:
 
     __slots__ = ("_c", "_id")
 
-    def __init__(self, compilation: "CompilationReport", ipu_id: int) -> None:
+    def __init__(self, compilation: CompilationReport, ipu_id: int) -> None:
         self._c = compilation
         self._id = ipu_id
 
@@ -81,7 +81,7 @@ class IPU:
         return PvaList(self._c._tiles[self._id * per_ipu : (self._id + 1) * per_ipu])
 
     @property
-    def architecture(self) -> "IPU.Architecture":
+    def architecture(self) -> IPU.Architecture:
         """The architecture of this IPU."""
         return self._c._ipu_architectures[self._id]
 
@@ -128,7 +128,7 @@ class Target:
     memoryPerReplica = property(lambda self: self._row["memory_per_replica"], doc="Memory of a replica in bytes.")
 
     @property
-    def type(self) -> "Target.Type":
+    def type(self) -> Target.Type:
         """The target type."""
         return Target.Type.parse(self._row["type"])
 
@@ -203,7 +203,7 @@ class Graph:
 
     __slots__ = ("_row", "_reader")
 
-    def __init__(self, row: dict, reader: "ProfileReader") -> None:
+    def __init__(self, row: dict, reader: ProfileReader) -> None:
         self._row = row
         self._reader = reader
 
@@ -231,7 +231,7 @@ class Replica:
 
     __slots__ = ("_c", "_id")
 
-    def __init__(self, compilation: "CompilationReport", replica_id: int) -> None:
+    def __init__(self, compilation: CompilationReport, replica_id: int) -> None:
         self._c = compilation
         self._id = replica_id
 
@@ -316,7 +316,7 @@ class Categories:
 
     __slots__ = ("_c", "_tile")
 
-    def __init__(self, compilation: "CompilationReport", tile: int) -> None:
+    def __init__(self, compilation: CompilationReport, tile: int) -> None:
         self._c = compilation
         self._tile = tile
 
@@ -364,7 +364,7 @@ class VertexMemory:
         self.vertexDataBytes = vertex_data
 
     @property
-    def type(self) -> "VertexType":
+    def type(self) -> VertexType:
         """The vertex type."""
         return self._c._vertex_type(self._type)
 
@@ -377,7 +377,7 @@ class Memory:
 
     __slots__ = ("_c", "_tile")
 
-    def __init__(self, compilation: "CompilationReport", tile: int) -> None:
+    def __init__(self, compilation: CompilationReport, tile: int) -> None:
         self._c = compilation
         self._tile = tile  # index within one replica
 
@@ -439,7 +439,7 @@ class Tile:
 
     __slots__ = ("_c", "tileId")
 
-    def __init__(self, compilation: "CompilationReport", tile_id: int) -> None:
+    def __init__(self, compilation: CompilationReport, tile_id: int) -> None:
         self._c = compilation
         self.tileId = tile_id
 
@@ -491,7 +491,7 @@ class VertexType:
         self._source = source
 
     @property
-    def source(self) -> "VertexType.Source":
+    def source(self) -> VertexType.Source:
         """How the vertex type is implemented."""
         return VertexType.Source.parse(self._source)
 
@@ -536,7 +536,7 @@ class ComputeSet:
 
     __slots__ = ("_c", "_id", "name", "_estimate_row", "_vertices")
 
-    def __init__(self, compilation: "CompilationReport", cs_id: int, name: str, estimate_row) -> None:
+    def __init__(self, compilation: CompilationReport, cs_id: int, name: str, estimate_row) -> None:
         self._c = compilation
         self._id = cs_id
         self.name = name
@@ -621,7 +621,7 @@ CATEGORY_FIELDS = {
 class _MemoryColumns(dict):
     """Columns of memory_by_tile as lists indexed by tile, each read with one query on first use."""
 
-    def __init__(self, compilation: "CompilationReport") -> None:
+    def __init__(self, compilation: CompilationReport) -> None:
         super().__init__()
         self._c = compilation
 
@@ -635,8 +635,8 @@ class _MemoryColumns(dict):
         rows_count, low, high = reader.memory_by_tile_extent()
         if rows_count == count and low == 0 and high == count - 1:  # tile is the primary key: dense
             rows = reader.memory_by_tile_columns(wanted)
-            for name, values in zip(wanted, zip(*rows)):
-                self[name] = list(values)
+            for name, column_values in zip(wanted, zip(*rows)):
+                self[name] = list(column_values)
         else:
             found = {name: [0] * count for name in wanted}
             for tile, *values in reader.memory_by_tile_columns(wanted, with_tile=True):
@@ -665,7 +665,7 @@ _MEMORY_COLUMN_NAMES = frozenset(MEMORY_FIELDS.values())
 class CompilationReport:
     """Information known at the end of graph compilation (libpva CompilationReport)."""
 
-    def __init__(self, reader: "ProfileReader", report) -> None:
+    def __init__(self, reader: ProfileReader, report) -> None:
         self._reader = reader
         self._report = report
 
@@ -863,7 +863,7 @@ class CompilationReport:
             )
         return info
 
-    def debugContexts(self, filter=None) -> PvaList:  # noqa: A002 (libpva's argument name)
+    def debugContexts(self, filter=None) -> PvaList:
         """Debug contexts selected by a DebugContext.Filter (or a layer name, or withoutParent), by id.
 
         Raises NotPresentError if isDebugInfoPresent is False.
@@ -873,7 +873,7 @@ class CompilationReport:
         context = info.context
         return PvaList(context(i) for i, record in sorted(info.records.items()) if chosen._accepts(record))
 
-    def debugContext(self, id: int) -> DebugContext:  # noqa: A002 (libpva's argument name)
+    def debugContext(self, id: int) -> DebugContext:
         """The debug context with an id; raises NotPresentError if isDebugInfoPresent is False."""
         return self._require_debug().context(id)
 
@@ -1055,7 +1055,7 @@ class CompilationReport:
         return found
 
     @functools.cached_property
-    def _memory_columns(self) -> "_MemoryColumns":
+    def _memory_columns(self) -> _MemoryColumns:
         return _MemoryColumns(self)
 
     @functools.cached_property

@@ -66,7 +66,9 @@ class DebugLayer(str):
     libpva also read it with ``json.loads(ctx.layer)["layer"]``. ``name`` is the plain name.
     """
 
-    def __new__(cls, name: str) -> "DebugLayer":
+    name: str
+
+    def __new__(cls, name: str) -> DebugLayer:
         self = super().__new__(cls, json.dumps({"layer": name}))
         self.name = name
         return self
@@ -107,7 +109,7 @@ class _Filter:
 
     __slots__ = ("_layer", "_without_parent")
 
-    def __init__(self, arg: "str | bool | None" = None, *, layer: str | None = None,
+    def __init__(self, arg: str | bool | None = None, *, layer: str | None = None,
                  withoutParent: bool | None = None) -> None:
         self._layer = ""
         self._without_parent = False
@@ -165,7 +167,7 @@ class DebugContext:
 
     __slots__ = ("_info", "id")
 
-    def __init__(self, info: "DebugInfo", context_id: int) -> None:
+    def __init__(self, info: DebugInfo, context_id: int) -> None:
         self._info = info
         self.id = context_id
 
@@ -242,7 +244,7 @@ class DebugContext:
     def variables(self) -> PvaList:
         """The (unlowered) variables of this context and its descendants, by id."""
         info = self._info
-        ids = set()
+        ids: set[int] = set()
         for context_id in info.descendants(self.id):
             ids.update(info.refs_by_context["variable"].get(context_id, ()))
         variable = info.compilation._variable
@@ -262,7 +264,7 @@ class DebugContext:
 class DebugInfo:
     """The debug contexts of a report and the objects each one owns (internal)."""
 
-    def __init__(self, path: str, compilation: "CompilationReport") -> None:
+    def __init__(self, path: str, compilation: CompilationReport) -> None:
         self.path = path
         self.compilation = compilation
         self._contexts: dict[int, DebugContext] = {}

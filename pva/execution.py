@@ -88,7 +88,7 @@ class CycleRange:
 
     __slots__ = ("min", "max", "average")
 
-    def __init__(self, min: int, max: int, average: int) -> None:  # noqa: A002 (libpva names)
+    def __init__(self, min: int, max: int, average: int) -> None:
         self.min = min
         self.max = max
         self.average = average
@@ -113,7 +113,7 @@ class CyclesInfo:
 
     __slots__ = ("cyclesFrom", "cyclesTo")
 
-    def __init__(self, cyclesFrom: CycleRange, cyclesTo: CycleRange) -> None:  # noqa: N803 (libpva names)
+    def __init__(self, cyclesFrom: CycleRange, cyclesTo: CycleRange) -> None:
         self.cyclesFrom = cyclesFrom
         self.cyclesTo = cyclesTo
 
@@ -132,6 +132,16 @@ class TileCycleTotals:
 
     __slots__ = ("activeCompute", "compute", "interIpuExchange", "streamCopyBegin", "streamCopy", "streamCopyEnd",
                  "internalExchange", "sync", "total")
+
+    activeCompute: int
+    compute: int
+    interIpuExchange: int
+    streamCopyBegin: int
+    streamCopy: int
+    streamCopyEnd: int
+    internalExchange: int
+    sync: int
+    total: int
 
     def __init__(self, *values: Any) -> None:
         if len(values) != len(self.__slots__):
@@ -155,7 +165,7 @@ class Block:
 
     __slots__ = ("_e", "id", "tile", "_program", "cyclesFrom", "cyclesTo", "isStreamCopy", "isCommon", "isOverflow")
 
-    def __init__(self, execution: "ExecutionReport", block_id: int, tile: int, program: int | None, cycles_from: int,
+    def __init__(self, execution: ExecutionReport, block_id: int, tile: int, program: int | None, cycles_from: int,
                  cycles_to: int, is_stream_copy: int, is_common: int, is_overflow: int) -> None:
         self._e = execution
         self.id = block_id
@@ -168,7 +178,7 @@ class Block:
         self.isOverflow = bool(is_overflow)
 
     @property
-    def program(self) -> "Program | None":
+    def program(self) -> Program | None:
         """The program measured, or None when unknown."""
         if self._program is None:
             return None
@@ -210,7 +220,7 @@ class _IpuTable:
     (seed 004, Ipu).
     """
 
-    def __init__(self, owner: "_StepIpus", reader: "ProfileReader", ipu: int, num_steps: int) -> None:
+    def __init__(self, owner: _StepIpus, reader: ProfileReader, ipu: int, num_steps: int) -> None:
         self._owner = owner
         self._reader = reader
         self._ipu = ipu
@@ -233,13 +243,13 @@ class _IpuTable:
     def _set_position(self, count: int, low, high) -> None:
         n = self._num_steps
         if count == n and (n == 0 or (low == 0 and high == n - 1)):  # (step_id, ipu) is unique: all present
-            self.position = range(n)
+            self.position: range | list[int] = range(n)
             return
         # Rows are missing: they may be filed under an IPU the target does not have (a full scan,
         # so only done here; rows of other IPUs never change this IPU's values).
         self._owner.check_ipus()
         path = self._reader.path
-        if count and not (isinstance(low, int) and isinstance(high, int) and 0 <= low and high < n):
+        if count and not (isinstance(low, int) and isinstance(high, int) and low >= 0 and high < n):
             raise InconsistentReportError(
                 f"{path!r}: steps_by_ipu has rows for steps {low!r}..{high!r} on IPU {self._ipu}, but the report has "
                 f"{n} steps", path)
@@ -276,7 +286,7 @@ class _IpuTable:
 class _StepIpus:
     """The per-IPU tables of steps_by_ipu, and the Ipu objects handed out for a step."""
 
-    def __init__(self, reader: "ProfileReader", num_steps: int, num_ipus: int) -> None:
+    def __init__(self, reader: ProfileReader, num_steps: int, num_ipus: int) -> None:
         self.num_ipus = num_ipus
         self._num_steps = num_steps
         self._reader = reader
@@ -356,7 +366,7 @@ _UNSHARED = _unshared_count()
 _SUM_THREADS = min(4, os.cpu_count() or 1)
 
 
-def _sum_chunks(matrix: "MatrixReader", lo: int, hi: int, total: np.ndarray) -> np.ndarray:
+def _sum_chunks(matrix: MatrixReader, lo: int, hi: int, total: np.ndarray) -> np.ndarray:
     """Add the column totals of rows lo..hi-1 to `total`, chunk by chunk."""
     for _first, block in matrix.iter_chunks(lo, hi):
         # narrow chunks are summed in 32 bits when no column total of the chunk can overflow them
@@ -368,7 +378,7 @@ def _sum_chunks(matrix: "MatrixReader", lo: int, hi: int, total: np.ndarray) -> 
 
 
 def _ipu_value(name: str, doc: str) -> property:
-    def get(self: "Ipu"):
+    def get(self: Ipu):
         return getattr(self._t, name)[self._r]
 
     return property(get, doc=doc)
@@ -459,7 +469,7 @@ class ComputeSet(_compilation.ComputeSet):
 
     __slots__ = ("_e", "_step", "_cycles_row")
 
-    def __init__(self, execution: "ExecutionReport", step: int, cs_id: int, name: str, estimate_row,
+    def __init__(self, execution: ExecutionReport, step: int, cs_id: int, name: str, estimate_row,
                  cycles_row: int | None) -> None:
         super().__init__(execution._report.compilation, cs_id, name, estimate_row)
         self._e = execution
@@ -497,12 +507,12 @@ class ExecutionStep:
 
     __slots__ = ("_e", "_id")
 
-    def __init__(self, execution: "ExecutionReport", step_id: int) -> None:
+    def __init__(self, execution: ExecutionReport, step_id: int) -> None:
         self._e = execution
         self._id = step_id
 
     @property
-    def program(self) -> "Program":
+    def program(self) -> Program:
         """The program executed; an ImplicitSyncProgram for a sync the execution added."""
         return self._e._step_program(self._id)
 
@@ -539,7 +549,7 @@ class Run:
 
     __slots__ = ("_e", "_id", "name", "microseconds", "_first", "_count")
 
-    def __init__(self, execution: "ExecutionReport", run_id: int, name: str, us_start: int, us_end: int, first: int,
+    def __init__(self, execution: ExecutionReport, run_id: int, name: str, us_start: int, us_end: int, first: int,
                  count: int) -> None:
         self._e = execution
         self._id = run_id
@@ -602,7 +612,7 @@ class ExecutionReport:
     A compile-only report has no runs and no steps, and `totalCycles.total` is 0.
     """
 
-    def __init__(self, reader: "ProfileReader", report) -> None:
+    def __init__(self, reader: ProfileReader, report) -> None:
         self._reader = reader
         self._report = report
         self._num_ipus = int(reader.target["num_ipus"])
@@ -678,7 +688,7 @@ class ExecutionReport:
         begin, end, _ = slice(start, stop).indices(count)
         return lo + begin, lo + max(begin, end)
 
-    def _cycles_matrix(self) -> "MatrixReader | None":
+    def _cycles_matrix(self) -> MatrixReader | None:
         return self._reader.matrix(_STEP_MATRIX)
 
     def _num_tiles(self) -> int:
@@ -764,7 +774,7 @@ class ExecutionReport:
                 batches.append(pa.record_batch([steps, values.cast(schema.field(1).type)], schema=schema))
         return pa.Table.from_batches(batches, schema=schema)
 
-    def _check_matrix_rows(self, matrix: "MatrixReader") -> None:
+    def _check_matrix_rows(self, matrix: MatrixReader) -> None:
         if matrix.num_rows != self._num_steps:
             raise InconsistentReportError(
                 f"{self._reader.path!r}: matrix {_STEP_MATRIX!r} has {matrix.num_rows} rows but the report has "
@@ -812,10 +822,10 @@ class ExecutionReport:
         return self._ipu_columns.ipus_of
 
     @functools.cached_property
-    def _implicit_syncs(self) -> dict[str, "Program"]:
+    def _implicit_syncs(self) -> dict[str, Program]:
         return {}
 
-    def _step_program(self, step: int) -> "Program":
+    def _step_program(self, step: int) -> Program:
         program = self._step_programs[step]
         if program is not None:
             return self._report.compilation._program_table.get(program)

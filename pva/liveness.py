@@ -26,8 +26,10 @@ class NotAlwaysLiveMemory:
 
     __slots__ = ("bytes", "_load", "_variables")
 
-    def __init__(self, size: int, variables: "PvaList | Callable[[], PvaList]") -> None:
+    def __init__(self, size: int, variables: PvaList | Callable[[], PvaList]) -> None:
         self.bytes = size
+        self._load: Callable[[], PvaList] | None
+        self._variables: PvaList | None
         if callable(variables):
             self._load = variables
             self._variables = None
@@ -39,6 +41,7 @@ class NotAlwaysLiveMemory:
     def variables(self) -> PvaList:
         """The not-always-live variables of the step, with their sizes, by name."""
         if self._variables is None:
+            assert self._load is not None  # set whenever _variables is not
             self._variables = self._load()
             self._load = None
         return PvaList(self._variables)
@@ -52,7 +55,7 @@ class LivenessProgramStep:
 
     __slots__ = ("_c", "_index", "_program", "_bytes")
 
-    def __init__(self, compilation: "CompilationReport", index: int, program: int, size: int) -> None:
+    def __init__(self, compilation: CompilationReport, index: int, program: int, size: int) -> None:
         self._c = compilation
         self._index = index
         self._program = program

@@ -28,7 +28,7 @@ class Operation:
 
     __slots__ = ("_analysis", "debugContext", "name", "_programs", "firstStepIndex", "lastStepIndex", "_vars")
 
-    def __init__(self, analysis: "OperationAnalysis", context: DebugContext, programs: list[int],
+    def __init__(self, analysis: OperationAnalysis, context: DebugContext, programs: list[int],
                  first: int, last: int) -> None:
         self._analysis = analysis
         self.debugContext = context

@@ -100,7 +100,7 @@ class Program:
     #: The ProgramVisitor method `accept` calls.
     _visit = "visitProgram"
 
-    def __init__(self, compilation: "CompilationReport", program_id: int, type_: "Program.Type") -> None:
+    def __init__(self, compilation: CompilationReport, program_id: int, type_: Program.Type) -> None:
         self._c = compilation
         self._id = program_id
         self._type = type_
@@ -121,7 +121,7 @@ class Program:
         return self._name
 
     @property
-    def type(self) -> "Program.Type":
+    def type(self) -> Program.Type:
         """The type of the program."""
         return self._type
 
@@ -145,7 +145,7 @@ class Program:
         """Control code of this program and its children on each tile in bytes; may be empty."""
         return self._c._program_table.vector(self._id, "control_code")
 
-    def accept(self, visitor: "ProgramVisitor") -> None:
+    def accept(self, visitor: ProgramVisitor) -> None:
         """Call the visitor method for this program's kind (exactly one call, no recursion)."""
         getattr(visitor, self._visit)(self)
 
@@ -210,7 +210,7 @@ class OnTileExecuteProgram(Program):
     _visit = "visitOnTileExecute"
 
     @property
-    def computeset(self) -> "ComputeSet":
+    def computeset(self) -> ComputeSet:
         """The compute set this program executes."""
         cs = self._row[0]
         sets = self._c._compute_sets
@@ -310,7 +310,7 @@ class GlobalExchangeProgram(Program):
     syncCyclesByTile = _vector_property("sync_cycles", "Sync cycles on each tile.")
 
     @property
-    def syncType(self) -> "Program.SyncType":
+    def syncType(self) -> Program.SyncType:
         """The synchronisation used."""
         return Program.SyncType.parse(self._row[2])
 
@@ -340,7 +340,7 @@ class StreamCopyMidProgram(Program):
     estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
 
     @property
-    def streamCopyType(self) -> "StreamCopyMidProgram.StreamCopyType":
+    def streamCopyType(self) -> StreamCopyMidProgram.StreamCopyType:
         """Whether the copy is with the host, a remote buffer, or both."""
         return StreamCopyMidProgram.StreamCopyType.parse(self._row[3])
 
@@ -366,7 +366,7 @@ class SyncProgram(Program):
     _visit = "visitSync"
 
     @property
-    def syncType(self) -> "Program.SyncType":
+    def syncType(self) -> Program.SyncType:
         """The type of synchronisation."""
         return Program.SyncType.parse(self._row[2])
 
@@ -396,7 +396,7 @@ class ImplicitSyncProgram(SyncProgram):
         return PvaList()
 
     @property
-    def syncType(self) -> "Program.SyncType":
+    def syncType(self) -> Program.SyncType:
         """Always Internal."""
         return Program.SyncType.Internal
 
@@ -586,7 +586,7 @@ class ProgramTable:
     paused; names and the other columns are read for all programs at once on first use.
     """
 
-    def __init__(self, compilation: "CompilationReport") -> None:
+    def __init__(self, compilation: CompilationReport) -> None:
         self._c = compilation
         reader = compilation._reader
         self._path = reader.path
@@ -737,8 +737,7 @@ class ProgramTable:
                 if function not in memo:
                     result.extend(p for p in _expand(function, owned, memo, kids) if p not in reached)
         else:
-            seen: set[int] = set()
-            result = [p for p in result if not (p in seen or seen.add(p))]
+            result = list(dict.fromkeys(result))  # first occurrence of each, in order
         reached = set(result)
         result.extend(sorted(p for p in owned if p not in reached))
         return result

@@ -15,7 +15,6 @@ from formats.profile_reader import ProfileReader
 from ._base import PvaEnum, refuse_pickle, set_list_print_length
 from .compilation import CompilationReport
 
-
 __all__ = [
     "EngineOption",
     "InstrumentationSettings",
@@ -208,7 +207,7 @@ class Report:
         """
         self._reader.close()
 
-    def __enter__(self) -> "Report":
+    def __enter__(self) -> Report:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -134,7 +134,7 @@ class Thread:
 
     __reduce_ex__ = refuse_pickle
 
-    def __init__(self, trace: "TraceReport", pid: int, tid: int, name: str) -> None:
+    def __init__(self, trace: TraceReport, pid: int, tid: int, name: str) -> None:
         self._trace = trace
         self.pid = pid
         self.tid = tid
@@ -161,7 +161,7 @@ class Process:
 
     __reduce_ex__ = refuse_pickle
 
-    def __init__(self, trace: "TraceReport", pid: int, name: str, threads: list[tuple]) -> None:
+    def __init__(self, trace: TraceReport, pid: int, name: str, threads: list[tuple]) -> None:
         self._trace = trace
         self.pid = pid
         self.name = name
@@ -225,7 +225,7 @@ class TraceReport:
         """Close the trace file (pva addition); threads not read yet can no longer be."""
         self._reader.close()
 
-    def __enter__(self) -> "TraceReport":
+    def __enter__(self) -> TraceReport:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -239,7 +239,7 @@ class TraceReport:
         return f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"
 
 
-def openTrace(tracePath: str | os.PathLike[str]) -> TraceReport:  # noqa: N802, N803 (libpva names)
+def openTrace(tracePath: str | os.PathLike[str]) -> TraceReport:
     """Open a trace file and return its TraceReport.
 
     Raises a subclass of pva.PvaError naming the path and the problem when the file is missing,

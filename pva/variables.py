@@ -53,7 +53,7 @@ class Variable:
 
     __slots__ = ("_c", "_id", "name")
 
-    def __init__(self, compilation: "CompilationReport", variable_id: int, name: str) -> None:
+    def __init__(self, compilation: CompilationReport, variable_id: int, name: str) -> None:
         self._c = compilation
         self._id = variable_id
         self.name = name
@@ -78,7 +78,7 @@ class VariableSize(Variable):
 
     __slots__ = ("size",)
 
-    def __init__(self, compilation: "CompilationReport", variable_id: int, name: str, size: int) -> None:
+    def __init__(self, compilation: CompilationReport, variable_id: int, name: str, size: int) -> None:
         super().__init__(compilation, variable_id, name)
         self.size = size
 
@@ -149,7 +149,7 @@ class LoweredVariable:
 
     __slots__ = ("_lv", "_row")
 
-    def __init__(self, lowered: "LoweredVariables", row: tuple) -> None:
+    def __init__(self, lowered: LoweredVariables, row: tuple) -> None:
         self._lv = lowered
         self._row = row
 
@@ -255,7 +255,7 @@ class LoweredVariables:
 
     __slots__ = ("_c", "_classes", "_brief")
 
-    def __init__(self, compilation: "CompilationReport") -> None:
+    def __init__(self, compilation: CompilationReport) -> None:
         self._c = compilation
         self._classes: dict[int, EquivalenceClass] | None = None
         self._brief: list[LoweredVariableBrief] | None = None

@@ -103,14 +103,14 @@ def convert_legacy(inputs: Sequence[str | os.PathLike[str]], output: str | os.Pa
                 for key, value in document.items():
                     if key not in ("graphProfile", "executionProfile"):
                         extras.keep(SOURCE_WRAPPER, [key], value, unknown=True)
-                parts = []
+                documents: list[tuple[str | None, Any, InputKind]] = []
                 if "graphProfile" in document:
-                    parts.append(("graphProfile", document["graphProfile"], InputKind.LEGACY_GRAPH))
+                    documents.append(("graphProfile", document["graphProfile"], InputKind.LEGACY_GRAPH))
                 if "executionProfile" in document:
-                    parts.append(("executionProfile", document["executionProfile"], InputKind.LEGACY_EXECUTION))
+                    documents.append(("executionProfile", document["executionProfile"], InputKind.LEGACY_EXECUTION))
             else:
-                parts = [(None, document, info.kind)]
-            for key, value, kind in parts:
+                documents = [(None, document, info.kind)]
+            for key, value, kind in documents:
                 prefix = [key] if key else []
                 if not isinstance(value, dict):
                     raise InvalidInputError(f"{info.path!r}: {json_path(prefix)}: expected an object, found "
@@ -134,10 +134,12 @@ def convert_legacy(inputs: Sequence[str | os.PathLike[str]], output: str | os.Pa
             raise InvalidInputError(
                 f"{execution_name!r}: $: an execution profile alone cannot be converted; give its graph profile too "
                 f"(pva convert graph.json execution.json -o profile.pop)", execution_name)
+        assert graph_name is not None, "set with graph"
         unknown = check_document(graph, "graph_profile", name=graph_name, prefix=graph_prefix).unknown
         for parts, value in unknown:
             extras.keep("legacy-graph-profile", parts[len(graph_prefix):], value, unknown=True)
         if execution is not None:
+            assert execution_name is not None, "set with execution"
             unknown_x = check_document(execution, "execution_profile", name=execution_name,
                                        prefix=execution_prefix).unknown
             for parts, value in unknown_x:

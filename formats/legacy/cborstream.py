@@ -109,6 +109,7 @@ class CborWalker:
         self._raw = raw
         self._progress = progress
         self._normalise = _Normaliser(spool)
+        self._size: int | None
         try:
             self._size = os.fstat(raw.fileno()).st_size
         except (AttributeError, OSError, io.UnsupportedOperation):
@@ -383,6 +384,7 @@ class CborWalker:
                 left -= len(piece)
         except NonFiniteNumberError as exc:
             index = parse_json_path("$" + exc.where)[0]
+            assert isinstance(index, int), "Run.add locates a bad value by its index"
             raise NonFiniteProblem(str(exc), at, index=(length - left) // dtype.itemsize + index) from None
         except ValueError as exc:
             raise InputProblem(f"invalid typed array ({exc})", at) from None

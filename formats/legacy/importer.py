@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..profile_writer import ProfileWriter
-from . import mapping as M  # noqa: N812 (the short name reads as a table of names)
+from . import mapping as M
 from .runs import Run, run_slice
 from .tree import json_path, location
 
@@ -110,6 +110,12 @@ class LegacyImporter:
         value = (doc or {}).get(key)
         return value if isinstance(value, dict) else {}
 
+    def _num_ipus(self) -> int:
+        """IPUs of the target, which is written before anything per IPU."""
+        target = self.w.target
+        assert target is not None, "the target is written before anything per IPU"
+        return int(target["num_ipus"])
+
     def check_length(self, value: Any, expected: int, parts: Sequence[str | int], what: str,
                      execution: bool = False) -> None:
         count = len(value)
@@ -132,7 +138,7 @@ class LegacyImporter:
     def append_matrix(self, name: str, rows: list, parts: list, what: str, execution: bool = False
                       ) -> list[tuple[int, int, int, int]]:
         """Append a 2-D per-tile array to a matrix; (row, total, min, max) of each row."""
-        out = []
+        out: list[tuple[int, int, int, int]] = []
         matrix = self.w.matrix(name)
         for _first, block in self.matrix_rows(rows, parts, self.num_tiles, what, execution):
             start = matrix.append(block)
@@ -268,10 +274,10 @@ class LegacyImporter:
                                           base + ["cycleEstimates", "activeCyclesByTile"], "one per tile")
                        if active is not None else None)
         cs_rows = []
-        vertex_rows = []
+        vertex_rows: list[tuple[int, int, int, int, int]] = []
         for cs in range(num_cs):
             num_vertices = 0
-            if counts is not None:
+            if counts is not None and types is not None:  # both or neither, checked above
                 c = ints(counts[cs])
                 vt = ints(types[cs])
                 if c.size != vt.size:
@@ -350,10 +356,12 @@ class LegacyImporter:
                 bad = int(np.argmax(values >= count))
                 raise self.fail([key, bad], f"expected a program index below {count}, found {int(values[bad])}")
         self.function_programs = [int(v) for v in functions]
-        rows, children_rows, vectors = [], [], []
+        rows: list[tuple] = []
+        children_rows: list[tuple[int, int, int]] = []
+        vectors: list[tuple] = []
         children_of: list[np.ndarray] = []
         for index, program in enumerate(programs):
-            parts = ["programs", index]
+            parts: list[str | int] = ["programs", index]
             legacy_type = program["type"]
             pva_type = M.PROGRAM_TYPES.get(legacy_type)
             if pva_type is None:
@@ -539,7 +547,7 @@ class LegacyImporter:
         totals = section.get("totalBytes")
         for first in range(0, num_rows, ROW_BATCH):
             stop = min(num_rows, first + ROW_BATCH)
-            rows = []
+            rows: list[tuple] = []
             for r in range(first, stop):
                 stack = np.zeros((len(M.VERTEX_MEMORY), self.num_tiles), dtype=np.uint64)
                 for k, (key, _column) in enumerate(M.VERTEX_MEMORY.items()):
@@ -565,8 +573,8 @@ class LegacyImporter:
 
     def _liveness(self, nodes: list) -> None:
         """Liveness trees become liveness_steps when every node names its program; else they are kept."""
-        rows = []
-        stack = [(node, None, 0) for node in reversed(nodes)]
+        rows: list[tuple[int, int, int | None, int, int]] = []
+        stack: list[tuple[dict, int | None, int]] = [(node, None, 0) for node in reversed(nodes)]
         while stack:
             node, parent, depth = stack.pop()
             program = node.get("program")
@@ -582,6 +590,7 @@ class LegacyImporter:
 
     def execution(self) -> None:
         x = self.x
+        assert x is not None, "run() imports the execution profile only when there is one"
         mode = x["profilerMode"]
         compute, external = M.PROFILER_MODES[mode]
         self.w.set_metadata(instrumentation_compute=compute, instrumentation_external_exchange=external,
@@ -638,7 +647,7 @@ class LegacyImporter:
 
     def _simulation(self, simulation: dict) -> None:
         steps = simulation.get("steps") or []
-        num_ipus = int(self.w.target["num_ipus"])
+        num_ipus = self._num_ipus()
         total = as_int(simulation.get("cycles"))
         self.w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "", 0, len(steps))])
         self.w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"), [(0, ipu, 0, total) for ipu in range(num_ipus)])
@@ -697,7 +706,7 @@ class LegacyImporter:
         computeSetCyclesByTile row (see `_measured_share`).
         """
         by_type: dict[tuple[int, str], int] = {}
-        num_ipus = int(self.w.target["num_ipus"])
+        num_ipus = self._num_ipus()
         tiles_per_ipu = self.num_tiles // num_ipus if num_ipus else 0
         canonical = {t.lower(): t for t in M.STEP_TYPES}
         step_rows, ipu_rows = [], []
@@ -717,7 +726,7 @@ class LegacyImporter:
         matrix = self.w.matrix("step_cycles_by_tile") if has_tiles else None
         pending: list[np.ndarray] = []
         for index, step in enumerate(steps):
-            parts = ["simulation", "steps", index]
+            parts: list[str | int] = ["simulation", "steps", index]
             legacy_type = step["type"]
             tag = canonical.get(legacy_type.lower(), legacy_type)
             pva_type = M.PROGRAM_TYPES.get(tag)
@@ -786,13 +795,13 @@ class LegacyImporter:
                 for ipu in range(num_ipus):
                     row = per_tile[ipu]
                     total, top, active = int(row.sum()), int(row.max()), int(np.count_nonzero(row))
-                    key = (ipu, pva_type)
-                    by_type[key] = by_type.get(key, 0) + total
+                    type_key = (ipu, pva_type)
+                    by_type[type_key] = by_type.get(type_key, 0) + total
                     ipu_rows.append((index, ipu, 1, total, active, *spans, top, *balances,
                                      data if ipu == 0 else 0, data if ipu == 0 else 0, data_balance))
             else:
-                key = (0, pva_type)
-                by_type[key] = by_type.get(key, 0) + tile_cycles
+                type_key = (0, pva_type)
+                by_type[type_key] = by_type.get(type_key, 0) + tile_cycles
                 ipu_rows.append((index, 0, 1, tile_cycles, as_int(step.get("activeTiles")), *spans, cycles, thread,
                                  float(step.get("tileBalance", 0.0)), float(step.get("activeTileBalance", 0.0)),
                                  data, data, data_balance))

@@ -41,6 +41,13 @@ _INTERESTING = re.compile(rb'["\[]')
 _STRING_STOP = re.compile(rb'["\\]')
 _SPACE = re.compile(rb"[ \t\r\n]*")
 _NUMBER_TEXT = re.compile(rb"[0-9,.eE+\- \t\r\n]*")
+
+
+def _span_end(pattern: re.Pattern[bytes], buf: bytes, pos: int) -> int:
+    """Where the span of `pattern` starting at `pos` ends (the patterns above also match nothing)."""
+    match = pattern.match(buf, pos)
+    assert match is not None, "the pattern matches the empty string"
+    return match.end()
 _NUMBER_CHARS = b"0123456789,.eE+- \t\r\n"
 _NUMBER_START = frozenset(b"-0123456789")
 #: What JavaScript writes for non-finite numbers; JSON has no such literals (RFC 8259, section 6).
@@ -194,6 +201,7 @@ class RunFilter:
         except json.JSONDecodeError as exc:
             bad = offset + max(0, exc.pos - 1)
             raise self._problem(f"invalid number array: {exc.msg}", bad) from None
+        assert self._run is not None, "numbers are added inside an open run"
         try:
             self._run.add(array, self._spool)
         except ValueError as exc:
@@ -202,6 +210,7 @@ class RunFilter:
     def _placeholder(self) -> bytes:
         key = f"{self._counter}"
         self._counter += 1
+        assert self._run is not None, "a placeholder closes an open run"
         self.runs[key] = self._run
         self._run = None
         return b"[" + self._nonce_bytes + key.encode() + b'"'
@@ -235,7 +244,7 @@ class RunFilter:
                     self._pos = at + 1
                     self._state = _STRING
                     continue
-                after = _SPACE.match(buf, at + 1).end()
+                after = _span_end(_SPACE, buf, at + 1)
                 if after == len(buf) and not self._eof:
                     self._emit(buf[self._pos : at])
                     self._pos = at
@@ -295,9 +304,9 @@ class RunFilter:
                 self._pos = close + 1
                 self._state = _NORMAL
                 return
-            end = close if not rest.translate(None, _NUMBER_CHARS) else _NUMBER_TEXT.match(buf, self._pos).end()
+            end = close if not rest.translate(None, _NUMBER_CHARS) else _span_end(_NUMBER_TEXT, buf, self._pos)
         else:
-            end = _NUMBER_TEXT.match(buf, self._pos).end()
+            end = _span_end(_NUMBER_TEXT, buf, self._pos)
         if end == len(buf) and not self._eof:
             if end - self._pos > BATCH_BYTES:
                 comma = buf.rfind(b",", self._pos, end)

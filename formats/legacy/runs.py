@@ -104,6 +104,7 @@ class Run:
         array = compact(array, low, high)
         self._note(array, low, high)
         if self._segments or (spool is not None and self.count > IN_MEMORY_LIMIT):
+            assert spool is not None, "a run that spilled to a spool is continued with it"
             if self._array is not None:
                 pending, self._array = self._array, None
                 self._segments.append(spool.write(pending))
@@ -129,6 +130,7 @@ class Run:
         if self._array is not None:
             yield self._array
         for offset, count, dtype in self._segments:
+            assert self._spool is not None, "segments are stored in the spool"
             yield self._spool.read(offset, count, dtype)
 
     def array(self, dtype=None) -> np.ndarray:
@@ -172,7 +174,7 @@ class Spool:
 
     def write(self, array: np.ndarray) -> tuple[int, int, np.dtype]:
         """Store an array; return its (offset, count, dtype)."""
-        data = memoryview(np.ascontiguousarray(array)).cast("B")
+        data = np.ascontiguousarray(array).data.cast("B")
         offset = self._size
         written = 0
         while written < len(data):
@@ -223,6 +225,7 @@ def run_slice(run: Run, start: int, stop: int) -> np.ndarray:
         if position < stop and position + count > start:
             lo = max(0, start - position)
             hi = min(count, stop - position)
+            assert run._spool is not None, "segments are stored in the spool"
             pieces.append(run._spool.read(offset + lo * dtype.itemsize, hi - lo, dtype))
         position += count
         if position >= stop:

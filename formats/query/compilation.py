@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 #: Columns of vars_info in the order of every lowered-variable row the queries return.
@@ -32,6 +32,7 @@ class CompilationQueries:
 
     file: Any
     path: str
+    _table_name: Callable[[str], str]  # from AnalysisQueries
 
     # -- the whole file ---------------------------------------------------------------------
 
@@ -107,7 +108,7 @@ class CompilationQueries:
         return self.file.query(
             "SELECT compute_set, name, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
 
-    def compute_set_vertices(self, compute_set: int) -> list[tuple]:
+    def compute_set_vertices(self, compute_set: int) -> list[tuple[int, int, int, int | None]]:
         """(vertex type, count, estimated cycles, count-by-tile row) of a compute set's vertex types."""
         return self.file.query(
             "SELECT vertex_type, count, estimated_cycles, count_by_tile_row FROM compute_set_vertices "
@@ -263,6 +264,7 @@ class CompilationQueries:
 
     def not_always_live_bytes(self, step: int, *, tiles: tuple[int, int] | None = None) -> Any:
         """Bytes of the lowered variables live but not always live in a step, on tiles lo..hi-1 or all."""
+        params: tuple[int, ...]
         if tiles is None:
             where, params = "", (step,)
         elif tiles[1] == tiles[0] + 1:
@@ -289,6 +291,7 @@ class CompilationQueries:
 
         Pieces of one unlowered variable are summed; pieces without one are summed by name.
         """
+        params: tuple[int, ...]
         if tiles is None:
             where, params = "", (step,)
         elif tiles[1] == tiles[0] + 1:

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MEASUREMENTS = {
     "open", "first-answer-time", "first-answer-memory", "first-answer-streaming", "tile-totals", "step-walk",
     "visitor", "visitor-growth", "sql-aggregate", "write", "file-size", "convert-throughput", "convert-memory",
-    "startup",
+    "startup-help", "startup-info", "startup-sql",
     "query-reports-aggregate-3", "query-reports-join-3", "query-reports-aggregate-30", "query-reports-join-30",
     "fleet-add", "fleet-query", "fleet-report-cost",
 }

@@ -106,6 +106,7 @@ def wrong_types(draw):
 
 def _check_outcome(tmp_path, source: str, run) -> None:
     output = tmp_path / "out.file"
+    output.unlink(missing_ok=True)  # Hypothesis runs every example in the same tmp_path
     before = set(os.listdir(tmp_path))
     try:
         run(source, output)

@@ -152,10 +152,10 @@ class LegacyImporter:
 
     def run(self) -> None:
         self.target()
-        self.graph_counts()
         self.optimization_info()
         self.vertex_types()
         self.compute_sets()
+        self.graph_counts()
         self.exchanges()
         self.programs()
         self.memory()
@@ -220,10 +220,12 @@ class LegacyImporter:
             self.keep(["target", "totalMemory"], t["totalMemory"])
 
     def graph_counts(self) -> None:
-        graph = self.section(self.g, "graph")
+        """The graph counts; a missing compute-set count is the number of compute sets the profile lists."""
+        graph = dict(self.section(self.g, "graph"))
+        if "numComputeSets" not in graph:
+            graph["numComputeSets"] = self.compute_set_count
         self.not_recorded += [f"graph.{column}" for key, column in (
-            ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
-            ("numVertices", "num_vertices")) if key not in graph]
+            ("numEdges", "num_edges"), ("numVars", "num_vars"), ("numVertices", "num_vertices")) if key not in graph]
         self.w.set_graph(**{column: as_int(graph.get(key)) for key, column in (
             ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
             ("numVertices", "num_vertices"))})
@@ -312,6 +314,7 @@ class LegacyImporter:
         if cs_rows and declared is not None and as_int(declared) != len(cs_rows):
             raise self.fail(["graph", "numComputeSets"],
                             f"expected {len(cs_rows)} (the compute sets the profile lists), found {declared!r}")
+        self.compute_set_count = len(cs_rows)
         self.w.insert("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_row",
                                        "active_cycles_row", "estimated_cycles_max", "estimated_cycles_total"), cs_rows)
         self.w.insert("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles"),

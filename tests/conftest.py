@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import pytest
 
-from reportbuilder import write_sample_report
+# Shared helpers (report builders, corpora, workers) live in tests/support and are imported by name.
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "support"))
+
+from reportbuilder import write_sample_report  # noqa: E402
 
 
 @pytest.fixture(scope="session")

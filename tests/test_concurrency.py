@@ -20,7 +20,7 @@ import time
 import pva
 from formats import tracing
 
-WORKER = pathlib.Path(__file__).with_name("concurrency_worker.py")
+WORKER = pathlib.Path(__file__).parent / "support" / "concurrency_worker.py"
 READERS = 10
 WRITES = 60
 

@@ -1,4 +1,4 @@
-"""Every decoder has a memory bound: the bombs of tests/hostile_corpus.py are refused quickly, in little memory.
+"""Every decoder has a memory bound: the bombs of tests/support/hostile_corpus.py are refused quickly, in little memory.
 
 Each probe runs in a fresh child process (under an address-space limit, so a regression fails
 instead of exhausting the machine) and reports its peak resident memory (VmHWM) and time.

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from formats.schema import profile_schema
 
-WORKER = pathlib.Path(__file__).with_name("fuzz_reader_worker.py")
+WORKER = pathlib.Path(__file__).parent / "support" / "fuzz_reader_worker.py"
 #: Examples per fuzz test (three tests). PVA_FUZZ_READER_EXAMPLES=5000 runs a long, randomised campaign.
 EXAMPLES = int(os.environ.get("PVA_FUZZ_READER_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="PVA_FUZZ_READER_EXAMPLES" not in os.environ,

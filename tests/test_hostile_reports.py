@@ -1,6 +1,6 @@
 """Hostile input: every damaged report ends in a pva.PvaError or a success, in bounded time and memory.
 
-The corpus (tests/hostile_corpus.py) is generated from valid reports at test time; each case goes
+The corpus (tests/support/hostile_corpus.py) is generated from valid reports at test time; each case goes
 through every read path (open and walk every object, summary, check, info, tables, optime, estimate,
 exports, html) in a child process limited in address space, with a per-operation alarm. A crash,
 a hang, an exception that is not a PvaError, or a run past the memory limit fails the test.
@@ -17,7 +17,7 @@ import sys
 
 from hostile_corpus import make_cases
 
-WORKER = pathlib.Path(__file__).with_name("hostile_worker.py")
+WORKER = pathlib.Path(__file__).parent / "support" / "hostile_worker.py"
 #: Address-space limit of the child (numpy and pyarrow reserve a lot of virtual memory up front).
 MEMORY_LIMIT = 3 << 30
 SECONDS_PER_OPERATION = 60

@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 #: Report versions the writer cycles through: write_sample_report arguments. They differ in content

@@ -14,7 +14,7 @@ import signal
 import sys
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pva  # noqa: E402

@@ -231,6 +231,21 @@ class Report:
         """The report's metadata table: producer, producer_version, created, poplar_version, ... (pva addition)."""
         return dict(self._reader.metadata)
 
+    @property
+    def not_recorded(self) -> frozenset[str]:
+        """Figures the converted source did not record, as "table.column" names (pva addition).
+
+        They read 0 in the tables; pva's outputs print them as "not recorded" (null in JSON).
+        """
+        return self._reader.not_recorded()
+
+    @property
+    def memory_totals(self) -> dict | None:
+        """Device-wide memory figures of a report converted from a text summary, which has no per-tile
+        rows (pva addition): total_including_gaps, total, non_interleaved, interleaved, overflowed,
+        by_category, max_tile_including_gaps, max_tile. None for other reports."""
+        return self._reader.summary_memory_totals()
+
     def row_count(self, table: str) -> int:
         """Rows of one table of the report (pva addition); an unknown table raises InvalidInputError."""
         return self._reader.row_count(table)

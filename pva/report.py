@@ -314,11 +314,16 @@ class Report:
         return estimate(self._reader, batch_size=batch_size)
 
     def write_plot(self, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
-                   height: float | None = None, dpi: float = 100) -> int:
-        """Draw one chart (see pva.PLOT_KINDS) into an image file (.png, .svg, .pdf); returns its size in bytes."""
+                   height: float | None = None, dpi: float = 100, title: str | None = None,
+                   including_gaps: bool = False, not_always_live_only: bool = False) -> int:
+        """Draw one chart (see pva.PLOT_KINDS) into an image file (.png, .svg, .pdf); returns its size in bytes.
+
+        Options are those of pva.write_plot: title, including_gaps (memory), not_always_live_only (liveness).
+        """
         from .analysis.plots import write_plot
 
-        return write_plot(self, kind, output, width=width, height=height, dpi=dpi)
+        return write_plot(self, kind, output, width=width, height=height, dpi=dpi, title=title,
+                          including_gaps=including_gaps, not_always_live_only=not_always_live_only)
 
     def write_html(self, output: str | os.PathLike[str], *, compare_with: Report | None = None,
                    **options) -> int:

@@ -272,6 +272,9 @@ class ReportSession:
                         self._execution.finish()
                     stamp = engine.timestamp.isoformat(timespec="seconds").replace("+00:00", "Z")
                     self.writer.set_metadata(created=stamp, compilation_timestamp=stamp)
+                    program_name = getattr(engine, "program_name", None)
+                    if program_name:
+                        self.writer.set_metadata(program_name=str(program_name))
                 self.writer.close(commit=False)
                 staged.append(self.writer.output)
             if engine.options.debug_info:

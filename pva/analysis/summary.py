@@ -168,6 +168,9 @@ class _Data:
         self.totals = reader.summary_memory_totals() if not len(memory) else None
 
     def recorded(self, table: str, column: str) -> bool:
+        if table == "target" and column in ("num_tiles", "tiles_per_replica"):
+            # products of the tiles per IPU and the IPUs
+            return self.recorded("target", "tiles_per_ipu") and self.recorded("target", "num_ipus")
         return f"{table}.{column}" not in self.missing
 
     def tile_memory(self, tiles: np.ndarray | None = None) -> np.ndarray:

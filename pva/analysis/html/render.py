@@ -13,6 +13,7 @@ import numpy as np
 
 from formats import __version__
 
+from ..chart_options import format_size
 from ..compare import Difference
 
 #: Inline data larger than this (bytes of JSON) is stored deflated and base64-encoded.
@@ -36,12 +37,7 @@ def _int(value) -> str:
 
 
 def _human_bytes(value: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    x, i = float(value), 0
-    while abs(x) >= 1024 and i < len(units) - 1:
-        x /= 1024
-        i += 1
-    return f"{x:,.0f} {units[i]}" if i == 0 else f"{x:,.{0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2}f} {units[i]}"
+    return format_size(value)
 
 
 def _bytes(value) -> str:
@@ -106,7 +102,7 @@ def _payload(data: dict) -> dict:
 
 def _shared(datasets: list[dict]) -> dict:
     """Scales shared by the columns of a comparison, so equal values look equal."""
-    memory_max = liveness_max = nal_max = data_max = limit = 1
+    memory_max = liveness_max = nal_max = data_max = data_max_excluding = limit = 1
     span = 1
     for data in datasets:
         mem = data["memory"]
@@ -114,6 +110,9 @@ def _shared(datasets: list[dict]) -> dict:
             largest = max([int(mem["largest"])] + [int(np.max(ipu["max"])) for ipu in mem["ipus"] if len(ipu["max"])])
             limit = max(limit, int(mem["limit"]))
             data_max = max(data_max, largest)
+            data_max_excluding = max([data_max_excluding, int(mem["largest_excluding"])]
+                                     + [int(np.max(ipu["max_excluding"])) for ipu in mem["ipus"]
+                                        if len(ipu["max_excluding"])])
             memory_max = max(memory_max, limit, largest)
         live = data["liveness"]
         if live is not None:
@@ -122,7 +121,8 @@ def _shared(datasets: list[dict]) -> dict:
         tl = data["timeline"]
         if tl is not None:
             span = max(span, int(tl["span"]))
-    return {"memory_max": int(memory_max * 1.06), "memory_data_max": int(data_max * 1.08), "memory_limit": limit,
+    return {"memory_max": int(memory_max * 1.06), "memory_data_max": int(data_max * 1.08),
+            "memory_data_max_excluding": int(data_max_excluding * 1.08), "memory_limit": limit,
             "liveness_max": int(liveness_max * 1.08), "liveness_nal_max": int(nal_max * 1.08), "timeline_span": span}
 
 
@@ -240,6 +240,9 @@ def _memory_block(r: int, data: dict) -> str:
                      + '<span><i style="background:#d62728;width:8px"></i>out of memory</span>')]
     parts.append('<div class="toolbar memory-scale">Scale: <button data-scale="limit">to the tile limit</button>'
                  '<button data-scale="data">to the data</button></div>')
+    if mem["gaps"] is not None:
+        parts.append('<div class="toolbar memory-gaps">Gaps: <button data-gaps="excluding">excluding gaps</button>'
+                     '<button data-gaps="including">including gaps</button></div>')
     per_ipu = mem["tiles_per_ipu"]
     for ipu in mem["ipus"]:
         lo = ipu["first_tile"]

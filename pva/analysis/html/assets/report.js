@@ -19,12 +19,13 @@
 
   function fmtInt(v) { return nf.format(Math.round(v)); }
 
+  /** A size as pva prints it everywhere (pva.format_size): "512 B", "81.3 kB" (units of 1024). */
   function fmtBytes(v) {
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const units = ["B", "kB", "MB", "GB", "TB"];
     let x = v, i = 0;
     while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
-    const digits = i === 0 ? 0 : (Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2);
-    return x.toFixed(digits) + " " + units[i];
+    return i === 0 ? Math.trunc(x).toLocaleString("en-US") + " B"
+      : x.toLocaleString("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }) + " " + units[i];
   }
 
   function fmtShort(v) {
@@ -163,6 +164,13 @@
   // -- memory per tile ----------------------------------------------------------------------
 
   let memoryScale = null;
+  let memoryGaps = "excluding";
+
+  /** The memory chart's top for the scale and gaps chosen. */
+  function memoryTop(scales) {
+    if (memoryScale !== "data") return scales.memory_max;
+    return memoryGaps === "including" ? scales.memory_data_max : scales.memory_data_max_excluding;
+  }
 
   function memoryChart(canvas, mem, ipu, scales) {
     const nb = ipu.max.length;
@@ -170,8 +178,11 @@
     function draw() {
       const { ctx, width, height } = prepare(canvas);
       const box = { x: 70, y: 14, w: width - 82, h: height - 14 - 40 };
-      const top = memoryScale === "data" ? scales.memory_data_max : scales.memory_max;
+      const top = memoryTop(scales);
+      const gaps = memoryGaps === "including";
+      const maxima = gaps ? ipu.max : ipu.max_excluding;
       canvas.dataset.scale = memoryScale;
+      canvas.dataset.gaps = memoryGaps;
       const y = (v) => box.y + box.h - (v / top) * box.h;
       yGrid(ctx, box, top, byteTicks(top, 5), fmtBytes);
       const bw = box.w / nb;
@@ -181,6 +192,7 @@
         const x0 = Math.floor(box.x + b * bw);
         const w = Math.max(1, Math.floor(box.x + (b + 1) * bw) - x0 - (bw > 3 ? 1 : 0));
         for (let s = 0; s < ipu.series.length; s++) {
+          if (s === mem.gaps && !gaps) continue;
           const v = ipu.series[s][b];
           if (!(v > 0)) continue;
           const y0 = y(acc + v), y1 = y(acc);
@@ -192,7 +204,7 @@
       }
       if (mem.bucket > 1) {
         ctx.fillStyle = "#24292f";
-        for (let b = 0; b < nb; b++) ctx.fillRect(box.x + b * bw, Math.round(y(ipu.max[b])), Math.max(bw, 1), 1);
+        for (let b = 0; b < nb; b++) ctx.fillRect(box.x + b * bw, Math.round(y(maxima[b])), Math.max(bw, 1), 1);
         marks++;
       }
       ctx.fillStyle = "#d62728";
@@ -216,7 +228,7 @@
         ctx.beginPath();
         ctx.moveTo(cx, box.y + box.h + 2); ctx.lineTo(cx - 4, box.y + box.h + 9); ctx.lineTo(cx + 4, box.y + box.h + 9);
         ctx.closePath(); ctx.fill();
-        ctx.fillRect(box.x + b * bw, y(ipu.max[b]) - 1, Math.max(bw, 1), 2);
+        ctx.fillRect(box.x + b * bw, Math.max(box.y, y(maxima[b]) - 1), Math.max(bw, 1), 2);
         oomMarks++;
       }
       const first = ipu.first_tile, count = mem.tiles_per_ipu;
@@ -238,12 +250,17 @@
       const lines = [(lo === hi ? "Tile " + lo : "Tiles " + lo + "\u2013" + hi + " (mean per tile)") + ", IPU " + ipu.ipu];
       let sum = 0;
       for (let s = ipu.series.length - 1; s >= 0; s--) {
+        if (s === mem.gaps && memoryGaps !== "including") continue;
         const v = ipu.series[s][b];
         sum += v;
         if (v > 0) lines.push(mem.names[s] + ": " + fmtInt(v) + " B");
       }
       lines.push("total: " + fmtInt(sum) + " B");
-      if (mem.bucket > 1) lines.push("largest: tile " + ipu.max_tile[b] + ", " + fmtInt(ipu.max[b]) + " B");
+      if (mem.bucket > 1) {
+        const incl = memoryGaps === "including";
+        lines.push("largest: tile " + (incl ? ipu.max_tile[b] : ipu.max_tile_excluding[b]) + ", "
+          + fmtInt(incl ? ipu.max[b] : ipu.max_excluding[b]) + " B");
+      }
       if (ipu.oom[b] > 0) lines.push(ipu.oom[b] + " tile(s) out of memory");
       showTip(ev, lines.join("\n"));
     });
@@ -722,12 +739,13 @@
   async function main() {
     PAGE = await loadData();
     const reports = PAGE.reports, shared = PAGE.shared;
-    memoryScale = shared.memory_data_max >= 0.25 * shared.memory_limit ? "limit" : "data";
+    memoryScale = shared.memory_data_max_excluding >= 0.25 * shared.memory_limit ? "limit" : "data";
     each('canvas[data-chart="memory"]', (c) => {
       const mem = reports[+c.dataset.report].memory;
       memoryChart(c, mem, mem.ipus[+c.dataset.ipu], shared);
     });
     toggle(".toolbar.memory-scale", "scale", () => memoryScale, (v) => { memoryScale = v; }, "memory");
+    toggle(".toolbar.memory-gaps", "gaps", () => memoryGaps, (v) => { memoryGaps = v; }, "memory");
     each('canvas[data-chart="liveness"]', (c) => {
       livenessChart(c, reports[+c.dataset.report].liveness, shared);
     });

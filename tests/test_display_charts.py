@@ -173,3 +173,20 @@ def test_info_prints_not_recorded(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["target"]["clock_frequency"] is None and data["target"]["tiles_per_ipu"] is None
     assert data["target"]["num_tiles"] is None
+
+
+def test_html_summary_card_prints_not_recorded(tmp_path):
+    from formats.convert import convert
+
+    source = tmp_path / "compile_report.txt"
+    source.write_text(CEREBRAS)
+    convert([source], tmp_path / "p.pop")
+    pva.write_html([tmp_path / "p.pop"], tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    cards = dict(re.findall(r'data-key="((?:target|graph)\.[a-z_]+)" data-value="[^"]*"><dt>[^<]*</dt><dd>(.*?)</dd>',
+                            page))
+    for key in ("target.tiles_per_ipu", "target.num_tiles", "target.bytes_per_tile", "target.clock_frequency",
+                "graph.num_edges"):
+        assert cards[key] == "<small>not recorded</small>", key
+    assert cards["graph.num_compute_sets"] == "1"
+    assert "0.0 MHz" not in page

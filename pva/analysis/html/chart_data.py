@@ -107,9 +107,10 @@ def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
                              if v),
         "poplar_version": reader.metadata.get("poplar_version") or "",
         "created": reader.metadata.get("created") or "",
-        "target": {k: t[k] for k in ("type", "architecture", "num_ipus", "tiles_per_ipu", "num_tiles",
-                                     "bytes_per_tile", "clock_frequency", "num_replicas", "ipus_per_replica",
-                                     "tiles_per_replica")},
+        # figures["target"] holds None for what the source did not record
+        "target": {k: figures["target"].get(k, t[k]) for k in (
+            "type", "architecture", "num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "clock_frequency",
+            "num_replicas", "ipus_per_replica", "tiles_per_replica")},
         "graph": dict(figures["graph"]),
         "execution": {"runs": execution["runs"], "steps": execution["steps"],
                       "total_cycles": execution["total_cycles"], "microseconds": execution["microseconds"]},

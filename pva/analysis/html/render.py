@@ -32,8 +32,12 @@ def _e(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+#: Shown for a figure the report's source did not record.
+_NOT_RECORDED = "<small>not recorded</small>"
+
+
 def _int(value) -> str:
-    return f"{int(value):,}"
+    return _NOT_RECORDED if value is None else f"{int(value):,}"
 
 
 def _human_bytes(value: float) -> str:
@@ -41,6 +45,8 @@ def _human_bytes(value: float) -> str:
 
 
 def _bytes(value) -> str:
+    if value is None:
+        return _NOT_RECORDED
     text = f"{int(value):,} B"
     return text if abs(int(value)) < 1024 else f"{text} <small>({_human_bytes(value)})</small>"
 
@@ -143,7 +149,11 @@ def _data_script(page: dict, compress: bool | None) -> str:
 def _summary_entries(s: dict) -> list[tuple]:
     """(group, key, label, value, html, cost) for the card; cost: a larger value is worse."""
     t, g, x, m, lv = s["target"], s["graph"], s["execution"], s["memory"], s["liveness"]
-    mhz = t["clock_frequency"] / 1e6
+    clock = _NOT_RECORDED if t["clock_frequency"] is None else f"{t['clock_frequency'] / 1e6:,.1f} MHz"
+    micro = x["microseconds"]
+    time = ("<small>no execution profile</small>" if not x["runs"] else _NOT_RECORDED if micro is None
+            else f"{micro:,.1f} \u00b5s")
+    largest = m["max_tile"] or {"tile": None, "bytes": None}
     entries = [
         ("Target", "target.type", "Target", f"{t['type']} {t['architecture']}", _e(f"{t['type']} {t['architecture']}"),
          False),
@@ -151,24 +161,23 @@ def _summary_entries(s: dict) -> list[tuple]:
         ("Target", "target.tiles_per_ipu", "Tiles per IPU", t["tiles_per_ipu"], _int(t["tiles_per_ipu"]), False),
         ("Target", "target.num_tiles", "Total tiles", t["num_tiles"], _int(t["num_tiles"]), False),
         ("Target", "target.bytes_per_tile", "Memory per tile", t["bytes_per_tile"], _bytes(t["bytes_per_tile"]), False),
-        ("Target", "target.clock_frequency", "Clock", t["clock_frequency"], f"{mhz:,.1f} MHz", False),
+        ("Target", "target.clock_frequency", "Clock", t["clock_frequency"], clock, False),
         ("Target", "target.num_replicas", "Replicas", t["num_replicas"], _int(t["num_replicas"]), False),
         ("Graph", "graph.num_vertices", "Vertices", g["num_vertices"], _int(g["num_vertices"]), True),
         ("Graph", "graph.num_edges", "Edges", g["num_edges"], _int(g["num_edges"]), True),
         ("Graph", "graph.num_vars", "Variables", g["num_vars"], _int(g["num_vars"]), True),
         ("Graph", "graph.num_compute_sets", "Compute sets", g["num_compute_sets"], _int(g["num_compute_sets"]), True),
         ("Execution", "execution.total_cycles", "Total cycles", x["total_cycles"], _int(x["total_cycles"]), True),
-        ("Execution", "execution.microseconds", "Total time", x["microseconds"],
-         f"{x['microseconds']:,.1f} \u00b5s" if x["runs"] else "<small>no execution profile</small>", True),
+        ("Execution", "execution.microseconds", "Total time", x["microseconds"], time, True),
         ("Execution", "execution.steps", "Steps", x["steps"], _int(x["steps"]), True),
         ("Execution", "execution.runs", "Runs", x["runs"], _int(x["runs"]), False),
         ("Memory", "memory.including_gaps", "Memory used (including gaps)", m["including_gaps"],
          _bytes(m["including_gaps"]), True),
         ("Memory", "memory.excluding_gaps", "Memory used (excluding gaps)", m["excluding_gaps"],
          _bytes(m["excluding_gaps"]), True),
-        ("Memory", "memory.max_tile", "Largest tile (including gaps)", m["max_tile"]["bytes"],
-         _bytes(m["max_tile"]["bytes"]) + (f" <small>on tile {m['max_tile']['tile']}</small>"
-                                           if m["max_tile"]["tile"] is not None else ""), True),
+        ("Memory", "memory.max_tile", "Largest tile (including gaps)", largest["bytes"],
+         _bytes(largest["bytes"]) + (f" <small>on tile {largest['tile']}</small>"
+                                     if largest["tile"] is not None else ""), True),
         ("Memory", "memory.tiles_out_of_memory", "Tiles out of memory", m["tiles_out_of_memory"],
          _int(m["tiles_out_of_memory"]), True),
         ("Liveness", "liveness.always_live_bytes", "Always live", lv["always_live_bytes"],
@@ -211,7 +220,7 @@ def _summary_card(s: dict, other: dict | None = None, *, is_b: bool = False) -> 
                 extra = f' <small class="delta {direction}">{text}{rel}</small>'
         if key == "memory.tiles_out_of_memory" and value:
             classes.append("bad")
-        parts.append(f'<div class="{" ".join(classes)}" data-key="{key}" data-value="{_e(value)}"><dt>{_e(label)}</dt>'
+        parts.append(f'<div class="{" ".join(classes)}" data-key="{key}" data-value="{_e("" if value is None else value)}"><dt>{_e(label)}</dt>'
                      f"<dd>{shown}{extra}</dd></div>")
     parts.append("</dl></div>")
     return "".join(parts)

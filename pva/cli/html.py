@@ -48,7 +48,7 @@ def register(sub) -> None:
     parser.add_argument("--json", action="store_true", help="print the path and size written as JSON")
     parser.add_argument("--no-compress", action="store_true",
                         help="store the page's data as plain JSON even when it is large (by default data over 1 MB "
-                             "is deflated, which needs a browser from 2023 or later)")
+                             "is deflated; the page inflates it itself before it finishes loading)")
     parser.set_defaults(run=run)
 
 

@@ -697,18 +697,132 @@
 
   // -- set-up ---------------------------------------------------------------------------------
 
-  async function loadData() {
+  // Deflate's length and distance codes (RFC 1951, section 3.2.5).
+  const LEN_BASE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163,
+    195, 227, 258];
+  const LEN_EXTRA = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+  const DIST_BASE = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049,
+    3073, 4097, 6145, 8193, 12289, 16385, 24577];
+  const DIST_EXTRA = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
+  const CODE_ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+
+  /**
+   * Inflate zlib data (RFC 1950 around RFC 1951) synchronously, so that the charts are drawn before the
+   * page's load event: a print, a PDF or a headless screenshot taken at load shows them complete.
+   */
+  function inflate(bytes) {
+    if (bytes.length < 6 || (bytes[0] & 15) !== 8) throw new Error("the report's data is not zlib data");
+    let pos = 2, bitBuf = 0, bitCnt = 0;
+    let out = new Uint8Array(Math.max(1 << 16, bytes.length * 4)), n = 0;
+    const damaged = () => new Error("the report's data is damaged");
+    function bits(count) {
+      while (bitCnt < count) {
+        if (pos >= bytes.length) throw damaged();
+        bitBuf |= bytes[pos++] << bitCnt;
+        bitCnt += 8;
+      }
+      const value = bitBuf & ((1 << count) - 1);
+      bitBuf >>>= count;
+      bitCnt -= count;
+      return value;
+    }
+    function room(count) {
+      if (n + count <= out.length) return;
+      let size = out.length * 2;
+      while (size < n + count) size *= 2;
+      const bigger = new Uint8Array(size);
+      bigger.set(out.subarray(0, n));
+      out = bigger;
+    }
+    function huffman(lengths) {
+      const counts = new Uint16Array(16), offsets = new Uint16Array(16);
+      for (let i = 0; i < lengths.length; i++) counts[lengths[i]]++;
+      counts[0] = 0;
+      for (let len = 1; len < 16; len++) offsets[len] = offsets[len - 1] + counts[len - 1];
+      const symbols = new Uint16Array(lengths.length);
+      for (let i = 0; i < lengths.length; i++) if (lengths[i]) symbols[offsets[lengths[i]]++] = i;
+      return { counts: counts, symbols: symbols };
+    }
+    function decode(h) {
+      let code = 0, first = 0, index = 0;
+      for (let len = 1; len < 16; len++) {
+        code |= bits(1);
+        const count = h.counts[len];
+        if (code - first < count) return h.symbols[index + code - first];
+        index += count;
+        first = (first + count) << 1;
+        code <<= 1;
+      }
+      throw damaged();
+    }
+    const fixedLengths = new Uint8Array(288);
+    fixedLengths.fill(8, 0, 144); fixedLengths.fill(9, 144, 256); fixedLengths.fill(7, 256, 280);
+    fixedLengths.fill(8, 280, 288);
+    const fixed = { lit: huffman(fixedLengths), dist: huffman(new Uint8Array(30).fill(5)) };
+    let last = 0;
+    while (!last) {
+      last = bits(1);
+      const type = bits(2);
+      if (type === 0) {
+        bitBuf = 0; bitCnt = 0;
+        if (pos + 4 > bytes.length) throw damaged();
+        const len = bytes[pos] | (bytes[pos + 1] << 8);
+        pos += 4;
+        if (pos + len > bytes.length) throw damaged();
+        room(len);
+        out.set(bytes.subarray(pos, pos + len), n);
+        n += len; pos += len;
+        continue;
+      }
+      let codes = fixed;
+      if (type === 2) {
+        const nlit = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
+        const codeLengths = new Uint8Array(19);
+        for (let i = 0; i < ncode; i++) codeLengths[CODE_ORDER[i]] = bits(3);
+        const codeCodes = huffman(codeLengths);
+        const lengths = new Uint8Array(nlit + ndist);
+        for (let i = 0; i < nlit + ndist;) {
+          const sym = decode(codeCodes);
+          if (sym < 16) { lengths[i++] = sym; continue; }
+          let value = 0, repeat;
+          if (sym === 16) {
+            if (i === 0) throw damaged();
+            value = lengths[i - 1]; repeat = 3 + bits(2);
+          } else if (sym === 17) repeat = 3 + bits(3);
+          else repeat = 11 + bits(7);
+          if (i + repeat > nlit + ndist) throw damaged();
+          lengths.fill(value, i, i + repeat);
+          i += repeat;
+        }
+        codes = { lit: huffman(lengths.subarray(0, nlit)), dist: huffman(lengths.subarray(nlit)) };
+      } else if (type !== 1) {
+        throw damaged();
+      }
+      for (;;) {
+        const sym = decode(codes.lit);
+        if (sym < 256) { room(1); out[n++] = sym; continue; }
+        if (sym === 256) break;
+        const li = sym - 257;
+        if (li >= 29) throw damaged();
+        const len = LEN_BASE[li] + bits(LEN_EXTRA[li]);
+        const di = decode(codes.dist);
+        if (di >= 30) throw damaged();
+        const dist = DIST_BASE[di] + bits(DIST_EXTRA[di]);
+        if (dist > n) throw damaged();
+        room(len);
+        for (let k = 0; k < len; k++, n++) out[n] = out[n - dist];
+      }
+    }
+    return out.subarray(0, n);
+  }
+
+  function loadData() {
     const element = document.getElementById("pva-data");
     if (element.dataset.encoding !== "deflate-base64") return JSON.parse(element.textContent);
-    if (typeof DecompressionStream === "undefined") {
-      throw new Error("this browser cannot decompress the report's data (no DecompressionStream); " +
-                      "open it in a current browser or write it with pva html --no-compress");
-    }
     const binary = atob(element.textContent.trim());
     const bytes = new Uint8Array(binary.length);
     for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-    return JSON.parse(await new Response(stream).text());
+    return JSON.parse(new TextDecoder().decode(inflate(bytes)));
   }
 
   /** Buttons with data-<key> in every toolbar matching `selector` choose one setting of a chart kind. */
@@ -736,8 +850,9 @@
     });
   }
 
-  async function main() {
-    PAGE = await loadData();
+  // Everything is set up and drawn synchronously while the script runs, before the load event.
+  function main() {
+    PAGE = loadData();
     const reports = PAGE.reports, shared = PAGE.shared;
     memoryScale = shared.memory_data_max_excluding >= 0.25 * shared.memory_limit ? "limit" : "data";
     each('canvas[data-chart="memory"]', (c) => {
@@ -769,11 +884,13 @@
     });
   }
 
-  main().catch((err) => {
+  try {
+    main();
+  } catch (err) {
     failures++;
     console.error("pva: the report could not be set up:", err);
-  }).finally(() => {
+  } finally {
     root.dataset.pvaFailures = String(failures);
     root.dataset.pvaReady = "1";
-  });
+  }
 })();

@@ -429,6 +429,12 @@ AT_LOAD = """<script>window.addEventListener("load", function () {
                 h: r.height, drawn: c.dataset.drawn || ""});
   });
   document.documentElement.setAttribute("data-test-at-load", JSON.stringify(found));
+  var memory = Array.from(document.querySelectorAll('canvas[data-chart="memory"]'));
+  var gaps = {before: memory.map(function (c) { return c.dataset.gaps; })};
+  var button = document.querySelector('.memory-gaps button[data-gaps="including"]');
+  if (button) button.click();
+  gaps.after = memory.map(function (c) { return c.dataset.gaps; });
+  document.documentElement.setAttribute("data-test-gaps", JSON.stringify(gaps));
 });</script>"""
 
 
@@ -449,6 +455,9 @@ def test_charts_are_complete_when_the_page_loads(tmp_path):
     charts = json.loads(dom.root["data-test-at-load"])
     assert {c["chart"] for c in charts} >= {"memory", "liveness", "timeline"}
     assert all(c["drawn"] == "1" for c in charts), charts
+    # memory is drawn excluding gaps until the toggle asks for them (issue 15 item 8)
+    gaps = json.loads(dom.root["data-test-gaps"])
+    assert gaps == {"before": ["excluding"] * MEDIUM_IPUS, "after": ["including"] * MEDIUM_IPUS}
     out = tmp_path / "at-load.png"
     result = _chromium(f"--window-size=1280,{height}", f"--screenshot={out}", page.as_uri())
     assert out.exists(), f"no screenshot (status {result.returncode}):\n{result.stderr[-3000:]}"

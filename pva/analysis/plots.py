@@ -15,6 +15,7 @@ from formats.profile_reader import ProfileReader
 from .chart_options import PLOT_FORMATS, PLOT_KINDS, format_size
 from .html.chart_data import (
     LIMIT_COLOUR,
+    report_title,
     Limits,
     liveness,
     memory,
@@ -66,16 +67,6 @@ def _byte_axis(ax, top: float, count: int = 5) -> None:
 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value / unit:,.{digits}f} {units[name]}"))
     ax.set_ylim(0, top)
-
-
-def report_title(reader: ProfileReader) -> str:
-    """How a chart names its report: the report's directory (or file name) and its program or preset name."""
-    path = os.path.abspath(reader.path)
-    name = os.path.basename(path)
-    directory = os.path.basename(os.path.dirname(path))
-    where = directory if name == "profile.pop" and directory else name
-    program = reader.metadata.get("program_name", "")
-    return f"{where} ({program})" if program and program != where else where
 
 
 def _edges(first: int, count: int, bucket: int, total: int) -> np.ndarray:

@@ -95,6 +95,16 @@ def _bucket_reduce(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarra
 # -- summary --------------------------------------------------------------------------------
 
 
+def report_title(reader: ProfileReader) -> str:
+    """How a chart names its report: the report's directory (or file name) and its program or preset name."""
+    path = os.path.abspath(reader.path)
+    name = os.path.basename(path)
+    directory = os.path.basename(os.path.dirname(path))
+    where = directory if name == "profile.pop" and directory else name
+    program = reader.metadata.get("program_name", "")
+    return f"{where} ({program})" if program and program != where else where
+
+
 def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
     """The summary card: source, target, graph counts, cycles and time, memory and liveness totals."""
     figures = summary_data(reader) if figures is None else figures
@@ -103,6 +113,7 @@ def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
     memory = figures["memory"]
     return {
         "source": os.path.basename(reader.path),
+        "name": report_title(reader),
         "producer": " ".join(v for v in (reader.metadata.get("producer"), reader.metadata.get("producer_version"))
                              if v),
         "poplar_version": reader.metadata.get("poplar_version") or "",

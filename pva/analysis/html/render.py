@@ -459,7 +459,7 @@ def render_page(datasets: list[dict], *, title: str | None = None, differences: 
     if not 1 <= len(datasets) <= 2:
         raise ValueError(f"an HTML report shows one or two reports, not {len(datasets)}")
     compare = len(datasets) == 2
-    sources = [d["summary"]["source"] for d in datasets]
+    sources = [d["summary"].get("name") or d["summary"]["source"] for d in datasets]
     if title is None:
         title = f"pva comparison: {sources[0]} vs {sources[1]}" if compare else f"pva report: {sources[0]}"
     labels = [f"A: {sources[0]}", f"B: {sources[1]}"] if compare else [""]

@@ -529,7 +529,7 @@
     let geometry = null;
     function draw() {
       const { ctx, width, height } = prepare(canvas);
-      const labelW = Math.min(340, Math.floor(width * 0.42));
+      const labelW = Math.min(480, Math.floor(width * 0.45));
       const box = { x: labelW + 8, y: 6, w: width - labelW - 8 - 90, h: height - 12 };
       const barH = Math.max(6, box.h / rows.length);
       const max = Math.max(1, ...rows.map((r) => r.cycles));
@@ -538,8 +538,13 @@
         const y = box.y + i * barH;
         let name = r.name;
         if (ctx.measureText(name).width > labelW - 6) {
-          while (name.length > 4 && ctx.measureText("\u2026" + name).width > labelW - 6) name = name.slice(1);
-          name = "\u2026" + name;
+          // Keep the start (the namespace and vertex) and the end (the template arguments): cut the middle.
+          let head = Math.ceil(name.length / 2), tail = Math.floor(name.length / 2);
+          const cut = () => r.name.slice(0, head) + "\u2026" + r.name.slice(r.name.length - tail);
+          while (head + tail > 4 && ctx.measureText(cut()).width > labelW - 6) {
+            if (head > tail) head--; else tail--;
+          }
+          name = cut();
         }
         ctx.fillStyle = "#24292f";
         ctx.textAlign = "right";

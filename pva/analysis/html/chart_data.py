@@ -335,7 +335,8 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
         "step_ids": ids, "step_names": name_index, "names": [str(x) for x in names],
         "resolution": limits.timeline_resolution, "downsampled": merged_any, "ipus": result_ipus,
-        "clock_frequency": float(reader.target["clock_frequency"]),
+        "clock_frequency": (0.0 if "target.clock_frequency" in reader.not_recorded()
+                            else float(reader.target["clock_frequency"])),
     }
 
 

@@ -183,3 +183,22 @@ def test_memory_totals_of_a_text_summary_in_json(adder):
         memory = report.summary()["memory"]
     assert memory["including_gaps"] == 23_878_396 and memory["excluding_gaps"] == 5_355_604
     assert memory["max_tile_including_gaps"] == {"tile": 0, "bytes": 49_184}
+
+
+def test_cycle_totals_the_source_did_not_record(tmp_path):
+    """A legacy execution profile without some tileCycles keys: those lines say "not recorded", not 0."""
+    from legacy_builders import complete_graph_profile, execution_profile, write_json
+
+    graph = complete_graph_profile()
+    execution = execution_profile(graph, "COMPUTE_SETS")
+    del execution["simulation"]["tileCycles"]["sync"]
+    del execution["simulation"]["tileCycles"]["globalExchange"]
+    source = write_json(tmp_path / "profile.json", {"graphProfile": graph, "executionProfile": execution})
+    convert([source], tmp_path / "p.pop")
+    text = _summary(tmp_path / "p.pop")
+    assert "  Tile average sync cycles:                             not recorded" in text
+    assert "  Tile average global exchange cycles:                  not recorded" in text
+    assert "  Tile average IPU exchange cycles:                     not recorded" not in text
+    with pva.openReport(tmp_path / "p.pop") as report:
+        cycles = report.summary()["execution"]["tile_cycles"]
+    assert cycles["sync"] is None and cycles["global_exchange"] is None and cycles["compute"] == 8094

@@ -81,6 +81,7 @@ def test_sections_and_headings_follow_the_adder_sample(adder, tmp_path):
     # The figures the text summary carried come back, not zeros.
     assert "    Including Gaps:         23,878,396 B" in text
     assert "    Maximum (Including Gaps): 49,184 (48.0 K) on tile 0" in text
+    assert "    0 tile(s) out of memory" in text
     assert "            Stack:                                   3,852,288 B" in text
 
 

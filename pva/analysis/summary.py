@@ -345,6 +345,9 @@ def _by_tile_lines(d: _Data, s: _Style, tiles: np.ndarray | None) -> Iterator[st
                 continue
             value = int(best["bytes"])
             yield f"    Maximum ({label}): {_n(value)} ({value / 1024:,.1f} K) on tile {best.get('tile')}"
+        largest = (d.totals.get("max_tile_including_gaps") or {}).get("bytes")
+        if largest is not None and d.recorded("target", "bytes_per_tile") and int(largest) <= d.t["bytes_per_tile"]:
+            yield "    0 tile(s) out of memory"  # the largest tile fits, so every tile does
         return
     if mem.shape[0] == 0:
         return

@@ -15,10 +15,10 @@ from formats.profile_reader import ProfileReader
 from .chart_options import PLOT_FORMATS, PLOT_KINDS, format_size
 from .html.chart_data import (
     LIMIT_COLOUR,
-    report_title,
     Limits,
     liveness,
     memory,
+    report_title,
     timeline,
     vertex_types,
 )

@@ -430,10 +430,12 @@ AT_LOAD = """<script>window.addEventListener("load", function () {
   });
   document.documentElement.setAttribute("data-test-at-load", JSON.stringify(found));
   var memory = Array.from(document.querySelectorAll('canvas[data-chart="memory"]'));
-  var gaps = {before: memory.map(function (c) { return c.dataset.gaps; })};
+  var legend = document.querySelector(".legend-gaps");
+  var gaps = {before: memory.map(function (c) { return c.dataset.gaps; }), legend_before: !legend.hidden};
   var button = document.querySelector('.memory-gaps button[data-gaps="including"]');
   if (button) button.click();
   gaps.after = memory.map(function (c) { return c.dataset.gaps; });
+  gaps.legend_after = !legend.hidden;
   document.documentElement.setAttribute("data-test-gaps", JSON.stringify(gaps));
 });</script>"""
 
@@ -457,7 +459,8 @@ def test_charts_are_complete_when_the_page_loads(tmp_path):
     assert all(c["drawn"] == "1" for c in charts), charts
     # memory is drawn excluding gaps until the toggle asks for them (issue 15 item 8)
     gaps = json.loads(dom.root["data-test-gaps"])
-    assert gaps == {"before": ["excluding"] * MEDIUM_IPUS, "after": ["including"] * MEDIUM_IPUS}
+    assert gaps == {"before": ["excluding"] * MEDIUM_IPUS, "after": ["including"] * MEDIUM_IPUS,
+                    "legend_before": False, "legend_after": True}
     out = tmp_path / "at-load.png"
     result = _chromium(f"--window-size=1280,{height}", f"--screenshot={out}", page.as_uri())
     assert out.exists(), f"no screenshot (status {result.returncode}):\n{result.stderr[-3000:]}"

@@ -242,7 +242,11 @@ def _memory_block(r: int, data: dict) -> str:
     mem = data["memory"]
     if mem is None:
         return _empty("No memory data: the report has no rows in memory_by_tile.")
-    parts = [_legend(list(zip(mem["names"], mem["colours"])),
+    names = [(n, c) for i, (n, c) in enumerate(zip(mem["names"], mem["colours"])) if i != mem["gaps"]]
+    gaps_entry = ("" if mem["gaps"] is None else
+                  f'<span class="legend-gaps" hidden><i style="background:{_e(mem["colours"][mem["gaps"]])}"></i>'
+                  "gaps</span>")
+    parts = [_legend(names, gaps_entry +
                      '<span><i class="line" style="border-color:#d62728"></i>tile limit</span>'
                      + ('<span><i class="line" style="border-color:#24292f;border-top-style:solid"></i>'
                         'largest tile of each bar</span>' if mem["downsampled"] else "")

@@ -865,7 +865,10 @@
       memoryChart(c, mem, mem.ipus[+c.dataset.ipu], shared);
     });
     toggle(".toolbar.memory-scale", "scale", () => memoryScale, (v) => { memoryScale = v; }, "memory");
-    toggle(".toolbar.memory-gaps", "gaps", () => memoryGaps, (v) => { memoryGaps = v; }, "memory");
+    toggle(".toolbar.memory-gaps", "gaps", () => memoryGaps, (v) => {
+      memoryGaps = v;
+      document.querySelectorAll(".legend-gaps").forEach((span) => { span.hidden = v !== "including"; });
+    }, "memory");
     each('canvas[data-chart="liveness"]', (c) => {
       livenessChart(c, reports[+c.dataset.report].liveness, shared);
     });

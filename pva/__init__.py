@@ -23,6 +23,7 @@ _ELSEWHERE = {
     "write_plot": (".analysis.plots", "write_plot"),
     "ChartLimits": (".analysis.chart_options", "Limits"),
     "PLOT_KINDS": (".analysis.chart_options", "PLOT_KINDS"),
+    "format_size": (".analysis.chart_options", "format_size"),
 }
 #: Submodules reachable as attributes (`pva.pva_core.Program`, `pva.tracing.span`).
 _SUBMODULES = {"pva_core", "tracing", "analysis", "cli", "dataset"}

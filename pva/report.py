@@ -231,6 +231,21 @@ class Report:
         """The report's metadata table: producer, producer_version, created, poplar_version, ... (pva addition)."""
         return dict(self._reader.metadata)
 
+    @property
+    def not_recorded(self) -> frozenset[str]:
+        """Figures the converted source did not record, as "table.column" names (pva addition).
+
+        They read 0 in the tables; pva's outputs print them as "not recorded" (null in JSON).
+        """
+        return self._reader.not_recorded()
+
+    @property
+    def memory_totals(self) -> dict | None:
+        """Device-wide memory figures of a report converted from a text summary, which has no per-tile
+        rows (pva addition): total_including_gaps, total, non_interleaved, interleaved, overflowed,
+        by_category, max_tile_including_gaps, max_tile. None for other reports."""
+        return self._reader.summary_memory_totals()
+
     def row_count(self, table: str) -> int:
         """Rows of one table of the report (pva addition); an unknown table raises InvalidInputError."""
         return self._reader.row_count(table)
@@ -299,11 +314,16 @@ class Report:
         return estimate(self._reader, batch_size=batch_size)
 
     def write_plot(self, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
-                   height: float | None = None, dpi: float = 100) -> int:
-        """Draw one chart (see pva.PLOT_KINDS) into an image file (.png, .svg, .pdf); returns its size in bytes."""
+                   height: float | None = None, dpi: float = 100, title: str | None = None,
+                   including_gaps: bool = False, not_always_live_only: bool = False) -> int:
+        """Draw one chart (see pva.PLOT_KINDS) into an image file (.png, .svg, .pdf); returns its size in bytes.
+
+        Options are those of pva.write_plot: title, including_gaps (memory), not_always_live_only (liveness).
+        """
         from .analysis.plots import write_plot
 
-        return write_plot(self, kind, output, width=width, height=height, dpi=dpi)
+        return write_plot(self, kind, output, width=width, height=height, dpi=dpi, title=title,
+                          including_gaps=including_gaps, not_always_live_only=not_always_live_only)
 
     def write_html(self, output: str | os.PathLike[str], *, compare_with: Report | None = None,
                    **options) -> int:

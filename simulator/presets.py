@@ -140,6 +140,7 @@ def run_preset(name: str, knobs: dict[str, Any] | None = None, directory: str = 
     engine_options.update(options or {})
     engine = Engine(built.graph, built.programs, engine_options, timestamp=timestamp, progress=progress,
                     output=output, functional=built.functional if functional is None else functional)
+    engine.program_name = name  # recorded in the report's metadata (program_name), for titles
     try:
         engine.load()
         if built.setup is not None:

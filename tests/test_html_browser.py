@@ -417,3 +417,60 @@ def test_large_compressed_page_in_chromium(tmp_path):
     _assert_summary(dom.cards[0], _expected_summary(pathlib.Path(report)))
     assert dom.cards[0]["memory.tiles_out_of_memory"][0] == str(len(MEDIUM_OOM_TILES))
     _assert_not_blank_png(screenshot(page, tmp_path / "medium.png", height=1600), 1280)
+
+
+#: Put first in the page's <head>: where every chart is, and whether it is drawn, at the load event itself
+#: (no timers and no virtual time: what a print, a PDF or a screenshot taken at load would show).
+AT_LOAD = """<script>window.addEventListener("load", function () {
+  var found = [];
+  document.querySelectorAll("canvas").forEach(function (c) {
+    var r = c.getBoundingClientRect();
+    found.push({chart: c.dataset.chart, x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width,
+                h: r.height, drawn: c.dataset.drawn || ""});
+  });
+  document.documentElement.setAttribute("data-test-at-load", JSON.stringify(found));
+  var memory = Array.from(document.querySelectorAll('canvas[data-chart="memory"]'));
+  var legend = document.querySelector(".legend-gaps");
+  var gaps = {before: memory.map(function (c) { return c.dataset.gaps; }), legend_before: !legend.hidden};
+  var button = document.querySelector('.memory-gaps button[data-gaps="including"]');
+  if (button) button.click();
+  gaps.after = memory.map(function (c) { return c.dataset.gaps; });
+  gaps.legend_after = !legend.hidden;
+  document.documentElement.setAttribute("data-test-gaps", JSON.stringify(gaps));
+});</script>"""
+
+
+def test_charts_are_complete_when_the_page_loads(tmp_path):
+    """Issue 15 item 9: the deflated page draws its charts before the load event, so a screenshot taken
+    without a virtual-time budget shows them."""
+    report = write_medium_report(tmp_path / "medium.pop")["path"]
+    page = tmp_path / "medium.html"
+    page.write_text(html_report([report], compress=True, limits=Limits(timeline_resolution=500)), encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    assert 'data-encoding="deflate-base64"' in text
+    probed = tmp_path / "medium.at-load.html"
+    probed.write_text(text.replace("<head>", "<head>" + AT_LOAD, 1), encoding="utf-8")
+    height = 1600
+    result = _chromium(f"--window-size=1280,{height}", "--dump-dom", probed.as_uri())
+    dom = _Dom()
+    dom.feed(result.stdout)
+    charts = json.loads(dom.root["data-test-at-load"])
+    assert {c["chart"] for c in charts} >= {"memory", "liveness", "timeline"}
+    assert all(c["drawn"] == "1" for c in charts), charts
+    # memory is drawn excluding gaps until the toggle asks for them (issue 15 item 8)
+    gaps = json.loads(dom.root["data-test-gaps"])
+    assert gaps == {"before": ["excluding"] * MEDIUM_IPUS, "after": ["including"] * MEDIUM_IPUS,
+                    "legend_before": False, "legend_after": True}
+    out = tmp_path / "at-load.png"
+    result = _chromium(f"--window-size=1280,{height}", f"--screenshot={out}", page.as_uri())
+    assert out.exists(), f"no screenshot (status {result.returncode}):\n{result.stderr[-3000:]}"
+    image = pytest.importorskip("PIL.Image").open(out).convert("RGB")
+    visible = [c for c in charts if c["y"] + c["h"] <= image.size[1] and c["w"] > 0]
+    assert any(c["chart"] == "memory" for c in visible)
+    for chart in visible:
+        box = (int(chart["x"]), int(chart["y"]), int(chart["x"] + chart["w"]), int(chart["y"] + chart["h"]))
+        import numpy as np
+
+        pixels = np.asarray(image.crop(box), dtype=np.int16).reshape(-1, 3)
+        coloured = int(((pixels.max(axis=1) - pixels.min(axis=1)) > 40).sum())
+        assert coloured / len(pixels) > 0.01, (chart, coloured)

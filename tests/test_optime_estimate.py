@@ -116,3 +116,41 @@ def test_compile_report_layout(sample, tmp_path, capsys):
     reader = ProfileReader(sample.path)
     assert text == format_compile_report(estimate(reader))
     reader.close()
+
+
+def test_exchange_sync_and_stream_copies_keep_their_kind_with_debug_types(simulated):
+    """Issue 15 item 5: with debug op types, exchange and sync steps are not the neighbouring operator's."""
+    import pva
+
+    with pva.openReport(simulated / "profile.pop", simulated / "debug.cbor") as report:
+        total = report.operator_times("total")
+        each = report.operator_times("each")
+        reader = report._reader
+        step_kinds = [row[1] for row in reader.steps_labelled()]
+        times = dict(reader.step_lengths())
+        exchange = sum(times.get(row[0], 0) for row in reader.steps_labelled() if row[1] == "DoExchange")
+        sync = sum(times.get(row[0], 0) for row in reader.steps_labelled() if row[1] == "Sync")
+    by_type = {r.type: r.cycles for r in total}
+    assert "DoExchange" in step_kinds and "Sync" in step_kinds
+    assert by_type["DoExchange"] == pytest.approx(exchange)
+    assert by_type["Sync"] == pytest.approx(sync)
+    assert all(r.name for r in each)
+    for row in each:
+        if row.name.endswith("/ExchangePre"):
+            assert row.type == "DoExchange", row
+    assert "Internal sync" in {r.name for r in each if r.type == "Sync"}
+
+
+def test_estimate_prints_n_a_where_a_rate_does_not_apply(simulated, tmp_path, capsys):
+    """Issue 15 item 6: a kernel with no transmission has no transmission rate: n/a, null in JSON."""
+    assert main(["estimate", str(simulated / "profile.pop"), "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "compile_report.txt").read_text()
+    assert "inf" not in text
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| ") and "Kernel Name" not in line]
+    without = [cells for cells in rows if cells[4].strip() == "n/a"]
+    assert without and all(float(cells[2]) == float(cells[3]) for cells in without)
+    assert main(["estimate", str(simulated / "profile.pop"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    kernels = [k for k in data["kernels"] if k["transmission_delta_t"] == 0]
+    assert kernels and len(kernels) == len(without)

@@ -15,6 +15,7 @@ pytest.importorskip("matplotlib", reason="pva plot needs matplotlib (pip install
 from matplotlib import image as mpimg  # noqa: E402
 
 from pva.cli import main  # noqa: E402
+from pva.analysis.chart_options import format_size  # noqa: E402
 from pva.analysis.plots import KINDS, write_plot  # noqa: E402
 from test_html_report import write_medium_report  # noqa: E402
 
@@ -58,7 +59,7 @@ def test_each_kind_draws_a_png(pva, sample, tmp_path, kind, min_height, max_heig
     out = tmp_path / f"{kind}.png"
     result = pva("plot", sample.path, "--kind", kind, "-o", str(out))
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"wrote {out} ({os.path.getsize(out):,} B)\n"
+    assert result.stdout == f"wrote {out} ({format_size(os.path.getsize(out))})\n"
     _assert_chart(out, 1200, min_height, max_height)
     assert os.listdir(tmp_path) == [f"{kind}.png"]
 

@@ -54,9 +54,16 @@ def test_summary_numbers(sample, capsys):
     for run, _ipu, start, end in sample.rows("run_cycles_by_ipu"):
         run_lengths[run] = max(run_lengths.get(run, 0), end - start)
     total = sum(run_lengths.values())
-    assert f"  Total cycles:                                  {total:,} (approx {total / 1330:,.1f} microseconds)" in out
-    assert "  Total compute cycles (including idle threads): 240" in out
-    assert "  Total thread balance:                          16.7%" in out
+    assert f"  Total cycles:                                         {total:,} (approx {total / 1330:,.1f} microseconds)" in out
+    # Tile averages over the 8 tiles, as a share of the total cycles (the newer layout).
+    assert f"  Tile average compute cycles (including idle threads): 30.0 ({100 * 30 / total:.1f}% of total)" in out
+    assert "Total compute cycles" not in out
+    assert main(["summary", sample.path, "--execution-totals"]) == 0
+    older = capsys.readouterr().out
+    assert f"  Total cycles:                                  {total:,} (approx {total / 1330:,.1f} microseconds)" in older
+    assert "  Total compute cycles (including idle threads): 240" in older
+    assert "  Total thread balance:                          16.7%" in older
+    assert "Tile average" not in older
 
 
 def test_python_entry_point_matches_cli(sample, capsys):

@@ -6,6 +6,7 @@ the program structure the analyses walk and the row counts of tables.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 from ..errors import InvalidInputError
@@ -15,6 +16,36 @@ from .memory import _PROGRAM_LABEL, MemoryQueries, _name
 
 class AnalysisQueries(MemoryQueries, CycleQueries):
     """Whole-report aggregates (a mixin of ProfileReader; uses `self.file`)."""
+
+    # -- what a converted source did not record ----------------------------------------------------
+
+    def not_recorded(self) -> frozenset[str]:
+        """The "table.column" figures the source did not record (metadata not_recorded); empty if all were."""
+        text = self.metadata.get("not_recorded")  # type: ignore[attr-defined]
+        if not text:
+            return frozenset()
+        try:
+            names = json.loads(text)
+        except ValueError as error:
+            raise InvalidInputError(f"{self.path!r}: metadata not_recorded is not JSON: {error}") from None  # type: ignore[attr-defined]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise InvalidInputError(f"{self.path!r}: metadata not_recorded: expected a JSON array of strings, "  # type: ignore[attr-defined]
+                                    f"found {text[:80]!r}")
+        return frozenset(names)
+
+    def summary_memory_totals(self) -> dict | None:
+        """The device-wide memory figures of a converted text summary (metadata memory_totals), or None."""
+        text = self.metadata.get("memory_totals")  # type: ignore[attr-defined]
+        if not text:
+            return None
+        try:
+            totals = json.loads(text)
+        except ValueError as error:
+            raise InvalidInputError(f"{self.path!r}: metadata memory_totals is not JSON: {error}") from None  # type: ignore[attr-defined]
+        if not isinstance(totals, dict):
+            raise InvalidInputError(f"{self.path!r}: metadata memory_totals: expected a JSON object, "  # type: ignore[attr-defined]
+                                    f"found {text[:80]!r}")
+        return totals
 
     # -- programs -------------------------------------------------------------------------------
 

@@ -7,6 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 
+#: Units of format_size: Poplar's kB and MB (1024 bytes and 1024 kB), as printProfileSummary prints them.
+_SIZE_UNITS = ("B", "kB", "MB", "GB", "TB")
+
+
+def format_size(size: float) -> str:
+    """A size in bytes as pva prints it everywhere: "512 B", "81.3 kB", "1.2 MB" (units of 1024)."""
+    value, unit = float(size), 0
+    while abs(value) >= 1024 and unit < len(_SIZE_UNITS) - 1:
+        value /= 1024
+        unit += 1
+    return f"{int(value):,} B" if unit == 0 else f"{value:,.1f} {_SIZE_UNITS[unit]}"
+
+
 #: What `pva plot --kind` and `write_plot` draw.
 PLOT_KINDS = ("memory", "liveness", "timeline", "vertex-types")
 #: Image formats of `write_plot`, by file extension.

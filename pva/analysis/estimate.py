@@ -16,7 +16,9 @@ How the Cerebras terms map onto a Poplar compilation report:
 * A **sample** is one execution of the control programs (times `batch_size`). Kernels run one after
   another on the IPU, so the per-sample time is the sum over kernel executions of their delta-T
   (Repeat counts multiply executions); Samples/s = clock * batch / that time, and likewise
-  Compute and Transmission Samples/s from the sums of the compute and transmission delta-Ts.
+  Compute and Transmission Samples/s from the sums of the compute and transmission delta-Ts. A rate
+  over no cycles (a kernel with no transmission) does not apply: "n/a" in the text, None in Python
+  and null in JSON.
 * **Compute Utilization** is the estimated compute cycles summed over active tiles divided by
   (active tiles * delta-T), overall and per kernel.
 """
@@ -75,19 +77,20 @@ class Estimate:
     active_pes: int
     kernels: list[Kernel]
 
-    def _rate(self, cycles: float) -> float:
-        return self.clock * self.batch_size / cycles if cycles else float("inf")
+    def _rate(self, cycles: float) -> float | None:
+        """Samples per second over `cycles`; None where there are no such cycles (the rate does not apply)."""
+        return self.clock * self.batch_size / cycles if cycles else None
 
     @property
-    def samples_per_second(self) -> float:
+    def samples_per_second(self) -> float | None:
         return self._rate(sum(k.delta_t * k.executions for k in self.kernels))
 
     @property
-    def compute_samples_per_second(self) -> float:
+    def compute_samples_per_second(self) -> float | None:
         return self._rate(sum(k.compute_dt * k.executions for k in self.kernels))
 
     @property
-    def transmission_samples_per_second(self) -> float:
+    def transmission_samples_per_second(self) -> float | None:
         return self._rate(sum(k.transmission_dt * k.executions for k in self.kernels))
 
     @property
@@ -215,8 +218,12 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     )
 
 
-def _rate_text(value: float) -> str:
-    return "inf" if value == float("inf") else f"{value:.1f}"
+#: Printed where a rate does not apply (a kernel with no transmission has no transmission rate).
+NOT_APPLICABLE = "n/a"
+
+
+def _rate_text(value: float | None) -> str:
+    return NOT_APPLICABLE if value is None else f"{value:.1f}"
 
 
 def format_compile_report(est: Estimate) -> str:
@@ -237,9 +244,9 @@ def format_compile_report(est: Estimate) -> str:
         rate = est.clock * est.batch_size
         rows.append((
             k.name,
-            _rate_text(rate / k.delta_t if k.delta_t else float("inf")),
-            _rate_text(rate / k.compute_dt if k.compute_dt else float("inf")),
-            _rate_text(rate / k.transmission_dt if k.transmission_dt else float("inf")),
+            _rate_text(rate / k.delta_t if k.delta_t else None),
+            _rate_text(rate / k.compute_dt if k.compute_dt else None),
+            _rate_text(rate / k.transmission_dt if k.transmission_dt else None),
             str(k.active_pes),
             f"{round(100 * k.utilization)}%",
         ))

@@ -97,6 +97,17 @@ def _split(total: float, weights: dict[str, float]) -> dict[str, float]:
     return {name: total * w / whole for name, w in weights.items()}
 
 
+def _operator_name(kind: str, name: str, sync_type, program, cs) -> str:
+    """The step's name, or what it is when it has none (a sync's kind, the program or compute set)."""
+    if name:
+        return name
+    if kind == "Sync":
+        return f"{as_text(sync_type) or 'Internal'} sync"
+    if kind == "OnTileExecute" and cs is not None:
+        return f"compute set {cs}"
+    return f"{kind} (program {program})" if program is not None else kind
+
+
 def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[int, str] | None = None) -> list[OperatorTime]:
     """Operator time shares: by type in descending order (total), or per operator in program order (each).
 
@@ -106,21 +117,24 @@ def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[in
         raise ValueError(f"mode must be 'total' or 'each', got {mode!r}")
     times = dict(reader.step_lengths())
     measured, estimated = _vertex_weights(reader)
-    steps = [row[:5] for row in reader.steps_labelled(MAX_NAME)]
+    steps = [row[:6] for row in reader.steps_labelled(MAX_NAME)]
     by_type: dict[str, float] = defaultdict(float)
     by_operator: dict[tuple, list] = {}
-    for step, kind, program, cs, name in steps:
+    for step, kind, program, cs, name, sync_type in steps:
         time = float(times.get(step, 0))
-        if op_types and program in op_types:
+        kind = as_text(kind)
+        name = _operator_name(kind, as_text(name), sync_type, program, cs)
+        if kind != "OnTileExecute":
+            # Exchange, sync and stream copies are their own kind, whatever operator their program serves.
+            parts = {_STEP_KIND.get(kind, kind): time}
+        elif op_types and program in op_types:
             parts = {as_text(op_types[program]): time}
-        elif kind == "OnTileExecute":
-            parts = _split(time, measured.get(step) or estimated.get(cs, {})) or {"OnTileExecute": time}
         else:
-            parts = {_STEP_KIND.get(kind, as_text(kind)): time}
+            parts = _split(time, measured.get(step) or estimated.get(cs, {})) or {"OnTileExecute": time}
         for type_name, value in parts.items():
             by_type[type_name] += value
         key = ("cs", cs) if kind == "OnTileExecute" and cs is not None else ("program", program, kind, name)
-        entry = by_operator.setdefault(key, [as_text(name), defaultdict(float)])
+        entry = by_operator.setdefault(key, [name, defaultdict(float)])
         for type_name, value in parts.items():
             entry[1][type_name] += value
     total = sum(by_type.values())

@@ -12,12 +12,13 @@ import numpy as np
 from formats.errors import InvalidInputError, PvaError
 from formats.profile_reader import ProfileReader
 
-from .chart_options import PLOT_FORMATS, PLOT_KINDS
+from .chart_options import PLOT_FORMATS, PLOT_KINDS, format_size
 from .html.chart_data import (
     LIMIT_COLOUR,
     Limits,
     liveness,
     memory,
+    report_title,
     timeline,
     vertex_types,
 )
@@ -49,30 +50,22 @@ def _figure(width: float, height: float, dpi: float):
     return figure
 
 
-def _bytes_formatter():
-    from matplotlib.ticker import FuncFormatter
-
-    def label(value, _position):
-        units = ("B", "KiB", "MiB", "GiB", "TiB")
-        x, i = float(value), 0
-        while abs(x) >= 1024 and i < len(units) - 1:
-            x /= 1024
-            i += 1
-        return f"{x:,.0f} {units[i]}" if i == 0 or abs(x) >= 100 else f"{x:,.3g} {units[i]}"
-
-    return FuncFormatter(label)
-
-
 def _byte_axis(ax, top: float, count: int = 5) -> None:
-    """Ticks at 1, 2 or 5 times a power of ten of a binary unit (KiB, MiB, ...), labelled in that unit."""
-    unit = 1.0
+    """Ticks at 1, 2 or 5 times a power of ten of one unit (B, kB, MB, ... of 1024), all labelled in that unit."""
+    unit, name = 1.0, 0
     while top / unit >= 4096 and unit < 1024.0 ** 4:
         unit *= 1024
+        name += 1
     raw = top / unit / count
     magnitude = 10 ** np.floor(np.log10(raw)) if raw > 0 else 1.0
     step = next(m for m in (1, 2, 5, 10) if raw / magnitude <= m) * magnitude * unit
     ax.set_yticks(np.arange(0, top + step * 1e-6, step))
-    ax.yaxis.set_major_formatter(_bytes_formatter())
+    digits = 0 if name == 0 or float(step / unit).is_integer() else 1
+    units = ("B", "kB", "MB", "GB", "TB")
+
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value / unit:,.{digits}f} {units[name]}"))
     ax.set_ylim(0, top)
 
 
@@ -85,35 +78,51 @@ def _no_data(path: str, kind: str, what: str) -> InvalidInputError:
 
 
 def plot_memory(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                limits: Limits = Limits(max_tiles=736)):
-    """Memory per tile, stacked by category, one panel per IPU, with the tile limit and out-of-memory tiles."""
+                limits: Limits = Limits(max_tiles=736), including_gaps: bool = False, title: str | None = None):
+    """Memory per tile, stacked by category, one panel per IPU, with the tile limit and out-of-memory tiles.
+
+    Gaps are left out unless `including_gaps`; the scale fits the bars drawn (and the tile limit
+    when it is near them).
+    """
     mem = memory(reader, limits)
     if mem is None:
         raise _no_data(reader.path, "memory", "no rows in memory_by_tile")
     ipus = mem["ipus"]
     figure = _figure(width, height or 1.0 + 2.3 * len(ipus), dpi)
     axes = figure.subplots(len(ipus), 1, squeeze=False)[:, 0]
-    top = max(mem["limit"], mem["largest"]) * 1.06
+    maxima_key = "max" if including_gaps else "max_excluding"
+    largest = max([mem["largest"] if including_gaps else mem["largest_excluding"]]
+                  + [int(np.max(ipu[maxima_key])) for ipu in ipus if len(ipu[maxima_key])])
+    show_limit = including_gaps or largest >= 0.25 * mem["limit"]
+    top = (max(mem["limit"], largest) if show_limit else largest) * 1.06 or 1
     for ax, ipu in zip(axes, ipus):
         count = len(ipu["max"])
         x = _edges(ipu["first_tile"], count, mem["bucket"], mem["tiles_per_ipu"])
         bottom = np.zeros(count)
-        for name, colour, values in zip(mem["names"], mem["colours"], ipu["series"]):
+        for index, (name, colour, values) in enumerate(zip(mem["names"], mem["colours"], ipu["series"])):
+            if index == mem["gaps"] and not including_gaps:
+                continue
             upper = bottom + values
             ax.stairs(upper, x, baseline=bottom, fill=True, color=colour, label=name, linewidth=0)
             bottom = upper
+        maxima = np.asarray(ipu[maxima_key])
         if mem["bucket"] > 1:
-            ax.stairs(ipu["max"], x, color="#24292f", linewidth=0.6, label="largest tile of each bar")
-        ax.axhline(mem["limit"], color=LIMIT_COLOUR, linestyle="--", linewidth=1.2, label="tile limit")
+            ax.stairs(maxima, x, color="#24292f", linewidth=0.6, label="largest tile of each bar")
+        if show_limit:
+            ax.axhline(mem["limit"], color=LIMIT_COLOUR, linestyle="--", linewidth=1.2, label="tile limit")
         oom = np.flatnonzero(np.asarray(ipu["oom"]) > 0)
         if oom.size:
             centres = (x[oom] + x[oom + 1]) / 2
-            ax.plot(centres, np.asarray(ipu["max"])[oom], "v", color=LIMIT_COLOUR, markersize=6,
+            ax.plot(centres, np.minimum(maxima[oom], top), "v", color=LIMIT_COLOUR, markersize=6,
                     label="out of memory")
         ax.set_xlim(x[0], x[-1])
         _byte_axis(ax, top)
+        ax.set_ylabel("memory per tile")
         oom_text = f", {ipu['oom_count']} tile(s) out of memory" if ipu["oom_count"] else ""
         ax.set_title(f"IPU {ipu['ipu']}{oom_text}", fontsize=10, loc="left")
+        if not show_limit:
+            ax.set_title(f"tile limit {format_size(mem['limit'])} is above this scale", fontsize=8, loc="right",
+                         color=LIMIT_COLOUR)
         ax.margins(x=0)
     axes[-1].set_xlabel("tile")
     handles, labels = axes[0].get_legend_handles_labels()
@@ -124,13 +133,15 @@ def plot_memory(reader: ProfileReader, *, width: float = 12.0, height: float | N
     figure.legend(seen.values(), seen.keys(), loc="outside lower center", ncols=min(6, len(seen)), fontsize=8,
                   frameon=False)
     note = f" (bars of {mem['bucket']} tiles: mean per tile)" if mem["bucket"] > 1 else ""
-    figure.suptitle(f"Memory per tile: {os.path.basename(reader.path)}{note}", fontsize=11)
+    gaps = "including gaps" if including_gaps else "excluding gaps"
+    figure.suptitle(f"Memory per tile, {gaps}: {title or report_title(reader)}{note}", fontsize=11)
     return figure
 
 
 def plot_liveness(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                  limits: Limits = Limits()):
-    """Always-live plus not-always-live memory over the liveness steps, with the peak marked."""
+                  limits: Limits = Limits(), not_always_live_only: bool = False, title: str | None = None):
+    """Always-live plus not-always-live memory over the liveness steps (or the not-always-live part alone),
+    with the peak marked."""
     live = liveness(reader, limits)
     if live is None:
         raise _no_data(reader.path, "liveness", "no liveness steps")
@@ -138,30 +149,41 @@ def plot_liveness(reader: ProfileReader, *, width: float = 12.0, height: float |
     ax = figure.subplots()
     values = np.asarray(live["not_always_live"], dtype=np.float64)
     x = _edges(live["first_step"], values.size, live["bucket"], live["steps"])
-    always = np.full(values.size, float(live["always_live"]))
-    ax.stairs(always, x, baseline=0, fill=True, color=live["colours"]["always_live"], alpha=0.8, label="always live",
-              linewidth=0)
+    base = 0.0 if not_always_live_only else float(live["always_live"])
+    always = np.full(values.size, base)
+    if not not_always_live_only:
+        ax.stairs(always, x, baseline=0, fill=True, color=live["colours"]["always_live"], alpha=0.8,
+                  label="always live", linewidth=0)
     ax.stairs(always + values, x, baseline=always, fill=True, color=live["colours"]["not_always_live"],
               label="not always live", linewidth=0)
     peak = live["peak"]
-    ax.axvline(peak["step"] + 0.5, color=LIMIT_COLOUR, linewidth=1)
-    ax.plot([peak["step"] + 0.5], [peak["total"]], "o", color=LIMIT_COLOUR, label="peak")
+    peak_value = peak["not_always_live"] if not_always_live_only else peak["total"]
+    px = peak["step"] + 0.5
+    ax.axvline(px, color=LIMIT_COLOUR, linewidth=1)
+    ax.plot([px], [peak_value], "o", color=LIMIT_COLOUR, label="peak")
     where = " ".join(v for v in (peak["program_type"], peak["program"]) if v)
-    ax.annotate(f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}\n{peak['total']:,} B",
-                (peak["step"] + 0.5, peak["total"]), xytext=(8, -4), textcoords="offset points", fontsize=8,
-                color=LIMIT_COLOUR, va="top")
+    if len(where) > 60:
+        where = "\u2026" + where[-59:]
+    # The label sits above the plot area, on the side of the peak with more room, so it neither
+    # covers the bars nor runs off the figure.
+    right_half = px > (x[0] + x[-1]) / 2
+    ax.annotate(f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B",
+                (px, 1.0), xycoords=("data", "axes fraction"), xytext=(-6 if right_half else 6, 4),
+                textcoords="offset points", fontsize=8, color=LIMIT_COLOUR, va="bottom",
+                ha="right" if right_half else "left", annotation_clip=False)
     ax.set_xlim(x[0], x[-1])
-    _byte_axis(ax, peak["total"] * 1.12 or 1)
+    _byte_axis(ax, peak_value * 1.08 or 1)
     ax.set_xlabel("liveness step")
-    ax.set_ylabel("live memory (all tiles)")
+    ax.set_ylabel("not-always-live memory (all tiles)" if not_always_live_only else "live memory (all tiles)")
     ax.legend(loc="lower right", fontsize=8)
     note = f" ({live['bucket']} steps per bar, largest shown)" if live["bucket"] > 1 else ""
-    ax.set_title(f"Liveness: {os.path.basename(reader.path)}{note}", fontsize=11)
+    what = "Not-always-live memory" if not_always_live_only else "Liveness"
+    ax.set_title(f"{what}: {title or report_title(reader)}{note}", fontsize=11, pad=18)
     return figure
 
 
 def plot_timeline(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                  limits: Limits = Limits(timeline_resolution=4096)):
+                  limits: Limits = Limits(timeline_resolution=4096), title: str | None = None):
     """Execution steps per IPU on a cycle axis, coloured by program type."""
     from matplotlib.patches import Patch
 
@@ -184,32 +206,39 @@ def plot_timeline(reader: ProfileReader, *, width: float = 12.0, height: float |
     ax.set_yticks(range(len(rows)), [f"IPU {row['ipu']}" for row in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, tl["span"])
-    ax.set_xlabel(f"cycles from the first step (clock {tl['clock_frequency'] / 1e6:,.0f} MHz)")
+    clock = f" (clock {tl['clock_frequency'] / 1e6:,.0f} MHz)" if tl["clock_frequency"] else ""
+    ax.set_xlabel(f"cycles from the first step{clock}")
     figure.legend([Patch(color=tl["colours"][k]) for k in sorted(used)], [tl["types"][k] for k in sorted(used)],
                   loc="outside lower center", ncols=min(7, len(used)), fontsize=8, frameon=False)
     merged = " (short steps merged)" if tl["downsampled"] else ""
-    ax.set_title(f"Execution timeline: {os.path.basename(reader.path)}{merged}", fontsize=11)
+    ax.set_title(f"Execution timeline: {title or report_title(reader)}{merged}", fontsize=11)
     return figure
 
 
-def plot_vertex_types(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100):
+def plot_vertex_types(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
+                      title: str | None = None):
     """Cycles of the vertex types with the most cycles, as horizontal bars."""
+    from matplotlib.ticker import FuncFormatter
+
     vt = vertex_types(summary_data(reader))
     if vt is None:
         raise _no_data(reader.path, "vertex-types", "no cycles by vertex type (no execution profile)")
     rows = vt["rows"][:VERTEX_BARS]
     figure = _figure(width, height or 1.2 + 0.32 * len(rows), dpi)
     ax = figure.subplots()
-    names = [r["name"] if len(r["name"]) <= 70 else "\u2026" + r["name"][-69:] for r in rows]
+    # Whole names up to 100 characters; longer ones keep their start and end around an ellipsis.
+    names = [r["name"] if len(r["name"]) <= 100 else r["name"][:60] + "\u2026" + r["name"][-39:] for r in rows]
     cycles = [r["cycles"] for r in rows]
     bars = ax.barh(range(len(rows)), cycles, color="#4e79a7")
     ax.bar_label(bars, [f"{c:,} ({r['percent']:.1f}%)" for c, r in zip(cycles, rows)], padding=3, fontsize=8)
     ax.set_yticks(range(len(rows)), names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, max(cycles) * 1.25 or 1)
+    # Plain figures with thousands separators, no "1e6" offset above the axis.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.0f}"))
     ax.set_xlabel("cycles" + (" (estimated)" if vt["estimated"] else ""))
     shown = f"largest {len(rows)} of {len(vt['rows'])}" if len(vt["rows"]) > len(rows) else f"{len(rows)}"
-    ax.set_title(f"Cycles by vertex type ({shown}): {os.path.basename(reader.path)}", fontsize=11)
+    ax.set_title(f"Cycles by vertex type ({shown}): {title or report_title(reader)}", fontsize=11)
     return figure
 
 
@@ -218,10 +247,13 @@ _PLOTTERS = {"memory": plot_memory, "liveness": plot_liveness, "timeline": plot_
 
 
 def write_plot(report, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
-               height: float | None = None, dpi: float = 100) -> int:
+               height: float | None = None, dpi: float = 100, title: str | None = None,
+               including_gaps: bool = False, not_always_live_only: bool = False) -> int:
     """Draw one chart of a report (a Report or a path) into `output`, in the format its extension names.
 
-    `kind` is one of PLOT_KINDS; returns the size of the file written, in bytes.
+    `kind` is one of PLOT_KINDS; `title` names the report in the chart's title (default: its directory
+    and program name); `including_gaps` (memory) stacks the gaps too; `not_always_live_only`
+    (liveness) draws the not-always-live memory alone. Returns the size of the file written, in bytes.
     """
     if kind not in _PLOTTERS:
         raise InvalidInputError(f"unknown plot kind {kind!r}; expected one of {', '.join(KINDS)}")
@@ -234,7 +266,12 @@ def write_plot(report, kind: str, output: str | os.PathLike[str], *, width: floa
     if not (0 < width <= 100 and (height is None or 0 < height <= 100) and 10 <= dpi <= 1200):
         raise InvalidInputError(f"figure size must be 0-100 inches and dpi 10-1200; got {width} x {height} at {dpi}")
     with opened(report) as reader:
-        figure = _PLOTTERS[kind](reader, width=width, height=height, dpi=dpi)
+        extra: dict = {"title": title}
+        if kind == "memory":
+            extra["including_gaps"] = including_gaps
+        if kind == "liveness":
+            extra["not_always_live_only"] = not_always_live_only
+        figure = _PLOTTERS[kind](reader, width=width, height=height, dpi=dpi, **extra)
     with atomic_file(target) as temporary:
         figure.savefig(temporary, format=FORMATS[extension], dpi=dpi, facecolor="white")
     return os.path.getsize(target)

@@ -44,6 +44,12 @@ DATA_TYPE_LABELS = {
     "dwarf": "DWARF Debugging Information",
 }
 
+#: Rows Poplar prints in "By Data Type" even when they are zero (the SDK 0.9 sample shows them).
+ALWAYS_SHOWN = ("variable", "constant", "hostExchangePacketHeader", "globalExchangePacketHeader", "stack",
+                "vertexInstanceState", "copyDescriptor", "vectorListDescriptor", "vertexFieldData", "controlTable",
+                "controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode", "globalExchangeCode",
+                "instrumentationResults", "sharedCodeStorage", "sharedDataStorage")
+
 #: Characters of a name shown where names repeat for every step (longer ones are cut).
 MAX_NAME = 1000
 #: Deepest nesting the liveness tree indents (deeper steps are drawn at this depth).
@@ -55,6 +61,7 @@ _OPTION_NAMES = {
     "showExecutionSteps": "show_execution_steps",
     "showPerIpuMemoryUsage": "show_per_ipu_memory",
     "colours": "colours",
+    "executionTotals": "execution_totals",
 }
 
 
@@ -67,6 +74,7 @@ class SummaryOptions:
     show_execution_steps: bool = False
     show_per_ipu_memory: bool = False
     colours: bool | None = None  # None: decide from the terminal and the environment
+    execution_totals: bool = False  # the older Execution layout: totals over all tiles, not tile averages
 
     @classmethod
     def from_poplar(cls, options: Mapping[str, object] | None = None, **kwargs: object) -> "SummaryOptions":
@@ -120,6 +128,10 @@ class _Style:
 # -- number formats ----------------------------------------------------------------------------
 
 
+#: What is printed for a figure the source did not record.
+NOT_RECORDED = "not recorded"
+
+
 def _n(value: float | int) -> str:
     return f"{int(value):,}"
 
@@ -150,6 +162,16 @@ class _Data:
         memory = reader.tile_memory()
         self.tile_ids = np.array([m[0] for m in memory], dtype=np.int64)
         self.memory = np.array([m[1:] for m in memory], dtype=np.int64).reshape(len(memory), 6)
+        #: "table.column" figures the source did not record
+        self.missing = reader.not_recorded()
+        #: device-wide memory figures of a converted text summary, used when there are no per-tile rows
+        self.totals = reader.summary_memory_totals() if not len(memory) else None
+
+    def recorded(self, table: str, column: str) -> bool:
+        if table == "target" and column in ("num_tiles", "tiles_per_replica"):
+            # products of the tiles per IPU and the IPUs
+            return self.recorded("target", "tiles_per_ipu") and self.recorded("target", "num_ipus")
+        return f"{table}.{column}" not in self.missing
 
     def tile_memory(self, tiles: np.ndarray | None = None) -> np.ndarray:
         """Rows of (total, including gaps, interleaved, non-interleaved, overflowed, always-live) per tile."""
@@ -191,18 +213,19 @@ def _target_lines(d: _Data, s: _Style) -> Iterator[str]:
     t = d.t
     yield s.heading("Target:")
     rows = [
-        ("Number of IPUs:", _n(t["num_ipus"])),
-        ("Tiles per IPU:", _n(t["tiles_per_ipu"])),
-        ("Total Tiles:", _n(t["num_tiles"])),
-        ("Memory Per-Tile:", _kb(t["bytes_per_tile"])),
-        ("Total Memory:", _mb(t["total_memory"])),
-        ("Clock Speed (approx):", f"{t['clock_frequency'] / 1e6:,.1f} MHz"),
-        ("Number of Replicas:", _n(t["num_replicas"])),
-        ("IPUs per Replica:", _n(t["ipus_per_replica"])),
-        ("Tiles per Replica:", _n(t["tiles_per_replica"])),
-        ("Memory per Replica:", _mb(t["memory_per_replica"])),
+        ("Number of IPUs:", "num_ipus", _n),
+        ("Tiles per IPU:", "tiles_per_ipu", _n),
+        ("Total Tiles:", "num_tiles", _n),
+        ("Memory Per-Tile:", "bytes_per_tile", _kb),
+        ("Total Memory:", "total_memory", _mb),
+        ("Clock Speed (approx):", "clock_frequency", lambda v: f"{v / 1e6:,.1f} MHz"),
+        ("Number of Replicas:", "num_replicas", _n),
+        ("IPUs per Replica:", "ipus_per_replica", _n),
+        ("Tiles per Replica:", "tiles_per_replica", _n),
+        ("Memory per Replica:", "memory_per_replica", _mb),
     ]
-    for label, value in rows:
+    for label, column, fmt in rows:
+        value = fmt(t[column]) if d.recorded("target", column) else NOT_RECORDED
         yield f"  {label:<23} {value}"
 
 
@@ -215,7 +238,9 @@ def _graph_lines(d: _Data, s: _Style) -> Iterator[str]:
         ("Number of variables:", g["num_vars"]),
         ("Number of compute sets:", g["num_compute_sets"]),
     ):
-        yield f"  {label:<24} {_n(value):>12}"
+        column = {"Number of vertices:": "num_vertices", "Number of edges:": "num_edges",
+                  "Number of variables:": "num_vars", "Number of compute sets:": "num_compute_sets"}[label]
+        yield f"  {label:<24} {_n(value) if d.recorded('graph', column) else NOT_RECORDED:>12}"
 
 
 def _optimisation_lines(d: _Data, s: _Style) -> Iterator[str]:
@@ -233,6 +258,12 @@ def _memory_usage_lines(d: _Data, s: _Style, tiles: np.ndarray | None, indent: s
     mem = d.tile_memory(tiles)
     total, including, interleaved, non_interleaved, overflowed = (int(mem[:, i].sum()) for i in range(5))
     by_overlap = d.categories_by_overlap(tiles)
+    if d.totals is not None and tiles is None:
+        totals = d.totals
+        total, including, interleaved, non_interleaved, overflowed = (int(totals.get(k) or 0) for k in (
+            "total", "total_including_gaps", "interleaved", "non_interleaved", "overflowed"))
+        by_overlap = {0: defaultdict(int, {k: int(v) for k, v in (totals.get("by_category") or {}).items()}),
+                      1: defaultdict(int)}
     yield indent + s.heading("Memory Usage:")
     yield indent + "  Total:"
     yield indent + f"    Including Gaps:    {_n(including):>15} B"
@@ -247,7 +278,9 @@ def _memory_usage_lines(d: _Data, s: _Style, tiles: np.ndarray | None, indent: s
     not_overlapped_total = 0
     for overlapped, title in ((0, "Not Overlapped"), (1, "Overlapped")):
         values = by_overlap[overlapped]
-        rows = [(DATA_TYPE_LABELS.get(name, name), values[name]) for name in _category_order(values) if values[name]]
+        shown = values if overlapped else {**dict.fromkeys(ALWAYS_SHOWN, 0), **values}
+        rows = [(DATA_TYPE_LABELS.get(name, name), shown[name]) for name in _category_order(shown)
+                if shown[name] or (not overlapped and name in ALWAYS_SHOWN)]
         if not rows and overlapped:
             continue
         yield indent + f"        {title}"
@@ -303,6 +336,19 @@ def histogram_lines(totals: np.ndarray, max_bins: int = 128) -> list[str]:
 def _by_tile_lines(d: _Data, s: _Style, tiles: np.ndarray | None) -> Iterator[str]:
     mem = d.tile_memory(tiles)
     ids = d.tile_ids if tiles is None else d.tile_ids[np.isin(d.tile_ids, tiles)]
+    if mem.shape[0] == 0 and d.totals is not None and tiles is None:
+        yield "  By Tile (Excluding Gaps):"
+        for label, key in (("Including Gaps", "max_tile_including_gaps"), ("Excluding Gaps", "max_tile")):
+            best = d.totals.get(key) or {}
+            if best.get("bytes") is None:
+                yield f"    Maximum ({label}): {NOT_RECORDED}"
+                continue
+            value = int(best["bytes"])
+            yield f"    Maximum ({label}): {_n(value)} ({value / 1024:,.1f} K) on tile {best.get('tile')}"
+        largest = (d.totals.get("max_tile_including_gaps") or {}).get("bytes")
+        if largest is not None and d.recorded("target", "bytes_per_tile") and int(largest) <= d.t["bytes_per_tile"]:
+            yield "    0 tile(s) out of memory"  # the largest tile fits, so every tile does
+        return
     if mem.shape[0] == 0:
         return
     yield "  By Tile (Excluding Gaps):"
@@ -394,7 +440,7 @@ def _var_storage_tree(d: _Data) -> Iterator[str]:
                 yield pad + f"    {var_name:<{width}} {_n(variables[var_name]):>12}"
 
 
-def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
+def _execution_lines(d: _Data, s: _Style, show_steps: bool, totals_layout: bool = False) -> Iterator[str]:
     r = d.r
     runs = r.row_count("runs")
     yield s.heading("Execution:")
@@ -403,35 +449,69 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool) -> Iterator[str]:
         yield "  No execution profile: the report holds compilation information only."
         return
     total_cycles = int(r.total_run_cycles())
-    clock_mhz = d.t["clock_frequency"] / 1e6
+    clock = d.t["clock_frequency"] if d.recorded("target", "clock_frequency") else 0
+    time = f" (approx {total_cycles / (clock / 1e6):,.1f} microseconds)" if clock else ""
+    columns = {"active_compute": ("active_compute",), "compute": ("compute",),
+               "internal_exchange": ("internal_exchange",), "inter_ipu_exchange": ("inter_ipu_exchange",),
+               "stream_copy": ("stream_copy_begin", "stream_copy", "stream_copy_end"), "sync": ("sync",)}
+    unknown = {kind for kind, cols in columns.items() if any(not d.recorded("cycle_totals", c) for c in cols)}
     totals = r.cycle_totals_by_kind()
     active, compute, internal, global_, host, sync, have_totals = (int(totals[k]) for k in (
         "active_compute", "compute", "internal_exchange", "inter_ipu_exchange", "stream_copy", "sync", "rows"))
-    rows = [("Total cycles:", f"{_n(total_cycles)} (approx {total_cycles / clock_mhz:,.1f} microseconds)")]
-    if have_totals:
-        tiles = d.t["num_tiles"]
-        rows += [
-            ("Total compute cycles (including idle threads):", _n(compute)),
-            ("Total compute cycles (excluding idle threads):", _n(active)),
-            ("Total IPU exchange cycles:", _n(internal)),
-            ("Total global exchange cycles:", _n(global_)),
-            ("Total host exchange cycles:", _n(host)),
-            ("Total shared structure copy cycles:", "0"),
-            ("Total sync cycles:", _n(sync)),
-            ("Total tile balance:", _pct(compute / (total_cycles * tiles)) if total_cycles else "0.0%"),
-            ("Total thread balance:", _pct(active / compute) if compute else "0.0%"),
+    tiles = d.t["num_tiles"] if d.recorded("target", "tiles_per_ipu") and d.recorded("target", "num_ipus") else 0
+
+    def total(value: int, kind: str) -> str:
+        return NOT_RECORDED if kind in unknown else _n(value)
+
+    if totals_layout or not have_totals or not tiles:
+        rows = [("Total cycles:", f"{_n(total_cycles)}{time}")]
+        if have_totals:
+            rows += [
+                ("Total compute cycles (including idle threads):", total(compute, "compute")),
+                ("Total compute cycles (excluding idle threads):", total(active, "active_compute")),
+                ("Total IPU exchange cycles:", total(internal, "internal_exchange")),
+                ("Total global exchange cycles:", total(global_, "inter_ipu_exchange")),
+                ("Total host exchange cycles:", total(host, "stream_copy")),
+                ("Total shared structure copy cycles:", "0"),
+                ("Total sync cycles:", total(sync, "sync")),
+                ("Total tile balance:", NOT_RECORDED if "compute" in unknown or not tiles else
+                 _pct(compute / (total_cycles * tiles)) if total_cycles else "0.0%"),
+                ("Total thread balance:", NOT_RECORDED if unknown & {"compute", "active_compute"} else
+                 _pct(active / compute) if compute else "0.0%"),
+            ]
+        width = 46
+    else:
+        def average(value: int, kind: str) -> str:
+            if kind in unknown:
+                return NOT_RECORDED
+            mean = value / tiles
+            share = mean / total_cycles if total_cycles else 0.0
+            return f"{mean:,.1f} ({_pct(share)} of total)"
+
+        rows = [
+            ("Total cycles:", f"{_n(total_cycles)}{time}"),
+            ("Tile average compute cycles (including idle threads):", average(compute, "compute")),
+            ("Tile average compute cycles (excluding idle threads):", average(active, "active_compute")),
+            ("Tile average IPU exchange cycles:", average(internal, "internal_exchange")),
+            ("Tile average global exchange cycles:", average(global_, "inter_ipu_exchange")),
+            ("Tile average host exchange cycles:", average(host, "stream_copy")),
+            ("Tile average sync cycles:", average(sync, "sync")),
         ]
+        width = 53
     for label, value in rows:
-        yield f"  {label:<46} {value}"
+        yield f"  {label:<{width}} {value}"
     by_type, estimated = _cycles_by_vertex_type(r)
     if by_type:
         yield ""
-        yield "  Cycles by vertex type" + (" (estimated from cycle estimates):" if estimated else ":")
+        yield ("  (Cycles by vertex type are estimated from the cycle estimates, not measured.)" if estimated
+               else "  (Cycles by vertex type are measured by vertex instrumentation.)")
+        yield "  Cycles by vertex type:"
         width = max(len(name) for name, _, _ in by_type)
         inst_width = max(len(f"({count} instances):") for _, count, _ in by_type)
         for name, count, cycles in by_type:
             yield f"    {name:<{width}} {f'({count} instances):':>{inst_width}} {_n(cycles):>12}"
     if show_steps:
+        yield ""
         yield from _step_lines(d, s)
 
 
@@ -452,7 +532,7 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
     r = d.r
     num_ipus = d.t["num_ipus"]
     tiles_per_ipu = d.t["tiles_per_ipu"]
-    yield s.heading("Steps")
+    yield "  " + s.heading("Steps")
     vertex_cycles: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
     for step, name, count, cycles in r.vertex_cycles_by_step(MAX_NAME):
         vertex_cycles[step].append((name, count, cycles))
@@ -465,15 +545,15 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
     for step, type_name, name, sync_type, overlapped in steps:
         if type_name == "Sync":
             kind = "External" if sync_type == "External" else "Internal"
-            yield s.dim(f"  --- {kind} Sync ---")
+            yield s.dim(f"    --- {kind} Sync ---")
             continue
         for row in by_step.get(step, []):
             _sid, ipu, profiled, cycles, active, start, end, thread, tile_bal, active_bal, data, data_bal = row
             where = f" on IPU {ipu}" if num_ipus > 1 else ""
             suffix = f": {name}" if name else ""
-            yield f"  {type_name} (cycles {_n(start)} - {_n(end)}){where}{suffix}"
+            yield f"    {type_name} (cycles {_n(start)} - {_n(end)}){where}{suffix}"
             if not profiled:
-                yield "    (not profiled)"
+                yield "      (not profiled)"
                 continue
             lines = []
             cycles_text = _n(cycles)
@@ -486,16 +566,16 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
             lines.append(("Tile Balance:", _pct(tile_bal)))
             lines.append(("Active Tile Balance:", _pct(active_bal)))
             if type_name not in ("OnTileExecute",):
-                lines.append(("Total Data:", _n(data)))
+                lines.append(("Total Data:", f"{_n(data)} B"))
                 lines.append(("Data Balance (mean / max data per tile):", _pct(data_bal)))
             for label, value in lines:
-                yield f"    {label:<35} {value}"
+                yield f"      {label:<35} {value}"
             if type_name == "OnTileExecute" and vertex_cycles.get(step):
-                yield "    By vertex type:"
+                yield "      By vertex type:"
                 entries = vertex_cycles[step]
                 width = max(len(n) for n, _, _ in entries)
                 for vname, count, vcycles in entries:
-                    yield f"      {vname:<{width}} {f'({count} instances):':>20} {_n(vcycles):>12}"
+                    yield f"        {vname:<{width}} {f'({count} instances):':>20} {_n(vcycles):>12}"
 
 
 def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool = False) -> Iterator[str]:
@@ -509,7 +589,8 @@ def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool =
     if options.show_optimizations:
         yield from _optimisation_lines(d, s)
         yield ""
-    yield s.heading("Memory on all IPUs:" if d.t["ipus_per_replica"] > 1 else "Memory:")
+    if d.t["ipus_per_replica"] > 1:
+        yield s.heading("Memory on all IPUs:")
     yield from _memory_usage_lines(d, s, None)
     yield ""
     yield from _by_tile_lines(d, s, None)
@@ -525,7 +606,7 @@ def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool =
             yield from _by_tile_lines(d, s, tiles)
     yield from _liveness_lines(d, s, options.show_var_storage)
     yield ""
-    yield from _execution_lines(d, s, options.show_execution_steps)
+    yield from _execution_lines(d, s, options.show_execution_steps, options.execution_totals)
 
 
 def printProfileSummary(report, file: TextIO | None = None, options: Mapping[str, object] | None = None,
@@ -561,15 +642,19 @@ def summary_data(reader: ProfileReader) -> dict:
     by_category, by_type = d.vertex_memory()
     peak = reader.peak_not_always_live_bytes()
     always = int(mem[:, 5].sum()) if mem.size else 0
+
+    def known(table: str, values: dict) -> dict:
+        return {k: (v if d.recorded(table, k) else None) for k, v in values.items()}
+
     data: dict = {
-        "target": {
+        "target": known("target", {
             "num_ipus": t["num_ipus"], "tiles_per_ipu": t["tiles_per_ipu"], "num_tiles": t["num_tiles"],
             "bytes_per_tile": t["bytes_per_tile"], "total_memory": t["total_memory"],
             "clock_frequency": t["clock_frequency"], "num_replicas": t["num_replicas"],
             "ipus_per_replica": t["ipus_per_replica"], "tiles_per_replica": t["tiles_per_replica"],
             "memory_per_replica": t["memory_per_replica"],
-        },
-        "graph": dict(d.g),
+        }),
+        "graph": known("graph", dict(d.g)),
         "memory": {
             "including_gaps": int(mem[:, 1].sum()), "excluding_gaps": int(mem[:, 0].sum()),
             "interleaved": int(mem[:, 2].sum()), "non_interleaved": int(mem[:, 3].sum()),
@@ -580,21 +665,37 @@ def summary_data(reader: ProfileReader) -> dict:
             "max_tile_including_gaps": _max_tile(d, mem, 1), "max_tile_excluding_gaps": _max_tile(d, mem, 0),
             "tiles_out_of_memory": int((mem[:, 1] > t["bytes_per_tile"]).sum()) if mem.size else 0,
         },
+        "not_recorded": sorted(d.missing),
         "liveness": {"always_live_bytes": always, "peak_not_always_live_bytes": int(peak),
                      "max_live_bytes": always + int(peak)},
     }
+    if d.totals is not None:
+        totals_ = d.totals
+        memory = data["memory"]
+        memory.update({"including_gaps": totals_.get("total_including_gaps"), "excluding_gaps": totals_.get("total"),
+                       "interleaved": totals_.get("interleaved"), "non_interleaved": totals_.get("non_interleaved"),
+                       "overflowed": totals_.get("overflowed"),
+                       "not_overlapped": {k: v for k, v in (totals_.get("by_category") or {}).items() if v},
+                       "max_tile_including_gaps": totals_.get("max_tile_including_gaps"),
+                       "max_tile_excluding_gaps": totals_.get("max_tile"), "tiles_out_of_memory": None})
     cycle_totals = reader.cycle_totals_by_kind()
     totals = [cycle_totals[k] for k in ("active_compute", "compute", "internal_exchange", "inter_ipu_exchange",
                                         "stream_copy", "sync", "total")]
     total_cycles = int(reader.total_run_cycles())
     by_vertex, estimated = _cycles_by_vertex_type(reader)
+    clock = t["clock_frequency"] if d.recorded("target", "clock_frequency") else 0
+    kind_columns = dict(zip(("active_compute", "compute", "internal_exchange", "global_exchange", "host_exchange",
+                             "sync", "total"), (("active_compute",), ("compute",), ("internal_exchange",),
+                                                ("inter_ipu_exchange",),
+                                                ("stream_copy_begin", "stream_copy", "stream_copy_end"), ("sync",),
+                                                ("total",))))
     data["execution"] = {
         "runs": reader.row_count("runs"),
         "steps": reader.row_count("steps"),
         "total_cycles": total_cycles,
-        "microseconds": total_cycles / (t["clock_frequency"] / 1e6) if t["clock_frequency"] else 0.0,
-        "tile_cycles": dict(zip(("active_compute", "compute", "internal_exchange", "global_exchange", "host_exchange",
-                                 "sync", "total"), (int(v) for v in totals))),
+        "microseconds": total_cycles / (clock / 1e6) if clock else None,
+        "tile_cycles": {kind: (int(v) if all(d.recorded("cycle_totals", c) for c in kind_columns[kind]) else None)
+                        for kind, v in zip(kind_columns, totals)},
         "cycles_by_vertex_type": [{"vertex_type": n, "instances": c, "cycles": cy} for n, c, cy in by_vertex],
         "cycles_by_vertex_type_estimated": estimated,
     }

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pva
 from formats.errors import InvalidInputError
+
+from ._common import print_json
 
 
 def non_negative_int(text: str) -> int:
@@ -41,9 +45,10 @@ def register(sub) -> None:
                              f"{pva.ChartLimits.timeline_resolution}; 0 keeps every step)")
     parser.add_argument("--max-rows", type=non_negative_int, default=pva.ChartLimits.max_table_rows, metavar="N",
                         help=f"rows of the compute set table (default {pva.ChartLimits.max_table_rows})")
+    parser.add_argument("--json", action="store_true", help="print the path and size written as JSON")
     parser.add_argument("--no-compress", action="store_true",
                         help="store the page's data as plain JSON even when it is large (by default data over 1 MB "
-                             "is deflated, which needs a browser from 2023 or later)")
+                             "is deflated; the page inflates it itself before it finishes loading)")
     parser.set_defaults(run=run)
 
 
@@ -59,5 +64,8 @@ def run(args) -> int:
         raise InvalidInputError(str(exc)) from exc
     size = pva.write_html(args.reports, args.output, limits=limits, threshold=args.threshold / 100, title=args.title,
                       compress=False if args.no_compress else None)
-    print(f"wrote {args.output} ({size / 1e6:,.2f} MB)" if size >= 100_000 else f"wrote {args.output} ({size:,} B)")
+    if args.json:
+        print_json({"path": os.path.abspath(args.output), "bytes": size})
+        return 0
+    print(f"wrote {args.output} ({pva.format_size(size)})")
     return 0

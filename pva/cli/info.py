@@ -31,6 +31,14 @@ def collect(path: str) -> dict:
         num_runs = report.row_count("runs")
         num_steps = report.row_count("steps")
         settings = report.instrumentationSettings
+        missing = report.not_recorded
+
+        def known(table: str, values: dict) -> dict:
+            result = {k: (None if f"{table}.{k}" in missing else v) for k, v in values.items()}
+            if table == "target" and (result["tiles_per_ipu"] is None or result["num_ipus"] is None):
+                result["num_tiles"] = None  # the product of two figures, one not recorded
+            return result
+
         return {
             "path": os.path.abspath(path),
             "file_size": os.path.getsize(path),
@@ -39,7 +47,7 @@ def collect(path: str) -> dict:
             "producer_version": meta.get("producer_version", ""),
             "created": meta.get("created", ""),
             "poplar_version": report.poplarVersion.string,
-            "target": {
+            "target": known("target", {
                 "type": t.type.name,
                 "architecture": t.architecture.name,
                 "num_ipus": t.numIPUs,
@@ -49,13 +57,14 @@ def collect(path: str) -> dict:
                 "total_memory": t.totalMemory,
                 "clock_frequency": t.clockFrequency,
                 "num_replicas": t.numReplicas,
-            },
-            "graph": {
+            }),
+            "graph": known("graph", {
                 "num_vertices": g.numVertices,
                 "num_edges": g.numEdges,
                 "num_vars": g.numVars,
                 "num_compute_sets": g.numComputeSets,
-            },
+            }),
+            "not_recorded": sorted(missing),
             "num_programs": num_programs,
             "num_runs": num_runs,
             "num_steps": num_steps,
@@ -69,18 +78,25 @@ def run(args) -> int:
         print_json(info)
         return 0
     t, g = info["target"], info["graph"]
+
+    def n(value, scale: float = 1.0) -> str:
+        return "not recorded" if value is None else thousands(value / scale if scale != 1.0 else value)
+
     producer = " ".join(p for p in (info["producer"], info["producer_version"]) if p)
     lines = [
         f"{os.path.basename(info['path'])}",
-        f"  File:             {info['path']} ({thousands(info['file_size'])} bytes)",
+        f"  File:             {info['path']} ({pva.format_size(info['file_size'])})",
         f"  Format:           profile.pop {info['format_version']}, written by {producer or 'unknown'} "
         f"on {info['created'] or 'an unknown date'}",
         f"  Poplar version:   {info['poplar_version'] or 'unknown'}",
-        f"  Target:           {t['type']} {t['architecture']}, {t['num_ipus']} IPU(s) x {thousands(t['tiles_per_ipu'])} "
-        f"tiles = {thousands(t['num_tiles'])} tiles, {thousands(t['bytes_per_tile'])} B per tile, "
-        f"{thousands(t['clock_frequency'] / 1e6)} MHz, {t['num_replicas']} replica(s)",
-        f"  Graph:            {thousands(g['num_vertices'])} vertices, {thousands(g['num_edges'])} edges, "
-        f"{thousands(g['num_vars'])} variables, {thousands(g['num_compute_sets'])} compute sets",
+        f"  Target:           {t['type']} {t['architecture']}, {n(t['num_ipus'])} IPU(s) x {n(t['tiles_per_ipu'])} "
+        f"tiles = {n(t['num_tiles'])} tiles, "
+        + ("memory per tile not recorded, " if t["bytes_per_tile"] is None else
+           f"{pva.format_size(t['bytes_per_tile'])} per tile, ")
+        + ("clock not recorded" if t["clock_frequency"] is None else f"{n(t['clock_frequency'], 1e6)} MHz")
+        + f", {n(t['num_replicas'])} replica(s)",
+        f"  Graph:            {n(g['num_vertices'])} vertices, {n(g['num_edges'])} edges, "
+        f"{n(g['num_vars'])} variables, {n(g['num_compute_sets'])} compute sets",
         f"  Programs:         {thousands(info['num_programs'])}",
         f"  Execution:        {thousands(info['num_runs'])} run(s), {thousands(info['num_steps'])} steps",
         f"  Instrumentation:  compute {info['instrumentation']['compute']}, "

@@ -25,6 +25,8 @@ def register(sub) -> None:
     parser.add_argument("--show-optimizations", action="store_true", help="show compile optimisation metrics")
     parser.add_argument("--show-execution-steps", action="store_true", help="show every execution step")
     parser.add_argument("--show-per-ipu-memory", action="store_true", help="show memory usage of each IPU")
+    parser.add_argument("--execution-totals", action="store_true",
+                        help="print Execution as totals over all tiles (the older layout) instead of tile averages")
     parser.add_argument("--colours", "--colors", choices=("auto", "true", "false"), default="auto",
                         help="colour the output (default: when writing to a terminal)")
     parser.add_argument("--json", action="store_true", help="print the summary figures as JSON")
@@ -42,6 +44,7 @@ def run(args) -> int:
             showOptimizations=args.show_optimizations,
             showExecutionSteps=args.show_execution_steps,
             showPerIpuMemoryUsage=args.show_per_ipu_memory,
+            executionTotals=args.execution_totals,
             colours=None if args.colours == "auto" else args.colours == "true",
         )
     return 0

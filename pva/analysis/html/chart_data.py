@@ -50,6 +50,28 @@ def type_colour(name: str, index: int = 0) -> str:
     return TYPE_COLOURS.get(name) or FALLBACK_COLOURS[index % len(FALLBACK_COLOURS)]
 
 
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of a #rrggbb colour."""
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_on_white(colour: str) -> float:
+    """WCAG contrast ratio of a #rrggbb colour against white."""
+    return 1.05 / (_luminance(colour) + 0.05)
+
+
+def text_colour(name: str, index: int = 0) -> str:
+    """The colour of a Program.Type name written as text on white: its chart colour, darkened until the text
+    reads (WCAG contrast 4.5:1), so light greys such as Sequence and Sync stay legible."""
+    colour = type_colour(name, index)
+    channels = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    while contrast_on_white("#" + "".join(f"{c:02x}" for c in channels)) < 4.5:
+        channels = [int(c * 0.9) for c in channels]
+    return "#" + "".join(f"{c:02x}" for c in channels)
+
+
 def _buckets(count: int, limit: int) -> int:
     """Items per bucket so that `count` items make at most `limit` buckets."""
     return max(1, math.ceil(count / max(1, limit)))
@@ -73,6 +95,16 @@ def _bucket_reduce(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarra
 # -- summary --------------------------------------------------------------------------------
 
 
+def report_title(reader: ProfileReader) -> str:
+    """How a chart names its report: the report's directory (or file name) and its program or preset name."""
+    path = os.path.abspath(reader.path)
+    name = os.path.basename(path)
+    directory = os.path.basename(os.path.dirname(path))
+    where = directory if name == "profile.pop" and directory else name
+    program = reader.metadata.get("program_name", "")
+    return f"{where} ({program})" if program and program != where else where
+
+
 def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
     """The summary card: source, target, graph counts, cycles and time, memory and liveness totals."""
     figures = summary_data(reader) if figures is None else figures
@@ -81,13 +113,15 @@ def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
     memory = figures["memory"]
     return {
         "source": os.path.basename(reader.path),
+        "name": report_title(reader),
         "producer": " ".join(v for v in (reader.metadata.get("producer"), reader.metadata.get("producer_version"))
                              if v),
         "poplar_version": reader.metadata.get("poplar_version") or "",
         "created": reader.metadata.get("created") or "",
-        "target": {k: t[k] for k in ("type", "architecture", "num_ipus", "tiles_per_ipu", "num_tiles",
-                                     "bytes_per_tile", "clock_frequency", "num_replicas", "ipus_per_replica",
-                                     "tiles_per_replica")},
+        # figures["target"] holds None for what the source did not record
+        "target": {k: figures["target"].get(k, t[k]) for k in (
+            "type", "architecture", "num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "clock_frequency",
+            "num_replicas", "ipus_per_replica", "tiles_per_replica")},
         "graph": dict(figures["graph"]),
         "execution": {"runs": execution["runs"], "steps": execution["steps"],
                       "total_cycles": execution["total_cycles"], "microseconds": execution["microseconds"]},
@@ -105,9 +139,9 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     """Memory per tile by category, per IPU of one replica, with the tile limit and out-of-memory tiles.
 
     Categories are stacked largest first (top `limits.top_categories`, then "other", then "gaps":
-    memory including gaps minus the categories). With more tiles per IPU than
-    `limits.max_tiles`, tiles are grouped into buckets: each bar is the bucket's mean, `max` its
-    largest tile.
+    memory including gaps minus the categories; `gaps` is its index, drawn only on request). With
+    more tiles per IPU than `limits.max_tiles`, tiles are grouped into buckets: each bar is the
+    bucket's mean, `max` its largest tile including gaps, `max_excluding` excluding them.
     """
     t = reader.target
     num_tiles, per_ipu, ipus = t["tiles_per_replica"], t["tiles_per_ipu"], t["ipus_per_replica"]
@@ -143,7 +177,9 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         series.append(per_category[:, rest].sum(axis=1))
         colours.append(OTHER_COLOUR)
     gaps = np.maximum(including - per_category.sum(axis=1), 0)
+    gaps_index = None
     if gaps.any():
+        gaps_index = len(series)
         series_names.append("gaps")
         series.append(gaps)
         colours.append(GAPS_COLOUR)
@@ -154,11 +190,14 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         lo, hi = ipu * per_ipu, (ipu + 1) * per_ipu
         means = [np.rint(_bucket_reduce(s[lo:hi], size)[0]).astype(np.int64) for s in series]
         _mean, maxima, where = _bucket_reduce(including[lo:hi], size)
+        excluding = per_category[lo:hi].sum(axis=1)
+        _mean, maxima_excluding, where_excluding = _bucket_reduce(excluding, size)
         oom_counts = np.add.reduceat(oom[lo:hi].astype(np.int64), np.arange(0, per_ipu, size))
         oom_tiles = np.flatnonzero(oom[lo:hi]) + lo
         peak = int(np.argmax(including[lo:hi])) + lo
         result_ipus.append({
             "ipu": ipu, "first_tile": lo, "series": means, "max": maxima, "max_tile": where + lo,
+            "max_excluding": maxima_excluding, "max_tile_excluding": where_excluding + lo,
             "oom": oom_counts, "oom_count": int(oom_tiles.size), "oom_tiles": oom_tiles[:50],
             "peak_tile": peak, "peak_bytes": int(including[peak]),
             "total": int(including[lo:hi].sum()),
@@ -167,6 +206,8 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         "limit": limit, "names": series_names, "colours": colours, "by_category": by_category,
         "tiles_per_ipu": per_ipu, "bucket": size, "downsampled": size > 1, "ipus": result_ipus,
         "largest": int(including.max()) if including.size else 0,
+        "largest_excluding": int(per_category.sum(axis=1).max()) if including.size else 0,
+        "gaps": gaps_index,
         "tiles_out_of_memory": int(oom.sum()),
     }
 
@@ -294,7 +335,8 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
         "step_ids": ids, "step_names": name_index, "names": [str(x) for x in names],
         "resolution": limits.timeline_resolution, "downsampled": merged_any, "ipus": result_ipus,
-        "clock_frequency": float(reader.target["clock_frequency"]),
+        "clock_frequency": (0.0 if "target.clock_frequency" in reader.not_recorded()
+                            else float(reader.target["clock_frequency"])),
     }
 
 
@@ -403,7 +445,7 @@ def program_tree(reader: ProfileReader) -> dict | None:
     functions = positions(reader.function_program_ids())
     return {
         "count": int(ids.size), "ids": ids, "types": [str(x) for x in types],
-        "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
+        "colours": [text_colour(str(x), i) for i, x in enumerate(types)],
         "type": type_index, "labels": [str(x) for x in labels], "label": label_index,
         "children_count": counts, "children": child,
         "repeat": {"program": repeat[:, 0], "count": repeat[:, 1]},

@@ -13,6 +13,7 @@ import numpy as np
 
 from formats import __version__
 
+from ..chart_options import format_size
 from ..compare import Difference
 
 #: Inline data larger than this (bytes of JSON) is stored deflated and base64-encoded.
@@ -31,20 +32,21 @@ def _e(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+#: Shown for a figure the report's source did not record.
+_NOT_RECORDED = "<small>not recorded</small>"
+
+
 def _int(value) -> str:
-    return f"{int(value):,}"
+    return _NOT_RECORDED if value is None else f"{int(value):,}"
 
 
 def _human_bytes(value: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    x, i = float(value), 0
-    while abs(x) >= 1024 and i < len(units) - 1:
-        x /= 1024
-        i += 1
-    return f"{x:,.0f} {units[i]}" if i == 0 else f"{x:,.{0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2}f} {units[i]}"
+    return format_size(value)
 
 
 def _bytes(value) -> str:
+    if value is None:
+        return _NOT_RECORDED
     text = f"{int(value):,} B"
     return text if abs(int(value)) < 1024 else f"{text} <small>({_human_bytes(value)})</small>"
 
@@ -106,7 +108,7 @@ def _payload(data: dict) -> dict:
 
 def _shared(datasets: list[dict]) -> dict:
     """Scales shared by the columns of a comparison, so equal values look equal."""
-    memory_max = liveness_max = nal_max = data_max = limit = 1
+    memory_max = liveness_max = nal_max = data_max = data_max_excluding = limit = 1
     span = 1
     for data in datasets:
         mem = data["memory"]
@@ -114,6 +116,9 @@ def _shared(datasets: list[dict]) -> dict:
             largest = max([int(mem["largest"])] + [int(np.max(ipu["max"])) for ipu in mem["ipus"] if len(ipu["max"])])
             limit = max(limit, int(mem["limit"]))
             data_max = max(data_max, largest)
+            data_max_excluding = max([data_max_excluding, int(mem["largest_excluding"])]
+                                     + [int(np.max(ipu["max_excluding"])) for ipu in mem["ipus"]
+                                        if len(ipu["max_excluding"])])
             memory_max = max(memory_max, limit, largest)
         live = data["liveness"]
         if live is not None:
@@ -122,7 +127,8 @@ def _shared(datasets: list[dict]) -> dict:
         tl = data["timeline"]
         if tl is not None:
             span = max(span, int(tl["span"]))
-    return {"memory_max": int(memory_max * 1.06), "memory_data_max": int(data_max * 1.08), "memory_limit": limit,
+    return {"memory_max": int(memory_max * 1.06), "memory_data_max": int(data_max * 1.08),
+            "memory_data_max_excluding": int(data_max_excluding * 1.08), "memory_limit": limit,
             "liveness_max": int(liveness_max * 1.08), "liveness_nal_max": int(nal_max * 1.08), "timeline_span": span}
 
 
@@ -148,7 +154,11 @@ def _data_script(page: dict, compress: bool | None) -> str:
 def _summary_entries(s: dict) -> list[tuple]:
     """(group, key, label, value, html, cost) for the card; cost: a larger value is worse."""
     t, g, x, m, lv = s["target"], s["graph"], s["execution"], s["memory"], s["liveness"]
-    mhz = t["clock_frequency"] / 1e6
+    clock = _NOT_RECORDED if t["clock_frequency"] is None else f"{t['clock_frequency'] / 1e6:,.1f} MHz"
+    micro = x["microseconds"]
+    time = ("<small>no execution profile</small>" if not x["runs"] else _NOT_RECORDED if micro is None
+            else f"{micro:,.1f} \u00b5s")
+    largest = m["max_tile"] or {"tile": None, "bytes": None}
     entries = [
         ("Target", "target.type", "Target", f"{t['type']} {t['architecture']}", _e(f"{t['type']} {t['architecture']}"),
          False),
@@ -156,24 +166,23 @@ def _summary_entries(s: dict) -> list[tuple]:
         ("Target", "target.tiles_per_ipu", "Tiles per IPU", t["tiles_per_ipu"], _int(t["tiles_per_ipu"]), False),
         ("Target", "target.num_tiles", "Total tiles", t["num_tiles"], _int(t["num_tiles"]), False),
         ("Target", "target.bytes_per_tile", "Memory per tile", t["bytes_per_tile"], _bytes(t["bytes_per_tile"]), False),
-        ("Target", "target.clock_frequency", "Clock", t["clock_frequency"], f"{mhz:,.1f} MHz", False),
+        ("Target", "target.clock_frequency", "Clock", t["clock_frequency"], clock, False),
         ("Target", "target.num_replicas", "Replicas", t["num_replicas"], _int(t["num_replicas"]), False),
         ("Graph", "graph.num_vertices", "Vertices", g["num_vertices"], _int(g["num_vertices"]), True),
         ("Graph", "graph.num_edges", "Edges", g["num_edges"], _int(g["num_edges"]), True),
         ("Graph", "graph.num_vars", "Variables", g["num_vars"], _int(g["num_vars"]), True),
         ("Graph", "graph.num_compute_sets", "Compute sets", g["num_compute_sets"], _int(g["num_compute_sets"]), True),
         ("Execution", "execution.total_cycles", "Total cycles", x["total_cycles"], _int(x["total_cycles"]), True),
-        ("Execution", "execution.microseconds", "Total time", x["microseconds"],
-         f"{x['microseconds']:,.1f} \u00b5s" if x["runs"] else "<small>no execution profile</small>", True),
+        ("Execution", "execution.microseconds", "Total time", x["microseconds"], time, True),
         ("Execution", "execution.steps", "Steps", x["steps"], _int(x["steps"]), True),
         ("Execution", "execution.runs", "Runs", x["runs"], _int(x["runs"]), False),
         ("Memory", "memory.including_gaps", "Memory used (including gaps)", m["including_gaps"],
          _bytes(m["including_gaps"]), True),
         ("Memory", "memory.excluding_gaps", "Memory used (excluding gaps)", m["excluding_gaps"],
          _bytes(m["excluding_gaps"]), True),
-        ("Memory", "memory.max_tile", "Largest tile (including gaps)", m["max_tile"]["bytes"],
-         _bytes(m["max_tile"]["bytes"]) + (f" <small>on tile {m['max_tile']['tile']}</small>"
-                                           if m["max_tile"]["tile"] is not None else ""), True),
+        ("Memory", "memory.max_tile", "Largest tile (including gaps)", largest["bytes"],
+         _bytes(largest["bytes"]) + (f" <small>on tile {largest['tile']}</small>"
+                                     if largest["tile"] is not None else ""), True),
         ("Memory", "memory.tiles_out_of_memory", "Tiles out of memory", m["tiles_out_of_memory"],
          _int(m["tiles_out_of_memory"]), True),
         ("Liveness", "liveness.always_live_bytes", "Always live", lv["always_live_bytes"],
@@ -216,7 +225,7 @@ def _summary_card(s: dict, other: dict | None = None, *, is_b: bool = False) -> 
                 extra = f' <small class="delta {direction}">{text}{rel}</small>'
         if key == "memory.tiles_out_of_memory" and value:
             classes.append("bad")
-        parts.append(f'<div class="{" ".join(classes)}" data-key="{key}" data-value="{_e(value)}"><dt>{_e(label)}</dt>'
+        parts.append(f'<div class="{" ".join(classes)}" data-key="{key}" data-value="{_e("" if value is None else value)}"><dt>{_e(label)}</dt>'
                      f"<dd>{shown}{extra}</dd></div>")
     parts.append("</dl></div>")
     return "".join(parts)
@@ -238,13 +247,20 @@ def _memory_block(r: int, data: dict) -> str:
     mem = data["memory"]
     if mem is None:
         return _empty("No memory data: the report has no rows in memory_by_tile.")
-    parts = [_legend(list(zip(mem["names"], mem["colours"])),
+    names = [(n, c) for i, (n, c) in enumerate(zip(mem["names"], mem["colours"])) if i != mem["gaps"]]
+    gaps_entry = ("" if mem["gaps"] is None else
+                  f'<span class="legend-gaps" hidden><i style="background:{_e(mem["colours"][mem["gaps"]])}"></i>'
+                  "gaps</span>")
+    parts = [_legend(names, gaps_entry +
                      '<span><i class="line" style="border-color:#d62728"></i>tile limit</span>'
                      + ('<span><i class="line" style="border-color:#24292f;border-top-style:solid"></i>'
                         'largest tile of each bar</span>' if mem["downsampled"] else "")
                      + '<span><i style="background:#d62728;width:8px"></i>out of memory</span>')]
     parts.append('<div class="toolbar memory-scale">Scale: <button data-scale="limit">to the tile limit</button>'
                  '<button data-scale="data">to the data</button></div>')
+    if mem["gaps"] is not None:
+        parts.append('<div class="toolbar memory-gaps">Gaps: <button data-gaps="excluding">excluding gaps</button>'
+                     '<button data-gaps="including">including gaps</button></div>')
     per_ipu = mem["tiles_per_ipu"]
     for ipu in mem["ipus"]:
         lo = ipu["first_tile"]
@@ -452,7 +468,7 @@ def render_page(datasets: list[dict], *, title: str | None = None, differences: 
     if not 1 <= len(datasets) <= 2:
         raise ValueError(f"an HTML report shows one or two reports, not {len(datasets)}")
     compare = len(datasets) == 2
-    sources = [d["summary"]["source"] for d in datasets]
+    sources = [d["summary"].get("name") or d["summary"]["source"] for d in datasets]
     if title is None:
         title = f"pva comparison: {sources[0]} vs {sources[1]}" if compare else f"pva report: {sources[0]}"
     labels = [f"A: {sources[0]}", f"B: {sources[1]}"] if compare else [""]

@@ -19,12 +19,13 @@
 
   function fmtInt(v) { return nf.format(Math.round(v)); }
 
+  /** A size as pva prints it everywhere (pva.format_size): "512 B", "81.3 kB" (units of 1024). */
   function fmtBytes(v) {
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const units = ["B", "kB", "MB", "GB", "TB"];
     let x = v, i = 0;
     while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
-    const digits = i === 0 ? 0 : (Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2);
-    return x.toFixed(digits) + " " + units[i];
+    return i === 0 ? Math.trunc(x).toLocaleString("en-US") + " B"
+      : x.toLocaleString("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }) + " " + units[i];
   }
 
   function fmtShort(v) {
@@ -163,6 +164,13 @@
   // -- memory per tile ----------------------------------------------------------------------
 
   let memoryScale = null;
+  let memoryGaps = "excluding";
+
+  /** The memory chart's top for the scale and gaps chosen. */
+  function memoryTop(scales) {
+    if (memoryScale !== "data") return scales.memory_max;
+    return memoryGaps === "including" ? scales.memory_data_max : scales.memory_data_max_excluding;
+  }
 
   function memoryChart(canvas, mem, ipu, scales) {
     const nb = ipu.max.length;
@@ -170,8 +178,11 @@
     function draw() {
       const { ctx, width, height } = prepare(canvas);
       const box = { x: 70, y: 14, w: width - 82, h: height - 14 - 40 };
-      const top = memoryScale === "data" ? scales.memory_data_max : scales.memory_max;
+      const top = memoryTop(scales);
+      const gaps = memoryGaps === "including";
+      const maxima = gaps ? ipu.max : ipu.max_excluding;
       canvas.dataset.scale = memoryScale;
+      canvas.dataset.gaps = memoryGaps;
       const y = (v) => box.y + box.h - (v / top) * box.h;
       yGrid(ctx, box, top, byteTicks(top, 5), fmtBytes);
       const bw = box.w / nb;
@@ -181,6 +192,7 @@
         const x0 = Math.floor(box.x + b * bw);
         const w = Math.max(1, Math.floor(box.x + (b + 1) * bw) - x0 - (bw > 3 ? 1 : 0));
         for (let s = 0; s < ipu.series.length; s++) {
+          if (s === mem.gaps && !gaps) continue;
           const v = ipu.series[s][b];
           if (!(v > 0)) continue;
           const y0 = y(acc + v), y1 = y(acc);
@@ -192,7 +204,7 @@
       }
       if (mem.bucket > 1) {
         ctx.fillStyle = "#24292f";
-        for (let b = 0; b < nb; b++) ctx.fillRect(box.x + b * bw, Math.round(y(ipu.max[b])), Math.max(bw, 1), 1);
+        for (let b = 0; b < nb; b++) ctx.fillRect(box.x + b * bw, Math.round(y(maxima[b])), Math.max(bw, 1), 1);
         marks++;
       }
       ctx.fillStyle = "#d62728";
@@ -216,7 +228,7 @@
         ctx.beginPath();
         ctx.moveTo(cx, box.y + box.h + 2); ctx.lineTo(cx - 4, box.y + box.h + 9); ctx.lineTo(cx + 4, box.y + box.h + 9);
         ctx.closePath(); ctx.fill();
-        ctx.fillRect(box.x + b * bw, y(ipu.max[b]) - 1, Math.max(bw, 1), 2);
+        ctx.fillRect(box.x + b * bw, Math.max(box.y, y(maxima[b]) - 1), Math.max(bw, 1), 2);
         oomMarks++;
       }
       const first = ipu.first_tile, count = mem.tiles_per_ipu;
@@ -238,12 +250,17 @@
       const lines = [(lo === hi ? "Tile " + lo : "Tiles " + lo + "\u2013" + hi + " (mean per tile)") + ", IPU " + ipu.ipu];
       let sum = 0;
       for (let s = ipu.series.length - 1; s >= 0; s--) {
+        if (s === mem.gaps && memoryGaps !== "including") continue;
         const v = ipu.series[s][b];
         sum += v;
         if (v > 0) lines.push(mem.names[s] + ": " + fmtInt(v) + " B");
       }
       lines.push("total: " + fmtInt(sum) + " B");
-      if (mem.bucket > 1) lines.push("largest: tile " + ipu.max_tile[b] + ", " + fmtInt(ipu.max[b]) + " B");
+      if (mem.bucket > 1) {
+        const incl = memoryGaps === "including";
+        lines.push("largest: tile " + (incl ? ipu.max_tile[b] : ipu.max_tile_excluding[b]) + ", "
+          + fmtInt(incl ? ipu.max[b] : ipu.max_excluding[b]) + " B");
+      }
       if (ipu.oom[b] > 0) lines.push(ipu.oom[b] + " tile(s) out of memory");
       showTip(ev, lines.join("\n"));
     });
@@ -512,7 +529,7 @@
     let geometry = null;
     function draw() {
       const { ctx, width, height } = prepare(canvas);
-      const labelW = Math.min(340, Math.floor(width * 0.42));
+      const labelW = Math.min(480, Math.floor(width * 0.45));
       const box = { x: labelW + 8, y: 6, w: width - labelW - 8 - 90, h: height - 12 };
       const barH = Math.max(6, box.h / rows.length);
       const max = Math.max(1, ...rows.map((r) => r.cycles));
@@ -521,8 +538,13 @@
         const y = box.y + i * barH;
         let name = r.name;
         if (ctx.measureText(name).width > labelW - 6) {
-          while (name.length > 4 && ctx.measureText("\u2026" + name).width > labelW - 6) name = name.slice(1);
-          name = "\u2026" + name;
+          // Keep the start (the namespace and vertex) and the end (the template arguments): cut the middle.
+          let head = Math.ceil(name.length / 2), tail = Math.floor(name.length / 2);
+          const cut = () => r.name.slice(0, head) + "\u2026" + r.name.slice(r.name.length - tail);
+          while (head + tail > 4 && ctx.measureText(cut()).width > labelW - 6) {
+            if (head > tail) head--; else tail--;
+          }
+          name = cut();
         }
         ctx.fillStyle = "#24292f";
         ctx.textAlign = "right";
@@ -680,18 +702,132 @@
 
   // -- set-up ---------------------------------------------------------------------------------
 
-  async function loadData() {
+  // Deflate's length and distance codes (RFC 1951, section 3.2.5).
+  const LEN_BASE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163,
+    195, 227, 258];
+  const LEN_EXTRA = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+  const DIST_BASE = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049,
+    3073, 4097, 6145, 8193, 12289, 16385, 24577];
+  const DIST_EXTRA = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
+  const CODE_ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+
+  /**
+   * Inflate zlib data (RFC 1950 around RFC 1951) synchronously, so that the charts are drawn before the
+   * page's load event: a print, a PDF or a headless screenshot taken at load shows them complete.
+   */
+  function inflate(bytes) {
+    if (bytes.length < 6 || (bytes[0] & 15) !== 8) throw new Error("the report's data is not zlib data");
+    let pos = 2, bitBuf = 0, bitCnt = 0;
+    let out = new Uint8Array(Math.max(1 << 16, bytes.length * 4)), n = 0;
+    const damaged = () => new Error("the report's data is damaged");
+    function bits(count) {
+      while (bitCnt < count) {
+        if (pos >= bytes.length) throw damaged();
+        bitBuf |= bytes[pos++] << bitCnt;
+        bitCnt += 8;
+      }
+      const value = bitBuf & ((1 << count) - 1);
+      bitBuf >>>= count;
+      bitCnt -= count;
+      return value;
+    }
+    function room(count) {
+      if (n + count <= out.length) return;
+      let size = out.length * 2;
+      while (size < n + count) size *= 2;
+      const bigger = new Uint8Array(size);
+      bigger.set(out.subarray(0, n));
+      out = bigger;
+    }
+    function huffman(lengths) {
+      const counts = new Uint16Array(16), offsets = new Uint16Array(16);
+      for (let i = 0; i < lengths.length; i++) counts[lengths[i]]++;
+      counts[0] = 0;
+      for (let len = 1; len < 16; len++) offsets[len] = offsets[len - 1] + counts[len - 1];
+      const symbols = new Uint16Array(lengths.length);
+      for (let i = 0; i < lengths.length; i++) if (lengths[i]) symbols[offsets[lengths[i]]++] = i;
+      return { counts: counts, symbols: symbols };
+    }
+    function decode(h) {
+      let code = 0, first = 0, index = 0;
+      for (let len = 1; len < 16; len++) {
+        code |= bits(1);
+        const count = h.counts[len];
+        if (code - first < count) return h.symbols[index + code - first];
+        index += count;
+        first = (first + count) << 1;
+        code <<= 1;
+      }
+      throw damaged();
+    }
+    const fixedLengths = new Uint8Array(288);
+    fixedLengths.fill(8, 0, 144); fixedLengths.fill(9, 144, 256); fixedLengths.fill(7, 256, 280);
+    fixedLengths.fill(8, 280, 288);
+    const fixed = { lit: huffman(fixedLengths), dist: huffman(new Uint8Array(30).fill(5)) };
+    let last = 0;
+    while (!last) {
+      last = bits(1);
+      const type = bits(2);
+      if (type === 0) {
+        bitBuf = 0; bitCnt = 0;
+        if (pos + 4 > bytes.length) throw damaged();
+        const len = bytes[pos] | (bytes[pos + 1] << 8);
+        pos += 4;
+        if (pos + len > bytes.length) throw damaged();
+        room(len);
+        out.set(bytes.subarray(pos, pos + len), n);
+        n += len; pos += len;
+        continue;
+      }
+      let codes = fixed;
+      if (type === 2) {
+        const nlit = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
+        const codeLengths = new Uint8Array(19);
+        for (let i = 0; i < ncode; i++) codeLengths[CODE_ORDER[i]] = bits(3);
+        const codeCodes = huffman(codeLengths);
+        const lengths = new Uint8Array(nlit + ndist);
+        for (let i = 0; i < nlit + ndist;) {
+          const sym = decode(codeCodes);
+          if (sym < 16) { lengths[i++] = sym; continue; }
+          let value = 0, repeat;
+          if (sym === 16) {
+            if (i === 0) throw damaged();
+            value = lengths[i - 1]; repeat = 3 + bits(2);
+          } else if (sym === 17) repeat = 3 + bits(3);
+          else repeat = 11 + bits(7);
+          if (i + repeat > nlit + ndist) throw damaged();
+          lengths.fill(value, i, i + repeat);
+          i += repeat;
+        }
+        codes = { lit: huffman(lengths.subarray(0, nlit)), dist: huffman(lengths.subarray(nlit)) };
+      } else if (type !== 1) {
+        throw damaged();
+      }
+      for (;;) {
+        const sym = decode(codes.lit);
+        if (sym < 256) { room(1); out[n++] = sym; continue; }
+        if (sym === 256) break;
+        const li = sym - 257;
+        if (li >= 29) throw damaged();
+        const len = LEN_BASE[li] + bits(LEN_EXTRA[li]);
+        const di = decode(codes.dist);
+        if (di >= 30) throw damaged();
+        const dist = DIST_BASE[di] + bits(DIST_EXTRA[di]);
+        if (dist > n) throw damaged();
+        room(len);
+        for (let k = 0; k < len; k++, n++) out[n] = out[n - dist];
+      }
+    }
+    return out.subarray(0, n);
+  }
+
+  function loadData() {
     const element = document.getElementById("pva-data");
     if (element.dataset.encoding !== "deflate-base64") return JSON.parse(element.textContent);
-    if (typeof DecompressionStream === "undefined") {
-      throw new Error("this browser cannot decompress the report's data (no DecompressionStream); " +
-                      "open it in a current browser or write it with pva html --no-compress");
-    }
     const binary = atob(element.textContent.trim());
     const bytes = new Uint8Array(binary.length);
     for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-    return JSON.parse(await new Response(stream).text());
+    return JSON.parse(new TextDecoder().decode(inflate(bytes)));
   }
 
   /** Buttons with data-<key> in every toolbar matching `selector` choose one setting of a chart kind. */
@@ -719,15 +855,20 @@
     });
   }
 
-  async function main() {
-    PAGE = await loadData();
+  // Everything is set up and drawn synchronously while the script runs, before the load event.
+  function main() {
+    PAGE = loadData();
     const reports = PAGE.reports, shared = PAGE.shared;
-    memoryScale = shared.memory_data_max >= 0.25 * shared.memory_limit ? "limit" : "data";
+    memoryScale = shared.memory_data_max_excluding >= 0.25 * shared.memory_limit ? "limit" : "data";
     each('canvas[data-chart="memory"]', (c) => {
       const mem = reports[+c.dataset.report].memory;
       memoryChart(c, mem, mem.ipus[+c.dataset.ipu], shared);
     });
     toggle(".toolbar.memory-scale", "scale", () => memoryScale, (v) => { memoryScale = v; }, "memory");
+    toggle(".toolbar.memory-gaps", "gaps", () => memoryGaps, (v) => {
+      memoryGaps = v;
+      document.querySelectorAll(".legend-gaps").forEach((span) => { span.hidden = v !== "including"; });
+    }, "memory");
     each('canvas[data-chart="liveness"]', (c) => {
       livenessChart(c, reports[+c.dataset.report].liveness, shared);
     });
@@ -751,11 +892,13 @@
     });
   }
 
-  main().catch((err) => {
+  try {
+    main();
+  } catch (err) {
     failures++;
     console.error("pva: the report could not be set up:", err);
-  }).finally(() => {
+  } finally {
     root.dataset.pvaFailures = String(failures);
     root.dataset.pvaReady = "1";
-  });
+  }
 })();

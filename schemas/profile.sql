@@ -12,7 +12,12 @@
 
 -- Key/value facts about the file: format_version (major.minor), producer, producer_version,
 -- created (ISO 8601, UTC), poplar_version ("3.1.0 (a027fa0bd5)"), instrumentation_compute,
--- instrumentation_external_exchange, compilation_timestamp and report_unstable.
+-- instrumentation_external_exchange, compilation_timestamp and report_unstable; optionally
+-- program_name (the program or preset that ran), debug_info_id (digest of the debug.cbor written
+-- with the report), not_recorded (JSON array of "table.column" whose stored value is a placeholder
+-- because the source did not record it), memory_totals (JSON: device-wide memory figures of a
+-- converted text summary, in bytes) and legacy_step_cycles_by_tile (set when per-step tile cycles
+-- were shared out of a legacy computeSetCyclesByTile).
 CREATE TABLE metadata (
   key TEXT PRIMARY KEY NOT NULL,  -- name of the fact
   value TEXT  -- value of the fact, as text

@@ -27,10 +27,10 @@ import numpy as np
 
 from formats.profile_reader import ProfileReader
 from formats.profile_writer import ProfileWriter
-from pva.compilation import CATEGORIES
 from pva.analysis.html import Limits, html_report
 from pva.analysis.html.chart_data import report_data
 from pva.analysis.summary import summary_data
+from pva.compilation import CATEGORIES
 
 from .timing import best_of
 

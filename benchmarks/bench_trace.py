@@ -194,24 +194,21 @@ def bench_recording(events: int, repeat: int) -> float:
             with tracing.Recorder(path) as recorder:
                 channel = recorder.channel("bench")
                 for _ in range(events // 2):
-                    with channel.event("outer"):
-                        with channel.event("inner"):
-                            pass
+                    with channel.event("outer"), channel.event("inner"):
+                        pass
 
         def baseline() -> None:
             nothing = contextlib.nullcontext()
             for _ in range(events // 2):
-                with nothing:
-                    with nothing:
-                        pass
+                with nothing, nothing:
+                    pass
 
         disabled_channel = tracing.channel("nobody-records-this")
 
         def disabled() -> None:
             for _ in range(events // 2):
-                with disabled_channel.event("outer"):
-                    with disabled_channel.event("inner"):
-                        pass
+                with disabled_channel.event("outer"), disabled_channel.event("inner"):
+                    pass
 
         t_record, _ = best_of(record, repeat)
         t_base, _ = best_of(baseline, repeat)

@@ -8,6 +8,7 @@ link is followed, not replaced.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -163,10 +164,8 @@ class AtomicOutput:
         if self.directory:
             shutil.rmtree(self.path, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            except FileNotFoundError:
-                pass
 
     def __enter__(self) -> Self:
         return self

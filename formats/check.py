@@ -294,7 +294,7 @@ def _references(reader: ProfileReader, out: _Collector) -> None:
         )
         for (value,) in bad:
             out.add("references", f"table {table}.{column}", f"tile {value} is outside 0..{limit - 1}")
-    sizes = {name: rows for name, rows in reader.query("SELECT name, num_rows FROM matrices")}
+    sizes = dict(reader.query("SELECT name, num_rows FROM matrices"))
     for table, column, matrix, _ in _ROW_REFERENCES:
         _check_rows(reader, out, table, column, matrix, sizes, "")
     for kind in _VECTOR_KINDS:
@@ -377,7 +377,7 @@ def _find_cycle(children: dict[int, list[int]]) -> list[int] | None:
 
 def _memory(reader: ProfileReader, out: _Collector) -> None:
     bytes_per_tile = reader.target["bytes_per_tile"]
-    for tile, excl, incl, overflow in reader.query(
+    for tile, excl, incl, _overflow in reader.query(
         "SELECT tile, total, total_including_gaps, overflowed_including_gaps FROM memory_by_tile "
         "WHERE total_including_gaps < total OR interleaved_including_gaps < interleaved "
         "OR non_interleaved_including_gaps < non_interleaved OR overflowed_including_gaps < overflowed LIMIT 21"
@@ -405,7 +405,7 @@ def _memory(reader: ProfileReader, out: _Collector) -> None:
         "overflowed": (regions[4] + regions[5]).sum(axis=1),
     }
     everything = sums["interleaved"] + sums["non_interleaved"] + sums["overflowed"]
-    for tile, (total, inter, non, over) in totals.items():
+    for tile, (total, _inter, _non, _over) in totals.items():
         if tile >= per_tile.shape[0]:
             continue
         if int(everything[tile]) != total:
@@ -488,7 +488,7 @@ def _counts(reader: ProfileReader, out: _Collector) -> None:
                                                "(SELECT count(*) FROM steps)")
     if declared_steps != steps:
         out.add("counts", "runs.num_steps", f"add up to {declared_steps}, table steps has {steps} rows")
-    for name, num_rows, num_cols, rows_per_chunk in reader.query(
+    for name, num_rows, _num_cols, _rows_per_chunk in reader.query(
             "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY name"):
         if name not in profile_matrices()["matrices"]:
             continue

@@ -366,7 +366,7 @@ class _Importer:
                 if pid not in self.process_names:
                     writer.add_process(pid, "", self.process_order[pid])
             lanes_of: dict[tuple[int, int], int] = {}
-            used = {pid_tid for pid_tid in self.threads}
+            used = set(self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
                 ends = [_INFINITY if e is None else e for e in thread.ends]
                 lanes = assign_lanes(list(thread.starts), ends)
@@ -378,7 +378,7 @@ class _Importer:
                         lane_tid = _free_tid(pid, tid, lane, used)
                         base = self.thread_names.get((pid, tid), f"thread {tid}")
                         writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
-                    picks = [k for k, l in enumerate(lanes) if l == lane]
+                    picks = [k for k, lane_of in enumerate(lanes) if lane_of == lane]
                     writer.add_events(
                         pid, lane_tid, [thread.labels[k] for k in picks], [thread.starts[k] for k in picks],
                         [None if thread.ends[k] is None else thread.ends[k] - thread.starts[k] for k in picks],
@@ -596,7 +596,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             starts.append(start)
             ends.append(max(start, int(base) + int(last)))
         # pass 2: each IPU's events by start (longest first), runs before steps, then steps in step order
-        rows = _peekable(reader.export_rows(_STEP_EVENTS))
+        rows = _Peekable(reader.export_rows(_STEP_EVENTS))
         for ipu in sorted(set(runs) | set(bounds)):
             run_items = runs.get(ipu, [])
             step_starts, step_ends = bounds.get(ipu, (array("q"), array("q")))
@@ -671,7 +671,7 @@ def _step_event(row: tuple) -> dict:
     return {"name": name or kind, "cat": kind, "args": args}
 
 
-class _peekable:
+class _Peekable:
     """The rows of a cursor, taken one IPU at a time."""
 
     def __init__(self, cursor) -> None:

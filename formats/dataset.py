@@ -618,7 +618,7 @@ def adbc_connect(path: str) -> ArrowSqlite | None:
         return ArrowSqlite(path)
     except ImportError:
         return None
-    except Exception as exc:  # noqa: BLE001 - the driver raises its own error classes
+    except Exception as exc:
         raise CorruptReportError(f"{path!r}: cannot be opened by SQLite ({exc})", path) from None
 
 
@@ -639,7 +639,7 @@ def read_table(reader, conn: ArrowSqlite | None, table: str, present: list[str],
         quoted = ", ".join(f'"{c}"' for c in stored)
         try:
             data = conn.arrow(f'SELECT {quoted} FROM "{table}"')
-        except Exception as exc:  # noqa: BLE001 - the driver's errors: the file is at fault
+        except Exception as exc:
             raise CorruptReportError(f"{reader.path!r}: table {table!r} cannot be read ({str(exc).splitlines()[0]})",
                                      reader.path) from None
     arrays, fields = [], []

@@ -28,7 +28,13 @@ import cbor2
 
 from .atomic import AtomicOutput, output_error
 from .detect import FileKind, check_regular_file, describe_bytes, kind_of_bytes
-from .errors import CorruptReportError, InconsistentReportError, InvalidInputError, NotAReportError, UnsupportedVersionError
+from .errors import (
+    CorruptReportError,
+    InconsistentReportError,
+    InvalidInputError,
+    NotAReportError,
+    UnsupportedVersionError,
+)
 
 #: Format version written by `write_debug_info`.
 DEBUG_INFO_FORMAT = (1, 0)

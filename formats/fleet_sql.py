@@ -431,7 +431,7 @@ def _spark_read_text(spark, uri: str) -> str:
     path = jvm.org.apache.hadoop.fs.Path(uri)
     try:
         stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(path)
-    except Exception as exc:  # noqa: BLE001 - a Py4J error wrapping the Java exception
+    except Exception as exc:
         raise InvalidInputError(f"{uri!r}: cannot be read; expected a pva dataset manifest "
                                 f"({str(exc).splitlines()[0][:200]})", uri) from None
     try:

@@ -40,7 +40,7 @@ class MatrixWriter:
     """Appends rows to one per-tile matrix, writing a compressed chunk each time one fills."""
 
     def __init__(
-        self, owner: "ProfileWriter", name: str, num_cols: int, rows_per_chunk: int, compression: str | None
+        self, owner: ProfileWriter, name: str, num_cols: int, rows_per_chunk: int, compression: str | None
     ) -> None:
         self._owner = owner
         self.name = name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sqlite3
@@ -60,7 +61,7 @@ class SqliteFileWriter:
             "format_version": f"{version[0]}.{version[1]}",
             "producer": producer,
             "producer_version": producer_version,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
         self._sql_cache: dict[tuple[str, tuple[str, ...]], str] = {}
 
@@ -178,10 +179,8 @@ class SqliteFileWriter:
     def abort(self) -> None:
         """Discard everything written; the target is left as it was."""
         if not self._out.done:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
-            except sqlite3.Error:
-                pass
             self._closed = True
             self._out.abort()
 

@@ -18,11 +18,11 @@ import pyarrow as pa
 from .arrow_chunks import check_ipc_stream
 from .errors import CorruptReportError, InconsistentReportError, PvaError
 from .profile_reader import MMAP_BYTES
+from .query.user_sql import UserSql
 from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, trace_schema
 from .sqlite_reader import SqliteFile
 from .trace_writer import NULL as _NULL
 from .trace_writer import STATE_COMPLETE, THREAD_COLUMNS_SCHEMA, THREAD_EVENTS_SQL
-from .query.user_sql import UserSql
 
 
 def _text_damage(method):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from formats import __version__
+from formats import __version__ as __version__
 
 #: Names defined outside pva_core: (module, attribute) of each.
 _ELSEWHERE = {

@@ -1,6 +1,6 @@
 """The pva exception hierarchy (defined in formats, where files are read)."""
 
-from formats.errors import (  # noqa: F401  (re-exported)
+from formats.errors import (
     ClosedReportError,
     CorruptReportError,
     InconsistentReportError,

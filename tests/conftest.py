@@ -10,7 +10,7 @@ import pytest
 # Shared helpers (report builders, corpora, workers) live in tests/support and are imported by name.
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "support"))
 
-from reportbuilder import write_sample_report  # noqa: E402
+from reportbuilder import write_sample_report
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +41,7 @@ def simulated(tmp_path_factory):
 def converted(tmp_path_factory):
     """A report converted from a legacy v1 JSON profile (graph and COMPUTE_SETS execution profile)."""
     import legacy_builders
+
     from formats.convert import convert
 
     directory = tmp_path_factory.mktemp("converted")

@@ -42,11 +42,10 @@ def test_a_failed_commit_removes_the_temporary_output(tmp_path, monkeypatch):
     def failing_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    with pytest.raises(OSError, match="no space left on device"):
-        with AtomicOutput(tmp_path / "out.json") as out:
-            with open(out.path, "w") as handle:
-                handle.write("{}")
-            monkeypatch.setattr(atomic.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="no space left on device"), AtomicOutput(tmp_path / "out.json") as out:
+        with open(out.path, "w") as handle:
+            handle.write("{}")
+        monkeypatch.setattr(atomic.os, "replace", failing_replace)
     assert _listing(tmp_path) == []
 
 
@@ -78,10 +77,9 @@ def test_without_exchange_a_failed_directory_rename_puts_the_old_one_back(tmp_pa
             raise OSError(5, "Input/output error")
         real_replace(src, dst)
 
-    with pytest.raises(OSError, match="(?i)input/output error"):
-        with AtomicOutput(target, directory=True) as out:
-            (tmp_path / out.path / "manifest.json").write_text('{"new": 1}')
-            monkeypatch.setattr(atomic.os, "replace", replace)
+    with pytest.raises(OSError, match="(?i)input/output error"), AtomicOutput(target, directory=True) as out:
+        (tmp_path / out.path / "manifest.json").write_text('{"new": 1}')
+        monkeypatch.setattr(atomic.os, "replace", replace)
     assert (target / "manifest.json").read_text() == old
     assert _listing(tmp_path) == ["export"]
 

@@ -8,8 +8,8 @@ import pytest
 
 import pva
 from formats.chrome_trace import assign_lanes, import_chrome_trace
-from formats.exporters.chrome import export_chrome_trace
 from formats.errors import InvalidInputError
+from formats.exporters.chrome import export_chrome_trace
 
 #: A per-layer timeline as SigmaStar's performance_timeline.py describes it (seed 001).
 SIGMASTAR = {"traceEvents": [

@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import pytest
-
 from test_compilation_builder import COMPUTE_SETS, NUM_IPUS, TILES, TILES_PER_IPU, model  # noqa: F401  (fixture)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -47,7 +47,7 @@ def compute_io_overlap(report):
     compute, stream = [], []
 
     class Windows(pva.ProgramVisitor):
-        def __init__(self, cyclesFrom, cyclesTo):  # noqa: N803 (client style)
+        def __init__(self, cyclesFrom, cyclesTo):
             self.cyclesFrom = cyclesFrom
             self.cyclesTo = cyclesTo
             super().__init__()
@@ -219,7 +219,7 @@ def test_data_out_of_a_simulated_run_that_copies_to_the_host(simulated):
                          for ipu in step.ipus)
             for run in report.execution.runs
         }
-        assert by_run == {run: total for run, total in rows} | {r: 0 for r in by_run if r not in dict(rows)}
+        assert by_run == dict(rows) | {r: 0 for r in by_run if r not in dict(rows)}
         assert any(by_run.values())
 
 

@@ -6,7 +6,6 @@ import fnmatch
 import sqlite3
 
 import pytest
-
 from test_client_scripts_compilation import run
 
 
@@ -100,7 +99,7 @@ def test_per_ipu_code_sums(simulated):
             print(sum(t.memory.category.vertexCode.total for t in ipu.tiles),
                   sum(t.memory.category.internalExchangeCode.total for t in ipu.tiles))
     """, path)
-    rows = dict(((name), total) for name, total in _sql(
+    rows = dict(_sql(
         path, "SELECT c.name, sum(m.total) FROM memory_by_category m JOIN var_categories c ON c.id = m.category "
               "GROUP BY c.name"))
     assert out.split() == [str(rows["vertexCode"]), str(rows["internalExchangeCode"])]

@@ -6,10 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
-import pva
-from formats.profile_writer import ProfileWriter
-from pva.compilation import CATEGORIES
 from test_compilation_builder import (  # noqa: F401  (fixture)
     CATEGORY_NAMES,
     COMPUTE_SETS,
@@ -21,6 +17,10 @@ from test_compilation_builder import (  # noqa: F401  (fixture)
     VERTEX_TYPES,
     model,
 )
+
+import pva
+from formats.profile_writer import ProfileWriter
+from pva.compilation import CATEGORIES
 
 
 @pytest.fixture(scope="module")

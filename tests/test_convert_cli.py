@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from legacy_builders import complete_graph_profile, execution_profile, write_cbor, write_json
 
 from formats.detect import InputKind, classify_input
-from legacy_builders import complete_graph_profile, execution_profile, write_cbor, write_json
 from pva.cli import main
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections.abc
 import concurrent.futures
+import contextlib
 import csv
 import hashlib
 import json
@@ -38,10 +39,10 @@ import time
 
 import cbor2
 import h5py
+import legacy_builders
 import pyarrow.parquet as pq
 import pytest
 
-import legacy_builders
 import pva
 from formats import atomic
 from formats.check import check_report
@@ -318,10 +319,8 @@ def _kill_point(job: Job, directory: pathlib.Path, mode: str, fraction: float, w
             delay = fraction * job.write_window
         else:
             delay = fraction * job.runtime
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            pass
         writing = _temporaries_exist(job, directory)
         finished = proc.poll() is not None
         if not finished:

@@ -181,7 +181,7 @@ def test_schema_evolves_with_nulls_in_older_partitions(sample, tmp_path):
     with open(os.path.join(data, fds.MANIFEST)) as handle:
         manifest = json.load(handle)
     columns = [c[0] for c in manifest["tables"]["steps"]["columns"]]
-    assert columns[-1] == "energy_nj" and columns[:-1] == [c for c in fds.base_schemas()["steps"].names]
+    assert columns[-1] == "energy_nj" and columns[:-1] == list(fds.base_schemas()["steps"].names)
     rows = pva.dataset.query(data, "SELECT report_id, count(*) AS steps, count(energy_nj) AS measured, "
                                    "sum(energy_nj) AS energy FROM steps GROUP BY report_id ORDER BY steps").to_pylist()
     steps = len(sample.rows("steps"))
@@ -263,7 +263,7 @@ def test_loose_reports_suggest_a_dataset(sample, tmp_path, capsys):
     # every column, when the query asks for *
     assert main(["query", str(tmp_path / "runs" / "r00"), "SELECT * FROM steps ORDER BY id LIMIT 1", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
-    assert list(row) == ["report"] + [c for c in fds.base_schemas()["steps"].names]
+    assert list(row) == ["report"] + list(fds.base_schemas()["steps"].names)
 
 
 def test_a_full_disk_stops_the_add_with_exit_2(sample, compile_only, tmp_path, monkeypatch, capsys):

@@ -7,10 +7,10 @@ import os
 
 import cbor2
 import pytest
+from test_compilation_builder import model  # noqa: F401  (fixture)
 
 import pva
 from formats.debug_info import DebugInfoReader, write_debug_info
-from test_compilation_builder import model  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="module")
@@ -221,10 +221,9 @@ def test_program_contexts_point_back(comp):
 
 
 def test_a_debug_cbor_of_another_report_is_refused(tmp_path):
-    from simulator.presets import run_preset
-
     import pva
     from formats.debug_info import read_debug_id
+    from simulator.presets import run_preset
 
     first, second = tmp_path / "a", tmp_path / "b"
     for directory, preset in ((first, "tutorial1"), (second, "tutorial3")):

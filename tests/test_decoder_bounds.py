@@ -6,17 +6,16 @@ instead of exhausting the machine) and reports its peak resident memory (VmHWM) 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import resource
+import sqlite3
 import subprocess
 import sys
 
 import hostile_corpus
-import contextlib
-import sqlite3
-
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from formats.profile_reader import ProfileReader
-from pva.cli import main
 from pva.analysis.compare import Difference, compare
+from pva.cli import main
 
 
 @pytest.fixture()

@@ -5,9 +5,9 @@ import pathlib
 import re
 
 import pytest
+from support import api_reference, cli_reference
 
 from formats.schema_reference import render_reference
-from support import api_reference, cli_reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

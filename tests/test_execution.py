@@ -8,10 +8,10 @@ import sqlite3
 import numpy as np
 import pyarrow as pa
 import pytest
+from reportbuilder import write_sample_report
 
 import pva
 from formats.profile_writer import ProfileWriter
-from reportbuilder import write_sample_report
 
 IPU_COLUMNS = ("profiled", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min", "all_cycles_from_max",
                "all_cycles_from_avg", "all_cycles_to_min", "all_cycles_to_max", "all_cycles_to_avg",
@@ -325,11 +325,11 @@ def _write_partial(path) -> None:
         w.insert("programs", ("id", "type", "name"), [(0, "DoExchange", "x")])
         w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "only", 0, 2)])
         w.insert("steps", ("id", "run", "type", "program"), [(0, 0, "DoExchange", 0), (1, 0, "DoExchange", 0)])
-        row = dict(cycles=70, active_tiles=2, cycles_base=1000, all_cycles_from_min=1, all_cycles_from_max=2,
-                   all_cycles_from_avg=1, all_cycles_to_min=30, all_cycles_to_max=40, all_cycles_to_avg=35,
-                   active_cycles_from_min=1, active_cycles_from_max=2, active_cycles_from_avg=1,
-                   active_cycles_to_min=30, active_cycles_to_max=40, active_cycles_to_avg=35, thread_balance=0.5,
-                   tile_balance=0.9, active_tile_balance=0.8, data_in=64, data_out=128, data_balance=0.7)
+        row = {"cycles": 70, "active_tiles": 2, "cycles_base": 1000, "all_cycles_from_min": 1, "all_cycles_from_max": 2,
+                   "all_cycles_from_avg": 1, "all_cycles_to_min": 30, "all_cycles_to_max": 40, "all_cycles_to_avg": 35,
+                   "active_cycles_from_min": 1, "active_cycles_from_max": 2, "active_cycles_from_avg": 1,
+                   "active_cycles_to_min": 30, "active_cycles_to_max": 40, "active_cycles_to_avg": 35, "thread_balance": 0.5,
+                   "tile_balance": 0.9, "active_tile_balance": 0.8, "data_in": 64, "data_out": 128, "data_balance": 0.7}
         columns = ("step_id", "ipu", "profiled", *row)
         w.insert("steps_by_ipu", columns, [(0, 0, 1, *row.values()), (0, 1, 0, *row.values()),
                                            (1, 0, 1, *row.values())])

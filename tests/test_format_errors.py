@@ -301,10 +301,9 @@ def test_exception_inside_writer_leaves_existing_report_intact(sample, tmp_path)
 
     target = _copy(sample, tmp_path, "profile.pop")
     before = target.read_bytes()
-    with pytest.raises(RuntimeError):
-        with ProfileWriter(target) as w:
-            w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
-            raise RuntimeError("producer failed")
+    with pytest.raises(RuntimeError), ProfileWriter(target) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
+        raise RuntimeError("producer failed")
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.pop"]
 

@@ -176,30 +176,24 @@ def test_writer_refuses_unknown_tables_columns_and_bad_vectors(tmp_path):
     from formats.profile_writer import ProfileWriter
 
     target = tmp_path / "bad.pop"
-    with pytest.raises(pva.InvalidInputError, match="no table 'nonsense'"):
-        with ProfileWriter(target) as w:
-            w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
-            w.insert("nonsense", ("a",), [(1,)])
+    with pytest.raises(pva.InvalidInputError, match="no table 'nonsense'"), ProfileWriter(target) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
+        w.insert("nonsense", ("a",), [(1,)])
     assert not target.exists()
-    with pytest.raises(pva.InvalidInputError, match="no column"):
-        with ProfileWriter(target) as w:
-            w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
-            w.insert("programs", ("id", "colour"), [(1, "red")])
-    with pytest.raises(pva.InvalidInputError, match="expects rows of 4 values"):
-        with ProfileWriter(target) as w:
-            w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
-            w.matrix("step_cycles_by_tile").append([1, 2, 3])
-    with pytest.raises(pva.InvalidInputError, match="non-negative"):
-        with ProfileWriter(target) as w:
-            w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
-            w.matrix("step_cycles_by_tile").append(np.array([1, -2, 3, 4]))
-    with pytest.raises(pva.InvalidInputError, match="needs a target"):
-        with ProfileWriter(target):
-            pass
-    with pytest.raises(pva.InvalidInputError, match="one row per step"):
-        with ProfileWriter(target) as w:
-            w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
-            w.matrix("step_cycles_by_tile").append([1, 2, 3, 4])
+    with pytest.raises(pva.InvalidInputError, match="no column"), ProfileWriter(target) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
+        w.insert("programs", ("id", "colour"), [(1, "red")])
+    with pytest.raises(pva.InvalidInputError, match="expects rows of 4 values"), ProfileWriter(target) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
+        w.matrix("step_cycles_by_tile").append([1, 2, 3])
+    with pytest.raises(pva.InvalidInputError, match="non-negative"), ProfileWriter(target) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
+        w.matrix("step_cycles_by_tile").append(np.array([1, -2, 3, 4]))
+    with pytest.raises(pva.InvalidInputError, match="needs a target"), ProfileWriter(target):
+        pass
+    with pytest.raises(pva.InvalidInputError, match="one row per step"), ProfileWriter(target) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
+        w.matrix("step_cycles_by_tile").append([1, 2, 3, 4])
     assert not target.exists()
     assert list(tmp_path.iterdir()) == []
 

@@ -17,12 +17,12 @@ import cbor2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from legacy_builders import complete_graph_profile, execution_profile
 
 import pva
 from formats.chrome_trace import import_chrome_trace
 from formats.convert import convert
 from formats.errors import PvaError
-from legacy_builders import complete_graph_profile, execution_profile
 
 #: Examples per fuzz test. The suite runs them deterministically; set PVA_FUZZ_EXAMPLES for a longer,
 #: randomised campaign (for example PVA_FUZZ_EXAMPLES=2000 python -m pytest tests/test_fuzz_converters.py).
@@ -74,7 +74,7 @@ def mutated(draw, base: bytes):
         elif kind == "delete":
             del data[position : position + draw(st.integers(1, 40))]
         else:
-            numbers = [m for m in re.finditer(rb"-?\d+(?:\.\d+)?", bytes(data))]
+            numbers = list(re.finditer(rb"-?\d+(?:\.\d+)?", bytes(data)))
             if numbers:
                 match = numbers[draw(st.integers(0, len(numbers) - 1))]
                 data[match.start() : match.end()] = draw(st.sampled_from(NASTY_VALUES))
@@ -141,7 +141,7 @@ def _import_and_read(source, output):
         for process in trace.processes:
             for thread in process.threads:
                 for event in thread.events:
-                    event.args  # noqa: B018 - reads the JSON args
+                    event.args
 
 
 def _write(tmp_path, name, data: bytes) -> str:

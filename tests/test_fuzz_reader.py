@@ -17,6 +17,7 @@ replaced by views, and damaged Arrow chunks; and damaged debug.cbor files.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -92,10 +93,8 @@ class Worker:
         self.proc.wait()
         self._stderr = self.proc.stderr.read() if self.proc.stderr else ""
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.close()
-            except (OSError, ValueError):
-                pass
         self.proc = None
 
 
@@ -253,10 +252,9 @@ def apply_sql(path: pathlib.Path, edits) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         for kind, *args in edits:
-            try:
+            # An edit SQLite refuses (a constraint, a table already dropped) is skipped.
+            with contextlib.suppress(sqlite3.Error):
                 _apply_one(conn, kind, args)
-            except sqlite3.Error:
-                pass  # an edit SQLite refuses (a constraint, a table already dropped) is skipped
     finally:
         conn.close()
 

@@ -14,7 +14,6 @@ import resource
 import subprocess
 import sys
 
-
 from hostile_corpus import make_cases
 
 WORKER = pathlib.Path(__file__).parent / "support" / "hostile_worker.py"

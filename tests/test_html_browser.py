@@ -25,10 +25,10 @@ import sys
 import tempfile
 
 import pytest
-
-from pva.cli import command_modules
-from pva.analysis.html import Limits, html_report
 from test_html_report import MEDIUM_IPUS, MEDIUM_OOM_TILES, MEDIUM_TILES_PER_IPU, write_medium_report
+
+from pva.analysis.html import Limits, html_report
+from pva.cli import command_modules
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIMULATED_PRESET = "mnist-mlp"

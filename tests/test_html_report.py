@@ -17,16 +17,15 @@ import zlib
 
 import numpy as np
 import pytest
+from reportbuilder import BYTES_PER_TILE, TILES_PER_IPU
 
 from formats.profile_reader import ProfileReader
 from formats.profile_writer import ProfileWriter
-from pva.compilation import CATEGORIES
 from pva.analysis.compare import compare
-from pva.analysis.html import Limits, html_report
-from pva.analysis.html import chart_data
+from pva.analysis.html import Limits, chart_data, html_report
 from pva.analysis.html.render import render_page
 from pva.analysis.summary import live_variables_by_step, summary_data
-from reportbuilder import BYTES_PER_TILE, TILES_PER_IPU
+from pva.compilation import CATEGORIES
 
 # -- a medium-sized report: two Mk2 IPUs, enough tiles and steps to be downsampled ----------------
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from formats.check import check_report
-from formats.legacy import convert_legacy
 from formats.exporters.legacy import export_legacy
+from formats.legacy import convert_legacy
 from formats.profile_reader import ProfileReader
 from simulator.presets import PRESETS, run_preset
 

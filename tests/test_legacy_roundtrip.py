@@ -7,12 +7,12 @@ import os
 
 import cbor2
 import pytest
+from legacy_builders import PROFILER_MODES, complete_graph_profile, execution_profile, write_cbor, write_json
 
+from formats.exporters.legacy import export_legacy
 from formats.legacy import convert_legacy
 from formats.legacy.equivalence import DERIVED, differences
-from formats.exporters.legacy import export_legacy
 from formats.legacy.exporter import CBOR_MAGIC
-from legacy_builders import PROFILER_MODES, complete_graph_profile, execution_profile, write_cbor, write_json
 
 SKELETON = {
     "graphProfile": {

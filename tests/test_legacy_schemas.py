@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from formats.legacy.jsonstream import json_events
-from formats.legacy.schema_check import Checker, SchemaViolation, check_document, load_schema
+from formats.legacy.schema_check import Checker, SchemaViolationError, check_document, load_schema
 from formats.legacy.tree import build_tree, location
 
 CASES = json.loads(resources.files("schemas").joinpath("legacy", "cases.json").read_text(encoding="utf-8"))["cases"]
@@ -38,7 +38,7 @@ def test_case_agrees_with_pva_checker(case):
     if case["valid"]:
         checker.check(tree)
         return
-    with pytest.raises(SchemaViolation) as caught:
+    with pytest.raises(SchemaViolationError) as caught:
         checker.check(tree)
     assert location(caught.value.parts) == case["location"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_compilation_builder import model  # noqa: F401  (fixture)
 
 import pva
 from formats.debug_info import write_debug_info
 from formats.profile_writer import ProfileWriter
-from test_compilation_builder import model  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="module")

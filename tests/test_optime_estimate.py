@@ -7,9 +7,9 @@ import json
 import pytest
 
 from formats.profile_reader import ProfileReader
-from pva.cli import main
 from pva.analysis.estimate import estimate, format_compile_report
 from pva.analysis.optime import operator_times
+from pva.cli import main
 
 
 def _step_times(sample):
@@ -67,7 +67,7 @@ def test_estimate_follows_the_delta_t_rules(sample):
     reader = ProfileReader(sample.path)
     est = estimate(reader)
     exchange = reader.matrix("program_estimated_cycles_by_tile")
-    vectors = dict(((p, k), r) for p, k, r in reader.query("SELECT program, kind, row FROM program_vectors"))
+    vectors = {(p, k): r for p, k, r in reader.query("SELECT program, kind, row FROM program_vectors")}
     reader.close()
     estimates = sample.matrix("compute_set_estimated_cycles_by_tile")
     by_name = {k.name: k for k in est.kernels}

@@ -41,9 +41,9 @@ def test_installed_wheel_works_outside_the_source_tree(wheel, tmp_path, sample):
     env = dict(os.environ, PYTHONPATH=str(target))
     code = (
         "import pva, formats.schema as s; "
-        "assert pva.__file__.startswith(%r), pva.__file__; "
-        "print(len(s.profile_schema().tables), pva.openReport(%r).compilation.target.numTiles)"
-    ) % (str(target), sample.path)
+        f"assert pva.__file__.startswith({str(target)!r}), pva.__file__; "
+        f"print(len(s.profile_schema().tables), pva.openReport({sample.path!r}).compilation.target.numTiles)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     from formats.schema import profile_schema

@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="pva plot needs matplotlib (pip install 'pva[plot]')")
 
-from matplotlib import image as mpimg  # noqa: E402
+from matplotlib import image as mpimg
+from test_html_report import write_medium_report
 
-from pva.cli import main  # noqa: E402
-from pva.analysis.chart_options import format_size  # noqa: E402
-from pva.analysis.plots import KINDS, write_plot  # noqa: E402
-from test_html_report import write_medium_report  # noqa: E402
+from pva.analysis.chart_options import format_size
+from pva.analysis.plots import KINDS, write_plot
+from pva.cli import main
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_compilation_builder import CHILDREN, PROGRAMS, model  # noqa: F401  (fixture)
 
 import pva
-from test_compilation_builder import CHILDREN, PROGRAMS, model  # noqa: F401  (fixture)
 
 SEED_TYPES = [
     "Unknown", "Sequence", "OnTileExecute", "Repeat", "RepeatWhile", "OnTileSwitch", "OnEveryTileSwitch", "IfElse",
@@ -52,7 +52,7 @@ def test_enum_idioms_clients_use(programs):
     assert p.type not in {PType.Sync, PType.GlobalExchange}
     assert {PType.StreamCopyMid: "mid"}[p.type] == "mid"
     assert p.type.name == "StreamCopyMid" and p.type.value == 11 and int(p.type) == 11
-    assert "OnTileExecute" in PType.__members__ and getattr(PType, "OnTileExecute") == PType.OnTileExecute
+    assert "OnTileExecute" in PType.__members__ and PType.OnTileExecute == PType.OnTileExecute
     assert type(p.type) is type(PType.Sync)
     assert repr(PType.Sync) == "<Type.Sync: 14>"
 
@@ -221,7 +221,7 @@ def test_accept_calls_exactly_the_kinds_method_and_does_not_recurse(programs):
 def test_unoverridden_methods_do_nothing(report):
     class OnlyOte(pva.ProgramVisitor):
         def __init__(self):
-            super(OnlyOte, self).__init__()
+            super().__init__()
             self.names = []
 
         def visitOnTileExecute(self, onTileExecute):

@@ -21,12 +21,12 @@ import sqlite3
 
 import pyarrow as pa
 import pytest
+from report_walk import walk
 
 import pva
 from formats.arrow_chunks import decode_chunk
 from formats.errors import PvaError
 from formats.profile_reader import ProfileReader
-from report_walk import walk
 from pva.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -20,6 +20,5 @@ def test_sql_rows_and_arrow(sample):
 
 
 def test_sql_refuses_writes(sample):
-    with pva.openReport(sample.path) as report:
-        with pytest.raises(pva.PvaError, match="read-only"):
-            report.sql("DELETE FROM programs")
+    with pva.openReport(sample.path) as report, pytest.raises(pva.PvaError, match="read-only"):
+        report.sql("DELETE FROM programs")

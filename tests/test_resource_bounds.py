@@ -19,7 +19,6 @@ import sys
 import threading
 
 import pytest
-
 from large_report import write_long_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

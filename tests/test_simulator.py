@@ -7,17 +7,37 @@ import os
 
 import numpy as np
 import pytest
+from simulator_invariants import check_report
 
 import pva
 from formats.profile_reader import ProfileReader
-from simulator import (FLOAT, INT, Call, Copy, Engine, Execute, Graph, If, Input, IPUModel, Output, PrintTensor,
-                       Repeat, RepeatWhileTrue, Sequence, Switch, Sync, Target, Vertex, WriteUndef)
+from simulator import (
+    FLOAT,
+    INT,
+    Call,
+    Copy,
+    Engine,
+    Execute,
+    Graph,
+    If,
+    Input,
+    IPUModel,
+    Output,
+    PrintTensor,
+    Repeat,
+    RepeatWhileTrue,
+    Sequence,
+    Switch,
+    Sync,
+    Target,
+    Vertex,
+    WriteUndef,
+)
 from simulator.compiler.memory import CATEGORIES
 from simulator.errors import ExecutionError, GraphError, OptionError
 from simulator.options import parse_environment, resolve
 from simulator.poplibs import popops
 from simulator.target import ARCHITECTURES
-from simulator_invariants import check_report
 
 TS = "2024-01-01T00:00:00Z"
 

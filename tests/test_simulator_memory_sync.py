@@ -185,7 +185,7 @@ def test_io_tiles_overlap_stream_copies_with_compute(tmp_path):
             rows = r.query("SELECT s.id, s.type, s.name, b.all_cycles_from_min, b.all_cycles_to_max, "
                            "b.active_tiles, s.run FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id ORDER BY s.id")
         overlapped = 0
-        for i, (sid, kind, name, frm, to, active, run) in enumerate(rows):
+        for i, (_sid, kind, name, frm, _to, active, run) in enumerate(rows):
             if kind != "StreamCopyMid" or name != "images":
                 continue
             earlier = [x for x in rows[:i] if x[1] == "OnTileExecute" and x[6] == run and x[4] > frm]

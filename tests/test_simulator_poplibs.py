@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
-from simulator.poplibs import popnn, poplin, popops
-from simulator_invariants import check_report
+from simulator.poplibs import poplin, popnn, popops
 
 TS = "2024-01-01T00:00:00Z"
 

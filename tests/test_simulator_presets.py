@@ -7,12 +7,12 @@ import shutil
 
 import numpy as np
 import pytest
+from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from pva.cli import main as cli_main
 from simulator.errors import OptionError
 from simulator.presets import PRESETS, build_preset, resolve_knobs, run_preset
-from simulator_invariants import check_report
 
 TS = "2024-01-01T00:00:00Z"
 

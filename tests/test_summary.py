@@ -12,8 +12,8 @@ import pytest
 
 import pva
 from formats.profile_reader import ProfileReader
-from pva.cli import main
 from pva.analysis.summary import SummaryOptions, histogram_lines, printProfileSummary, summary_data, use_colour
+from pva.cli import main
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

@@ -308,9 +308,8 @@ def _tampered(fixture_path, tmp_path, *statements):
 ])
 def test_mis_nested_or_impossible_events_are_reported(fixture_path, tmp_path, statement, fragment):
     path = _tampered(fixture_path, tmp_path, statement)
-    with pva.openTrace(path) as t:
-        with pytest.raises(pva.InconsistentReportError) as info:
-            t.process(100).thread(1).events
+    with pva.openTrace(path) as t, pytest.raises(pva.InconsistentReportError) as info:
+        t.process(100).thread(1).events
     assert fragment in str(info.value)
     assert str(path) in str(info.value) and "thread 1 of process 100" in str(info.value)
 
@@ -361,9 +360,8 @@ def test_hot_journal_is_rolled_back_in_a_copy(tmp_path):
 
 def test_writer_refuses_events_that_end_before_they_start(tmp_path):
     path = tmp_path / "bad.pvti"
-    with pytest.raises(pva.InvalidInputError, match="event 'b' at 10 µs ends before it starts"):
-        with TraceWriter(path) as w:
-            w.add_events(1, 1, ["a", "b"], [0, 10], [5, -3], parents=None)
+    with pytest.raises(pva.InvalidInputError, match="event 'b' at 10 µs ends before it starts"), TraceWriter(path) as w:
+        w.add_events(1, 1, ["a", "b"], [0, 10], [5, -3], parents=None)
     assert not path.exists()
 
 

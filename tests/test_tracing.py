@@ -80,9 +80,8 @@ def test_nested_events_decorator_and_args(tmp_path):
 
 def test_durations_are_measured(tmp_path):
     path = tmp_path / "sleep.pvti"
-    with tracing.Recorder(path) as recorder:
-        with recorder.channel("c").event("sleep"):
-            time.sleep(0.05)
+    with tracing.Recorder(path) as recorder, recorder.channel("c").event("sleep"):
+        time.sleep(0.05)
     with pva.openTrace(path) as trace:
         (event,) = only_thread(trace).events
         assert 50_000 <= event.duration < 5_000_000
@@ -92,10 +91,8 @@ def test_an_exception_ends_the_event_and_propagates(tmp_path):
     path = tmp_path / "raise.pvti"
     with tracing.Recorder(path) as recorder:
         channel = recorder.channel("c")
-        with pytest.raises(KeyError):
-            with channel.event("failing"):
-                with channel.event("inner"):
-                    raise KeyError("x")
+        with pytest.raises(KeyError), channel.event("failing"), channel.event("inner"):
+            raise KeyError("x")
         with channel.event("after"):
             pass
     with pva.openTrace(path) as trace:
@@ -113,10 +110,9 @@ def test_threads_record_concurrently_and_nest_separately(tmp_path):
 
         def worker(k):
             barrier.wait()
-            for i in range(per_thread):
-                with channel.event(f"job{k}"):
-                    with channel.event("part"):
-                        pass
+            for _i in range(per_thread):
+                with channel.event(f"job{k}"), channel.event("part"):
+                    pass
 
         threads = [threading.Thread(target=worker, args=(k,), name=f"worker-{k}") for k in range(4)]
         for t in threads:

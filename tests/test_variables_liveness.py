@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
-import pva
-from formats.profile_writer import ProfileWriter
 from test_compilation_builder import (  # noqa: F401  (fixture)
     CATEGORY_NAMES,
     CLASSES,
@@ -17,6 +14,9 @@ from test_compilation_builder import (  # noqa: F401  (fixture)
     VARIABLES,
     model,
 )
+
+import pva
+from formats.profile_writer import ProfileWriter
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +258,6 @@ def test_gapped_liveness_step_ids_are_reported(tmp_path):
         w.set_target(num_ipus=1, tiles_per_ipu=2, bytes_per_tile=1024)
         w.insert("programs", ("id", "type"), [(0, "Sequence")])
         w.insert("liveness_steps", ("id", "program", "not_always_live_bytes"), [(0, 0, 0), (2, 0, 0)])
-    with pva.openReport(path) as report:
-        with pytest.raises(pva.InconsistentReportError, match="liveness step ids must be 0..1, found id 2"):
-            report.compilation.livenessProgramSteps
+    with pva.openReport(path) as report, pytest.raises(pva.InconsistentReportError,
+                                                        match="liveness step ids must be 0..1, found id 2"):
+        report.compilation.livenessProgramSteps

@@ -22,31 +22,30 @@ def export_hdf5(report: str, output: str, *, compression: str = "gzip", level: i
     """
     reader = ProfileReader(report)
     try:
-        with AtomicOutput(output) as out:
-            with h5py.File(out.path, "w") as h5:
-                h5.attrs["report"] = reader.path.rsplit("/", 1)[-1]
-                h5.attrs["format"] = "pva per-tile matrices"
-                h5.attrs["target"] = json.dumps(reader.target)
-                h5.attrs["metadata"] = json.dumps(reader.metadata)
-                group = h5.create_group("matrices")
-                for name in matrix_names(reader):
-                    matrix = reader.matrix(name)
-                    rows, cols = matrix.num_rows, matrix.num_cols
-                    chunk_rows = max(1, min(rows or 1, CHUNK_BYTES // (8 * max(1, cols))))
-                    dataset = group.create_dataset(
-                        name, shape=(rows, cols), dtype=np.uint64,
-                        chunks=(chunk_rows, max(1, cols)) if rows and cols else None,
-                        compression=compression if rows and cols else None,
-                        compression_opts=level if compression == "gzip" and rows and cols else None,
-                        shuffle=bool(rows and cols))
-                    for first, block in matrix_blocks(reader, name):
-                        dataset[first : first + block.shape[0]] = block
-                    info = matrix_info(name)
-                    dataset.attrs["name"] = name
-                    dataset.attrs["unit"] = info.get("unit", "")
-                    dataset.attrs["description"] = info.get("description", "")
-                    dataset.attrs["rows"] = info.get("rows", "")
-                    dataset.attrs["columns"] = info.get("columns", "")
+        with AtomicOutput(output) as out, h5py.File(out.path, "w") as h5:
+            h5.attrs["report"] = reader.path.rsplit("/", 1)[-1]
+            h5.attrs["format"] = "pva per-tile matrices"
+            h5.attrs["target"] = json.dumps(reader.target)
+            h5.attrs["metadata"] = json.dumps(reader.metadata)
+            group = h5.create_group("matrices")
+            for name in matrix_names(reader):
+                matrix = reader.matrix(name)
+                rows, cols = matrix.num_rows, matrix.num_cols
+                chunk_rows = max(1, min(rows or 1, CHUNK_BYTES // (8 * max(1, cols))))
+                dataset = group.create_dataset(
+                    name, shape=(rows, cols), dtype=np.uint64,
+                    chunks=(chunk_rows, max(1, cols)) if rows and cols else None,
+                    compression=compression if rows and cols else None,
+                    compression_opts=level if compression == "gzip" and rows and cols else None,
+                    shuffle=bool(rows and cols))
+                for first, block in matrix_blocks(reader, name):
+                    dataset[first : first + block.shape[0]] = block
+                info = matrix_info(name)
+                dataset.attrs["name"] = name
+                dataset.attrs["unit"] = info.get("unit", "")
+                dataset.attrs["description"] = info.get("description", "")
+                dataset.attrs["rows"] = info.get("rows", "")
+                dataset.attrs["columns"] = info.get("columns", "")
     finally:
         reader.close()
     return [output]

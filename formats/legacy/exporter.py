@@ -168,7 +168,7 @@ def _exchange_ids(rep: _Report) -> tuple[list[tuple], dict[int, tuple[str, int]]
     programs = rep.r.query("SELECT id, type, name, compute_set, exchange, call_target FROM programs ORDER BY id")
     stored = _has_legacy_exchange_ids(rep.r)
     exchange_of: dict[int, tuple[str, int]] = {}
-    counters = {family: 0 for family in M.EXCHANGE_SECTIONS}
+    counters = dict.fromkeys(M.EXCHANGE_SECTIONS, 0)
     for pid, kind, _name, _cs, exchange, _call in programs:
         family = M.EXCHANGE_FAMILY.get(kind)
         if family is None:
@@ -274,7 +274,7 @@ def _memory(rep: _Report, num_vt: int) -> dict:
     matrix = r.matrix("memory_category_by_tile")
     if present and matrix is not None:
         values = matrix.rows()
-        names = {cid: name for cid, name in categories}
+        names = dict(categories)
         index = {cid: i for i, (cid, _n) in enumerate(categories)}
         by_category: dict[str, Any] = {}
         for cid, region, overlapped in present:

@@ -26,14 +26,14 @@ SCHEMA_FILES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_schema(name: str) -> dict:
     """A schema of schemas/legacy by short name (graph_profile, execution_profile)."""
     text = resources.files("schemas").joinpath("legacy", SCHEMA_FILES[name]).read_text(encoding="utf-8")
     return json.loads(text)
 
 
-class SchemaViolation(ValueError):
+class SchemaViolationError(ValueError):
     """A value does not match the schema; `parts` locate it."""
 
     def __init__(self, parts: list, message: str) -> None:
@@ -98,7 +98,7 @@ class Checker:
         return schema
 
     def check(self, value: Any) -> CheckResult:
-        """Raise SchemaViolation at the first mismatch; return the unknown keys otherwise."""
+        """Raise SchemaViolationError at the first mismatch; return the unknown keys otherwise."""
         result = CheckResult()
         self._check(value, self.root, [], result)
         return result
@@ -110,10 +110,10 @@ class Checker:
             kinds = [types] if isinstance(types, str) else types
             if not any(_is_type(value, k) for k in kinds):
                 wanted = " or ".join(_JSON_TYPES.get(k, k) for k in kinds)
-                raise SchemaViolation(parts, f"expected {wanted}, found {describe(value)}")
+                raise SchemaViolationError(parts, f"expected {wanted}, found {describe(value)}")
         if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
             options = ", ".join(json.dumps(o) for o in schema["enum"])
-            raise SchemaViolation(parts, f"expected one of {options}, found {describe(value)}")
+            raise SchemaViolationError(parts, f"expected one of {options}, found {describe(value)}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             self._bounds(value, schema, parts)
         if "anyOf" in schema:
@@ -122,10 +122,10 @@ class Checker:
                 try:
                     self._check(value, option, parts, CheckResult())
                     break
-                except SchemaViolation as exc:
+                except SchemaViolationError as exc:
                     failures.append(exc.message)
             else:
-                raise SchemaViolation(parts, "; or ".join(failures))
+                raise SchemaViolationError(parts, "; or ".join(failures))
         if isinstance(value, dict):
             self._object(value, schema, parts, result)
         elif isinstance(value, Run):
@@ -142,14 +142,14 @@ class Checker:
         low = schema.get("minimum")
         high = schema.get("maximum")
         if low is not None and value < low:
-            raise SchemaViolation(parts, f"expected a number >= {low}, found {describe(value)}")
+            raise SchemaViolationError(parts, f"expected a number >= {low}, found {describe(value)}")
         if high is not None and value > high:
-            raise SchemaViolation(parts, f"expected a number <= {high}, found {describe(value)}")
+            raise SchemaViolationError(parts, f"expected a number <= {high}, found {describe(value)}")
 
     def _object(self, value: dict, schema: dict, parts: list, result: CheckResult) -> None:
         for key in schema.get("required", ()):
             if key not in value:
-                raise SchemaViolation(parts, f"the required key {key!r} is missing")
+                raise SchemaViolationError(parts, f"the required key {key!r} is missing")
         properties = schema.get("properties", {})
         extra = schema.get("additionalProperties", True)
         for key, item in value.items():
@@ -157,7 +157,7 @@ class Checker:
             if key in properties:
                 self._check(item, properties[key], parts, result)
             elif extra is False:
-                raise SchemaViolation(parts, f"unexpected key {key!r}")
+                raise SchemaViolationError(parts, f"unexpected key {key!r}")
             elif extra is True:
                 result.unknown.append((list(parts), item))
             else:
@@ -175,7 +175,7 @@ class Checker:
         if "integer" in kinds and "number" not in kinds and not run.is_integral:
             values = run.array()
             index = int((values % 1 != 0).argmax())
-            raise SchemaViolation(parts + [index], f"expected an integer, found {describe(values[index].item())}")
+            raise SchemaViolationError(parts + [index], f"expected an integer, found {describe(values[index].item())}")
         low, high = items.get("minimum"), items.get("maximum")
         if (low is not None and run.minimum < low) or (high is not None and run.maximum > high):
             values = run.array()
@@ -198,7 +198,7 @@ def check_document(value: Any, schema_name: str, *, name: str, prefix: list | tu
     """Check a document against a legacy schema; raise InvalidInputError naming file and location."""
     try:
         result = Checker(load_schema(schema_name)).check(value)
-    except SchemaViolation as exc:
+    except SchemaViolationError as exc:
         where = location(list(prefix) + exc.parts)
         raise InvalidInputError(f"{name!r}: {where}: {exc.message}", name) from None
     if prefix:

@@ -77,7 +77,7 @@ class SummaryOptions:
     execution_totals: bool = False  # the older Execution layout: totals over all tiles, not tile averages
 
     @classmethod
-    def from_poplar(cls, options: Mapping[str, object] | None = None, **kwargs: object) -> "SummaryOptions":
+    def from_poplar(cls, options: Mapping[str, object] | None = None, **kwargs: object) -> SummaryOptions:
         """Options from Poplar-style names (showVarStorage="true") or from field names."""
         values: dict[str, object] = {}
         for source in (options or {}, kwargs):
@@ -424,7 +424,7 @@ def _var_storage_tree(d: _Data) -> Iterator[str]:
     r = d.r
     rows = r.liveness_steps_labelled(MAX_NAME)
     live = live_variables_by_step(r)
-    for (step, depth, live_bytes, type_name, name), (_step, variables) in zip(rows, live):
+    for (_step, depth, live_bytes, type_name, name), (_step, variables) in zip(rows, live):
         pad = "    " + "  " * min(max(int(depth), 0), _MAX_DEPTH)
         title = type_name or "Unknown"
         if name and type_name not in ("Sequence",):

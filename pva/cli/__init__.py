@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"pva {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the last line: a message, not a traceback
+    except Exception as exc:
         if os.environ.get("PVA_DEBUG"):
             raise
         print(f"pva {args.command}: internal error: {type(exc).__name__}: {exc} (this is a bug in pva; "

@@ -11,7 +11,6 @@ from typing import Any, TextIO
 
 from formats.jsonplain import plain
 
-
 #: Rows a table's column widths are measured on; the rest are streamed in those widths.
 TABLE_SAMPLE_ROWS = 1000
 

@@ -17,11 +17,12 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import pva  # noqa: E402
-from formats.check import check_report  # noqa: E402
-from formats.errors import PvaError  # noqa: E402
-from formats.profile_reader import ProfileReader  # noqa: E402
-from report_walk import walk  # noqa: E402
+from report_walk import walk
+
+import pva
+from formats.check import check_report
+from formats.errors import PvaError
+from formats.profile_reader import ProfileReader
 
 #: Objects visited per walk (the walk reads every getter of each).
 WALK_BUDGET = 600
@@ -79,7 +80,7 @@ def serve(seconds: int) -> None:
                 outcome, detail = "pva_error", f"{type(exc).__name__}: {exc}"[:300]
             except _Timeout:
                 outcome, detail = "timeout", f"more than {seconds} s"
-            except BaseException as exc:  # noqa: BLE001 - the point is to catch anything else
+            except BaseException as exc:
                 outcome, detail = "unexpected", "".join(
                     traceback.format_exception(type(exc), exc, exc.__traceback__))[-2500:]
             finally:

@@ -97,7 +97,7 @@ def _check(r: ProfileReader) -> list[str]:
                         "ORDER BY b.ipu, b.step_id")
     totals: dict[tuple[int, int], int] = {}
     positions: dict[tuple[int, int], int] = {}
-    for run, ipu, step, frm, to, ov, base in span_rows:
+    for run, ipu, step, frm, to, ov, _base in span_rows:
         span = to - frm
         key = (run, ipu)
         expected = positions.get(key, 0) - min(ov, span)

@@ -322,7 +322,9 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     pvar = int(partials.vars[0])
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
     graph.state.set_mapping(pvar, p_off, p_off + block_sizes, tiles)
-    state.vars[pvar].interleaved = reduce and block_sizes.max() * plan.partials_type.size <= 16_384
+    # the AMP vertex's out field is a Vector<AccumType, COMPACT_PTR, 16, true>: interleaved memory
+    # (lib/poplin/codelets/ConvPartial1x1Out.cpp, ConvPartialnx1.cpp)
+    state.vars[pvar].interleaved = True
     icpg, ocpg = _groups(graph.target.arch, plan.in_type, plan.partials_type)
     cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
     add_vertices(graph, cs, lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type), tiles,
@@ -501,6 +503,7 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     partials = graph.addVariable(partials_type, [int(sizes.sum())], f"{debugPrefix}/partials")
     pvar = int(partials.vars[0])
+    state.vars[pvar].interleaved = True  # the AMP vertices' out field (see _build_matmul)
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = _groups(graph.target.arch, params.dtype, partials_type)

@@ -401,7 +401,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     def reduce_partials(data):
         arr = data.array(pvar)
         result = np.zeros((m, n))
-        for q0, q1, s0, s1, t0, t1, off in blocks:
+        for q0, q1, s0, s1, _t0, _t1, off in blocks:
             result[q0:q1, s0:s1] += arr[off : off + (q1 - q0) * (s1 - s0)].reshape(q1 - q0, s1 - s0)
         data.write(view, result)
 
@@ -508,7 +508,7 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = _groups(graph.target.arch, params.dtype, partials_type)
     in_rows, w_rows, work_out, work_in, work_og, macs = [], [], [], [], [], []
-    for vi, (im, jn, ik, p0, p1, o0, o1, k0, k1, tile) in enumerate(cells):
+    for vi, (_im, _jn, _ik, p0, p1, o0, o1, k0, k1, _tile) in enumerate(cells):
         for pos in range(p0, p1):
             bb, y = divmod(pos, oh)
             ih0 = max(0, y * sh - ph)

@@ -178,7 +178,7 @@ def test_io_tiles_overlap_stream_copies_with_compute(tmp_path):
     cycles = {}
     for io in (0, 8):
         d = tmp_path / f"io{io}"
-        run_preset("mnist-mlp", MNIST | {"io-tiles": io}, str(d), timestamp=TS)
+        run_preset("mnist-mlp", MNIST | {"batch": 32, "io-tiles": io}, str(d), timestamp=TS)
         assert check_report(d / "profile.pop") == []
         cycles[io] = _totals(d / "profile.pop")["cycles"]
         with _reader(d / "profile.pop") as r:

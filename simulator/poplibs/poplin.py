@@ -12,6 +12,7 @@ keeps the cheapest one that fits in tile memory.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,29 @@ class MatMulPlan:
         return self.pk > 1
 
 
+def reduce_stage_depths(depth: int) -> list[int]:
+    """Partial depths after each intermediate stage of a reduction of `depth` partials; empty for a
+    single stage (lib/poplin/ConvReducePlan.cpp, getNumReduceStages and
+    getMultiStageReducePlanAndCost, multi-stage reduction enabled as by default: 2 stages from 16
+    partials, 3 from 125, each stage cutting the depth to about depth^((n-1)/n) by the cheaper of
+    rounding down or up, counting the messages a tile receives)."""
+    stages = 3 if depth >= 125 else 2 if depth >= 16 else 1
+
+    def plan(d: int, n: int) -> tuple[list[int], float]:
+        if n == 1:
+            return [], float(d)
+        down = int(float(d) ** ((n - 1.0) / n))
+        best = None
+        for nxt in (down, down + 1):
+            rest, cost = plan(nxt, n - 1)
+            cost += d / nxt
+            if best is None or cost <= best[1]:  # poplin keeps rounding down only when strictly cheaper
+                best = ([nxt] + rest, cost)
+        return best
+
+    return plan(depth, stages)[0]
+
+
 def _groups(arch, in_type: Type, partials_type: Type) -> tuple[int, int]:
     """Input and output channels of one AMP channel group: a conv unit's weights and the conv units
     of the tile (poplin's AMP vertex type: inChansPerGroup and partialChansPerGroup)."""
@@ -127,15 +151,26 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
     reduce_needed = pk > 1
-    slice_elems = -(-(mb * nb) // pk)
-    red_recv = (pk - 1) * slice_elems * partials_type.size
-    red_exchange = np.where(pk > 1, arch.exchange_setup_cycles + red_recv // arch.exchange_bytes_per_cycle, 0)
-    red_compute = np.where(reduce_needed, amp.reduce_add_cycles(slice_elems, pk, out_type.name == "float",
-                                                                partials_type.name == "float",
-                                                                arch.data_path_width), 0)
-    syncs = arch.min_sync_delay * (1 + reduce_needed.astype(np.int64))
+    red_exchange = np.zeros_like(pk)
+    red_compute = np.zeros_like(pk)
+    red_memory = np.zeros_like(pk)
+    syncs = np.full_like(pk, arch.min_sync_delay)
+    for depth in np.unique(pk[reduce_needed]):
+        # each reduction stage takes D partials to d: groups of D/d tiles, each tile summing D/d
+        # partials of its slice of the block (the stages of poplin's multi-stage reduction)
+        sel = pk == depth
+        chain = [int(depth)] + reduce_stage_depths(int(depth)) + [1]
+        for big, small in itertools.pairwise(chain):
+            parts = -(-big // small)
+            slice_elems = -(-(mb[sel] * nb[sel] * small) // big)
+            stage_recv = (parts - 1) * slice_elems * partials_type.size
+            red_exchange[sel] += arch.exchange_setup_cycles + stage_recv // arch.exchange_bytes_per_cycle
+            red_compute[sel] += amp.reduce_add_cycles(slice_elems, parts, (out_type if small == 1 else partials_type).name
+                                                      == "float", partials_type.name == "float", arch.data_path_width)
+            red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
+            syncs[sel] += arch.min_sync_delay
     total = compute + exchange + red_exchange + red_compute + syncs
-    memory = recv + mb * nb * partials_type.size + np.where(pk > 1, red_recv, 0)
+    memory = recv + mb * nb * partials_type.size + red_memory
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
     fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
@@ -287,7 +322,9 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     pvar = int(partials.vars[0])
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
     graph.state.set_mapping(pvar, p_off, p_off + block_sizes, tiles)
-    state.vars[pvar].interleaved = reduce and block_sizes.max() * plan.partials_type.size <= 16_384
+    # the AMP vertex's out field is a Vector<AccumType, COMPACT_PTR, 16, true>: interleaved memory
+    # (lib/poplin/codelets/ConvPartial1x1Out.cpp, ConvPartialnx1.cpp)
+    state.vars[pvar].interleaved = True
     icpg, ocpg = _groups(graph.target.arch, plan.in_type, plan.partials_type)
     cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
     add_vertices(graph, cs, lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type), tiles,
@@ -308,30 +345,67 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     if not reduce:
         view, _ = _blocked_view(graph, partials, m, n, pm, pn, plan)
         return view
-    # C blocked by (im, jn); each block split in pk slices, one per tile of the block's cells
+    # C blocked by (im, jn); the pk partial blocks of each output block are summed in the stages of
+    # poplin's multi-stage reduction, each stage a compute set whose tiles each sum one slice
     out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")
     ovar = int(out.vars[0])
     view, c_off = _blocked_view(graph, out, m, n, pm, pn, plan)
-    block_id = im[cells] * pn + jn[cells]
-    (map_s, map_e, map_t), red_tiles, (pv, ps, pl), (ov, os_, ol), outputs, nparts = _reduce_slices(
-        block_id, block_sizes, c_off[block_id], p_off, tiles)
     from .popops import graph_tiles_inverse
 
-    graph.setTileMappingIntervals(out, map_s, map_e, graph_tiles_inverse(graph, map_t))
-    cs2 = graph.addComputeSet(f"{name}/Conv_1/Reduce")
-    add_vertices(graph, cs2, f"poplin::ReduceAdd<{plan.out_type},{plan.partials_type}>", red_tiles,
-                 {"partials": (pv, np.full(pv.size, pvar), ps, pl), "out": (ov, np.full(ov.size, ovar), os_, ol)},
-                 work={"outputs": outputs, "partials": nparts})
+    c_block = im[cells] * pn + jn[cells]
+    c_size, c_poff, c_tiles, c_var = block_sizes, p_off, tiles, pvar
+    depths = reduce_stage_depths(pk)
+    cs2 = None
+    pending: list[Tensor] = []
+    for stage, depth in enumerate(depths + [1]):
+        # position of each cell among the cells of its block, then its group of this stage
+        order = np.lexsort((np.arange(c_block.size), c_block))
+        first = np.r_[True, c_block[order][1:] != c_block[order][:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(order.size), 0))
+        counts = np.bincount(np.cumsum(first) - 1)[np.cumsum(first) - 1]
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size) - start
+        members = np.empty_like(order)
+        members[order] = counts
+        final = depth == 1
+        key = c_block if final else c_block * depth + position * depth // members
+        if final:
+            target_var, t_type, base_of = ovar, plan.out_type, c_off[c_block]
+        else:
+            keys, key_index = np.unique(key, return_inverse=True)
+            key_sizes = np.zeros(keys.size, dtype=np.int64)
+            key_sizes[key_index] = c_size
+            key_base = np.concatenate(([0], np.cumsum(key_sizes)[:-1]))
+            inter = graph.addVariable(plan.partials_type, [int(key_sizes.sum())], f"{name}/partials{stage + 1}")
+            target_var, t_type, base_of = int(inter.vars[0]), plan.partials_type, key_base[key_index]
+        (map_s, map_e, map_t), red_tiles, (pv, ps, pl), (ov, os_, ol), outputs, nparts = _reduce_slices(
+            key, c_size, base_of, c_poff, c_tiles)
+        graph.setTileMappingIntervals(out if final else inter, map_s, map_e, graph_tiles_inverse(graph, map_t))
+        label = "Reduce" if not depths else f"ReduceStage{stage}" if not final else "ReduceFinalStage"
+        cs2 = graph.addComputeSet(f"{name}/Conv_1/{label}")
+        add_vertices(graph, cs2, f"poplin::ReduceAdd<{t_type},{plan.partials_type}>", red_tiles,
+                     {"partials": (pv, np.full(pv.size, c_var), ps, pl),
+                      "out": (ov, np.full(ov.size, target_var), os_, ol)},
+                     work={"outputs": outputs, "partials": nparts})
+        prog.add(Execute(cs2))
+        for done in pending:
+            prog.add(WriteUndef(done))
+        pending = []
+        if not final:
+            pending = [inter]
+            # the next stage's cells: one per group, its partial block in the intermediate variable,
+            # placed on the tile of the group's first cell
+            head = np.unique(key_index, return_index=True)[1]
+            c_block, c_size, c_poff, c_tiles, c_var = keys // depth, key_sizes, key_base, c_tiles[head], target_var
 
     def reduce_partials(data):
         arr = data.array(pvar)
         result = np.zeros((m, n))
-        for q0, q1, s0, s1, t0, t1, off in blocks:
+        for q0, q1, s0, s1, _t0, _t1, off in blocks:
             result[q0:q1, s0:s1] += arr[off : off + (q1 - q0) * (s1 - s0)].reshape(q1 - q0, s1 - s0)
         data.write(view, result)
 
     state.compute_sets[cs2.id].functional.append(reduce_partials)
-    prog.add(Execute(cs2))
     prog.add(WriteUndef(partials))
     return view
 
@@ -429,11 +503,12 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     partials = graph.addVariable(partials_type, [int(sizes.sum())], f"{debugPrefix}/partials")
     pvar = int(partials.vars[0])
+    state.vars[pvar].interleaved = True  # the AMP vertices' out field (see _build_matmul)
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = _groups(graph.target.arch, params.dtype, partials_type)
     in_rows, w_rows, work_out, work_in, work_og, macs = [], [], [], [], [], []
-    for vi, (im, jn, ik, p0, p1, o0, o1, k0, k1, tile) in enumerate(cells):
+    for vi, (_im, _jn, _ik, p0, p1, o0, o1, k0, k1, _tile) in enumerate(cells):
         for pos in range(p0, p1):
             bb, y = divmod(pos, oh)
             ih0 = max(0, y * sh - ph)

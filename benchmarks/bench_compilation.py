@@ -39,8 +39,20 @@ SIZES = {
 }
 CACHE = CORPUS_CACHE  # .bench-cache/ in the repository, or $PVA_BENCH_CACHE
 _GENERATOR_VERSION = 1
-_KINDS = ("OnTileExecute", "DoExchange", "OnTileExecute", "Sync", "StreamCopyBegin", "StreamCopyMid",
-          "StreamCopyEnd", "OnTileExecute", "GlobalExchange", "Repeat", "Call", "WriteUndef")
+_KINDS = (
+    "OnTileExecute",
+    "DoExchange",
+    "OnTileExecute",
+    "Sync",
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+    "OnTileExecute",
+    "GlobalExchange",
+    "Repeat",
+    "Call",
+    "WriteUndef",
+)
 _GROUP = 100  # children per Sequence
 
 
@@ -63,22 +75,26 @@ def _cached(size: str, spec: dict) -> pathlib.Path:
             stale.unlink()
         started = time.perf_counter()
         generate(path, **spec)
-        print(f"generated {path.name} in {time.perf_counter() - started:.1f} s "
-              f"({path.stat().st_size / 1e6:,.1f} MB)")
+        print(f"generated {path.name} in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 1e6:,.1f} MB)")
     return path
 
 
-def generate(path: os.PathLike[str], *, programs: int, compute_sets: int, num_ipus: int, tiles_per_ipu: int,
-             seed: int = 3) -> None:
+def generate(
+    path: os.PathLike[str], *, programs: int, compute_sets: int, num_ipus: int, tiles_per_ipu: int, seed: int = 3
+) -> None:
     """Write a compile-only report: a program tree of `programs` programs and per-tile memory."""
     rng = np.random.default_rng(seed)
     tiles = num_ipus * tiles_per_ipu
     with ProfileWriter(path, producer="pva-benchmarks", poplar_version="3.1.0 (bench)") as w:
-        w.set_target(num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu, bytes_per_tile=638976, architecture="Ipu2",
-                     type="Ipu")
+        w.set_target(
+            num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu, bytes_per_tile=638976, architecture="Ipu2", type="Ipu"
+        )
         w.set_graph(num_compute_sets=compute_sets, num_edges=0, num_vars=0, num_vertices=compute_sets * 8)
-        w.insert("compute_sets", ("compute_set", "name", "num_vertices"),
-                 ((cs, f"layer{cs // 100}/cs{cs}", 8) for cs in range(compute_sets)))
+        w.insert(
+            "compute_sets",
+            ("compute_set", "name", "num_vertices"),
+            ((cs, f"layer{cs // 100}/cs{cs}", 8) for cs in range(compute_sets)),
+        )
         # program 0 is the root Sequence; Sequences 1..S group the leaves _GROUP at a time
         num_sequences = max(1, (programs - 1) // (_GROUP + 1))
         first_leaf = 1 + num_sequences
@@ -88,16 +104,28 @@ def generate(path: os.PathLike[str], *, programs: int, compute_sets: int, num_ip
             if pid == 0 or pid < first_leaf:
                 return (pid, "Sequence", f"seq{pid}" if pid else "", None, None, None, None, None)
             kind = _KINDS[pid % len(_KINDS)]
-            return (pid, kind, f"{kind.lower()}{pid}", pid % compute_sets if kind == "OnTileExecute" else None,
-                    3 if kind == "Repeat" else None, "Internal" if kind in ("Sync", "GlobalExchange") else None,
-                    "Host" if kind == "StreamCopyMid" else None, function if kind == "Call" else None)
+            return (
+                pid,
+                kind,
+                f"{kind.lower()}{pid}",
+                pid % compute_sets if kind == "OnTileExecute" else None,
+                3 if kind == "Repeat" else None,
+                "Internal" if kind in ("Sync", "GlobalExchange") else None,
+                "Host" if kind == "StreamCopyMid" else None,
+                function if kind == "Call" else None,
+            )
 
-        w.insert("programs", ("id", "type", "name", "compute_set", "repeat_count", "sync_type", "stream_copy_type",
-                              "call_target"), (row(p) for p in range(programs)))
+        w.insert(
+            "programs",
+            ("id", "type", "name", "compute_set", "repeat_count", "sync_type", "stream_copy_type", "call_target"),
+            (row(p) for p in range(programs)),
+        )
         children = [(0, i, 1 + i) for i in range(num_sequences)]
         leaves = range(first_leaf, programs)
-        children += [(1 + (i // _GROUP) % num_sequences, i // (_GROUP * num_sequences) * _GROUP + i % _GROUP, leaf)
-                     for i, leaf in enumerate(leaves)]
+        children += [
+            (1 + (i // _GROUP) % num_sequences, i // (_GROUP * num_sequences) * _GROUP + i % _GROUP, leaf)
+            for i, leaf in enumerate(leaves)
+        ]
         w.insert("program_children", ("parent", "position", "child"), children)
         w.insert("control_programs", ("position", "program"), [(0, 0)])
         w.insert("function_programs", ("position", "program"), [(0, function)])
@@ -109,11 +137,38 @@ def generate(path: os.PathLike[str], *, programs: int, compute_sets: int, num_ip
             per_tile[:, 6 * names.index(name) + 2] = rng.integers(1000, 60000, size=tiles)
         total = per_tile.sum(axis=1)
         gaps = rng.integers(0, 4000, size=tiles)
-        w.insert("memory_by_tile", ("tile", "total", "total_including_gaps", "interleaved", "interleaved_including_gaps",
-                                    "non_interleaved", "non_interleaved_including_gaps", "overflowed",
-                                    "overflowed_including_gaps", "always_live_bytes", "not_always_live_bytes"),
-                 ((t, int(total[t]), int(total[t] + gaps[t]), 0, 0, int(total[t]), int(total[t] + gaps[t]), 0, 0,
-                   int(total[t]) // 2, int(total[t]) - int(total[t]) // 2) for t in range(tiles)))
+        w.insert(
+            "memory_by_tile",
+            (
+                "tile",
+                "total",
+                "total_including_gaps",
+                "interleaved",
+                "interleaved_including_gaps",
+                "non_interleaved",
+                "non_interleaved_including_gaps",
+                "overflowed",
+                "overflowed_including_gaps",
+                "always_live_bytes",
+                "not_always_live_bytes",
+            ),
+            (
+                (
+                    t,
+                    int(total[t]),
+                    int(total[t] + gaps[t]),
+                    0,
+                    0,
+                    int(total[t]),
+                    int(total[t] + gaps[t]),
+                    0,
+                    0,
+                    int(total[t]) // 2,
+                    int(total[t]) - int(total[t]) // 2,
+                )
+                for t in range(tiles)
+            ),
+        )
         w.matrix("memory_category_by_tile").append(per_tile)
 
 
@@ -180,8 +235,14 @@ def bench_accept(path: pathlib.Path, repeat: int) -> dict:
     base, base_counts = best_of(repeat, baseline)
     assert counts == base_counts, (counts, base_counts)
     report.close()
-    return {"programs": len(programs), "load_s": load, "accept_s": elapsed, "baseline_s": base,
-            "rate": len(programs) / elapsed, "counts": counts}
+    return {
+        "programs": len(programs),
+        "load_s": load,
+        "accept_s": elapsed,
+        "baseline_s": base,
+        "rate": len(programs) / elapsed,
+        "counts": counts,
+    }
 
 
 # -- the visitor with loading -------------------------------------------------------------------
@@ -237,14 +298,23 @@ def bench_visitor(paths: list[pathlib.Path], repeat: int) -> list[dict]:
 
     results = []
     for path in paths:
-        sides = {"ours": lambda p=str(path): visit_with_loading(p),
-                 "baseline": lambda p=str(path): sqlite_rows_with_dispatch(p)}
+        sides = {
+            "ours": lambda p=str(path): visit_with_loading(p),
+            "baseline": lambda p=str(path): sqlite_rows_with_dispatch(p),
+        }
         medians, times, found = alternate(sides, repeat)
         assert found["ours"] == found["baseline"], found
         programs = found["ours"][0]
-        results.append({"path": str(path), "programs": programs, "ours_s": medians["ours"],
-                        "baseline_s": medians["baseline"], "rate": programs / medians["ours"],
-                        "times_ms": {k: [round(t * 1e3, 3) for t in v] for k, v in times.items()}})
+        results.append(
+            {
+                "path": str(path),
+                "programs": programs,
+                "ours_s": medians["ours"],
+                "baseline_s": medians["baseline"],
+                "rate": programs / medians["ours"],
+                "times_ms": {k: [round(t * 1e3, 3) for t in v] for k, v in times.items()},
+            }
+        )
     return results
 
 
@@ -274,20 +344,43 @@ def measure_visitor(ctx) -> list:
     else:  # a tiny report's few programs load in less time than openReport's checks of the file take
         target = "reported (tiny measures openReport's fixed cost; ratio <= 2 from small up)"
         met = None
-    rows = [Row("visitor", f"openReport + compilation.programs + accept over all {programs:,} programs of "
-                f"{ctx.main.size} ({main['rate']:,.0f} programs/s)", main["ours_s"] * 1e3, main["baseline_s"] * 1e3,
-                "ms", "sqlite3: SELECT id, type FROM programs, each row dispatched through a dict", target, met,
-                details={"rate": main["rate"], "baseline_rate": programs / main["baseline_s"],
-                         "times_ms": main["times_ms"]})]
+    rows = [
+        Row(
+            "visitor",
+            f"openReport + compilation.programs + accept over all {programs:,} programs of "
+            f"{ctx.main.size} ({main['rate']:,.0f} programs/s)",
+            main["ours_s"] * 1e3,
+            main["baseline_s"] * 1e3,
+            "ms",
+            "sqlite3: SELECT id, type FROM programs, each row dispatched through a dict",
+            target,
+            met,
+            details={
+                "rate": main["rate"],
+                "baseline_rate": programs / main["baseline_s"],
+                "times_ms": main["times_ms"],
+            },
+        )
+    ]
     ctx.log("  generated reports of a quarter, a half and all of its programs, for the growth exponent ...")
     sizes = bench_visitor(growth_reports(programs), ctx.repeat)
     counts = [v["programs"] for v in sizes]
     ours = growth_exponent(counts, [v["ours_s"] for v in sizes])
     base = growth_exponent(counts, [v["baseline_s"] for v in sizes])
-    rows.append(Row("visitor-growth", f"growth exponent of the visitor with loading over {counts[0]:,}, "
-                    f"{counts[1]:,} and {counts[2]:,} programs (generated reports)", ours, base, "exponent",
-                    "the baseline's exponent", f"<= {VISITOR_GROWTH}", ours <= VISITOR_GROWTH,
-                    details={"sizes": sizes}))
+    rows.append(
+        Row(
+            "visitor-growth",
+            f"growth exponent of the visitor with loading over {counts[0]:,}, "
+            f"{counts[1]:,} and {counts[2]:,} programs (generated reports)",
+            ours,
+            base,
+            "exponent",
+            "the baseline's exponent",
+            f"<= {VISITOR_GROWTH}",
+            ours <= VISITOR_GROWTH,
+            details={"sizes": sizes},
+        )
+    )
     return rows
 
 
@@ -329,31 +422,47 @@ def main(argv: list[str] | None = None) -> int:
     path = report_path(args.size)
 
     a = bench_accept(path, args.repeat)
-    print(f"accept: {a['programs']:,} programs visited in {a['accept_s'] * 1e3:.1f} ms = "
-          f"{a['rate']:,.0f} programs/s (target >= 300,000); loading the program table took "
-          f"{a['load_s'] * 1e3:.1f} ms")
-    print(f"  baseline (raw sqlite3 rows + dict dispatch): {a['baseline_s'] * 1e3:.1f} ms; "
-          f"ratio pva/baseline {a['accept_s'] / a['baseline_s']:.2f}; "
-          f"load+accept/baseline {(a['load_s'] + a['accept_s']) / a['baseline_s']:.2f}")
+    print(
+        f"accept: {a['programs']:,} programs visited in {a['accept_s'] * 1e3:.1f} ms = "
+        f"{a['rate']:,.0f} programs/s (target >= 300,000); loading the program table took "
+        f"{a['load_s'] * 1e3:.1f} ms"
+    )
+    print(
+        f"  baseline (raw sqlite3 rows + dict dispatch): {a['baseline_s'] * 1e3:.1f} ms; "
+        f"ratio pva/baseline {a['accept_s'] / a['baseline_s']:.2f}; "
+        f"load+accept/baseline {(a['load_s'] + a['accept_s']) / a['baseline_s']:.2f}"
+    )
     m = bench_memory(path, args.repeat)
-    print(f"memory: total.includingGaps of {m['tiles']:,} tiles: cold {m['cold_s'] * 1e3:.1f} ms (target < 50 ms), "
-          f"warm {m['warm_s'] * 1e3:.1f} ms, memoryArray {m['array_s'] * 1e3:.2f} ms")
-    print(f"  baseline (raw sqlite3 query): {m['baseline_s'] * 1e3:.1f} ms; ratio cold/baseline "
-          f"{m['cold_s'] / m['baseline_s']:.2f}, warm/baseline {m['warm_s'] / m['baseline_s']:.2f}")
+    print(
+        f"memory: total.includingGaps of {m['tiles']:,} tiles: cold {m['cold_s'] * 1e3:.1f} ms (target < 50 ms), "
+        f"warm {m['warm_s'] * 1e3:.1f} ms, memoryArray {m['array_s'] * 1e3:.2f} ms"
+    )
+    print(
+        f"  baseline (raw sqlite3 query): {m['baseline_s'] * 1e3:.1f} ms; ratio cold/baseline "
+        f"{m['cold_s'] / m['baseline_s']:.2f}, warm/baseline {m['warm_s'] / m['baseline_s']:.2f}"
+    )
     sizes = bench_visitor(growth_reports(SIZES[args.size]["programs"]), args.repeat)
     for v in sizes:
-        print(f"visitor with loading: open + programs + accept over {v['programs']:,} programs in "
-              f"{v['ours_s'] * 1e3:.1f} ms = {v['rate']:,.0f} programs/s; baseline (sqlite3 rows + dict dispatch) "
-              f"{v['baseline_s'] * 1e3:.1f} ms; ratio {v['ours_s'] / v['baseline_s']:.2f}")
+        print(
+            f"visitor with loading: open + programs + accept over {v['programs']:,} programs in "
+            f"{v['ours_s'] * 1e3:.1f} ms = {v['rate']:,.0f} programs/s; baseline (sqlite3 rows + dict dispatch) "
+            f"{v['baseline_s'] * 1e3:.1f} ms; ratio {v['ours_s'] / v['baseline_s']:.2f}"
+        )
     counts = [v["programs"] for v in sizes]
     ours_growth = growth_exponent(counts, [v["ours_s"] for v in sizes])
     base_growth = growth_exponent(counts, [v["baseline_s"] for v in sizes])
     largest = sizes[-1]
-    print(f"  growth exponent over {', '.join(f'{n:,}' for n in counts)} programs: {ours_growth:.2f} "
-          f"(baseline {base_growth:.2f}; target <= {VISITOR_GROWTH}); rate target >= {VISITOR_RATE:,}/s, "
-          f"ratio <= {VISITOR_RATIO:g}")
-    ok = a["rate"] >= 300_000 and m["cold_s"] < 0.050 and ours_growth <= VISITOR_GROWTH and (
-        largest["ours_s"] <= VISITOR_RATIO * largest["baseline_s"])
+    print(
+        f"  growth exponent over {', '.join(f'{n:,}' for n in counts)} programs: {ours_growth:.2f} "
+        f"(baseline {base_growth:.2f}; target <= {VISITOR_GROWTH}); rate target >= {VISITOR_RATE:,}/s, "
+        f"ratio <= {VISITOR_RATIO:g}"
+    )
+    ok = (
+        a["rate"] >= 300_000
+        and m["cold_s"] < 0.050
+        and ours_growth <= VISITOR_GROWTH
+        and (largest["ours_s"] <= VISITOR_RATIO * largest["baseline_s"])
+    )
     if args.size == "full":
         ok = ok and largest["rate"] >= VISITOR_RATE
     print("targets met" if ok else "TARGETS MISSED")

@@ -39,19 +39,26 @@ SIZES = {"tiny": (1, 64, 2_000_000), "small": (4, 1472, 100_000_000), "1g": (4, 
 MEMORY_TARGET = 0.3
 THROUGHPUT_TARGET = 0.5
 
-_BASELINE = """
+_BASELINE = (
+    """
 import json, resource, sys, time
-""" + PEAK_KB_CODE + r"""
+"""
+    + PEAK_KB_CODE
+    + r"""
 start = time.perf_counter()
 with open(sys.argv[1], "rb") as handle:
     document = json.load(handle)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "peak_kb": peak_kb()}))
 """
+)
 
-_PVA = """
+_PVA = (
+    """
 import json, resource, sys, time
-""" + PEAK_KB_CODE + r"""
+"""
+    + PEAK_KB_CODE
+    + r"""
 sys.path.insert(0, sys.argv[3])
 from formats.legacy import convert_legacy
 
@@ -60,6 +67,7 @@ convert_legacy([sys.argv[1]], sys.argv[2])
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "peak_kb": peak_kb()}))
 """
+)
 
 
 class _RowPool:
@@ -103,13 +111,17 @@ def generate(path: pathlib.Path, ipus: int, tiles_per_ipu: int, target_bytes: in
     with open(tmp, "w", encoding="ascii", buffering=1 << 22) as out:
         out.write('{"executionProfile":{"computeSetCyclesByTile":')
         _matrix(out, measured, num_cs)
-        out.write(',"profilerMode":"COMPUTE_SETS","programTrace":[0],"simulation":{"cycles":%d,"steps":[' % (num_cs * 500))
+        out.write(
+            ',"profilerMode":"COMPUTE_SETS","programTrace":[0],"simulation":{"cycles":%d,"steps":[' % (num_cs * 500)
+        )
         for cs in range(num_cs):
             if cs:
                 out.write(",")
-            out.write('{"activeTileBalance":0.9,"activeTiles":%d,"computeSet":%d,"cycles":500,"cyclesFrom":%d,'
-                      '"cyclesOverlapped":0,"cyclesTo":%d,"program":%d,"threadBalance":0.5,"tileBalance":0.8,'
-                      '"type":"OnTileExecute"}' % (tiles, cs, 500 * cs, 500 * cs + 500, cs + 1))
+            out.write(
+                '{"activeTileBalance":0.9,"activeTiles":%d,"computeSet":%d,"cycles":500,"cyclesFrom":%d,'
+                '"cyclesOverlapped":0,"cyclesTo":%d,"program":%d,"threadBalance":0.5,"tileBalance":0.8,'
+                '"type":"OnTileExecute"}' % (tiles, cs, 500 * cs, 500 * cs + 500, cs + 1)
+            )
         out.write(']}},"graphProfile":{"computeSets":{"cycleEstimates":{"activeCyclesByTile":')
         _matrix(out, active, num_cs)
         out.write(',"cyclesByTile":')
@@ -119,23 +131,45 @@ def generate(path: pathlib.Path, ipus: int, tiles_per_ipu: int, target_bytes: in
         for k, key in enumerate(("bytesReceivedByTile", "bytesSentByTile", "codeBytesByTile", "cyclesByTile")):
             out.write(("," if k else "") + json.dumps(key) + ":")
             _matrix(out, traffic, num_ex)
-        out.write('},"functionPrograms":[],"graph":{"numComputeSets":%d,"numEdges":0,"numVars":0,"numVertices":0}'
-                  % num_cs)
+        out.write(
+            '},"functionPrograms":[],"graph":{"numComputeSets":%d,"numEdges":0,"numVars":0,"numVertices":0}' % num_cs
+        )
         out.write(',"memory":{"byCategory":{')
-        for c, category in enumerate(("constant", "controlCode", "copyDescriptor", "internalExchangeCode", "message",
-                                      "stack", "variable", "vertexCode", "vertexFieldData", "vertexInstanceState")):
+        for c, category in enumerate(
+            (
+                "constant",
+                "controlCode",
+                "copyDescriptor",
+                "internalExchangeCode",
+                "message",
+                "stack",
+                "variable",
+                "vertexCode",
+                "vertexFieldData",
+                "vertexInstanceState",
+            )
+        ):
             out.write(("," if c else "") + json.dumps(category) + ":{")
             for r, region in enumerate(("interleaved", "nonInterleaved", "overflowed")):
-                out.write(("," if r else "") + json.dumps(region) + ':{"nonOverlapped":' + memory.pick()
-                          + ',"overlapped":' + memory.pick() + "}")
+                out.write(
+                    ("," if r else "")
+                    + json.dumps(region)
+                    + ':{"nonOverlapped":'
+                    + memory.pick()
+                    + ',"overlapped":'
+                    + memory.pick()
+                    + "}"
+                )
             out.write("}")
         out.write('},"byTile":{"total":' + memory.pick() + ',"totalIncludingGaps":' + memory.pick() + "}}")
         programs = [{"children": list(range(1, num_cs + 1)), "type": "Sequence"}]
         programs += [{"computeSet": cs, "type": "OnTileExecute"} for cs in range(num_cs)]
         out.write(',"programs":' + json.dumps(programs, separators=(",", ":")))
-        out.write(',"target":{"bytesPerIPU":%d,"bytesPerTile":638976,"clockFrequency":1330000000,"numIPUs":%d,'
-                  '"numTiles":%d,"tilesPerIPU":%d,"totalMemory":%d,"type":"IPU"}'
-                  % (638976 * tiles_per_ipu, ipus, tiles, tiles_per_ipu, 638976 * tiles))
+        out.write(
+            ',"target":{"bytesPerIPU":%d,"bytesPerTile":638976,"clockFrequency":1330000000,"numIPUs":%d,'
+            '"numTiles":%d,"tilesPerIPU":%d,"totalMemory":%d,"type":"IPU"}'
+            % (638976 * tiles_per_ipu, ipus, tiles, tiles_per_ipu, 638976 * tiles)
+        )
         out.write(',"vertexTypes":{"names":[],"sizes":[]}}}')
     os.replace(tmp, path)
 
@@ -201,10 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"input: {path.name}, {result['file_bytes'] / 1e6:,.1f} MB, {repeats} run(s) each, medians")
     print(f"  json.load   : {result['json_load_seconds']:8.2f} s  peak RSS {result['json_load_peak_mb']:9,.0f} MB")
     print(f"  pva convert : {result['pva_seconds']:8.2f} s  peak RSS {result['pva_peak_mb']:9,.0f} MB")
-    print(f"  memory ratio (pva / json.load)         {result['memory_ratio']:.3f}  target <= {MEMORY_TARGET}  "
-          f"{'ok' if memory_ok else 'MISSED'}")
-    print(f"  throughput ratio (pva / json.load)     {result['throughput_ratio']:.3f}  target >= {THROUGHPUT_TARGET}  "
-          f"{'ok' if speed_ok else 'MISSED'}")
+    print(
+        f"  memory ratio (pva / json.load)         {result['memory_ratio']:.3f}  target <= {MEMORY_TARGET}  "
+        f"{'ok' if memory_ok else 'MISSED'}"
+    )
+    print(
+        f"  throughput ratio (pva / json.load)     {result['throughput_ratio']:.3f}  target >= {THROUGHPUT_TARGET}  "
+        f"{'ok' if speed_ok else 'MISSED'}"
+    )
     return 0 if (memory_ok and speed_ok) or args.size == "tiny" else 1
 
 

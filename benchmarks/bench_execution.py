@@ -32,8 +32,16 @@ SIZES = {
 }
 CACHE = pathlib.Path(__file__).resolve().parent.parent / ".bench-cache"
 _GENERATOR_VERSION = 1
-_STEP_KINDS = ("StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd", "DoExchange", "OnTileExecute", "Sync",
-               "OnTileExecute", "GlobalExchange")
+_STEP_KINDS = (
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+    "DoExchange",
+    "OnTileExecute",
+    "Sync",
+    "OnTileExecute",
+    "GlobalExchange",
+)
 
 
 def report_path(size: str) -> pathlib.Path:
@@ -45,8 +53,7 @@ def report_path(size: str) -> pathlib.Path:
         CACHE.mkdir(exist_ok=True)
         started = time.perf_counter()
         generate(path, **spec)
-        print(f"generated {path.name} in {time.perf_counter() - started:.1f} s "
-              f"({path.stat().st_size / 1e6:,.0f} MB)")
+        print(f"generated {path.name} in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 1e6:,.0f} MB)")
     return path
 
 
@@ -55,19 +62,39 @@ def generate(path: os.PathLike[str], *, steps: int, num_ipus: int, tiles_per_ipu
     rng = np.random.default_rng(seed)
     num_tiles = num_ipus * tiles_per_ipu
     with ProfileWriter(path, producer="pva-benchmarks", poplar_version="3.1.0 (bench)") as w:
-        w.set_target(num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu, bytes_per_tile=638976, architecture="Ipu2",
-                     type="Ipu", num_worker_contexts=6)
+        w.set_target(
+            num_ipus=num_ipus,
+            tiles_per_ipu=tiles_per_ipu,
+            bytes_per_tile=638976,
+            architecture="Ipu2",
+            type="Ipu",
+            num_worker_contexts=6,
+        )
         w.insert("compute_sets", ("compute_set", "name", "num_vertices"), [(0, "layer/fwd", 4), (1, "layer/bwd", 4)])
-        programs = [(i, kind, f"{kind.lower()}{i}", (i % 2) if kind == "OnTileExecute" else None,
-                     "Host" if kind == "StreamCopyMid" else None) for i, kind in enumerate(_STEP_KINDS)]
+        programs = [
+            (
+                i,
+                kind,
+                f"{kind.lower()}{i}",
+                (i % 2) if kind == "OnTileExecute" else None,
+                "Host" if kind == "StreamCopyMid" else None,
+            )
+            for i, kind in enumerate(_STEP_KINDS)
+        ]
         w.insert("programs", ("id", "type", "name", "compute_set", "stream_copy_type"), programs)
         w.insert("control_programs", ("position", "program"), [(0, 0)])
         half = steps // 2
-        w.insert("runs", ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"),
-                 [(0, "first", 0, 5_000_000, 0, half), (1, "second", 5_000_000, 9_000_000, half, steps - half)])
+        w.insert(
+            "runs",
+            ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"),
+            [(0, "first", 0, 5_000_000, 0, half), (1, "second", 5_000_000, 9_000_000, half, steps - half)],
+        )
         kinds = np.arange(steps) % len(_STEP_KINDS)
-        w.insert("steps", ("id", "run", "type", "program", "compute_set"),
-                 ((s, int(s >= half), _STEP_KINDS[k], k, programs[k][3]) for s, k in enumerate(kinds.tolist())))
+        w.insert(
+            "steps",
+            ("id", "run", "type", "program", "compute_set"),
+            ((s, int(s >= half), _STEP_KINDS[k], k, programs[k][3]) for s, k in enumerate(kinds.tolist())),
+        )
         matrix = w.matrix("step_cycles_by_tile")
         block_rows = 500
         base = rng.integers(200, 6000, size=steps)
@@ -77,7 +104,7 @@ def generate(path: os.PathLike[str], *, steps: int, num_ipus: int, tiles_per_ipu
             count = min(block_rows, steps - first)
             active = rng.random((count, num_tiles)) < 0.85
             noise = rng.integers(0, 64, size=(count, num_tiles), dtype=np.uint16)
-            block = np.where(active, base[first:first + count, None].astype(np.uint16) + noise, 0).astype(np.uint16)
+            block = np.where(active, base[first : first + count, None].astype(np.uint16) + noise, 0).astype(np.uint16)
             matrix.append(block)
             per_ipu = block.reshape(count, num_ipus, tiles_per_ipu)
             sums = per_ipu.sum(axis=2, dtype=np.int64)
@@ -89,19 +116,65 @@ def generate(path: os.PathLike[str], *, steps: int, num_ipus: int, tiles_per_ipu
                 for ipu in range(num_ipus):
                     frm = int(clock[ipu])
                     length = int(longest[r, ipu])
-                    by_ipu.append((s, ipu, int(sums[r, ipu]), int(tiles_active[r, ipu]), 0, frm, frm, frm,
-                                   frm + int(shortest[r, ipu]), frm + length, frm + length // 2, frm, frm, frm,
-                                   frm + int(shortest[r, ipu]), frm + length, frm + length // 2, length,
-                                   0.9, 0.8, 0.95, 1024 * ipu, 2048 * ipu, 0.5))
+                    by_ipu.append(
+                        (
+                            s,
+                            ipu,
+                            int(sums[r, ipu]),
+                            int(tiles_active[r, ipu]),
+                            0,
+                            frm,
+                            frm,
+                            frm,
+                            frm + int(shortest[r, ipu]),
+                            frm + length,
+                            frm + length // 2,
+                            frm,
+                            frm,
+                            frm,
+                            frm + int(shortest[r, ipu]),
+                            frm + length,
+                            frm + length // 2,
+                            length,
+                            0.9,
+                            0.8,
+                            0.95,
+                            1024 * ipu,
+                            2048 * ipu,
+                            0.5,
+                        )
+                    )
                     clock[ipu] += length
-        w.insert("steps_by_ipu", (
-            "step_id", "ipu", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min", "all_cycles_from_max",
-            "all_cycles_from_avg", "all_cycles_to_min", "all_cycles_to_max", "all_cycles_to_avg",
-            "active_cycles_from_min", "active_cycles_from_max", "active_cycles_from_avg", "active_cycles_to_min",
-            "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max", "thread_balance", "tile_balance",
-            "active_tile_balance", "data_in", "data_out", "data_balance"), by_ipu)
-
-
+        w.insert(
+            "steps_by_ipu",
+            (
+                "step_id",
+                "ipu",
+                "cycles",
+                "active_tiles",
+                "cycles_base",
+                "all_cycles_from_min",
+                "all_cycles_from_max",
+                "all_cycles_from_avg",
+                "all_cycles_to_min",
+                "all_cycles_to_max",
+                "all_cycles_to_avg",
+                "active_cycles_from_min",
+                "active_cycles_from_max",
+                "active_cycles_from_avg",
+                "active_cycles_to_min",
+                "active_cycles_to_max",
+                "active_cycles_to_avg",
+                "tile_cycles_max",
+                "thread_balance",
+                "tile_balance",
+                "active_tile_balance",
+                "data_in",
+                "data_out",
+                "data_balance",
+            ),
+            by_ipu,
+        )
 
 
 def _line(*args, **kwargs) -> None:
@@ -135,10 +208,21 @@ def bench_step_walk(path: pathlib.Path, repeat: int) -> float:
     report.close()
     assert total_cold == total_warm == total_raw, (total_cold, total_warm, total_raw)
     print(f"sum(s.ipus[0].cycles for s in report.execution.steps) over {steps:,} steps = {total_cold:,}")
-    _line("pva, fresh openReport (cold)", steps / t_cold, "steps/s", "sqlite3 SELECT cycles + Python sum", steps / t_raw,
-          "target >= 200,000 steps/s")
-    _line("pva, report already open (warm)", steps / t_warm, "steps/s", "sqlite3 SELECT cycles + Python sum",
-          steps / t_raw)
+    _line(
+        "pva, fresh openReport (cold)",
+        steps / t_cold,
+        "steps/s",
+        "sqlite3 SELECT cycles + Python sum",
+        steps / t_raw,
+        "target >= 200,000 steps/s",
+    )
+    _line(
+        "pva, report already open (warm)",
+        steps / t_warm,
+        "steps/s",
+        "sqlite3 SELECT cycles + Python sum",
+        steps / t_raw,
+    )
     return steps / t_cold
 
 
@@ -161,17 +245,34 @@ def bench_tile_totals(path: pathlib.Path, repeat: int) -> float:
     t_numpy, sample_totals = best_of(lambda: np.sum(in_memory, axis=0, dtype=np.uint64), repeat)
     assert np.array_equal(sample_totals, execution.cyclesByTileTotals(stop=sample_rows))
     assert np.array_equal(totals, execution.cyclesByTileTotals(run=0) + run_totals)
-    stored = sum(r[0] for r in report._reader.query(
-        "SELECT sum(length(data)) FROM matrix_chunks WHERE matrix = 'step_cycles_by_tile'"))
+    stored = sum(
+        r[0]
+        for r in report._reader.query(
+            "SELECT sum(length(data)) FROM matrix_chunks WHERE matrix = 'step_cycles_by_tile'"
+        )
+    )
     report.close()
     numpy_rate = sample_rows * tiles * 8 / t_numpy
-    print(f"per-tile cycle totals over {steps:,} steps x {tiles:,} tiles "
-          f"({logical / 1e9:.2f} GB as uint64, {stored / 1e9:.2f} GB stored); total {int(totals.sum()):,} cycles")
-    _line("cyclesByTileTotals(), all steps, cold", logical / t_cold / 1e6, "MB/s",
-          "numpy.sum(axis=0), uint64 in memory", numpy_rate / 1e6, "target >= 1,000 MB/s")
+    print(
+        f"per-tile cycle totals over {steps:,} steps x {tiles:,} tiles "
+        f"({logical / 1e9:.2f} GB as uint64, {stored / 1e9:.2f} GB stored); total {int(totals.sum()):,} cycles"
+    )
+    _line(
+        "cyclesByTileTotals(), all steps, cold",
+        logical / t_cold / 1e6,
+        "MB/s",
+        "numpy.sum(axis=0), uint64 in memory",
+        numpy_rate / 1e6,
+        "target >= 1,000 MB/s",
+    )
     run_steps = steps - steps // 2
-    _line("run.cyclesByTileTotals(), second run", run_steps * tiles * 8 / t_run / 1e6, "MB/s",
-          "numpy.sum(axis=0), uint64 in memory", numpy_rate / 1e6)
+    _line(
+        "run.cyclesByTileTotals(), second run",
+        run_steps * tiles * 8 / t_run / 1e6,
+        "MB/s",
+        "numpy.sum(axis=0), uint64 in memory",
+        numpy_rate / 1e6,
+    )
     return logical / t_cold / 1e9
 
 
@@ -184,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {path} ({path.stat().st_size / 1e6:,.0f} MB)")
     steps_per_s = bench_step_walk(path, args.repeat)
     gb_per_s = bench_tile_totals(path, args.repeat)
-    print(f"summary: step walk {steps_per_s:,.0f} steps/s (target 200,000); "
-          f"per-tile totals {gb_per_s:.2f} GB/s (target 1.0)")
+    print(
+        f"summary: step walk {steps_per_s:,.0f} steps/s (target 200,000); "
+        f"per-tile totals {gb_per_s:.2f} GB/s (target 1.0)"
+    )
     return 0
 
 

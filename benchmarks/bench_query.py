@@ -37,9 +37,14 @@ QUERY_RATIO = 2.0
 FLEET_QUERY_RATIO = 1.5
 
 _KNOBS = [
-    ("tutorial1", {}), ("tutorial2", {}), ("tutorial3", {"cycle-estimate": 20}), ("tutorial3", {"cycle-estimate": 60}),
-    ("matrix-vector", {"rows": 64, "cols": 32}), ("matrix-vector", {"rows": 128, "cols": 64, "split": 1}),
-    ("matmul", {"m": 64, "k": 64, "n": 64}), ("matmul", {"m": 128, "k": 64, "n": 96, "dtype": "float"}),
+    ("tutorial1", {}),
+    ("tutorial2", {}),
+    ("tutorial3", {"cycle-estimate": 20}),
+    ("tutorial3", {"cycle-estimate": 60}),
+    ("matrix-vector", {"rows": 64, "cols": 32}),
+    ("matrix-vector", {"rows": 128, "cols": 64, "split": 1}),
+    ("matmul", {"m": 64, "k": 64, "n": 64}),
+    ("matmul", {"m": 128, "k": 64, "n": 96, "dtype": "float"}),
     ("conv", {"batch": 1, "in-chans": 8, "out-chans": 8, "height": 8, "width": 8}),
     ("conv", {"batch": 2, "in-chans": 16, "out-chans": 8, "height": 8, "width": 8, "kernel": 1}),
     ("mnist-mlp", {"batch": 4, "hidden": 32, "steps": 2, "runs": 1}),
@@ -49,18 +54,30 @@ _ARCHS = ("ipu2", "ipu21", "ipu1")
 
 #: The queries: over loose reports (column `report`) and its per-file form for the SQLite baseline.
 LOOSE_QUERIES = {
-    "aggregate": (("SELECT report, CAST(sum(cycles) AS BIGINT) AS cycles, count(*) AS n FROM steps_by_ipu "
-                  "GROUP BY report ORDER BY report"),
-                  "SELECT sum(cycles), count(*) FROM steps_by_ipu"),
-    "join": (("SELECT s.report, cs.name, CAST(sum(b.cycles) AS BIGINT) AS cycles FROM steps s "
-             "JOIN steps_by_ipu b ON b.report = s.report AND b.step_id = s.id "
-             "JOIN compute_sets cs ON cs.report = s.report AND cs.compute_set = s.compute_set "
-             "GROUP BY s.report, cs.name ORDER BY s.report, cs.name"),
-             ("SELECT cs.name, sum(b.cycles) FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id "
-             "JOIN compute_sets cs ON cs.compute_set = s.compute_set GROUP BY cs.name ORDER BY cs.name")),
+    "aggregate": (
+        (
+            "SELECT report, CAST(sum(cycles) AS BIGINT) AS cycles, count(*) AS n FROM steps_by_ipu "
+            "GROUP BY report ORDER BY report"
+        ),
+        "SELECT sum(cycles), count(*) FROM steps_by_ipu",
+    ),
+    "join": (
+        (
+            "SELECT s.report, cs.name, CAST(sum(b.cycles) AS BIGINT) AS cycles FROM steps s "
+            "JOIN steps_by_ipu b ON b.report = s.report AND b.step_id = s.id "
+            "JOIN compute_sets cs ON cs.report = s.report AND cs.compute_set = s.compute_set "
+            "GROUP BY s.report, cs.name ORDER BY s.report, cs.name"
+        ),
+        (
+            "SELECT cs.name, sum(b.cycles) FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id "
+            "JOIN compute_sets cs ON cs.compute_set = s.compute_set GROUP BY cs.name ORDER BY cs.name"
+        ),
+    ),
 }
-FLEET_QUERY = ("SELECT report_id, CAST(sum(cycles) AS BIGINT) AS cycles, CAST(max(tile_cycles_max) AS BIGINT) AS worst "
-               "FROM steps_by_ipu GROUP BY report_id ORDER BY report_id")
+FLEET_QUERY = (
+    "SELECT report_id, CAST(sum(cycles) AS BIGINT) AS cycles, CAST(max(tile_cycles_max) AS BIGINT) AS worst "
+    "FROM steps_by_ipu GROUP BY report_id ORDER BY report_id"
+)
 
 
 # -- the small reports ---------------------------------------------------------------------------
@@ -71,8 +88,16 @@ def _variants(count: int) -> list[tuple[str, dict]]:
     for i in range(count):
         name, knobs = _KNOBS[i % len(_KNOBS)]
         round_ = i // len(_KNOBS)
-        out.append((name, {**knobs, "tiles-per-ipu": _TILES[round_ % len(_TILES)],
-                           "arch": _ARCHS[(round_ // len(_TILES)) % len(_ARCHS)]}))
+        out.append(
+            (
+                name,
+                {
+                    **knobs,
+                    "tiles-per-ipu": _TILES[round_ % len(_TILES)],
+                    "arch": _ARCHS[(round_ // len(_TILES)) % len(_ARCHS)],
+                },
+            )
+        )
     return out
 
 
@@ -80,8 +105,10 @@ def pool(distinct: int, log) -> list[str]:
     """`distinct` simulated small reports (cached): several presets, knobs, tile counts and architectures."""
     from simulator.presets import run_preset
 
-    key = source_hash(("schemas", "simulator", "formats/profile_writer.py", "formats/sqlite_writer.py",
-                       "formats/arrow_chunks.py"), _variants(distinct))
+    key = source_hash(
+        ("schemas", "simulator", "formats/profile_writer.py", "formats/sqlite_writer.py", "formats/arrow_chunks.py"),
+        _variants(distinct),
+    )
     root = CACHE / f"fleet-pool-{key}"
     paths = []
     for i, (name, knobs) in enumerate(_variants(distinct)):
@@ -116,8 +143,9 @@ def reports(directory: str, count: int, base: list[str]) -> list[str]:
             conn = sqlite3.connect(target)
             created = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(hours=i)
             with conn:
-                conn.execute("UPDATE metadata SET value = ? WHERE key = 'created'",
-                             (created.isoformat(timespec="seconds"),))
+                conn.execute(
+                    "UPDATE metadata SET value = ? WHERE key = 'created'", (created.isoformat(timespec="seconds"),)
+                )
             conn.close()
         out.append(target)
     return out
@@ -159,8 +187,9 @@ def _scanner_query(con, paths: list[str], labels: list[str], sql: str) -> list[t
     tables = ("steps", "steps_by_ipu", "compute_sets")
     views = []
     for table in tables:
-        parts = [f"SELECT '{label}' AS report, * FROM sqlite_scan('{path}', '{table}')"
-                 for path, label in zip(paths, labels)]
+        parts = [
+            f"SELECT '{label}' AS report, * FROM sqlite_scan('{path}', '{table}')" for path, label in zip(paths, labels)
+        ]
         views.append(f"{table} AS ({' UNION ALL '.join(parts)})")
     return con.execute(f"WITH {', '.join(views)} {sql}").fetchall()
 
@@ -174,9 +203,11 @@ def measure_query_reports(ctx: Context) -> list[Row]:
     counts = LOOSE_COUNTS[ctx.main.size]
     base = pool(DISTINCT[ctx.main.size], ctx.log)
     scanner = _duckdb_sqlite_scanner()
-    baseline_what = ("DuckDB's SQLite scanner over the same files" if scanner is not None else
-                     "each file's own SQLite running the per-report query (DuckDB's SQLite scanner cannot be "
-                     "loaded here)")
+    baseline_what = (
+        "DuckDB's SQLite scanner over the same files"
+        if scanner is not None
+        else "each file's own SQLite running the per-report query (DuckDB's SQLite scanner cannot be loaded here)"
+    )
     rows = []
     scratch = ctx.scratch()
     try:
@@ -186,25 +217,38 @@ def measure_query_reports(ctx: Context) -> list[Row]:
             labels = [os.path.relpath(p, directory) for p in paths]
             megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
             for name, (sql, per_file) in LOOSE_QUERIES.items():
+
                 def ours(sql=sql, directory=directory):
                     return [tuple(r.values()) for r in multi.query_reports(directory, sql).to_pylist()]
 
                 if scanner is not None:
+
                     def baseline(sql=sql, paths=paths, labels=labels):
                         return _scanner_query(scanner, paths, labels, sql)
                 else:
+
                     def baseline(per_file=per_file, paths=paths, labels=labels):
                         return sorted(_sqlite_per_file(paths, labels, per_file), key=_order)
+
                 repeat = max(3, ctx.repeat if count < 300 else 3)
                 medians, times, results = alternate({"ours": ours, "baseline": baseline}, repeat)
-                assert [tuple(map(str, r)) for r in results["ours"]] == \
-                    [tuple(map(str, r)) for r in sorted(results["baseline"], key=_order)], \
-                    f"query-reports {name} over {count}: the results disagree"
+                assert [tuple(map(str, r)) for r in results["ours"]] == [
+                    tuple(map(str, r)) for r in sorted(results["baseline"], key=_order)
+                ], f"query-reports {name} over {count}: the results disagree"
                 ours_s, base_s = medians["ours"], medians["baseline"]
-                rows.append(Row(f"query-reports-{name}-{count}",
-                                f"pva query over {count} loose reports ({megabytes:,.0f} MB), {name}",
-                                ours_s * 1e3, base_s * 1e3, "ms", baseline_what, f"ratio <= {QUERY_RATIO:g}",
-                                ours_s <= QUERY_RATIO * base_s, details={"times_ms": _ms(times)}))
+                rows.append(
+                    Row(
+                        f"query-reports-{name}-{count}",
+                        f"pva query over {count} loose reports ({megabytes:,.0f} MB), {name}",
+                        ours_s * 1e3,
+                        base_s * 1e3,
+                        "ms",
+                        baseline_what,
+                        f"ratio <= {QUERY_RATIO:g}",
+                        ours_s <= QUERY_RATIO * base_s,
+                        details={"times_ms": _ms(times)},
+                    )
+                )
     finally:
         if scanner is not None:
             scanner.close()
@@ -262,13 +306,28 @@ def measure_fleet(ctx: Context) -> list[Row]:
         _copy_all(paths, os.path.join(scratch, "copies"))
         copy_s = time.perf_counter() - started
         dataset_bytes, files = _tree_bytes(data)
-        rows.append(Row("fleet-add", f"pva dataset add of {count} simulated small reports ({megabytes:,.0f} MB): "
-                        f"{count / add_s:,.1f} reports/s, {megabytes / add_s:,.1f} MB/s",
-                        add_s, copy_s, "s", f"copying the files ({megabytes / copy_s:,.0f} MB/s), one sync at the end",
-                        "reported (no target)", None,
-                        details={"reports": count, "report_mb": megabytes, "reports_per_s": count / add_s,
-                                 "mb_per_s": megabytes / add_s, "dataset_mb": dataset_bytes / 1e6,
-                                 "parquet_files": files, "seconds_per_report": add_s / count}))
+        rows.append(
+            Row(
+                "fleet-add",
+                f"pva dataset add of {count} simulated small reports ({megabytes:,.0f} MB): "
+                f"{count / add_s:,.1f} reports/s, {megabytes / add_s:,.1f} MB/s",
+                add_s,
+                copy_s,
+                "s",
+                f"copying the files ({megabytes / copy_s:,.0f} MB/s), one sync at the end",
+                "reported (no target)",
+                None,
+                details={
+                    "reports": count,
+                    "report_mb": megabytes,
+                    "reports_per_s": count / add_s,
+                    "mb_per_s": megabytes / add_s,
+                    "dataset_mb": dataset_bytes / 1e6,
+                    "parquet_files": files,
+                    "seconds_per_report": add_s / count,
+                },
+            )
+        )
 
         def ours():
             return [tuple(r.values()) for r in pva.dataset.query(data, FLEET_QUERY).to_pylist()]
@@ -277,8 +336,7 @@ def measure_fleet(ctx: Context) -> list[Row]:
             con = duckdb.connect()
             try:
                 glob = os.path.join(data, "steps_by_ipu", "*", "*.parquet")
-                sql = FLEET_QUERY.replace("FROM steps_by_ipu",
-                                          f"FROM read_parquet('{glob}', hive_partitioning = true)")
+                sql = FLEET_QUERY.replace("FROM steps_by_ipu", f"FROM read_parquet('{glob}', hive_partitioning = true)")
                 return con.execute(sql).fetchall()
             finally:
                 con.close()
@@ -286,10 +344,19 @@ def measure_fleet(ctx: Context) -> list[Row]:
         medians, times, results = alternate({"ours": ours, "baseline": baseline}, max(ctx.repeat, 5))
         assert results["ours"] == [tuple(r) for r in results["baseline"]], "fleet-query: the results disagree"
         ours_s, base_s = medians["ours"], medians["baseline"]
-        rows.append(Row("fleet-query", f"pva query over a dataset of {count} reports: cycles per report",
-                        ours_s * 1e3, base_s * 1e3, "ms", "DuckDB read_parquet over the same files",
-                        f"ratio <= {FLEET_QUERY_RATIO:g}", ours_s <= FLEET_QUERY_RATIO * base_s,
-                        details={"times_ms": _ms(times)}))
+        rows.append(
+            Row(
+                "fleet-query",
+                f"pva query over a dataset of {count} reports: cycles per report",
+                ours_s * 1e3,
+                base_s * 1e3,
+                "ms",
+                "DuckDB read_parquet over the same files",
+                f"ratio <= {FLEET_QUERY_RATIO:g}",
+                ours_s <= FLEET_QUERY_RATIO * base_s,
+                details={"times_ms": _ms(times)},
+            )
+        )
         rows.extend(_report_cost(ctx, scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -312,10 +379,24 @@ def _report_cost(ctx: Context, scratch: str) -> list[Row]:
     _copy_all([report], os.path.join(scratch, "one-copy"))
     copy_s = time.perf_counter() - started
     dataset_bytes, files = _tree_bytes(data)
-    return [Row("fleet-report-cost", f"pva dataset add of the {ctx.main.size} report ({megabytes:,.0f} MB): "
-                f"{megabytes / add_s:,.1f} MB/s, dataset {dataset_bytes / 1e6:,.1f} MB "
-                f"({dataset_bytes / 1e6 / megabytes:.2f} of the report)",
-                add_s, copy_s, "s", "copying the file, one sync", "reported (no target)", None,
-                details={"report_mb": megabytes, "dataset_mb": dataset_bytes / 1e6, "parquet_files": files,
-                         "mb_per_s": megabytes / add_s, "size_ratio": dataset_bytes / 1e6 / megabytes})]
-
+    return [
+        Row(
+            "fleet-report-cost",
+            f"pva dataset add of the {ctx.main.size} report ({megabytes:,.0f} MB): "
+            f"{megabytes / add_s:,.1f} MB/s, dataset {dataset_bytes / 1e6:,.1f} MB "
+            f"({dataset_bytes / 1e6 / megabytes:.2f} of the report)",
+            add_s,
+            copy_s,
+            "s",
+            "copying the file, one sync",
+            "reported (no target)",
+            None,
+            details={
+                "report_mb": megabytes,
+                "dataset_mb": dataset_bytes / 1e6,
+                "parquet_files": files,
+                "mb_per_s": megabytes / add_s,
+                "size_ratio": dataset_bytes / 1e6 / megabytes,
+            },
+        )
+    ]

@@ -34,9 +34,12 @@ SIZES = {
 }
 TARGETS = {"compute_sets": 20_000, "programs": 100_000, "steps": 50_000, "seconds": 600, "peak_mb": 4096}
 
-_SIMULATE = r"""
+_SIMULATE = (
+    r"""
 import json, os, resource, sys, time
-""" + PEAK_KB_CODE + r"""
+"""
+    + PEAK_KB_CODE
+    + r"""
 sys.path.insert(0, sys.argv[3])
 from formats.profile_reader import ProfileReader
 from simulator.engine import Engine
@@ -68,10 +71,14 @@ print(json.dumps({"build": t1 - t0, "compile": t2 - t1, "run_and_write": t3 - t2
                   "peak_mb": peak_kb() / 1024,
                   "file_mb": os.path.getsize(path) / 1e6, **counts}))
 """
+)
 
-_BASELINE = r"""
+_BASELINE = (
+    r"""
 import json, os, resource, sys, time
-""" + PEAK_KB_CODE + r"""
+"""
+    + PEAK_KB_CODE
+    + r"""
 sys.path.insert(0, sys.argv[4])
 import numpy as np
 from formats.profile_writer import ProfileWriter
@@ -99,6 +106,7 @@ with ProfileWriter(path, producer="baseline") as w:
 print(json.dumps({"seconds": time.perf_counter() - t0,
                   "peak_mb": peak_kb() / 1024}))
 """
+)
 
 
 def _run(code: str, *args: str) -> dict:
@@ -120,8 +128,11 @@ def _calibration(as_json: bool, only: str | None) -> int:
         print(json.dumps({"rows": rows, "summary": result}, indent=2))
         return 0
     for which, figures in result.items():
-        parts = [f"{key} geomean error {f['geomean_error']:.2f}x, worst {f['worst_error']:.2f}x, "
-                 f"{f['within_1_5x']}/{f['rows']} within 1.5x" for key, f in figures.items()]
+        parts = [
+            f"{key} geomean error {f['geomean_error']:.2f}x, worst {f['worst_error']:.2f}x, "
+            f"{f['within_1_5x']}/{f['rows']} within 1.5x"
+            for key, f in figures.items()
+        ]
         print(f"{which}: " + "; ".join(parts))
     return 0
 
@@ -130,8 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--calibration", action="store_true",
-                        help="compare the fc, gemm and conv presets with poplibs' published IPU-Model figures instead")
+    parser.add_argument(
+        "--calibration",
+        action="store_true",
+        help="compare the fc, gemm and conv presets with poplibs' published IPU-Model figures instead",
+    )
     parser.add_argument("--only", metavar="TEXT", help="with --calibration: only the rows whose name contains TEXT")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,23 +156,39 @@ def main(argv: list[str] | None = None) -> int:
         sim = _run(_SIMULATE, json.dumps(knobs), tmp, root)
         tiles_per_ipu = sim["num_tiles"] // knobs.get("ipus", 4)
         base = _run(_BASELINE, str(sim["steps"]), str(tiles_per_ipu), str(knobs.get("ipus", 4)), root, tmp)
-    figures = {"size": args.size, "simulator": sim, "baseline_writer_only": base,
-               "ratio_to_baseline": sim["seconds"] / max(base["seconds"], 1e-9)}
+    figures = {
+        "size": args.size,
+        "simulator": sim,
+        "baseline_writer_only": base,
+        "ratio_to_baseline": sim["seconds"] / max(base["seconds"], 1e-9),
+    }
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"large preset ({args.size}): {sim['compute_sets']:,} compute sets, {sim['programs']:,} programs, "
-              f"{sim['steps']:,} steps on {sim['num_tiles']:,} tiles, {sim['lowered_variables']:,} lowered variables")
-        print(f"  build {sim['build']:.1f} s, compile {sim['compile']:.1f} s, run and write {sim['run_and_write']:.1f} s: "
-              f"total {sim['seconds']:.1f} s; peak memory {sim['peak_mb']:,.0f} MB; profile.pop {sim['file_mb']:,.0f} MB")
-        print(f"  baseline (writer only, same steps): {base['seconds']:.1f} s, {base['peak_mb']:,.0f} MB; "
-              f"ratio {figures['ratio_to_baseline']:.1f}x")
+        print(
+            f"large preset ({args.size}): {sim['compute_sets']:,} compute sets, {sim['programs']:,} programs, "
+            f"{sim['steps']:,} steps on {sim['num_tiles']:,} tiles, {sim['lowered_variables']:,} lowered variables"
+        )
+        print(
+            f"  build {sim['build']:.1f} s, compile {sim['compile']:.1f} s, run and write {sim['run_and_write']:.1f} s: "
+            f"total {sim['seconds']:.1f} s; peak memory {sim['peak_mb']:,.0f} MB; profile.pop {sim['file_mb']:,.0f} MB"
+        )
+        print(
+            f"  baseline (writer only, same steps): {base['seconds']:.1f} s, {base['peak_mb']:,.0f} MB; "
+            f"ratio {figures['ratio_to_baseline']:.1f}x"
+        )
         if args.size == "full":
-            checks = [sim["compute_sets"] >= TARGETS["compute_sets"], sim["programs"] >= TARGETS["programs"],
-                      sim["steps"] >= TARGETS["steps"], sim["seconds"] < TARGETS["seconds"],
-                      sim["peak_mb"] < TARGETS["peak_mb"]]
-            print("  targets (20,000 compute sets, 100,000 programs, 50,000 steps, < 600 s, < 4 GB): "
-                  + ("met" if all(checks) else "NOT met"))
+            checks = [
+                sim["compute_sets"] >= TARGETS["compute_sets"],
+                sim["programs"] >= TARGETS["programs"],
+                sim["steps"] >= TARGETS["steps"],
+                sim["seconds"] < TARGETS["seconds"],
+                sim["peak_mb"] < TARGETS["peak_mb"],
+            ]
+            print(
+                "  targets (20,000 compute sets, 100,000 programs, 50,000 steps, < 600 s, < 4 GB): "
+                + ("met" if all(checks) else "NOT met")
+            )
     return 0
 
 

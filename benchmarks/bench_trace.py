@@ -113,8 +113,6 @@ def traverse_events(events, stats: EpochStats) -> int:
     return visited
 
 
-
-
 def _line(*args, **kwargs) -> None:
     print(ratio_line(*args, decimals=1, **kwargs))
 
@@ -135,8 +133,14 @@ def bench_open(path: pathlib.Path, repeat: int) -> float:
     t_raw, raw_threads = best_of(raw, repeat)
     assert threads == raw_threads
     print(f"open and list threads ({threads} threads)")
-    _line("pva.openTrace + processes/threads", t_pva * 1000, "ms", "sqlite3 connect + SELECT threads", t_raw * 1000,
-          "target < 100 ms")
+    _line(
+        "pva.openTrace + processes/threads",
+        t_pva * 1000,
+        "ms",
+        "sqlite3 connect + SELECT threads",
+        t_raw * 1000,
+        "target < 100 ms",
+    )
     return t_pva * 1000
 
 
@@ -177,12 +181,25 @@ def bench_traversal(path: pathlib.Path, repeat: int) -> float:
     trace.close()
     assert result == result_warm == result_raw, (result, result_warm, result_raw)
     events = result[0]
-    print(f"full traversal through event.children() ({events:,} events, {result[1]} epochs, "
-          f"longest {result[2]:,} us, mean {result[3]:,.0f} us)")
-    _line("pva, fresh openTrace (cold)", events / t_cold / 1000, "k ev/s", "sqlite3 SELECT label, duration + loop",
-          events / t_raw / 1000, "target >= 500 k events/s")
-    _line("pva, threads already read (warm)", events / t_warm / 1000, "k ev/s", "sqlite3 SELECT label, duration + loop",
-          events / t_raw / 1000)
+    print(
+        f"full traversal through event.children() ({events:,} events, {result[1]} epochs, "
+        f"longest {result[2]:,} us, mean {result[3]:,.0f} us)"
+    )
+    _line(
+        "pva, fresh openTrace (cold)",
+        events / t_cold / 1000,
+        "k ev/s",
+        "sqlite3 SELECT label, duration + loop",
+        events / t_raw / 1000,
+        "target >= 500 k events/s",
+    )
+    _line(
+        "pva, threads already read (warm)",
+        events / t_warm / 1000,
+        "k ev/s",
+        "sqlite3 SELECT label, duration + loop",
+        events / t_raw / 1000,
+    )
     return events / t_cold
 
 
@@ -218,7 +235,9 @@ def bench_recording(events: int, repeat: int) -> float:
         assert recorded == events, recorded
     print(f"recording {events:,} nested events with pva.tracing (open, record, close)")
     _line("per event, recording", t_record / events * 1e6, "us", "contextlib.nullcontext()", t_base / events * 1e6)
-    _line("per event, no recorder active", t_off / events * 1e6, "us", "contextlib.nullcontext()", t_base / events * 1e6)
+    _line(
+        "per event, no recorder active", t_off / events * 1e6, "us", "contextlib.nullcontext()", t_base / events * 1e6
+    )
     return t_record / events * 1e6
 
 
@@ -232,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     open_ms = bench_open(path, max(args.repeat, 5))
     rate = bench_traversal(path, args.repeat)
     per_event = bench_recording(200_000 if args.size == "full" else 20_000, args.repeat)
-    print(f"summary: open + list threads {open_ms:.1f} ms (target < 100); traversal {rate:,.0f} events/s "
-          f"(target 500,000); recording {per_event:.2f} us/event")
+    print(
+        f"summary: open + list threads {open_ms:.1f} ms (target < 100); traversal {rate:,.0f} events/s "
+        f"(target 500,000); recording {per_event:.2f} us/event"
+    )
     return 0
 
 

@@ -29,12 +29,21 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "poplibs
 #: single_conv_layer options of the convolution rows (poplibs tests/CMakeLists.txt, add_conv_benchmark).
 CONV_SHAPES = {
     "mobilenet_conv_pw_13_1": {"field": "7,7", "kernel-size": "1", "input-channels": 1024, "output-channels": 1024},
-    "resnet50_tr_bs4_bm256L0A1": {"field": "14,14", "kernel-size": "3", "padding": "1", "input-channels": 256,
-                                  "output-channels": 256},
-    "resnet50_tr_bs4_bm256L1A0": {"field": "14,14", "kernel-size": "1", "input-channels": 1024,
-                                  "output-channels": 256},
-    "resnet50_tr_bs4_bm512L0A1": {"field": "7,7", "kernel-size": "3", "padding": "1", "input-channels": 512,
-                                  "output-channels": 512},
+    "resnet50_tr_bs4_bm256L0A1": {
+        "field": "14,14",
+        "kernel-size": "3",
+        "padding": "1",
+        "input-channels": 256,
+        "output-channels": 256,
+    },
+    "resnet50_tr_bs4_bm256L1A0": {"field": "14,14", "kernel-size": "1", "input-channels": 1024, "output-channels": 256},
+    "resnet50_tr_bs4_bm512L0A1": {
+        "field": "7,7",
+        "kernel-size": "3",
+        "padding": "1",
+        "input-channels": 512,
+        "output-channels": 512,
+    },
     "resnet50_tr_bs4_bm512L0A2": {"field": "7,7", "kernel-size": "1", "input-channels": 512, "output-channels": 2048},
     "resnet50_tr_bs4_bm512L1A0": {"field": "7,7", "kernel-size": "1", "input-channels": 2048, "output-channels": 512},
 }
@@ -44,8 +53,11 @@ def shape_of(name: str) -> tuple[str, dict, str]:
     """(preset, knobs, set) of a reference row: set is "calibration" or "out-of-sample"."""
     m = re.fullmatch(r"fc_layer_(\d+)_(\d+)_(\d+)_(half|float)", name)
     if m:
-        return "fc", {"batch-size": int(m[1]), "input-size": int(m[2]), "output-size": int(m[3]),
-                      "dtype": m[4]}, "calibration"
+        return (
+            "fc",
+            {"batch-size": int(m[1]), "input-size": int(m[2]), "output-size": int(m[3]), "dtype": m[4]},
+            "calibration",
+        )
     m = re.fullmatch(r"fc_layer_(\d+)[x_](\d+)[x_](\d+)", name)
     if m:
         return "fc", {"batch-size": int(m[1]), "input-size": int(m[2]), "output-size": int(m[3])}, "calibration"
@@ -56,8 +68,11 @@ def shape_of(name: str) -> tuple[str, dict, str]:
     if m:
         return "gemm", {"m": int(m[1]), "k": int(m[2]), "n": int(m[3])}, "calibration"
     if name in CONV_SHAPES:
-        return "conv", {**CONV_SHAPES[name], "batch-size": 4, "stride": "1", "padding":
-                        CONV_SHAPES[name].get("padding", "0")}, "out-of-sample"
+        return (
+            "conv",
+            {**CONV_SHAPES[name], "batch-size": 4, "stride": "1", "padding": CONV_SHAPES[name].get("padding", "0")},
+            "out-of-sample",
+        )
     raise KeyError(f"no shape known for benchmark row {name!r}")
 
 
@@ -65,8 +80,15 @@ def reference_rows(path: str = DATA) -> list[dict]:
     """The reference rows: name, cycles, total and max tile memory."""
     with open(path, newline="") as f:
         lines = [line for line in f if not line.startswith("#")]
-    return [{"name": r["Name"], "cycles": int(r["Cycles"]), "total_memory": int(r["TotalMemory"]),
-             "max_tile_memory": int(r["MaxTileMemory"])} for r in csv.DictReader(lines)]
+    return [
+        {
+            "name": r["Name"],
+            "cycles": int(r["Cycles"]),
+            "total_memory": int(r["TotalMemory"]),
+            "max_tile_memory": int(r["MaxTileMemory"]),
+        }
+        for r in csv.DictReader(lines)
+    ]
 
 
 #: Memory categories outside the liveness figures poplibs' bench.py sums: stacks and vertex code.
@@ -92,9 +114,11 @@ def measure(directory: str) -> dict:
         not_always = comp.memoryArray("notAlwaysLiveBytes").astype("int64")
         # executionProfile.simulation.cycles: the clock at the end of the last run, all runs counted
         cycles = max((int(p.end) for run in report.execution.runs for p in run.cyclesByIpu), default=0)
-        return {"cycles": cycles,
-                "total_memory": int((always + not_always).sum()),
-                "max_tile_memory": int(comp.memoryArray("total.includingGaps").max())}
+        return {
+            "cycles": cycles,
+            "total_memory": int((always + not_always).sum()),
+            "max_tile_memory": int(comp.memoryArray("total.includingGaps").max()),
+        }
     finally:
         close = getattr(report, "close", None)
         if close is not None:
@@ -106,8 +130,9 @@ def simulate(preset: str, knobs: dict) -> dict:
     from simulator.presets import run_preset
 
     with tempfile.TemporaryDirectory(prefix="pva-calibration-") as d:
-        run_preset(preset, {"arch": "ipu2", **knobs}, d,
-                   timestamp="2024-01-01T00:00:00Z", progress=False, functional=False)
+        run_preset(
+            preset, {"arch": "ipu2", **knobs}, d, timestamp="2024-01-01T00:00:00Z", progress=False, functional=False
+        )
         return measure(d)
 
 
@@ -129,8 +154,15 @@ def calibrate(only: str | None = None, progress=None) -> list[dict]:
             continue
         preset, knobs, which = shape_of(ref["name"])
         sim = simulate(preset, knobs)
-        row = {"name": ref["name"], "set": which, "preset": preset, "knobs": knobs, "reference": ref, "simulated": sim,
-               "ratios": {key: sim[key] / ref[key] for key in ("cycles", "total_memory", "max_tile_memory")}}
+        row = {
+            "name": ref["name"],
+            "set": which,
+            "preset": preset,
+            "knobs": knobs,
+            "reference": ref,
+            "simulated": sim,
+            "ratios": {key: sim[key] / ref[key] for key in ("cycles", "total_memory", "max_tile_memory")},
+        }
         rows.append(row)
         if progress is not None:
             progress(row)
@@ -144,20 +176,28 @@ def summary(rows: list[dict]) -> dict:
         chosen = [r for r in rows if r["set"] == which]
         if not chosen:
             continue
-        out[which] = {key: {"geomean_error": geomean_error([r["ratios"][key] for r in chosen]),
-                            "worst_error": max(ratio_error(r["ratios"][key]) for r in chosen),
-                            "within_1_5x": sum(ratio_error(r["ratios"][key]) <= 1.5 for r in chosen),
-                            "rows": len(chosen)}
-                      for key in ("cycles", "total_memory", "max_tile_memory")}
+        out[which] = {
+            key: {
+                "geomean_error": geomean_error([r["ratios"][key] for r in chosen]),
+                "worst_error": max(ratio_error(r["ratios"][key]) for r in chosen),
+                "within_1_5x": sum(ratio_error(r["ratios"][key]) <= 1.5 for r in chosen),
+                "rows": len(chosen),
+            }
+            for key in ("cycles", "total_memory", "max_tile_memory")
+        }
     return out
 
 
 def format_row(row: dict) -> str:
     ref, sim, ratio = row["reference"], row["simulated"], row["ratios"]
-    return (f"{row['name']:34} {ref['cycles']:>9,} {sim['cycles']:>9,} {ratio['cycles']:>5.2f}  "
-            f"{ref['total_memory'] / 1e6:>7.1f} {sim['total_memory'] / 1e6:>7.1f} {ratio['total_memory']:>5.2f}  "
-            f"{ref['max_tile_memory']:>8,} {sim['max_tile_memory']:>8,} {ratio['max_tile_memory']:>5.2f}")
+    return (
+        f"{row['name']:34} {ref['cycles']:>9,} {sim['cycles']:>9,} {ratio['cycles']:>5.2f}  "
+        f"{ref['total_memory'] / 1e6:>7.1f} {sim['total_memory'] / 1e6:>7.1f} {ratio['total_memory']:>5.2f}  "
+        f"{ref['max_tile_memory']:>8,} {sim['max_tile_memory']:>8,} {ratio['max_tile_memory']:>5.2f}"
+    )
 
 
-HEADER = (f"{'row (IpuModel2)':34} {'cycles':>9} {'simulated':>9} {'ratio':>5}  {'totalMB':>7} {'sim MB':>7} "
-          f"{'ratio':>5}  {'max tile':>8} {'sim tile':>8} {'ratio':>5}")
+HEADER = (
+    f"{'row (IpuModel2)':34} {'cycles':>9} {'simulated':>9} {'ratio':>5}  {'totalMB':>7} {'sim MB':>7} "
+    f"{'ratio':>5}  {'max tile':>8} {'sim tile':>8} {'ratio':>5}"
+)

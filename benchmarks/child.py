@@ -92,7 +92,13 @@ def write(source: str, scratch: str, repeat: str) -> dict:
     return measure_writes(content, scratch, int(repeat))
 
 
-TASKS = {"json-answer": json_answer, "ijson-answer": ijson_answer, "pva-answer": pva_answer, "pva-convert": pva_convert, "write": write}
+TASKS = {
+    "json-answer": json_answer,
+    "ijson-answer": ijson_answer,
+    "pva-answer": pva_answer,
+    "pva-convert": pva_convert,
+    "write": write,
+}
 
 
 def main(argv: list[str]) -> int:

@@ -40,15 +40,27 @@ class Size:
 
 
 SIZES = {
-    "tiny": Size("tiny", {"ipus": 2, "layers": 3, "seq": 16, "hidden": 32, "heads": 4, "tiles-per-layer": 16,
-                          "tiles-per-ipu": 64}, "tiny", "2 IPUs shrunk to 64 tiles, 3 encoder layers (smoke runs)"),
+    "tiny": Size(
+        "tiny",
+        {"ipus": 2, "layers": 3, "seq": 16, "hidden": 32, "heads": 4, "tiles-per-layer": 16, "tiles-per-ipu": 64},
+        "tiny",
+        "2 IPUs shrunk to 64 tiles, 3 encoder layers (smoke runs)",
+    ),
     "small": Size("small", {"ipus": 1, "layers": 20}, "tiny", "1 Mk2 IPU (1,472 tiles), 20 encoder layers"),
     "large": Size("large", {"ipus": 4, "layers": 150}, "small", "4 Mk2 IPUs (5,888 tiles), 150 encoder layers"),
 }
 
 #: Sources whose changes change the bytes of a generated report.
-_REPORT_SOURCES = ("schemas", "simulator", "formats/profile_writer.py", "formats/sqlite_writer.py",
-                   "formats/arrow_chunks.py", "formats/schema.py", "formats/atomic.py", "formats/debug_info.py")
+_REPORT_SOURCES = (
+    "schemas",
+    "simulator",
+    "formats/profile_writer.py",
+    "formats/sqlite_writer.py",
+    "formats/arrow_chunks.py",
+    "formats/schema.py",
+    "formats/atomic.py",
+    "formats/debug_info.py",
+)
 _LEGACY_SOURCES = ("formats/legacy",)
 _PARQUET_SOURCES = ("formats/exporters", "formats/profile_reader.py", "formats/sqlite_reader.py")
 
@@ -96,8 +108,10 @@ class Corpus:
                 stale.unlink()
             started = time.perf_counter()
             _pva("export", str(self.pop), "--format", "legacy-json", "-o", str(path))
-            log(f"  exported {self.size} as legacy JSON in {time.perf_counter() - started:,.1f} s "
-                f"({path.stat().st_size / 1e6:,.0f} MB)")
+            log(
+                f"  exported {self.size} as legacy JSON in {time.perf_counter() - started:,.1f} s "
+                f"({path.stat().st_size / 1e6:,.0f} MB)"
+            )
         return path
 
     def parquet(self, log=print) -> pathlib.Path:
@@ -146,24 +160,37 @@ def corpus(size: str, log=print) -> Corpus:
         log(f"  simulating the {size} report ({SIZES[size].description}); this is done once ...")
         scratch = pathlib.Path(tempfile.mkdtemp(prefix=f"{size}-{key}.", suffix=".tmp", dir=CACHE))
         try:
-            result = subprocess.run([sys.executable, "-c", _SIMULATE, str(ROOT), json.dumps(knobs), str(scratch),
-                                     TIMESTAMP], cwd=ROOT, capture_output=True, text=True)
+            result = subprocess.run(
+                [sys.executable, "-c", _SIMULATE, str(ROOT), json.dumps(knobs), str(scratch), TIMESTAMP],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
             if result.returncode:
                 raise SystemExit(f"simulating the {size} report failed:\n{result.stderr}")
             run = json.loads(result.stdout.strip().splitlines()[-1])
             for other in scratch.iterdir():  # debug.cbor and the host trace are not measured
                 if other.name != "profile.pop":
                     other.unlink()
-            info = {"size": size, "preset": PRESET, "knobs": knobs, "timestamp": TIMESTAMP, "key": key,
-                    "simulate_seconds": round(run["seconds"], 1), "simulate_peak_mb": round(run["peak_mb"]),
-                    **report_counts(scratch / "profile.pop")}
+            info = {
+                "size": size,
+                "preset": PRESET,
+                "knobs": knobs,
+                "timestamp": TIMESTAMP,
+                "key": key,
+                "simulate_seconds": round(run["seconds"], 1),
+                "simulate_peak_mb": round(run["peak_mb"]),
+                **report_counts(scratch / "profile.pop"),
+            }
             (scratch / "info.json").write_text(json.dumps(info, indent=2) + "\n")
             os.replace(scratch, directory)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        log(f"  simulated in {info['simulate_seconds']:,.1f} s: {info['compute_sets']:,} compute sets, "
+        log(
+            f"  simulated in {info['simulate_seconds']:,.1f} s: {info['compute_sets']:,} compute sets, "
             f"{info['programs']:,} programs, {info['steps']:,} steps on {info['tiles']:,} tiles, "
-            f"{info['file_bytes'] / 1e6:,.0f} MB")
+            f"{info['file_bytes'] / 1e6:,.0f} MB"
+        )
     return Corpus(size, directory, json.loads(info_path.read_text()))
 
 
@@ -173,6 +200,7 @@ def report_counts(path: pathlib.Path) -> dict:
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+
         def count(sql: str) -> int:
             return conn.execute(sql).fetchone()[0] or 0
 

@@ -51,10 +51,17 @@ def machine() -> dict:
     except ImportError:
         duckdb_version = "not installed"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"nproc": cpus, "cpu": model or platform.processor(), "memory_gb": memory_gb,
-            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
-            "sqlite": sqlite3.sqlite_version, "numpy": numpy.__version__, "pyarrow": pyarrow.__version__,
-            "duckdb": duckdb_version}
+    return {
+        "nproc": cpus,
+        "cpu": model or platform.processor(),
+        "memory_gb": memory_gb,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+        "duckdb": duckdb_version,
+    }
 
 
 def _number(value: float) -> str:
@@ -78,18 +85,29 @@ def table(rows: list[Row]) -> str:
     """The rows as a Markdown table."""
     lines = ["| measurement | ours | baseline | ratio | target | met |", "|---|---:|---:|---:|---|:-:|"]
     for row in rows:
-        lines.append(f"| {row.measurement} | {_number(row.ours)} {row.unit} | {_number(row.baseline)} {row.unit} "
-                     f"({row.baseline_what}) | {_number(row.ratio)} | {row.target} | {_met(row)} |")
+        lines.append(
+            f"| {row.measurement} | {_number(row.ours)} {row.unit} | {_number(row.baseline)} {row.unit} "
+            f"({row.baseline_what}) | {_number(row.ratio)} | {row.target} | {_met(row)} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=list(SIZES), default="large",
-                        help="reference report to measure (default: large; tiny is a smoke run)")
+    parser.add_argument(
+        "--size",
+        choices=list(SIZES),
+        default="large",
+        help="reference report to measure (default: large; tiny is a smoke run)",
+    )
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT")
-    parser.add_argument("--only", nargs="+", metavar="NAME", choices=MEASUREMENTS,
-                        help=f"run only these measurements ({', '.join(MEASUREMENTS)})")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        choices=MEASUREMENTS,
+        help=f"run only these measurements ({', '.join(MEASUREMENTS)})",
+    )
     parser.add_argument("--repeat", type=int, help="repetitions of each in-process timing (default by size)")
     parser.add_argument("--child-repeat", type=int, help="repetitions of each child-process measurement")
     args = parser.parse_args(argv)
@@ -107,17 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(context, set(args.only or MEASUREMENTS))
     when = datetime.datetime.now().astimezone()
     info = main_corpus.info
-    header = (f"{args.size} report: {info['compute_sets']:,} compute sets, {info['programs']:,} programs, "
-              f"{info['steps']:,} steps x {info['tiles']:,} tiles ({info['ipus']} IPUs), "
-              f"{info['file_bytes'] / 1e6:,.0f} MB; simulated in {info['simulate_seconds']:,.0f} s")
+    header = (
+        f"{args.size} report: {info['compute_sets']:,} compute sets, {info['programs']:,} programs, "
+        f"{info['steps']:,} steps x {info['tiles']:,} tiles ({info['ipus']} IPUs), "
+        f"{info['file_bytes'] / 1e6:,.0f} MB; simulated in {info['simulate_seconds']:,.0f} s"
+    )
     host = machine()
-    print(f"pva benchmarks, {when:%Y-%m-%d %H:%M %Z}; {host['nproc']} CPUs ({host['cpu']}), "
-          f"{host['memory_gb']} GB RAM, Python {host['python']}, SQLite {host['sqlite']}")
+    print(
+        f"pva benchmarks, {when:%Y-%m-%d %H:%M %Z}; {host['nproc']} CPUs ({host['cpu']}), "
+        f"{host['memory_gb']} GB RAM, Python {host['python']}, SQLite {host['sqlite']}"
+    )
     print(header)
     print(table(rows))
     missed = [row.name for row in rows if row.met is False]
-    print(f"targets: {sum(row.met is True for row in rows)} met, {len(missed)} missed"
-          + (f" ({', '.join(missed)})" if missed else "") + f"; {time.perf_counter() - started:,.0f} s")
+    print(
+        f"targets: {sum(row.met is True for row in rows)} met, {len(missed)} missed"
+        + (f" ({', '.join(missed)})" if missed else "")
+        + f"; {time.perf_counter() - started:,.0f} s"
+    )
     if args.json:
         document = {
             "date": when.isoformat(timespec="seconds"),
@@ -126,9 +151,18 @@ def main(argv: list[str] | None = None) -> int:
             "machine": host,
             "reports": {args.size: main_corpus.info, size.reference: reference.info},
             "measurements": [
-                {"name": row.name, "measurement": row.measurement, "ours": row.ours, "baseline": row.baseline,
-                 "unit": row.unit, "baseline_what": row.baseline_what, "ratio": row.ratio, "target": row.target,
-                 "met": row.met, "details": row.details}
+                {
+                    "name": row.name,
+                    "measurement": row.measurement,
+                    "ours": row.ours,
+                    "baseline": row.baseline,
+                    "unit": row.unit,
+                    "baseline_what": row.baseline_what,
+                    "ratio": row.ratio,
+                    "target": row.target,
+                    "met": row.met,
+                    "details": row.details,
+                }
                 for row in rows
             ],
         }

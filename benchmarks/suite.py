@@ -89,9 +89,19 @@ def measure_open(ctx: Context) -> list[Row]:
     assert results["ours"] == ctx.main.info["tiles"], results
     ours_ms, ref_ms = medians["ours"] * 1e3, medians["reference"] * 1e3
     met = ours_ms < OPEN_LIMIT_MS and ours_ms <= OPEN_RATIO * ref_ms
-    return [Row("open", f"open {ctx.main.size}, read compilation.target.numTiles", ours_ms, ref_ms, "ms",
-                f"the same on {ctx.reference.size}", f"< {OPEN_LIMIT_MS:.0f} ms and ratio <= {OPEN_RATIO:g}", met,
-                details={"times_ms": _ms(times)})]
+    return [
+        Row(
+            "open",
+            f"open {ctx.main.size}, read compilation.target.numTiles",
+            ours_ms,
+            ref_ms,
+            "ms",
+            f"the same on {ctx.reference.size}",
+            f"< {OPEN_LIMIT_MS:.0f} ms and ratio <= {OPEN_RATIO:g}",
+            met,
+            details={"times_ms": _ms(times)},
+        )
+    ]
 
 
 # -- 2. the first answer, and 8. legacy conversion (they share the json.load runs) -----------------
@@ -132,18 +142,42 @@ def first_answer_rows(ctx: Context, runs: dict[str, list[dict]]) -> list[Row]:
     peak, base_peak = median_of(runs["answer"], "peak_mb"), median_of(runs["json"], "peak_mb")
     size = ctx.main.size
     return [
-        Row("first-answer-time", f"first answer (total memory of all tiles) from {size}: time", seconds,
-            base_seconds, "s", "json.load of the legacy JSON + sum", f"ratio <= {FIRST_ANSWER_TIME:g} (50x faster)",
+        Row(
+            "first-answer-time",
+            f"first answer (total memory of all tiles) from {size}: time",
+            seconds,
+            base_seconds,
+            "s",
+            "json.load of the legacy JSON + sum",
+            f"ratio <= {FIRST_ANSWER_TIME:g} (50x faster)",
             seconds <= FIRST_ANSWER_TIME * base_seconds,
-            details={"total_bytes": totals.pop(), "ours_runs": _runs(runs["answer"], "seconds", "peak_mb"),
-                     "baseline_runs": _runs(runs["json"], "seconds", "load_seconds", "peak_mb")}),
-        Row("first-answer-memory", f"first answer from {size}: peak memory (own process)", peak, base_peak, "MB",
-            "json.load of the legacy JSON + sum", f"ratio <= {FIRST_ANSWER_MEMORY:g}",
-            peak <= FIRST_ANSWER_MEMORY * base_peak),
-        Row("first-answer-streaming", f"first answer from {size}: time against a streaming reader", seconds,
-            stream_seconds, "s", "ijson streaming the legacy JSON up to the per-tile totals",
-            f"ratio <= {FIRST_ANSWER_STREAMING:g}", seconds <= FIRST_ANSWER_STREAMING * stream_seconds,
-            details={"baseline_runs": _runs(runs["ijson"], "seconds", "peak_mb")}),
+            details={
+                "total_bytes": totals.pop(),
+                "ours_runs": _runs(runs["answer"], "seconds", "peak_mb"),
+                "baseline_runs": _runs(runs["json"], "seconds", "load_seconds", "peak_mb"),
+            },
+        ),
+        Row(
+            "first-answer-memory",
+            f"first answer from {size}: peak memory (own process)",
+            peak,
+            base_peak,
+            "MB",
+            "json.load of the legacy JSON + sum",
+            f"ratio <= {FIRST_ANSWER_MEMORY:g}",
+            peak <= FIRST_ANSWER_MEMORY * base_peak,
+        ),
+        Row(
+            "first-answer-streaming",
+            f"first answer from {size}: time against a streaming reader",
+            seconds,
+            stream_seconds,
+            "s",
+            "ijson streaming the legacy JSON up to the per-tile totals",
+            f"ratio <= {FIRST_ANSWER_STREAMING:g}",
+            seconds <= FIRST_ANSWER_STREAMING * stream_seconds,
+            details={"baseline_runs": _runs(runs["ijson"], "seconds", "peak_mb")},
+        ),
     ]
 
 
@@ -153,13 +187,30 @@ def convert_rows(ctx: Context, runs: dict[str, list[dict]]) -> list[Row]:
     base_rate = size_mb / median_of(runs["json"], "load_seconds")
     peak, base_peak = median_of(runs["convert"], "peak_mb"), median_of(runs["json"], "peak_mb")
     return [
-        Row("convert-throughput", f"pva convert of the {ctx.main.size}'s legacy JSON ({size_mb:,.0f} MB): throughput",
-            rate, base_rate, "MB/s", "json.load of the same file", f"ratio >= {CONVERT_THROUGHPUT:g}",
+        Row(
+            "convert-throughput",
+            f"pva convert of the {ctx.main.size}'s legacy JSON ({size_mb:,.0f} MB): throughput",
+            rate,
+            base_rate,
+            "MB/s",
+            "json.load of the same file",
+            f"ratio >= {CONVERT_THROUGHPUT:g}",
             rate >= CONVERT_THROUGHPUT * base_rate,
-            details={"ours_runs": _runs(runs["convert"], "seconds", "peak_mb", "output_bytes"),
-                     "baseline_runs": _runs(runs["json"], "load_seconds", "peak_mb")}),
-        Row("convert-memory", "pva convert of the legacy JSON: peak memory (own process)", peak, base_peak, "MB",
-            "json.load of the same file", f"ratio <= {CONVERT_MEMORY:g}", peak <= CONVERT_MEMORY * base_peak),
+            details={
+                "ours_runs": _runs(runs["convert"], "seconds", "peak_mb", "output_bytes"),
+                "baseline_runs": _runs(runs["json"], "load_seconds", "peak_mb"),
+            },
+        ),
+        Row(
+            "convert-memory",
+            "pva convert of the legacy JSON: peak memory (own process)",
+            peak,
+            base_peak,
+            "MB",
+            "json.load of the same file",
+            f"ratio <= {CONVERT_MEMORY:g}",
+            peak <= CONVERT_MEMORY * base_peak,
+        ),
     ]
 
 
@@ -185,18 +236,29 @@ def measure_tile_totals(ctx: Context) -> list[Row]:
         return np.sum(in_memory, axis=0)
 
     # each call gets a freshly opened report (opened untimed): nothing is cached between calls
-    medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat,
-                                         setup={"ours": lambda: opened.append(pva.openReport(path))})
+    medians, times, results = alternate(
+        {"ours": ours, "baseline": baseline}, ctx.repeat, setup={"ours": lambda: opened.append(pva.openReport(path))}
+    )
     assert np.array_equal(results["ours"], results["baseline"]), "per-tile totals disagree"
     gigabytes = in_memory.nbytes / 1e9
     ours_s, base_s = medians["ours"], medians["baseline"]
-    return [Row("tile-totals",
-                f"per-tile cycle totals over all {ctx.main.info['steps']:,} steps: execution.cyclesByTileTotals()",
-                ours_s * 1e3, base_s * 1e3, "ms",
-                f"numpy.sum(axis=0) of the same uint64 matrix in memory ({gigabytes:.2f} GB)",
-                f"ratio <= {TILE_TOTALS_RATIO:g}", ours_s <= TILE_TOTALS_RATIO * base_s,
-                details={"ours_gb_per_s": gigabytes / ours_s, "baseline_gb_per_s": gigabytes / base_s,
-                         "times_ms": _ms(times)})]
+    return [
+        Row(
+            "tile-totals",
+            f"per-tile cycle totals over all {ctx.main.info['steps']:,} steps: execution.cyclesByTileTotals()",
+            ours_s * 1e3,
+            base_s * 1e3,
+            "ms",
+            f"numpy.sum(axis=0) of the same uint64 matrix in memory ({gigabytes:.2f} GB)",
+            f"ratio <= {TILE_TOTALS_RATIO:g}",
+            ours_s <= TILE_TOTALS_RATIO * base_s,
+            details={
+                "ours_gb_per_s": gigabytes / ours_s,
+                "baseline_gb_per_s": gigabytes / base_s,
+                "times_ms": _ms(times),
+            },
+        )
+    ]
 
 
 # -- 4. walking the steps --------------------------------------------------------------------------
@@ -221,18 +283,31 @@ def measure_step_walk(ctx: Context) -> list[Row]:
     medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat)
     assert results["ours"] == results["baseline"], results
     steps = ctx.main.info["steps"]
-    return [Row("step-walk", f"sum(s.ipus[0].cycles for s in execution.steps), fresh openReport, {steps:,} steps",
-                medians["ours"] * 1e3, medians["baseline"] * 1e3, "ms",
-                "sqlite3: SELECT cycles FROM steps_by_ipu WHERE ipu = 0 ORDER BY step_id, summed",
-                f"ratio <= {STEP_WALK_RATIO:g}", medians["ours"] <= STEP_WALK_RATIO * medians["baseline"],
-                details={"ours_steps_per_s": steps / medians["ours"],
-                         "baseline_rows_per_s": steps / medians["baseline"], "times_ms": _ms(times)})]
+    return [
+        Row(
+            "step-walk",
+            f"sum(s.ipus[0].cycles for s in execution.steps), fresh openReport, {steps:,} steps",
+            medians["ours"] * 1e3,
+            medians["baseline"] * 1e3,
+            "ms",
+            "sqlite3: SELECT cycles FROM steps_by_ipu WHERE ipu = 0 ORDER BY step_id, summed",
+            f"ratio <= {STEP_WALK_RATIO:g}",
+            medians["ours"] <= STEP_WALK_RATIO * medians["baseline"],
+            details={
+                "ours_steps_per_s": steps / medians["ours"],
+                "baseline_rows_per_s": steps / medians["baseline"],
+                "times_ms": _ms(times),
+            },
+        )
+    ]
 
 
 # -- 5. an SQL aggregate ---------------------------------------------------------------------------
 
-_CYCLES_PER_CS = ("SELECT s.compute_set, sum(b.cycles) AS cycles FROM {steps} s JOIN {steps_by_ipu} b "
-                  "ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.compute_set ORDER BY s.compute_set")
+_CYCLES_PER_CS = (
+    "SELECT s.compute_set, sum(b.cycles) AS cycles FROM {steps} s JOIN {steps_by_ipu} b "
+    "ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.compute_set ORDER BY s.compute_set"
+)
 
 
 def measure_sql(ctx: Context) -> list[Row]:
@@ -244,27 +319,40 @@ def measure_sql(ctx: Context) -> list[Row]:
     def ours() -> list[tuple]:
         reader = ProfileReader(path)
         try:
-            return list(run_readonly(reader.file, _CYCLES_PER_CS.format(steps="steps",
-                                                                        steps_by_ipu="steps_by_ipu")).rows)
+            return list(
+                run_readonly(reader.file, _CYCLES_PER_CS.format(steps="steps", steps_by_ipu="steps_by_ipu")).rows
+            )
         finally:
             reader.close()
 
     def baseline() -> list[tuple]:
         conn = duckdb.connect()
         try:
-            sql = _CYCLES_PER_CS.format(steps=f"read_parquet('{tables / 'steps.parquet'}')",
-                                        steps_by_ipu=f"read_parquet('{tables / 'steps_by_ipu.parquet'}')")
+            sql = _CYCLES_PER_CS.format(
+                steps=f"read_parquet('{tables / 'steps.parquet'}')",
+                steps_by_ipu=f"read_parquet('{tables / 'steps_by_ipu.parquet'}')",
+            )
             return conn.execute(sql).fetchall()
         finally:
             conn.close()
 
     medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat)
-    assert [tuple(map(int, r)) for r in results["ours"]] == [tuple(map(int, r)) for r in results["baseline"]], \
+    assert [tuple(map(int, r)) for r in results["ours"]] == [tuple(map(int, r)) for r in results["baseline"]], (
         "the SQL results disagree"
-    return [Row("sql-aggregate", f"SQL: total cycles per compute set ({len(results['ours']):,} groups), "
-                "pva sql path on profile.pop", medians["ours"] * 1e3, medians["baseline"] * 1e3, "ms",
-                "DuckDB, the same query over the Parquet export", "reported (no target)", None,
-                details={"times_ms": _ms(times)})]
+    )
+    return [
+        Row(
+            "sql-aggregate",
+            f"SQL: total cycles per compute set ({len(results['ours']):,} groups), pva sql path on profile.pop",
+            medians["ours"] * 1e3,
+            medians["baseline"] * 1e3,
+            "ms",
+            "DuckDB, the same query over the Parquet export",
+            "reported (no target)",
+            None,
+            details={"times_ms": _ms(times)},
+        )
+    ]
 
 
 # -- 6. writing ------------------------------------------------------------------------------------
@@ -278,12 +366,20 @@ def measure_write(ctx: Context) -> list[Row]:
         result = child("write", str(ctx.main.pop), scratch, str(ctx.child_repeat))
     finally:
         os.rmdir(scratch)
-    return [Row("write", f"write {ctx.main.size} through ProfileWriter ({result['rows']:,} rows, "
-                f"{result['matrix_bytes'] / 1e9:.2f} GB of matrices)", result["seconds"], result["baseline_seconds"],
-                "s", "sqlite3.executemany of the same rows + pyarrow IPC files of the same matrices",
-                f"ratio <= {WRITE_RATIO:g}", result["seconds"] <= WRITE_RATIO * result["baseline_seconds"],
-                details={"bytes": result["bytes"], "baseline_bytes": result["baseline_bytes"],
-                         "times": result["times"]})]
+    return [
+        Row(
+            "write",
+            f"write {ctx.main.size} through ProfileWriter ({result['rows']:,} rows, "
+            f"{result['matrix_bytes'] / 1e9:.2f} GB of matrices)",
+            result["seconds"],
+            result["baseline_seconds"],
+            "s",
+            "sqlite3.executemany of the same rows + pyarrow IPC files of the same matrices",
+            f"ratio <= {WRITE_RATIO:g}",
+            result["seconds"] <= WRITE_RATIO * result["baseline_seconds"],
+            details={"bytes": result["bytes"], "baseline_bytes": result["baseline_bytes"], "times": result["times"]},
+        )
+    ]
 
 
 # -- 7. file size ----------------------------------------------------------------------------------
@@ -294,8 +390,18 @@ SIZE_RATIO = 0.25
 def measure_file_size(ctx: Context) -> list[Row]:
     pop = ctx.main.pop.stat().st_size / 1e6
     legacy = ctx.main.legacy_json(ctx.log).stat().st_size / 1e6
-    return [Row("file-size", f"file size of {ctx.main.size} (profile.pop)", pop, legacy, "MB",
-                "the same content as legacy JSON", f"ratio <= {SIZE_RATIO:g}", pop <= SIZE_RATIO * legacy)]
+    return [
+        Row(
+            "file-size",
+            f"file size of {ctx.main.size} (profile.pop)",
+            pop,
+            legacy,
+            "MB",
+            "the same content as legacy JSON",
+            f"ratio <= {SIZE_RATIO:g}",
+            pop <= SIZE_RATIO * legacy,
+        )
+    ]
 
 
 # -- start-up of the command line ------------------------------------------------------------------
@@ -306,21 +412,49 @@ def measure_startup(ctx: Context) -> list[Row]:
     python = medians["python -c pass"]
     shell = medians.get('sqlite3 "select 1"')
     rows = []
-    for name, row_name in (("pva --help", "startup-help"), ("pva info", "startup-info"),
-                           ('pva sql "select 1"', "startup-sql")):
-        baseline, what = (shell, "the sqlite3 shell's select 1") if name.startswith("pva sql") and shell else (
-            python, "python -c pass")
-        rows.append(Row(row_name, f"{name} on {ctx.main.size}, a whole process", medians[name], baseline, "ms", what,
-                        f"< {startup.STARTUP_LIMIT_MS:.0f} ms", medians[name] < startup.STARTUP_LIMIT_MS,
-                        details={"medians_ms": {k: round(v, 2) for k, v in medians.items()}}))
+    for name, row_name in (
+        ("pva --help", "startup-help"),
+        ("pva info", "startup-info"),
+        ('pva sql "select 1"', "startup-sql"),
+    ):
+        baseline, what = (
+            (shell, "the sqlite3 shell's select 1")
+            if name.startswith("pva sql") and shell
+            else (python, "python -c pass")
+        )
+        rows.append(
+            Row(
+                row_name,
+                f"{name} on {ctx.main.size}, a whole process",
+                medians[name],
+                baseline,
+                "ms",
+                what,
+                f"< {startup.STARTUP_LIMIT_MS:.0f} ms",
+                medians[name] < startup.STARTUP_LIMIT_MS,
+                details={"medians_ms": {k: round(v, 2) for k, v in medians.items()}},
+            )
+        )
     return rows
 
 
 # -- the whole suite -------------------------------------------------------------------------------
 
 #: Measurement names for --only, in the order they run.
-MEASUREMENTS = ("open", "first-answer", "tile-totals", "step-walk", "visitor", "sql-aggregate", "write",
-                "file-size", "legacy-convert", "startup", "query-reports", "fleet")
+MEASUREMENTS = (
+    "open",
+    "first-answer",
+    "tile-totals",
+    "step-walk",
+    "visitor",
+    "sql-aggregate",
+    "write",
+    "file-size",
+    "legacy-convert",
+    "startup",
+    "query-reports",
+    "fleet",
+)
 
 
 def run(ctx: Context, only: set[str]) -> list[Row]:
@@ -328,9 +462,16 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
     rows: list[Row] = []
     from .bench_compilation import measure_visitor
 
-    simple = {"open": measure_open, "tile-totals": measure_tile_totals, "step-walk": measure_step_walk,
-              "visitor": measure_visitor, "sql-aggregate": measure_sql, "write": measure_write,
-              "file-size": measure_file_size, "startup": measure_startup}
+    simple = {
+        "open": measure_open,
+        "tile-totals": measure_tile_totals,
+        "step-walk": measure_step_walk,
+        "visitor": measure_visitor,
+        "sql-aggregate": measure_sql,
+        "write": measure_write,
+        "file-size": measure_file_size,
+        "startup": measure_startup,
+    }
     from .bench_query import measure_fleet, measure_query_reports
 
     simple.update({"query-reports": measure_query_reports, "fleet": measure_fleet})

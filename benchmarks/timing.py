@@ -13,9 +13,12 @@ from collections.abc import Callable
 from .corpus import ROOT
 
 
-def alternate(sides: dict[str, Callable[[], object]], repeat: int, warmup: bool = True,
-              setup: dict[str, Callable[[], object]] | None = None
-              ) -> tuple[dict[str, float], dict[str, list[float]], dict[str, object]]:
+def alternate(
+    sides: dict[str, Callable[[], object]],
+    repeat: int,
+    warmup: bool = True,
+    setup: dict[str, Callable[[], object]] | None = None,
+) -> tuple[dict[str, float], dict[str, list[float]], dict[str, object]]:
     """Run each side `repeat` times, alternating (the order swaps every round).
 
     Returns the median seconds of each side, every time measured, and each side's last result.
@@ -47,8 +50,9 @@ def child(task: str, *args: str) -> dict:
 
     The child's own peak resident memory (getrusage) is in the result as ``peak_mb``.
     """
-    result = subprocess.run([sys.executable, "-m", "benchmarks.child", task, *args], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.child", task, *args], cwd=ROOT, capture_output=True, text=True
+    )
     if result.returncode:
         raise RuntimeError(f"benchmark child {task} failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -79,9 +83,12 @@ def best_of(function: Callable[[], object], repeat: int) -> tuple[float, object]
     return best, result
 
 
-def ratio_line(what: str, value: float, unit: str, baseline_what: str, baseline: float, target: str = "",
-               decimals: int = 0) -> str:
+def ratio_line(
+    what: str, value: float, unit: str, baseline_what: str, baseline: float, target: str = "", decimals: int = 0
+) -> str:
     """One printed line: our figure, the baseline's, their ratio and the target."""
     ratio = value / baseline if baseline else float("nan")
-    return (f"  {what:<46} {value:>14,.{decimals}f} {unit:<11} | baseline {baseline_what:<42} "
-            f"{baseline:>14,.{decimals}f} {unit:<11} | ratio {ratio:6.2f}{'  ' + target if target else ''}")
+    return (
+        f"  {what:<46} {value:>14,.{decimals}f} {unit:<11} | baseline {baseline_what:<42} "
+        f"{baseline:>14,.{decimals}f} {unit:<11} | ratio {ratio:6.2f}{'  ' + target if target else ''}"
+    )

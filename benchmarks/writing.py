@@ -30,8 +30,7 @@ from formats.schema import profile_schema, split_ddl
 #: Tables ProfileWriter fills itself (set_target, set_graph, matrices, close).
 _WRITER_TABLES = {"metadata", "target", "replicas", "ipus", "tiles", "graph", "matrices", "matrix_chunks"}
 #: Target columns set_target derives from the others.
-_DERIVED = {"num_tiles", "bytes_per_ipu", "total_memory", "ipus_per_replica", "tiles_per_replica",
-            "memory_per_replica"}
+_DERIVED = {"num_tiles", "bytes_per_ipu", "total_memory", "ipus_per_replica", "tiles_per_replica", "memory_per_replica"}
 
 
 @dataclasses.dataclass
@@ -65,12 +64,16 @@ def load_content(path: str) -> Content:
             tables[name] = (columns, reader.query(f'SELECT {quoted} FROM "{name}"'))
         matrices = {}
         for name, _rows, _cols, per_chunk in reader.query(
-                "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY rowid"):
+            "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY rowid"
+        ):
             matrix = reader.matrix(name)
             blocks = [block for _first, block in matrix.iter_chunks()]
             dtype = np.result_type(*[b.dtype for b in blocks]) if blocks else np.uint8
-            values = np.concatenate([b.astype(dtype, copy=False) for b in blocks]) if blocks else np.zeros(
-                (0, matrix.num_cols), dtype=dtype)
+            values = (
+                np.concatenate([b.astype(dtype, copy=False) for b in blocks])
+                if blocks
+                else np.zeros((0, matrix.num_cols), dtype=dtype)
+            )
             matrices[name] = (values, per_chunk)
         codecs = reader.column("SELECT DISTINCT codec FROM matrix_chunks")
         return Content(tables, matrices, dict(reader.metadata), codecs[0] if len(codecs) == 1 else "zstd")
@@ -86,11 +89,17 @@ def write_ours(content: Content, path: str) -> None:
     tile_columns, tile_rows = content.tables["tiles"]
     delay = tile_columns.index("relative_sync_delay")
     tiles_per_ipu = target["tiles_per_ipu"]
-    with ProfileWriter(path, producer=meta.get("producer", "pva"), producer_version=meta.get("producer_version", ""),
-                       poplar_version=meta.get("poplar_version", "")) as w:
+    with ProfileWriter(
+        path,
+        producer=meta.get("producer", "pva"),
+        producer_version=meta.get("producer_version", ""),
+        poplar_version=meta.get("poplar_version", ""),
+    ) as w:
         w.set_metadata(**{k: v for k, v in meta.items() if k not in ("format_version", "producer", "producer_version")})
-        w.set_target(relative_sync_delay_by_tile=[row[delay] for row in sorted(tile_rows)[:tiles_per_ipu]],
-                     **{k: v for k, v in target.items() if k not in _DERIVED})
+        w.set_target(
+            relative_sync_delay_by_tile=[row[delay] for row in sorted(tile_rows)[:tiles_per_ipu]],
+            **{k: v for k, v in target.items() if k not in _DERIVED},
+        )
         graph_columns, (graph_row,) = content.tables["graph"]
         w.set_graph(**dict(zip(graph_columns, graph_row)))
         for name, (columns, rows) in content.tables.items():
@@ -129,8 +138,9 @@ def write_baseline(content: Content, path: str, arrow_directory: str) -> None:
         with pa.OSFile(target, "wb") as sink, pa.ipc.new_file(sink, schema, options=options) as writer:
             for first in range(0, values.shape[0], per_chunk):
                 block = values[first : first + per_chunk]
-                column = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1), type=arrow_type),
-                                                           values.shape[1])
+                column = pa.FixedSizeListArray.from_arrays(
+                    pa.array(block.reshape(-1), type=arrow_type), values.shape[1]
+                )
                 writer.write_batch(pa.record_batch([column], schema=schema))
         with open(target, "rb") as handle:
             os.fsync(handle.fileno())
@@ -153,8 +163,10 @@ def measure_writes(content: Content, scratch: str, repeat: int) -> dict:
     os.makedirs(arrow_dir, exist_ok=True)
     times: dict[str, list[float]] = {"ours": [], "baseline": []}
     sizes: dict[str, int] = {}
-    sides = {"ours": lambda: write_ours(content, ours_path),
-             "baseline": lambda: write_baseline(content, base_path, arrow_dir)}
+    sides = {
+        "ours": lambda: write_ours(content, ours_path),
+        "baseline": lambda: write_baseline(content, base_path, arrow_dir),
+    }
     for round_ in range(repeat):
         for name in ("ours", "baseline") if round_ % 2 == 0 else ("baseline", "ours"):
             _remove(ours_path, base_path, arrow_dir)
@@ -165,9 +177,16 @@ def measure_writes(content: Content, scratch: str, repeat: int) -> dict:
                 sizes["ours"] = os.path.getsize(ours_path)
             else:
                 sizes["baseline"] = os.path.getsize(base_path) + sum(
-                    os.path.getsize(os.path.join(arrow_dir, f)) for f in os.listdir(arrow_dir))
+                    os.path.getsize(os.path.join(arrow_dir, f)) for f in os.listdir(arrow_dir)
+                )
     _remove(ours_path, base_path, arrow_dir)
     os.rmdir(arrow_dir)
-    return {"seconds": statistics.median(times["ours"]), "baseline_seconds": statistics.median(times["baseline"]),
-            "times": times, "bytes": sizes["ours"], "baseline_bytes": sizes["baseline"], "rows": content.rows,
-            "matrix_bytes": content.matrix_bytes}
+    return {
+        "seconds": statistics.median(times["ours"]),
+        "baseline_seconds": statistics.median(times["baseline"]),
+        "times": times,
+        "bytes": sizes["ours"],
+        "baseline_bytes": sizes["baseline"],
+        "rows": content.rows,
+        "matrix_bytes": content.matrix_bytes,
+    }

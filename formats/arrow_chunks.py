@@ -125,8 +125,9 @@ def _batch_header(metadata: bytes) -> tuple[int, int, bool, list[int]]:
     return header_type, length, compressed, nodes
 
 
-def check_ipc_stream(raw: pa.Buffer | bytes, *, max_rows: int, where: str, path: str,
-                     max_values: int | None = None) -> int:
+def check_ipc_stream(
+    raw: pa.Buffer | bytes, *, max_rows: int, where: str, path: str, max_values: int | None = None
+) -> int:
     """Check the headers of every message of an Arrow IPC stream before anything is decoded; returns its rows.
 
     Refuses IPC body compression (pva never writes it: a small stream could expand without bound),
@@ -152,26 +153,40 @@ def check_ipc_stream(raw: pa.Buffer | bytes, *, max_rows: int, where: str, path:
         if compressed:
             raise CorruptReportError(
                 f"{where}: expected an Arrow IPC stream without body compression (pva never writes it), "
-                f"found a compressed {message.type}", path)
-        if kind == _HEADER_DICTIONARY_BATCH and (length < 0 or length > limit_values or any(
-                n < 0 or n > limit_values for n in nodes)):
+                f"found a compressed {message.type}",
+                path,
+            )
+        if kind == _HEADER_DICTIONARY_BATCH and (
+            length < 0 or length > limit_values or any(n < 0 or n > limit_values for n in nodes)
+        ):
             raise CorruptReportError(
-                f"{where}: expected a dictionary of at most {limit_values} values, found one declaring {length}", path)
+                f"{where}: expected a dictionary of at most {limit_values} values, found one declaring {length}", path
+            )
         if kind == _HEADER_RECORD_BATCH:
             if length < 0 or rows + length > max_rows:
                 raise CorruptReportError(
                     f"{where}: expected at most {max_rows} rows in all, found a batch declaring {length} rows "
-                    f"after {rows}", path)
+                    f"after {rows}",
+                    path,
+                )
             if any(n < 0 or n > limit_values for n in nodes):
                 raise CorruptReportError(
-                    f"{where}: expected fields of at most {limit_values} values, found a batch declaring "
-                    f"{max(nodes)}", path)
+                    f"{where}: expected fields of at most {limit_values} values, found a batch declaring {max(nodes)}",
+                    path,
+                )
             rows += length
     return rows
 
 
 def decode_chunk(
-    data: bytes, *, codec: str, raw_size: int, matrix: str, first_row: int, num_rows: int, num_cols: int,
+    data: bytes,
+    *,
+    codec: str,
+    raw_size: int,
+    matrix: str,
+    first_row: int,
+    num_rows: int,
+    num_cols: int,
     path: str,
 ) -> np.ndarray:
     """Decode one chunk into a (num_rows, num_cols) array, checking it is what the index says.
@@ -185,7 +200,8 @@ def decode_chunk(
     if not isinstance(raw_size, int) or not 0 < raw_size <= limit:
         raise CorruptReportError(
             f"{where}: expected an uncompressed size of at most {limit} bytes for {num_rows}x{num_cols} values, "
-            f"found {raw_size!r}", path
+            f"found {raw_size!r}",
+            path,
         )
     if not isinstance(data, bytes):
         raise CorruptReportError(f"{where}: expected a BLOB, found {type(data).__name__}", path)
@@ -208,27 +224,20 @@ def decode_chunk(
         ) from None
     if len(batches) != 1 or batches[0].num_columns != 1:
         raise CorruptReportError(
-            f"{where}: expected one record batch with one column, found "
-            f"{len(batches)} batches", path
+            f"{where}: expected one record batch with one column, found {len(batches)} batches", path
         )
     column = batches[0].column(0)
     if not pa.types.is_fixed_size_list(column.type) or column.type.list_size != num_cols:
-        raise CorruptReportError(
-            f"{where}: expected fixed_size_list of {num_cols} values, found {column.type}", path
-        )
+        raise CorruptReportError(f"{where}: expected fixed_size_list of {num_cols} values, found {column.type}", path)
     if len(column) != num_rows or column.null_count:
         raise CorruptReportError(
-            f"{where}: expected {num_rows} rows without nulls, found {len(column)} rows "
-            f"and {column.null_count} nulls", path
+            f"{where}: expected {num_rows} rows without nulls, found {len(column)} rows and {column.null_count} nulls",
+            path,
         )
     value_type = column.type.value_type
     if not pa.types.is_unsigned_integer(value_type):
-        raise CorruptReportError(
-            f"{where}: expected unsigned integer values, found {value_type}", path
-        )
+        raise CorruptReportError(f"{where}: expected unsigned integer values, found {value_type}", path)
     flat = column.flatten()
     if len(flat) != num_rows * num_cols:
-        raise CorruptReportError(
-            f"{where}: expected {num_rows * num_cols} values, found {len(flat)}", path
-        )
+        raise CorruptReportError(f"{where}: expected {num_rows * num_cols} values, found {len(flat)}", path)
     return flat.to_numpy(zero_copy_only=False).reshape(num_rows, num_cols)

@@ -17,14 +17,17 @@ def arrow_schema(table: str) -> pa.Schema:
     """The Arrow schema of a profile.pop table, with column descriptions as field metadata."""
     spec = profile_schema().tables[table]
     return pa.schema(
-        [pa.field(c.name, _ARROW_TYPES[c.type], nullable=not c.not_null,
-                  metadata={"description": c.description}) for c in spec.columns],
+        [
+            pa.field(c.name, _ARROW_TYPES[c.type], nullable=not c.not_null, metadata={"description": c.description})
+            for c in spec.columns
+        ],
         metadata={"description": spec.description, "table": table},
     )
 
 
-def table_to_arrow(reader: ProfileReader, table: str, columns: Sequence[str] | None = None,
-                   batch_rows: int = 200_000) -> pa.Table:
+def table_to_arrow(
+    reader: ProfileReader, table: str, columns: Sequence[str] | None = None, batch_rows: int = 200_000
+) -> pa.Table:
     """A table of the report (schema columns only, in schema order) as an Arrow table."""
     schema = arrow_schema(table)
     if columns is not None:

@@ -51,15 +51,16 @@ class AtomicOutput:
             if directory or not stream:
                 raise InvalidInputError(
                     f"{given!r}: is {_kind_name(given)}; this output cannot be written as a stream: expected "
-                    f"a regular file name (or nothing there)", given)
+                    f"a regular file name (or nothing there)",
+                    given,
+                )
             self.target = self.path = given
             return
         # follow a symbolic link: its target is replaced, the link stays
         self.target = os.path.realpath(given) if os.path.islink(given) else given
         parent = os.path.dirname(self.target)
         if not os.path.isdir(parent):
-            raise ReportNotFoundError(f"cannot write {self.target!r}: directory {parent!r} does not exist",
-                                      self.target)
+            raise ReportNotFoundError(f"cannot write {self.target!r}: directory {parent!r} does not exist", self.target)
         self.check_target()
         remove_stale_temporaries(self.target)
         prefix = "." + os.path.basename(self.target) + "." + _owner_tag()
@@ -81,23 +82,30 @@ class AtomicOutput:
             return
         target = self.target
         if os.path.isdir(target) and not self.directory:
-            raise InvalidInputError(f"{target!r}: is a directory; expected a file name to write to "
-                              f"(or nothing there)", target)
+            raise InvalidInputError(
+                f"{target!r}: is a directory; expected a file name to write to (or nothing there)", target
+            )
         if not os.path.lexists(target):
             return
         mode = os.lstat(target).st_mode
         if self.directory:
             if not stat.S_ISDIR(mode):
-                raise InvalidInputError(f"{target!r}: is {_kind_name(target)}; expected a directory name to write to "
-                                  f"(or nothing there)", target)
+                raise InvalidInputError(
+                    f"{target!r}: is {_kind_name(target)}; expected a directory name to write to (or nothing there)",
+                    target,
+                )
             if not is_our_directory(target):
                 raise InvalidInputError(
                     f"{target!r}: is a non-empty directory that is not a previous pva export (its {MANIFEST} "
                     f"must list every file in it); refusing to replace it: give a new or an empty directory",
-                    target)
+                    target,
+                )
         elif not stat.S_ISREG(mode):
-            raise InvalidInputError(f"{target!r}: is {_kind_name(target)}; refusing to replace it: expected a "
-                              f"regular file name to write to (or nothing there)", target)
+            raise InvalidInputError(
+                f"{target!r}: is {_kind_name(target)}; refusing to replace it: expected a "
+                f"regular file name to write to (or nothing there)",
+                target,
+            )
 
     def prepare(self) -> None:
         """Make the temporary output durable (fsync) without making it visible yet."""
@@ -139,8 +147,11 @@ class AtomicOutput:
                 if is_our_directory(self.path):
                     shutil.rmtree(self.path, ignore_errors=True)
             else:
-                old = tempfile.mkdtemp(prefix="." + os.path.basename(self.target) + "." + _owner_tag(), suffix=".old",
-                                       dir=os.path.dirname(self.target))
+                old = tempfile.mkdtemp(
+                    prefix="." + os.path.basename(self.target) + "." + _owner_tag(),
+                    suffix=".old",
+                    dir=os.path.dirname(self.target),
+                )
                 os.rmdir(old)
                 os.replace(self.target, old)
                 try:

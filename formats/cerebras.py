@@ -43,8 +43,14 @@ _OVERALL = {
     "Active PEs": "active_pes_percent",
     "Compute Utilization": "compute_utilization_percent",
 }
-_KERNEL_HEADER = ("kernel name", "samples/s", "compute samples/s", "transmission samples/s", "active pes",
-                  "compute utilization")
+_KERNEL_HEADER = (
+    "kernel name",
+    "samples/s",
+    "compute samples/s",
+    "transmission samples/s",
+    "active pes",
+    "compute utilization",
+)
 _RATE = re.compile(r"^\d+(?:\.\d+)?$")
 _PERCENT = re.compile(r"^(\d+)\s*%$")
 _COUNT = re.compile(r"^\d+$")
@@ -111,8 +117,9 @@ def parse_compile_report(text: str, path: str = "<text>") -> CompileReport:
         index += 1
     if index >= len(lines) or lines[index].strip() != HEADER:
         found = lines[index].strip()[:60] if index < len(lines) else "nothing"
-        raise NotAReportError(f"{path!r}: expected a Cerebras compile report starting with {HEADER!r}, "
-                              f"found {found!r}", path)
+        raise NotAReportError(
+            f"{path!r}: expected a Cerebras compile report starting with {HEADER!r}, found {found!r}", path
+        )
     index += 1
     values: dict[str, float | int] = {}
     while index < len(lines) and len(values) < len(_OVERALL):
@@ -171,14 +178,20 @@ def _kernels(path: str, lines: list[str], index: int) -> list[KernelEstimate]:
         if not stripped or _RULE.match(line):
             continue
         if not stripped.startswith("|"):
-            raise _fail(path, number, 1, f"expected a row of the kernel table starting with '|', found {stripped[:40]!r}")
+            raise _fail(
+                path, number, 1, f"expected a row of the kernel table starting with '|', found {stripped[:40]!r}"
+            )
         cells = _cells(line)
         if len(cells) != 6:
             raise _fail(path, number, 1, f"expected 6 cells in a kernel table row, found {len(cells)}")
         if not header_seen:
             if tuple(c.lower() for c in cells) != _KERNEL_HEADER:
-                raise _fail(path, number, 1, f"expected the kernel table header ({' | '.join(_KERNEL_HEADER)}), "
-                                             f"found {stripped[:60]!r}")
+                raise _fail(
+                    path,
+                    number,
+                    1,
+                    f"expected the kernel table header ({' | '.join(_KERNEL_HEADER)}), found {stripped[:60]!r}",
+                )
             header_seen = True
             continue
         if not any(cells):
@@ -188,19 +201,29 @@ def _kernels(path: str, lines: list[str], index: int) -> list[KernelEstimate]:
         if not name:
             raise _fail(path, number, column, "expected a kernel name, found an empty cell")
         numbers: list[str] = []
-        for cell, what, pattern in ((rate, "samples per second", _RATE), (compute, "compute samples per second", _RATE),
-                                    (transmission, "transmission samples per second", _RATE),
-                                    (pes, "a count of active PEs", _COUNT)):
+        for cell, what, pattern in (
+            (rate, "samples per second", _RATE),
+            (compute, "compute samples per second", _RATE),
+            (transmission, "transmission samples per second", _RATE),
+            (pes, "a count of active PEs", _COUNT),
+        ):
             if not pattern.match(cell):
                 column = _column_of(line, cell, len(numbers) + 1)
                 raise _fail(path, number, column, f"expected {what}, found {cell!r}")
             numbers.append(cell)
         match = _PERCENT.match(utilisation)
         if not match:
-            raise _fail(path, number, _column_of(line, utilisation, 5),
-                        f"expected a whole percentage such as 100%, found {utilisation!r}")
-        kernels.append(KernelEstimate(name, float(numbers[0]), float(numbers[1]), float(numbers[2]),
-                                      int(numbers[3]), int(match.group(1))))
+            raise _fail(
+                path,
+                number,
+                _column_of(line, utilisation, 5),
+                f"expected a whole percentage such as 100%, found {utilisation!r}",
+            )
+        kernels.append(
+            KernelEstimate(
+                name, float(numbers[0]), float(numbers[1]), float(numbers[2]), int(numbers[3]), int(match.group(1))
+            )
+        )
     return kernels
 
 
@@ -217,9 +240,19 @@ def _column_of(line: str, cell: str, separator: int) -> int:
 
 #: The target and graph columns a converted compile report fills with placeholders.
 NOT_RECORDED = [
-    "target.num_ipus", "target.tiles_per_ipu", "target.num_tiles", "target.bytes_per_tile", "target.bytes_per_ipu",
-    "target.total_memory", "target.clock_frequency", "target.ipus_per_replica", "target.tiles_per_replica",
-    "target.memory_per_replica", "graph.num_edges", "graph.num_vars", "graph.num_vertices",
+    "target.num_ipus",
+    "target.tiles_per_ipu",
+    "target.num_tiles",
+    "target.bytes_per_tile",
+    "target.bytes_per_ipu",
+    "target.total_memory",
+    "target.clock_frequency",
+    "target.ipus_per_replica",
+    "target.tiles_per_replica",
+    "target.memory_per_replica",
+    "graph.num_edges",
+    "graph.num_vars",
+    "graph.num_vertices",
 ]
 
 
@@ -241,17 +274,52 @@ def convert_cerebras(path: str | os.PathLike[str], output: str | os.PathLike[str
     o = report.overall
     with ProfileWriter(output, producer="pva convert") as writer:
         writer.set_metadata(source_format="Cerebras compile report", not_recorded=json.dumps(NOT_RECORDED))
-        writer.set_target(num_ipus=1, tiles_per_ipu=1, bytes_per_tile=0, clock_frequency=0.0, type="Unknown",
-                          architecture="Unknown")
+        writer.set_target(
+            num_ipus=1, tiles_per_ipu=1, bytes_per_tile=0, clock_frequency=0.0, type="Unknown", architecture="Unknown"
+        )
         writer.set_graph(num_compute_sets=len(report.kernels), num_edges=0, num_vars=0, num_vertices=0)
         writer.insert("compute_sets", ("compute_set", "name"), [(i, k.name) for i, k in enumerate(report.kernels)])
         rows: list[tuple[int, str | None, int | None, float, float, float, int | None, int | None, int]]
-        rows = [(0, None, None, o.samples_per_second, o.compute_samples_per_second, o.transmission_samples_per_second,
-                 None, o.active_pes_percent, o.compute_utilization_percent)]
-        rows += [(i + 1, k.name, i, k.samples_per_second, k.compute_samples_per_second,
-                  k.transmission_samples_per_second, k.active_pes, None, k.compute_utilization_percent)
-                 for i, k in enumerate(report.kernels)]
-        writer.insert("compile_estimates", ("id", "kernel", "compute_set", "samples_per_second",
-                                            "compute_samples_per_second", "transmission_samples_per_second",
-                                            "active_pes", "active_pes_percent", "compute_utilization_percent"), rows)
+        rows = [
+            (
+                0,
+                None,
+                None,
+                o.samples_per_second,
+                o.compute_samples_per_second,
+                o.transmission_samples_per_second,
+                None,
+                o.active_pes_percent,
+                o.compute_utilization_percent,
+            )
+        ]
+        rows += [
+            (
+                i + 1,
+                k.name,
+                i,
+                k.samples_per_second,
+                k.compute_samples_per_second,
+                k.transmission_samples_per_second,
+                k.active_pes,
+                None,
+                k.compute_utilization_percent,
+            )
+            for i, k in enumerate(report.kernels)
+        ]
+        writer.insert(
+            "compile_estimates",
+            (
+                "id",
+                "kernel",
+                "compute_set",
+                "samples_per_second",
+                "compute_samples_per_second",
+                "transmission_samples_per_second",
+                "active_pes",
+                "active_pes_percent",
+                "compute_utilization_percent",
+            ),
+            rows,
+        )
     return report

@@ -52,8 +52,13 @@ class _Collector:
             self.problems.append(Problem(check, "...", "more problems of this kind are not listed"))
 
 
-def check_report(path: str | os.PathLike[str], progress: Progress | Callable[[str], None] | None = None, *,
-                 quick: bool = False, only: Collection[str] | None = None) -> list[Problem]:
+def check_report(
+    path: str | os.PathLike[str],
+    progress: Progress | Callable[[str], None] | None = None,
+    *,
+    quick: bool = False,
+    only: Collection[str] | None = None,
+) -> list[Problem]:
     """Every problem found in the report at `path`; an empty list means it is valid.
 
     A file that is a damaged report gives a single problem with the open error's message; a path
@@ -114,8 +119,10 @@ def check_notes(path: str | os.PathLike[str]) -> list[str]:
     if len(head) == 100 and (head[18] == 2 or head[19] == 2):
         notes.append("journal mode: wal (pva reads it without writing -wal or -shm files beside it)")
     for left in stale_temporaries(path):
-        notes.append(f"{os.path.basename(left)}: a temporary left by a writer that was killed; the next write "
-                     f"to {os.path.basename(path)} removes it")
+        notes.append(
+            f"{os.path.basename(left)}: a temporary left by a writer that was killed; the next write "
+            f"to {os.path.basename(path)} removes it"
+        )
     return notes
 
 
@@ -157,7 +164,7 @@ def _schema(reader: ProfileReader, out: _Collector) -> None:
             if column.type == "INTEGER" and column.name in info:
                 bad = reader.query_one(
                     f'SELECT count(*) FROM "{name}" WHERE "{column.name}" IS NOT NULL '
-                    f'AND typeof("{column.name}") != \'integer\''
+                    f"AND typeof(\"{column.name}\") != 'integer'"
                 )[0]
                 if bad:
                     out.add("schema", f"table {name}", f"column {column.name} has {bad} non-integer value(s)")
@@ -185,15 +192,26 @@ def _matrices(reader: ProfileReader, out: _Collector, bar: Progress | None = Non
         expected_first = 0
         for first, count, codec, raw_size, data in _chunks(reader, name):
             if first != expected_first or count != min(rows_per_chunk, num_rows - expected_first):
-                out.add("matrices", f"{where} chunk at row {first}",
-                        f"expected {min(rows_per_chunk, num_rows - expected_first)} rows at row {expected_first}, "
-                        f"found {count}")
+                out.add(
+                    "matrices",
+                    f"{where} chunk at row {first}",
+                    f"expected {min(rows_per_chunk, num_rows - expected_first)} rows at row {expected_first}, "
+                    f"found {count}",
+                )
                 expected_first = first
             if bar is not None and isinstance(data, bytes):
                 bar.advance(len(data))
             try:
-                decode_chunk(data, codec=codec, raw_size=raw_size, matrix=name, first_row=first, num_rows=count,
-                             num_cols=num_cols, path=reader.path)
+                decode_chunk(
+                    data,
+                    codec=codec,
+                    raw_size=raw_size,
+                    matrix=name,
+                    first_row=first,
+                    num_rows=count,
+                    num_cols=num_cols,
+                    path=reader.path,
+                )
             except PvaError as exc:
                 out.add("matrices", f"{where} chunk at row {first}", str(exc).split(": ", 1)[-1])
             expected_first += count
@@ -266,8 +284,15 @@ _ROW_REFERENCES = [
     ("step_compute_sets", "cycles_row", "step_compute_set_cycles_by_tile", ""),
 ]
 #: Kinds of per-program vectors, each a matrix program_<kind>_by_tile.
-_VECTOR_KINDS = ("control_code", "bytes_received", "bytes_sent", "estimated_cycles", "exchange_cycles",
-                 "sync_cycles", "code_bytes")
+_VECTOR_KINDS = (
+    "control_code",
+    "bytes_received",
+    "bytes_sent",
+    "estimated_cycles",
+    "exchange_cycles",
+    "sync_cycles",
+    "code_bytes",
+)
 
 
 def _references(reader: ProfileReader, out: _Collector) -> None:
@@ -302,21 +327,29 @@ def _references(reader: ProfileReader, out: _Collector) -> None:
         _check_rows(reader, out, "exchanges", "row", f"program_{kind}_by_tile", sizes, f"kind = '{kind}'")
     num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
     if "step_cycles_by_tile" in sizes and sizes["step_cycles_by_tile"] != num_steps:
-        out.add("references", "matrix step_cycles_by_tile",
-                f"has {sizes['step_cycles_by_tile']} rows; expected one per step ({num_steps})")
+        out.add(
+            "references",
+            "matrix step_cycles_by_tile",
+            f"has {sizes['step_cycles_by_tile']} rows; expected one per step ({num_steps})",
+        )
 
 
 def _check_rows(reader, out, table, column, matrix, sizes, condition) -> None:
-    where = f' AND {condition}' if condition else ""
-    top = reader.query_one(f'SELECT max("{column}"), min("{column}") FROM "{table}" WHERE "{column}" IS NOT NULL{where}')
+    where = f" AND {condition}" if condition else ""
+    top = reader.query_one(
+        f'SELECT max("{column}"), min("{column}") FROM "{table}" WHERE "{column}" IS NOT NULL{where}'
+    )
     if top is None or top[0] is None:
         return
     size = sizes.get(matrix)
     if size is None:
         out.add("references", f"table {table}.{column}", f"refers to matrix {matrix}, which the report lacks")
     elif top[0] >= size or top[1] < 0:
-        out.add("references", f"table {table}.{column}",
-                f"refers to row {top[0] if top[0] >= size else top[1]} of matrix {matrix}, which has {size} rows")
+        out.add(
+            "references",
+            f"table {table}.{column}",
+            f"refers to row {top[0] if top[0] >= size else top[1]} of matrix {matrix}, which has {size} rows",
+        )
 
 
 def _program_graph(reader: ProfileReader, out: _Collector) -> None:
@@ -328,7 +361,9 @@ def _program_graph(reader: ProfileReader, out: _Collector) -> None:
     cycle = _find_cycle(children)
     if cycle:
         out.add("programs", "program_children", "programs contain themselves: " + " -> ".join(map(str, cycle)))
-    roots = reader.column("SELECT program FROM control_programs") + reader.column("SELECT program FROM function_programs")
+    roots = reader.column("SELECT program FROM control_programs") + reader.column(
+        "SELECT program FROM function_programs"
+    )
     reachable: set[int] = set()
     stack = list(roots)
     while stack:
@@ -339,9 +374,14 @@ def _program_graph(reader: ProfileReader, out: _Collector) -> None:
         stack.extend(children.get(node, ()))
     if roots:
         unreachable = reader.query_one("SELECT count(*) FROM programs")[0] - len(
-            reachable & set(reader.column("SELECT id FROM programs")))
+            reachable & set(reader.column("SELECT id FROM programs"))
+        )
         if unreachable:
-            out.add("programs", "programs", f"{unreachable} program(s) are not reachable from a control program or a function")
+            out.add(
+                "programs",
+                "programs",
+                f"{unreachable} program(s) are not reachable from a control program or a function",
+            )
     bad = reader.query("SELECT id FROM programs WHERE type = 'OnTileExecute' AND compute_set IS NULL LIMIT 5")
     for (program,) in bad:
         out.add("programs", f"program {program}", "is an OnTileExecute without a compute set")
@@ -367,7 +407,7 @@ def _find_cycle(children: dict[int, list[int]]) -> list[int] | None:
                 path.pop()
                 continue
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if not state.get(nxt):
                 state[nxt] = 1
                 path.append(nxt)
@@ -385,12 +425,18 @@ def _memory(reader: ProfileReader, out: _Collector) -> None:
         out.add("memory", f"tile {tile}", f"with-gaps memory {incl} is below without-gaps {excl}")
     for tile, incl, overflow in reader.query(
         "SELECT tile, total_including_gaps, overflowed_including_gaps FROM memory_by_tile "
-        "WHERE (total_including_gaps > ?) != (overflowed_including_gaps > 0) LIMIT 21", (bytes_per_tile,)
+        "WHERE (total_including_gaps > ?) != (overflowed_including_gaps > 0) LIMIT 21",
+        (bytes_per_tile,),
     ):
-        out.add("memory", f"tile {tile}",
-                f"uses {incl} bytes of {bytes_per_tile} but reports {overflow} bytes overflowed")
-    totals = {tile: (total, inter, non, over) for tile, total, inter, non, over in reader.query(
-        "SELECT tile, total, interleaved, non_interleaved, overflowed FROM memory_by_tile")}
+        out.add(
+            "memory", f"tile {tile}", f"uses {incl} bytes of {bytes_per_tile} but reports {overflow} bytes overflowed"
+        )
+    totals = {
+        tile: (total, inter, non, over)
+        for tile, total, inter, non, over in reader.query(
+            "SELECT tile, total, interleaved, non_interleaved, overflowed FROM memory_by_tile"
+        )
+    }
     for tile, (total, inter, non, over) in totals.items():
         if inter + non + over != total:
             out.add("memory", f"tile {tile}", f"regions add up to {inter + non + over}, total is {total}")
@@ -421,8 +467,11 @@ def _memory(reader: ProfileReader, out: _Collector) -> None:
             continue
         column = 6 * index[0] + 2 * region_names.index(region) + int(bool(overlapped))
         if int(category_totals[column]) != total:
-            out.add("memory", f"memory_by_category {names[index[0]][1]}/{region}/{overlapped}",
-                    f"total {total} disagrees with the per-tile matrix ({int(category_totals[column])})")
+            out.add(
+                "memory",
+                f"memory_by_category {names[index[0]][1]}/{region}/{overlapped}",
+                f"total {total} disagrees with the per-tile matrix ({int(category_totals[column])})",
+            )
 
 
 def _execution(reader: ProfileReader, out: _Collector) -> None:
@@ -431,14 +480,16 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
     for run, first, count in runs:
         if first != expected_first:
             out.add("execution", f"run {run}", f"starts at step {first}, expected {expected_first}")
-        bad = reader.query_one("SELECT count(*) FROM steps WHERE id >= ? AND id < ? AND run != ?", (first, first + count, run))[0]
+        bad = reader.query_one(
+            "SELECT count(*) FROM steps WHERE id >= ? AND id < ? AND run != ?", (first, first + count, run)
+        )[0]
         if bad:
             out.add("execution", f"run {run}", f"{bad} of its steps name another run")
         expected_first = first + count
     num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
     if runs and expected_first != num_steps:
         out.add("execution", "runs", f"cover {expected_first} steps, the report has {num_steps}")
-    for run, ipu, start, end in reader.query("SELECT run, ipu, start, \"end\" FROM run_cycles_by_ipu"):
+    for run, ipu, start, end in reader.query('SELECT run, ipu, start, "end" FROM run_cycles_by_ipu'):
         row = reader.query_one(
             "SELECT min(b.cycles_base), max(b.cycles_base), max(b.all_cycles_to_max), min(b.all_cycles_from_min), "
             "sum(b.profiled) FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE s.run = ? AND b.ipu = ?",
@@ -448,18 +499,26 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
         if base_min is None or not profiled:
             continue
         if base_min != start or base_max != start:
-            out.add("execution", f"run {run} IPU {ipu}", f"steps count cycles from {base_min}, the run starts at {start}")
+            out.add(
+                "execution", f"run {run} IPU {ipu}", f"steps count cycles from {base_min}, the run starts at {start}"
+            )
         if last != end - start:
-            out.add("execution", f"run {run} IPU {ipu}",
-                    f"steps end {last} cycles into the run, the run lasts {end - start} cycles")
+            out.add(
+                "execution",
+                f"run {run} IPU {ipu}",
+                f"steps end {last} cycles into the run, the run lasts {end - start} cycles",
+            )
     for run, ipu, total in reader.query("SELECT run, ipu, total FROM cycle_totals"):
         steps_total = reader.query_one(
             "SELECT sum(b.cycles) FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE s.run = ? AND b.ipu = ?",
             (run, ipu),
         )[0]
         if steps_total is not None and steps_total != total:
-            out.add("execution", f"run {run} IPU {ipu}",
-                    f"cycle_totals.total is {total}, the steps' cycles add up to {steps_total}")
+            out.add(
+                "execution",
+                f"run {run} IPU {ipu}",
+                f"cycle_totals.total is {total}, the steps' cycles add up to {steps_total}",
+            )
     matrix = reader.matrix("step_cycles_by_tile")
     if matrix is None or matrix.num_rows != num_steps or num_steps == 0:
         return
@@ -468,28 +527,37 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
     step_cycles = np.zeros((num_steps, num_ipus), dtype=np.uint64)
     for first, block in matrix.iter_chunks():
         step_cycles[first : first + block.shape[0]] = block.reshape(block.shape[0], num_ipus, tiles_per_ipu).sum(
-            axis=2, dtype=np.uint64)
+            axis=2, dtype=np.uint64
+        )
     mismatches = 0
     for step, ipu, cycles, profiled in reader.query("SELECT step_id, ipu, cycles, profiled FROM steps_by_ipu"):
         if 0 <= step < num_steps and 0 <= ipu < num_ipus and profiled and int(step_cycles[step, ipu]) != cycles:
             mismatches += 1
             if mismatches <= 5:
-                out.add("execution", f"step {step} IPU {ipu}",
-                        f"steps_by_ipu.cycles is {cycles}, its tiles' cycles add up to {int(step_cycles[step, ipu])}")
+                out.add(
+                    "execution",
+                    f"step {step} IPU {ipu}",
+                    f"steps_by_ipu.cycles is {cycles}, its tiles' cycles add up to {int(step_cycles[step, ipu])}",
+                )
 
 
 def _counts(reader: ProfileReader, out: _Collector) -> None:
     """Every stored count against the rows it counts; every matrix's declared shape against its table."""
     (sets,) = reader.query_one("SELECT count(*) FROM compute_sets")
     if sets and reader.graph["num_compute_sets"] != sets:
-        out.add("counts", "graph.num_compute_sets",
-                f"is {reader.graph['num_compute_sets']}, table compute_sets has {sets} rows")
-    (declared_steps, steps) = reader.query_one("SELECT (SELECT coalesce(sum(num_steps), 0) FROM runs), "
-                                               "(SELECT count(*) FROM steps)")
+        out.add(
+            "counts",
+            "graph.num_compute_sets",
+            f"is {reader.graph['num_compute_sets']}, table compute_sets has {sets} rows",
+        )
+    (declared_steps, steps) = reader.query_one(
+        "SELECT (SELECT coalesce(sum(num_steps), 0) FROM runs), (SELECT count(*) FROM steps)"
+    )
     if declared_steps != steps:
         out.add("counts", "runs.num_steps", f"add up to {declared_steps}, table steps has {steps} rows")
     for name, num_rows, _num_cols, _rows_per_chunk in reader.query(
-            "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY name"):
+        "SELECT name, num_rows, num_cols, rows_per_chunk FROM matrices ORDER BY name"
+    ):
         if name not in profile_matrices()["matrices"]:
             continue
         try:
@@ -502,7 +570,8 @@ def _counts(reader: ProfileReader, out: _Collector) -> None:
         if name == "step_cycles_by_tile" and num_rows != steps:
             out.add("counts", f"matrix {name}", f"declares {num_rows} rows, one per step expected ({steps})")
         (chunks, chunk_rows) = reader.query_one(
-            "SELECT count(*), coalesce(sum(num_rows), 0) FROM matrix_chunks WHERE matrix = ?", (name,))
+            "SELECT count(*), coalesce(sum(num_rows), 0) FROM matrix_chunks WHERE matrix = ?", (name,)
+        )
         if chunk_rows != num_rows:
             out.add("counts", f"matrix {name}", f"declares {num_rows} rows, its {chunks} chunk(s) hold {chunk_rows}")
 

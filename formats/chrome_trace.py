@@ -96,8 +96,9 @@ def _one_value(first: tuple[str, Any], events: Iterator) -> Iterator[tuple[str, 
                 return
 
 
-def read_trace_items(raw: BinaryIO, name: str, *, progress: Callable[[int], None] | None = None
-                     ) -> tuple[Iterator[tuple[list, Any]], dict, dict]:
+def read_trace_items(
+    raw: BinaryIO, name: str, *, progress: Callable[[int], None] | None = None
+) -> tuple[Iterator[tuple[list, Any]], dict, dict]:
     """The trace events of a Chrome trace file as (JSON location parts, value), one at a time.
 
     Also returns the other top-level keys (filled in as they are read; complete once the
@@ -119,8 +120,11 @@ def read_trace_items(raw: BinaryIO, name: str, *, progress: Callable[[int], None
             return
         if first[0] != "start_map":
             value = build_tree(_one_value(first, events), name)
-            raise InvalidInputError(f"{name!r}: $: expected an array of trace events or an object with "
-                                    f"traceEvents, found {describe(value)}", name)
+            raise InvalidInputError(
+                f"{name!r}: $: expected an array of trace events or an object with "
+                f"traceEvents, found {describe(value)}",
+                name,
+            )
         found = False
         while True:
             try:
@@ -144,8 +148,9 @@ def read_trace_items(raw: BinaryIO, name: str, *, progress: Callable[[int], None
             else:
                 others[key] = _plain(build_tree(_one_value(start, events), name, prefix=[key]))
         if not found:
-            raise InvalidInputError(f"{name!r}: $: expected a traceEvents array, found top-level keys "
-                                    f"{', '.join(others) or 'none'}", name)
+            raise InvalidInputError(
+                f"{name!r}: $: expected a traceEvents array, found top-level keys {', '.join(others) or 'none'}", name
+            )
         try:
             next(events)
         except StopIteration:
@@ -168,8 +173,9 @@ def _array_items(events: Iterator, prefix: list, name: str, status: dict) -> Ite
             if "premature EOF" in str(problem) or "incomplete" in str(problem).lower():
                 status["truncated"] = True  # Chrome accepts an array whose ']' is missing
                 return
-            raise InvalidInputError(f"{name!r}: {location(prefix + [index])}{problem.where()}: {problem}",
-                                    name) from None
+            raise InvalidInputError(
+                f"{name!r}: {location(prefix + [index])}{problem.where()}: {problem}", name
+            ) from None
         if first[0] == "end_array":
             return
         parts = prefix + [index]
@@ -261,7 +267,7 @@ class _Importer:
             raise self.fail(parts, f"expected a trace event (an object), found {describe(event)}")
         phase = event.get("ph")
         if not isinstance(phase, str):
-            raise self.fail(parts + ["ph"], f"expected the event phase (a string such as \"X\"), found {describe(phase)}")
+            raise self.fail(parts + ["ph"], f'expected the event phase (a string such as "X"), found {describe(phase)}')
         if phase not in PHASES:
             self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + 1
             return
@@ -286,8 +292,9 @@ class _Importer:
             index = thread.stack.pop()
             end = round(ts)
             if end < thread.starts[index]:
-                raise self.fail(parts + ["ts"], f"the end ({ts} µs) comes before its begin event "
-                                                f"({thread.starts[index]} µs)")
+                raise self.fail(
+                    parts + ["ts"], f"the end ({ts} µs) comes before its begin event ({thread.starts[index]} µs)"
+                )
             thread.ends[index] = end
             args = self._args(event, parts)
             if args:
@@ -329,8 +336,9 @@ class _Importer:
         elif label == "process_sort_index":
             self.process_order[pid] = self._int(args.get("sort_index"), parts + ["args", "sort_index"], "a sort index")
         elif label == "thread_sort_index":
-            self.thread_order[(pid, tid)] = self._int(args.get("sort_index"), parts + ["args", "sort_index"],
-                                                      "a sort index")
+            self.thread_order[(pid, tid)] = self._int(
+                args.get("sort_index"), parts + ["args", "sort_index"], "a sort index"
+            )
         else:
             self.stats.skipped["M:" + label] = self.stats.skipped.get("M:" + label, 0) + 1
 
@@ -340,7 +348,9 @@ class _Importer:
             raise self.fail(parts + ["args"], f"expected an object of counter values, found {describe(args)}")
         for series, value in args.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise self.fail(parts + ["args", series], f"expected a counter value (a number), found {describe(value)}")
+                raise self.fail(
+                    parts + ["args", series], f"expected a counter value (a number), found {describe(value)}"
+                )
             key = (pid, label, series)
             times, values = self.counters.setdefault(key, (array("q"), []))
             times.append(round(ts))
@@ -380,10 +390,15 @@ class _Importer:
                         writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
                     picks = [k for k, lane_of in enumerate(lanes) if lane_of == lane]
                     writer.add_events(
-                        pid, lane_tid, [thread.labels[k] for k in picks], [thread.starts[k] for k in picks],
+                        pid,
+                        lane_tid,
+                        [thread.labels[k] for k in picks],
+                        [thread.starts[k] for k in picks],
                         [None if thread.ends[k] is None else thread.ends[k] - thread.starts[k] for k in picks],
-                        channels=[thread.channels[k] for k in picks], parents="nest",
-                        args=[thread.args[k] for k in picks])
+                        channels=[thread.channels[k] for k in picks],
+                        parents="nest",
+                        args=[thread.args[k] for k in picks],
+                    )
                 lanes_of[(pid, tid)] = count
                 self.stats.threads += count
             for (pid, tid), name in self.thread_names.items():
@@ -438,8 +453,9 @@ def assign_lanes(starts: list[int], ends: list[int]) -> list[int]:
     return lanes
 
 
-def import_chrome_trace(path: str | os.PathLike[str], output: str | os.PathLike[str], *,
-                        progress: Progress | None = None) -> ImportStats:
+def import_chrome_trace(
+    path: str | os.PathLike[str], output: str | os.PathLike[str], *, progress: Progress | None = None
+) -> ImportStats:
     """Convert a Chrome trace event JSON file into a pva trace file (read it with pva.openTrace)."""
     name = os.fspath(path)
     info = check_regular_file(name, "Chrome trace file")
@@ -456,8 +472,9 @@ def import_chrome_trace(path: str | os.PathLike[str], output: str | os.PathLike[
     stats = importer.stats
     stats.truncated = status["truncated"]
     if stats.truncated:
-        stats.warnings.append("the trace event array is not closed (as when a tracer stopped early); "
-                              "the complete events were read")
+        stats.warnings.append(
+            "the trace event array is not closed (as when a tracer stopped early); the complete events were read"
+        )
     if stats.skipped:
         shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
         stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
@@ -512,26 +529,43 @@ def write_trace_file_events(path: str, out: ChromeTraceWriter) -> dict:
             if name:
                 out.event({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}})
             if sort_index is not None:
-                out.event({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-                           "args": {"sort_index": sort_index}})
+                out.event(
+                    {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": sort_index}}
+                )
             for tid, thread_name, thread_sort in threads.get(pid, []):
                 if thread_name:
                     out.event({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": thread_name}})
                 if thread_sort is not None:
-                    out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                               "args": {"sort_index": thread_sort}})
+                    out.event(
+                        {
+                            "name": "thread_sort_index",
+                            "ph": "M",
+                            "pid": pid,
+                            "tid": tid,
+                            "args": {"sort_index": thread_sort},
+                        }
+                    )
                 data = reader.thread_events(pid, tid)
-                args_of = dict(reader.query(
-                    "SELECT a.event, a.args FROM event_args a JOIN events e ON e.id = a.event "
-                    "WHERE e.pid = ? AND e.tid = ?", (pid, tid)))
+                args_of = dict(
+                    reader.query(
+                        "SELECT a.event, a.args FROM event_args a JOIN events e ON e.id = a.event "
+                        "WHERE e.pid = ? AND e.tid = ?",
+                        (pid, tid),
+                    )
+                )
                 ids = data.ids.tolist()
                 channels = data.channels.tolist()
                 starts = data.timestamps.tolist()
                 durations = data.durations.tolist()
                 complete = data.complete.tolist()
                 for k, label in enumerate(data.labels):
-                    event: dict[str, Any] = {"name": label, "ph": "X" if complete[k] else "B", "ts": starts[k],
-                                             "pid": pid, "tid": tid}
+                    event: dict[str, Any] = {
+                        "name": label,
+                        "ph": "X" if complete[k] else "B",
+                        "ts": starts[k],
+                        "pid": pid,
+                        "tid": tid,
+                    }
                     category = data.channel_names.get(channels[k], "")
                     if category:
                         event["cat"] = category
@@ -580,14 +614,22 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
         clock = float(reader.target["clock_frequency"]) or 1.0
         scale = 1e6 / clock
         pid = 1
-        out.event({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-                   "args": {"name": f"IPU execution: {os.path.basename(path)}"}})
+        out.event(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"name": f"IPU execution: {os.path.basename(path)}"},
+            }
+        )
         runs: dict[Any, list] = {ipu: [] for (ipu,) in reader.query("SELECT id FROM ipus ORDER BY id")}
         for ipu, run, start, end in reader.query('SELECT ipu, run, start, "end" FROM run_cycles_by_ipu'):
             name = reader.query_one("SELECT name FROM runs WHERE id = ?", (run,))
             label = f"Run {run}" + (f" {name[0]}" if name and name[0] else "")
-            runs.setdefault(ipu, []).append((int(start), int(end), {"name": label, "cat": "run",
-                                                                     "args": {"run": run, "cycles": int(end - start)}}))
+            runs.setdefault(ipu, []).append(
+                (int(start), int(end), {"name": label, "cat": "run", "args": {"run": run, "cycles": int(end - start)}})
+            )
         # pass 1: where each step starts and ends, per IPU, in the order the steps are read
         bounds: dict[Any, tuple[array, array]] = {}
         for ipu, base, first, last in reader.export_rows(_STEP_BOUNDS):
@@ -606,10 +648,16 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             lanes = assign_lanes(starts[order].tolist(), ends[order].tolist())
             for lane in range(max(lanes, default=-1) + 1):
                 tid = ipu if lane == 0 else ipu + lane * 1000
-                out.event({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                           "args": {"name": f"IPU {ipu}" + (f" (overlap {lane})" if lane else "")}})
-                out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                           "args": {"sort_index": tid}})
+                out.event(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"name": f"IPU {ipu}" + (f" (overlap {lane})" if lane else "")},
+                    }
+                )
+                out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
             position_of = np.empty(order.size, dtype=np.int64)
             position_of[order] = np.arange(order.size)
             waiting: dict[int, dict] = {}
@@ -618,8 +666,16 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             def write(position: int, event: dict) -> None:
                 tid = ipu if lanes[position] == 0 else ipu + lanes[position] * 1000
                 start, end = int(starts[order[position]]), int(ends[order[position]])
-                out.event({**event, "ph": "X", "ts": _micro(start * scale), "dur": _micro((end - start) * scale),
-                           "pid": pid, "tid": tid})
+                out.event(
+                    {
+                        **event,
+                        "ph": "X",
+                        "ts": _micro(start * scale),
+                        "dur": _micro((end - start) * scale),
+                        "pid": pid,
+                        "tid": tid,
+                    }
+                )
 
             def flush() -> int:
                 position = ready
@@ -641,9 +697,14 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
                 ready = flush()
             if ready != order.size:  # pragma: no cover - the two passes read the same rows
                 raise CorruptReportError(f"{reader.path!r}: steps_by_ipu changed while it was read", reader.path)
-        return {"displayTimeUnit": "ns",
-                "otherData": {"report": os.path.basename(path), "clock_frequency_hz": clock,
-                              "time_base": "IPU cycle counters divided by the tile clock"}}
+        return {
+            "displayTimeUnit": "ns",
+            "otherData": {
+                "report": os.path.basename(path),
+                "clock_frequency_hz": clock,
+                "time_base": "IPU cycle counters divided by the tile clock",
+            },
+        }
     finally:
         reader.close()
 
@@ -658,12 +719,38 @@ _STEP_EVENTS = (
 
 
 def _step_event(row: tuple) -> dict:
-    (_ipu, sid, cycles, active, tile_balance, active_balance, thread_balance, data_in, data_out, data_balance,
-     tile_max, run, kind, program, cs, name) = row
-    args = {"step": sid, "run": run, "type": kind, "cycles": int(cycles), "tile_cycles_max": int(tile_max),
-            "active_tiles": int(active), "tile_balance": tile_balance, "active_tile_balance": active_balance,
-            "thread_balance": thread_balance, "data_in": int(data_in), "data_out": int(data_out),
-            "data_balance": data_balance}
+    (
+        _ipu,
+        sid,
+        cycles,
+        active,
+        tile_balance,
+        active_balance,
+        thread_balance,
+        data_in,
+        data_out,
+        data_balance,
+        tile_max,
+        run,
+        kind,
+        program,
+        cs,
+        name,
+    ) = row
+    args = {
+        "step": sid,
+        "run": run,
+        "type": kind,
+        "cycles": int(cycles),
+        "tile_cycles_max": int(tile_max),
+        "active_tiles": int(active),
+        "tile_balance": tile_balance,
+        "active_tile_balance": active_balance,
+        "thread_balance": thread_balance,
+        "data_in": int(data_in),
+        "data_out": int(data_out),
+        "data_balance": data_balance,
+    }
     if program is not None:
         args["program"] = int(program)
     if cs is not None:

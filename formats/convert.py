@@ -25,8 +25,9 @@ from .legacy import LEGACY_KINDS, ConversionResult, convert_legacy, refuse
 from .progress import Progress
 
 
-def convert(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str], *,
-            progress: Progress | None = None) -> ConversionResult:
+def convert(
+    inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str], *, progress: Progress | None = None
+) -> ConversionResult:
     """Convert `inputs` (whose kind is detected) into `output`; nothing is written on error."""
     names = [os.fspath(p) for p in inputs]
     output = os.fspath(output)
@@ -39,22 +40,29 @@ def convert(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[
     if kinds <= set(LEGACY_KINDS):
         return convert_legacy(names, output, progress=progress, infos=infos)
     for info in infos:
-        if info.kind not in (InputKind.CHROME_TRACE, InputKind.CEREBRAS_COMPILE_REPORT, InputKind.POPLAR_TEXT_SUMMARY,
-                             *LEGACY_KINDS):
+        if info.kind not in (
+            InputKind.CHROME_TRACE,
+            InputKind.CEREBRAS_COMPILE_REPORT,
+            InputKind.POPLAR_TEXT_SUMMARY,
+            *LEGACY_KINDS,
+        ):
             refuse(info)
     if len(infos) != 1:
         described = "; ".join(f"{i.path!r} is {i.describe()}" for i in infos)
-        raise InvalidInputError(f"convert one Chrome trace or compile report at a time, or legacy profiles "
-                                f"together; got {described}")
+        raise InvalidInputError(
+            f"convert one Chrome trace or compile report at a time, or legacy profiles together; got {described}"
+        )
     info = infos[0]
     result = ConversionResult(output=output, inputs=names, kinds=[info.describe()])
     if info.kind is InputKind.POPLAR_TEXT_SUMMARY:
         from .legacy.text_summary import convert_text_summary
 
         convert_text_summary(info.path, output)
-        result.warnings.append("a text summary has totals, not per-tile values: the report holds the target, the "
-                               "graph counts and vertex types, the device memory totals in metadata "
-                               "memory_totals, and every summary value in table extras")
+        result.warnings.append(
+            "a text summary has totals, not per-tile values: the report holds the target, the "
+            "graph counts and vertex types, the device memory totals in metadata "
+            "memory_totals, and every summary value in table extras"
+        )
         return result
     if info.kind is InputKind.CEREBRAS_COMPILE_REPORT:
         from .cerebras import convert_cerebras

@@ -64,29 +64,37 @@ COMPRESSION = "zstd"
 _MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 _PARTITION = re.compile(r"^report_id=([0-9a-f]{32})$")
 _LABEL = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-_TYPE_NAMES = {pa.int64(): "int64", pa.float64(): "float64", pa.string(): "string", pa.binary(): "binary",
-               pa.list_(pa.int64()): "list<int64>", pa.bool_(): "bool"}
+_TYPE_NAMES = {
+    pa.int64(): "int64",
+    pa.float64(): "float64",
+    pa.string(): "string",
+    pa.binary(): "binary",
+    pa.list_(pa.int64()): "list<int64>",
+    pa.bool_(): "bool",
+}
 _TYPES = {name: t for t, name in _TYPE_NAMES.items()}
 
-REPORTS_SCHEMA = pa.schema([
-    ("path", pa.string()),            # absolute path of the file when it was added
-    ("file_size", pa.int64()),        # size of the report file [bytes]
-    ("producer", pa.string()),
-    ("producer_version", pa.string()),
-    ("format_version", pa.string()),  # format version of the file as added (tables are upgraded)
-    ("poplar_version", pa.string()),
-    ("created", pa.string()),         # creation time the report records (ISO 8601)
-    ("added", pa.string()),           # when it entered the dataset (ISO 8601, UTC)
-    ("target_type", pa.string()),
-    ("architecture", pa.string()),
-    ("num_ipus", pa.int64()),
-    ("num_tiles", pa.int64()),
-    ("tiles_per_ipu", pa.int64()),
-    ("num_replicas", pa.int64()),
-    ("bytes_per_tile", pa.int64()),
-    ("clock_frequency", pa.float64()),
-    ("labels", pa.string()),          # the labels as a JSON object (also in table report_labels)
-])
+REPORTS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),  # absolute path of the file when it was added
+        ("file_size", pa.int64()),  # size of the report file [bytes]
+        ("producer", pa.string()),
+        ("producer_version", pa.string()),
+        ("format_version", pa.string()),  # format version of the file as added (tables are upgraded)
+        ("poplar_version", pa.string()),
+        ("created", pa.string()),  # creation time the report records (ISO 8601)
+        ("added", pa.string()),  # when it entered the dataset (ISO 8601, UTC)
+        ("target_type", pa.string()),
+        ("architecture", pa.string()),
+        ("num_ipus", pa.int64()),
+        ("num_tiles", pa.int64()),
+        ("tiles_per_ipu", pa.int64()),
+        ("num_replicas", pa.int64()),
+        ("bytes_per_tile", pa.int64()),
+        ("clock_frequency", pa.float64()),
+        ("labels", pa.string()),  # the labels as a JSON object (also in table report_labels)
+    ]
+)
 LABELS_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
 
 
@@ -158,20 +166,31 @@ class Manifest:
         return pa.schema([pa.field(n, t) for n, t in self.tables[table]])
 
     def to_json(self) -> dict:
-        return {"format": "pva-dataset", "layout_version": LAYOUT_VERSION,
-                "report_format": f"{PROFILE_FORMAT[0]}.{PROFILE_FORMAT[1]}",
-                "partitioning": ["report_id"],
-                "tables": {name: {"columns": [[n, _TYPE_NAMES[t]] for n, t in cols], "populated": name in self.populated,
-                                  "varied": name in self.varied}
-                           for name, cols in self.tables.items()}}
+        return {
+            "format": "pva-dataset",
+            "layout_version": LAYOUT_VERSION,
+            "report_format": f"{PROFILE_FORMAT[0]}.{PROFILE_FORMAT[1]}",
+            "partitioning": ["report_id"],
+            "tables": {
+                name: {
+                    "columns": [[n, _TYPE_NAMES[t]] for n, t in cols],
+                    "populated": name in self.populated,
+                    "varied": name in self.varied,
+                }
+                for name, cols in self.tables.items()
+            },
+        }
 
     @classmethod
     def from_json(cls, data: dict, path: str) -> Manifest:
         if not isinstance(data, dict) or data.get("format") != "pva-dataset":
             raise InvalidInputError(f"{path!r}: expected a pva dataset manifest, found something else", path)
         if data.get("layout_version") != LAYOUT_VERSION:
-            raise InvalidInputError(f"{path!r}: dataset layout version {data.get('layout_version')!r}; this pva "
-                                    f"reads version {LAYOUT_VERSION}", path)
+            raise InvalidInputError(
+                f"{path!r}: dataset layout version {data.get('layout_version')!r}; this pva "
+                f"reads version {LAYOUT_VERSION}",
+                path,
+            )
         manifest = cls()
         try:
             for name, spec in data["tables"].items():
@@ -195,8 +214,10 @@ class Manifest:
         for f in schema:
             if f.name in known:
                 if known[f.name] != f.type:
-                    raise InvalidInputError(f"table {table!r} column {f.name!r} is {f.type} in this report but "
-                                            f"{known[f.name]} in the dataset; a column never changes type")
+                    raise InvalidInputError(
+                        f"table {table!r} column {f.name!r} is {f.type} in this report but "
+                        f"{known[f.name]} in the dataset; a column never changes type"
+                    )
             else:
                 columns.append((f.name, f.type))
                 changed = True
@@ -219,8 +240,9 @@ def read_manifest(dataset: str | os.PathLike[str]) -> Manifest:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
-        raise InvalidInputError(f"{root!r}: not a pva dataset (no {MANIFEST}); create one with "
-                                f"'pva dataset add {root} REPORT...'", root) from None
+        raise InvalidInputError(
+            f"{root!r}: not a pva dataset (no {MANIFEST}); create one with 'pva dataset add {root} REPORT...'", root
+        ) from None
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"{path!r}: cannot read the dataset manifest ({exc})", path) from None
     return Manifest.from_json(data, path)
@@ -281,11 +303,15 @@ class DatasetWriter:
     def __init__(self, dataset: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(dataset))
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
-            raise InvalidInputError(f"{self.root!r}: is a file; expected a dataset directory (or nothing there)",
-                                    self.root)
+            raise InvalidInputError(
+                f"{self.root!r}: is a file; expected a dataset directory (or nothing there)", self.root
+            )
         if os.path.isdir(self.root) and not is_dataset(self.root) and os.listdir(self.root):
-            raise InvalidInputError(f"{self.root!r}: a non-empty directory that is not a pva dataset (no {MANIFEST}); "
-                                    f"expected a dataset or a new directory", self.root)
+            raise InvalidInputError(
+                f"{self.root!r}: a non-empty directory that is not a pva dataset (no {MANIFEST}); "
+                f"expected a dataset or a new directory",
+                self.root,
+            )
         parent = os.path.dirname(self.root)
         if not os.path.isdir(parent):
             raise ReportNotFoundError(f"cannot create {self.root!r}: directory {parent!r} does not exist", self.root)
@@ -330,8 +356,12 @@ class DatasetWriter:
                     if match and match.group(1) not in self.committed and entry.is_dir(follow_symlinks=False):
                         shutil.rmtree(entry.path, ignore_errors=True)
 
-    def add(self, paths: Iterable[str | os.PathLike[str]], labels: dict[str, str] | None = None,
-            progress: Callable[[AddOutcome], None] | None = None) -> list[AddOutcome]:
+    def add(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        labels: dict[str, str] | None = None,
+        progress: Callable[[AddOutcome], None] | None = None,
+    ) -> list[AddOutcome]:
         """Add reports: each checked, upgraded to the current tables, and written whole or not at all.
 
         Reports are staged in groups, made durable together, then committed one by one. A file
@@ -345,12 +375,18 @@ class DatasetWriter:
                 raise
             for rid in list(self._staged):
                 self._unstage(rid)
-            raise InvalidInputError(f"{self.root!r}: cannot write the dataset ({os.strerror(exc.errno).lower()}); "
-                                    f"the reports committed before this one are in it, nothing else",
-                                    self.root) from None
+            raise InvalidInputError(
+                f"{self.root!r}: cannot write the dataset ({os.strerror(exc.errno).lower()}); "
+                f"the reports committed before this one are in it, nothing else",
+                self.root,
+            ) from None
 
-    def _add(self, paths: Iterable[str | os.PathLike[str]], labels: dict[str, str] | None,
-             progress: Callable[[AddOutcome], None] | None) -> list[AddOutcome]:
+    def _add(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        labels: dict[str, str] | None,
+        progress: Callable[[AddOutcome], None] | None,
+    ) -> list[AddOutcome]:
         outcomes: list[AddOutcome] = []
         group: list[tuple[AddOutcome, dict[str, pa.Schema]]] = []
         group_bytes = 0
@@ -436,31 +472,50 @@ class DatasetWriter:
                 if matrix is not None:
                     put(name, _matrix_table(matrix))
             meta, target = reader.metadata, reader.target
-            put(LABELS, pa.Table.from_pylist([{"key": k, "value": v} for k, v in sorted(labels.items())],
-                                              schema=LABELS_SCHEMA))
-            put(REPORTS, pa.Table.from_pylist([{
-                "path": os.path.abspath(path), "file_size": size,
-                "producer": meta.get("producer", ""), "producer_version": meta.get("producer_version", ""),
-                "format_version": f"{reader.version[0]}.{reader.version[1]}",
-                "poplar_version": meta.get("poplar_version", ""), "created": meta.get("created", ""),
-                "added": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "target_type": target["type"], "architecture": target["architecture"],
-                "num_ipus": target["num_ipus"], "num_tiles": target["num_tiles"],
-                "tiles_per_ipu": target["tiles_per_ipu"], "num_replicas": target["num_replicas"],
-                "bytes_per_tile": target["bytes_per_tile"], "clock_frequency": float(target["clock_frequency"]),
-                "labels": json.dumps(labels, sort_keys=True),
-            }], schema=REPORTS_SCHEMA))
+            put(
+                LABELS,
+                pa.Table.from_pylist([{"key": k, "value": v} for k, v in sorted(labels.items())], schema=LABELS_SCHEMA),
+            )
+            put(
+                REPORTS,
+                pa.Table.from_pylist(
+                    [
+                        {
+                            "path": os.path.abspath(path),
+                            "file_size": size,
+                            "producer": meta.get("producer", ""),
+                            "producer_version": meta.get("producer_version", ""),
+                            "format_version": f"{reader.version[0]}.{reader.version[1]}",
+                            "poplar_version": meta.get("poplar_version", ""),
+                            "created": meta.get("created", ""),
+                            "added": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                            "target_type": target["type"],
+                            "architecture": target["architecture"],
+                            "num_ipus": target["num_ipus"],
+                            "num_tiles": target["num_tiles"],
+                            "tiles_per_ipu": target["tiles_per_ipu"],
+                            "num_replicas": target["num_replicas"],
+                            "bytes_per_tile": target["bytes_per_tile"],
+                            "clock_frequency": float(target["clock_frequency"]),
+                            "labels": json.dumps(labels, sort_keys=True),
+                        }
+                    ],
+                    schema=REPORTS_SCHEMA,
+                ),
+            )
         finally:
             reader.close()
         return written, rows
 
-    def _commit(self, group: list[tuple[AddOutcome, dict[str, pa.Schema]]],
-                progress: Callable[[AddOutcome], None] | None) -> list[AddOutcome]:
+    def _commit(
+        self, group: list[tuple[AddOutcome, dict[str, pa.Schema]]], progress: Callable[[AddOutcome], None] | None
+    ) -> list[AddOutcome]:
         """Grow the schema, make the staged files durable, then commit each report (its reports partition last)."""
         if not group:
             return []
-        evolved = Manifest(tables=dict(self.manifest.tables), populated=set(self.manifest.populated),
-                           varied=set(self.manifest.varied))
+        evolved = Manifest(
+            tables=dict(self.manifest.tables), populated=set(self.manifest.populated), varied=set(self.manifest.varied)
+        )
         before = {t: len(c) for t, c in evolved.tables.items()}
         for outcome, written in group:
             for table, schema in written.items():
@@ -469,8 +524,9 @@ class DatasetWriter:
                     evolved.populated.add(table)
         for outcome, written in group:  # a file without every column of its table: readers unify by name
             for table, schema in written.items():
-                if os.path.isdir(self._staged_dir(table, outcome.report_id)) and \
-                        schema.names != [n for n, _ in evolved.tables[table]]:
+                if os.path.isdir(self._staged_dir(table, outcome.report_id)) and schema.names != [
+                    n for n, _ in evolved.tables[table]
+                ]:
                     evolved.varied.add(table)
         for table in self.manifest.populated:
             if len(evolved.tables[table]) != before.get(table):
@@ -552,8 +608,9 @@ def _matrix_table(matrix) -> pa.Table:
     for first, block in matrix.iter_chunks():
         values = np.ascontiguousarray(block, dtype=np.uint64).reshape(block.shape[0], -1)
         if values.size and int(values.max()) > np.iinfo(np.int64).max:
-            raise CorruptReportError(f"{matrix.source.path!r}: matrix {matrix.name!r} holds a value beyond 2^63",
-                                     matrix.source.path)
+            raise CorruptReportError(
+                f"{matrix.source.path!r}: matrix {matrix.name!r} holds a value beyond 2^63", matrix.source.path
+            )
         count, width = values.shape
         offsets = pa.array(np.arange(count + 1, dtype=np.int64) * width, pa.int32())
         lists = pa.ListArray.from_arrays(offsets, pa.array(values.reshape(-1).view(np.int64)))
@@ -622,8 +679,9 @@ def adbc_connect(path: str) -> ArrowSqlite | None:
         raise CorruptReportError(f"{path!r}: cannot be opened by SQLite ({exc})", path) from None
 
 
-def read_table(reader, conn: ArrowSqlite | None, table: str, present: list[str],
-               columns: list[str] | None = None) -> pa.Table:
+def read_table(
+    reader, conn: ArrowSqlite | None, table: str, present: list[str], columns: list[str] | None = None
+) -> pa.Table:
     """A report table as Arrow in the current schema: `columns` of it (all when None), with columns of a
     later format version kept and columns the file lacks (an older version) as nulls."""
     normative = _normative(table)
@@ -640,8 +698,9 @@ def read_table(reader, conn: ArrowSqlite | None, table: str, present: list[str],
         try:
             data = conn.arrow(f'SELECT {quoted} FROM "{table}"')
         except Exception as exc:
-            raise CorruptReportError(f"{reader.path!r}: table {table!r} cannot be read ({str(exc).splitlines()[0]})",
-                                     reader.path) from None
+            raise CorruptReportError(
+                f"{reader.path!r}: table {table!r} cannot be read ({str(exc).splitlines()[0]})", reader.path
+            ) from None
     arrays, fields = [], []
     for name in wanted:
         target = normative.field(name).type if name in names else None
@@ -653,8 +712,10 @@ def read_table(reader, conn: ArrowSqlite | None, table: str, present: list[str],
                 try:
                     column = column.cast(target)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                    raise CorruptReportError(f"{reader.path!r}: table {table!r} column {name!r} holds values that "
-                                             f"are not {target} ({exc})", reader.path) from None
+                    raise CorruptReportError(
+                        f"{reader.path!r}: table {table!r} column {name!r} holds values that are not {target} ({exc})",
+                        reader.path,
+                    ) from None
         else:
             column = pa.nulls(data.num_rows, target or pa.string())
         arrays.append(column)

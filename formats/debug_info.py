@@ -280,8 +280,9 @@ def _check_acyclic(parents_of: Mapping[int, Iterable[int]], path: str, error: ty
             for parent in pending:
                 mark = state.get(parent)
                 if mark == 1:
-                    raise error(f"{path!r}: debug context {parent} is its own ancestor (a cycle through context {node})",
-                                path)
+                    raise error(
+                        f"{path!r}: debug context {parent} is its own ancestor (a cycle through context {node})", path
+                    )
                 if mark is None:
                     state[parent] = 1
                     stack.append((parent, iter(parents_of.get(parent, ()))))
@@ -317,7 +318,7 @@ def read_debug_id(path: str | os.PathLike[str]) -> str | None:
     if not tail.startswith(key):
         return None
     try:
-        value = cbor2.loads(tail[len(key):])
+        value = cbor2.loads(tail[len(key) :])
     except (cbor2.CBORDecodeError, ValueError):
         return None
     return value if isinstance(value, str) else None
@@ -343,7 +344,9 @@ def check_debug_pair(reader: Any, debug_path: str | os.PathLike[str]) -> None:
         detail = f"the report's debug information is {expected}, the file is {found}"
     raise InconsistentReportError(
         f"{debug_path!r} is not the debug information of {reader.path!r} ({detail}); give the debug.cbor written "
-        f"with that report", debug_path)
+        f"with that report",
+        debug_path,
+    )
 
 
 class DebugInfoReader:
@@ -365,16 +368,18 @@ class DebugInfoReader:
             raise NotAReportError(f"{where}: is an empty file (0 bytes); expected a {_WHAT}", self.path)
         kind = kind_of_bytes(raw[:4096])
         if kind is not FileKind.CBOR:
-            raise NotAReportError(f"{where}: expected a {_WHAT} (a CBOR map), found {describe_bytes(raw[:4096])}",
-                                  self.path)
+            raise NotAReportError(
+                f"{where}: expected a {_WHAT} (a CBOR map), found {describe_bytes(raw[:4096])}", self.path
+            )
         try:
             document = cbor2.loads(raw)
         except (cbor2.CBORDecodeError, ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
             raise CorruptReportError(f"{where}: the {_WHAT} is damaged or truncated ({exc})", self.path) from None
         if not isinstance(document, dict) or "contexts" not in document:
             found = type(document).__name__ if not isinstance(document, dict) else "a map without 'contexts'"
-            raise NotAReportError(f"{where}: expected a {_WHAT}: a CBOR map with key 'contexts', found {found}",
-                                  self.path)
+            raise NotAReportError(
+                f"{where}: expected a {_WHAT}: a CBOR map with key 'contexts', found {found}", self.path
+            )
         self.version = self._check_version(document.get(FORMAT_KEY))
         contexts = document["contexts"]
         if not isinstance(contexts, list):
@@ -403,8 +408,9 @@ class DebugInfoReader:
         try:
             major, minor = (int(part) for part in str(text).split("."))
         except ValueError:
-            raise NotAReportError(f"{self.path!r}: expected {FORMAT_KEY} 'major.minor', found {text!r}",
-                                  self.path) from None
+            raise NotAReportError(
+                f"{self.path!r}: expected {FORMAT_KEY} 'major.minor', found {text!r}", self.path
+            ) from None
         if major > DEBUG_INFO_FORMAT[0]:
             raise UnsupportedVersionError(
                 f"{self.path!r}: debug information format {major}.{minor} is newer than this reader supports "
@@ -440,8 +446,13 @@ class DebugInfoReader:
             file_name = location.get("fileName", "")
             line = location.get("lineNumber", 0)
             function = location.get("functionName", "")
-            if not (isinstance(file_name, str) and isinstance(function, str) and isinstance(line, int)
-                    and not isinstance(line, bool) and line >= 0):
+            if not (
+                isinstance(file_name, str)
+                and isinstance(function, str)
+                and isinstance(line, int)
+                and not isinstance(line, bool)
+                and line >= 0
+            ):
                 raise NotAReportError(
                     f"{where} (id {context_id}): expected location fileName (text), lineNumber (integer >= 0) "
                     f"and functionName (text), found {location!r}",
@@ -451,6 +462,7 @@ class DebugInfoReader:
         data = {k: v for k, v in item.items() if k not in RESERVED_KEYS}
         problem = _not_json(data)
         if problem:
-            raise NotAReportError(f"{where} (id {context_id}): expected data of text keys and JSON values, "
-                                  f"found {problem}", self.path)
+            raise NotAReportError(
+                f"{where} (id {context_id}): expected data of text keys and JSON values, found {problem}", self.path
+            )
         return DebugRecord(context_id, layer, name, tuple(parents), parsed_location, data)

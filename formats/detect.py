@@ -62,15 +62,17 @@ def read_text_file(path: str | os.PathLike[str], what: str, max_bytes: int) -> s
     name = os.fspath(path)
     info = check_regular_file(name, what)
     if info.st_size > max_bytes:
-        raise InvalidInputError(f"{name!r}: byte 0: {info.st_size:,} bytes is too large for a {what} "
-                                f"(at most {max_bytes:,})", name)
+        raise InvalidInputError(
+            f"{name!r}: byte 0: {info.st_size:,} bytes is too large for a {what} (at most {max_bytes:,})", name
+        )
     with open(name, "rb") as handle:
         data = handle.read()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise NotAReportError(f"{name!r}: byte {exc.start}: expected a {what} in UTF-8 text, found bytes that "
-                              f"are not UTF-8", name) from None
+        raise NotAReportError(
+            f"{name!r}: byte {exc.start}: expected a {what} in UTF-8 text, found bytes that are not UTF-8", name
+        ) from None
 
 
 def read_head(path: str | os.PathLike[str], size: int = 4096) -> bytes:
@@ -139,15 +141,37 @@ def describe_bytes(head: bytes) -> str:
 # -- what an input to `pva convert` is ----------------------------------------------------------
 
 #: Top-level keys of a legacy (v1) graph profile, as Poplar wrote them.
-LEGACY_GRAPH_KEYS = frozenset({
-    "target", "optimizationInfo", "graph", "vertexTypes", "computeSets", "exchanges", "externalExchanges",
-    "hostExchanges", "programs", "controlPrograms", "functionPrograms", "memory",
-})
+LEGACY_GRAPH_KEYS = frozenset(
+    {
+        "target",
+        "optimizationInfo",
+        "graph",
+        "vertexTypes",
+        "computeSets",
+        "exchanges",
+        "externalExchanges",
+        "hostExchanges",
+        "programs",
+        "controlPrograms",
+        "functionPrograms",
+        "memory",
+    }
+)
 #: Top-level keys of a legacy (v1) execution profile.
-LEGACY_EXECUTION_KEYS = frozenset({
-    "profilerMode", "programTrace", "simulation", "computeSetCyclesByTile", "computeSetCycles", "vertexCycles",
-    "vertexComputeSet", "vertexType", "externalExchangeCycles", "hostExchangeCycles",
-})
+LEGACY_EXECUTION_KEYS = frozenset(
+    {
+        "profilerMode",
+        "programTrace",
+        "simulation",
+        "computeSetCyclesByTile",
+        "computeSetCycles",
+        "vertexCycles",
+        "vertexComputeSet",
+        "vertexType",
+        "externalExchangeCycles",
+        "hostExchangeCycles",
+    }
+)
 #: Keys that carry an explicit format marker in newer (v2) profiles.
 _FORMAT_MARKER_KEYS = ("profilerFormat", "profileFormat", "formatVersion", "format", "version")
 #: Bytes read when sniffing a document's top-level keys.
@@ -348,8 +372,7 @@ def classify_input(path: str | os.PathLike[str]) -> InputInfo:
         if any(p.search(text) for p in _PRE_2019_TEXT):
             return InputInfo(name, InputKind.LEGACY_PRE_2019, "text", detail="its text summary")
         if sum(bool(p.search(text)) for p in _SUMMARY_TEXT) >= 1 and (
-            "Total Tiles:" in text or "Tiles per IPU:" in text or "Total cycles:" in text
-            or "Memory Usage:" in text
+            "Total Tiles:" in text or "Tiles per IPU:" in text or "Total cycles:" in text or "Memory Usage:" in text
         ):
             return InputInfo(name, InputKind.POPLAR_TEXT_SUMMARY, "text")
         return InputInfo(name, InputKind.UNKNOWN, "text", detail=describe_bytes(head))
@@ -363,7 +386,9 @@ def _sqlite_tables(path: str) -> str:
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True)
         try:
-            names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            names = [
+                row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            ]
         finally:
             conn.close()
     except sqlite3.Error as exc:

@@ -65,8 +65,7 @@ def _duckdb():
 def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
     """A DuckDB connection with the limits set, reading only under `allowed` directories, then locked."""
     duckdb = _duckdb()
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
-              "memory_limit": limits.memory}
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "memory_limit": limits.memory}
     if limits.threads:
         config["threads"] = limits.threads
     try:
@@ -74,7 +73,9 @@ def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
     except duckdb.Error as exc:
         raise InvalidInputError(f"bad query limits ({str(exc).splitlines()[0]})") from None
     if allowed:
-        con.execute("SET allowed_directories = $dirs", {"dirs": [os.path.join(os.path.abspath(d), "") for d in allowed]})
+        con.execute(
+            "SET allowed_directories = $dirs", {"dirs": [os.path.join(os.path.abspath(d), "") for d in allowed]}
+        )
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
@@ -126,8 +127,10 @@ def _duckdb_select(table: str, schema: pa.Schema, files: list[str], varied: bool
     (`varied`), DuckDB unifies them by name and a file without a column reads as nulls.
     """
     if not files:
-        nulls = ", ".join(["CAST(NULL AS VARCHAR) AS report_id"] +
-                          [f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema])
+        nulls = ", ".join(
+            ["CAST(NULL AS VARCHAR) AS report_id"]
+            + [f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema]
+        )
         return f"SELECT {nulls} WHERE false"
     listing = "[" + ", ".join(_literal(f) for f in files) + "]"
     unify = "union_by_name = true, " if varied else ""
@@ -141,8 +144,14 @@ def _literal(text: str) -> str:
 
 
 def _duck_type(t: pa.DataType) -> str:
-    return {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "VARCHAR", pa.binary(): "BLOB",
-            pa.bool_(): "BOOLEAN", pa.list_(pa.int64()): "BIGINT[]"}[t]
+    return {
+        pa.int64(): "BIGINT",
+        pa.float64(): "DOUBLE",
+        pa.string(): "VARCHAR",
+        pa.binary(): "BLOB",
+        pa.bool_(): "BOOLEAN",
+        pa.list_(pa.int64()): "BIGINT[]",
+    }[t]
 
 
 # -- views over loose reports --------------------------------------------------------------------
@@ -164,12 +173,17 @@ def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
         report = _open_report(path, tables)
         try:
             size += report.file_size
-            catalogue.append({
-                "report": label, "path": os.path.abspath(path), "producer": report.metadata.get("producer", ""),
-                "poplar_version": report.metadata.get("poplar_version", ""),
-                "num_tiles": report.target["num_tiles"], "num_ipus": report.target["num_ipus"],
-                "file_size": report.file_size,
-            })
+            catalogue.append(
+                {
+                    "report": label,
+                    "path": os.path.abspath(path),
+                    "producer": report.metadata.get("producer", ""),
+                    "poplar_version": report.metadata.get("poplar_version", ""),
+                    "num_tiles": report.target["num_tiles"],
+                    "num_ipus": report.target["num_ipus"],
+                    "file_size": report.file_size,
+                }
+            )
             for table in tables:
                 columns = None if star else [c for c in schemas[table].names if c in used]
                 data = ds.read_table(report, report.arrow, table, report.columns(table), columns)
@@ -244,8 +258,9 @@ def _open_report(path: str, tables: list[str]) -> _LooseReport:
         try:
             report = _LooseReport(path, tables, light=True)
             expected = ds.base_schemas()
-            if all(set(expected[t].names) <= set(report.columns(t)) for t in tables) and \
-                    isinstance(report.target.get("num_tiles"), int):
+            if all(set(expected[t].names) <= set(report.columns(t)) for t in tables) and isinstance(
+                report.target.get("num_tiles"), int
+            ):
                 return report
             report.close()
         except (sqlite3.Error, ValueError, KeyError, TypeError):
@@ -315,13 +330,19 @@ class Result:
             yield
         except duckdb.OutOfMemoryException:
             self.close()
-            raise QueryLimitError(f"{self.where!r}: the query needs more than its memory limit of "
-                                  f"{self.limits.memory}; raise it with --memory-limit", self.where) from None
+            raise QueryLimitError(
+                f"{self.where!r}: the query needs more than its memory limit of "
+                f"{self.limits.memory}; raise it with --memory-limit",
+                self.where,
+            ) from None
         except (duckdb.Error, pa.ArrowException) as exc:
             self.close()
             if self._expired or isinstance(exc, duckdb.InterruptException):
-                raise QueryLimitError(f"{self.where!r}: the query ran past its time limit of {self.limits.timeout:g} s; "
-                                      f"raise it with --timeout", self.where) from None
+                raise QueryLimitError(
+                    f"{self.where!r}: the query ran past its time limit of {self.limits.timeout:g} s; "
+                    f"raise it with --timeout",
+                    self.where,
+                ) from None
             raise InvalidInputError(f"{self.where!r}: query failed: {str(exc).splitlines()[0]}", self.where) from None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -370,8 +391,9 @@ def query_dataset(dataset: str, sql: str, limits: Limits = DEFAULT_LIMITS) -> Re
         raise
 
 
-def query_loose(paths: list[str], labels: list[str], sql: str, where: str,
-                limits: Limits = DEFAULT_LIMITS) -> tuple[Result, dict]:
+def query_loose(
+    paths: list[str], labels: list[str], sql: str, where: str, limits: Limits = DEFAULT_LIMITS
+) -> tuple[Result, dict]:
     """Run one SELECT over loose report files (each table with a first column `report`) on DuckDB."""
     con = connect(limits)
     try:
@@ -401,18 +423,29 @@ def register_spark(spark, dataset: str) -> list[str]:
         manifest = ds.Manifest.from_json(json.loads(text), f"{base}/{ds.MANIFEST}")
     except ValueError as exc:
         raise InvalidInputError(f"{base!r}: cannot read the dataset manifest ({exc})", base) from None
-    spark_types = {pa.int64(): T.LongType(), pa.float64(): T.DoubleType(), pa.string(): T.StringType(),
-                   pa.binary(): T.BinaryType(), pa.bool_(): T.BooleanType(),
-                   pa.list_(pa.int64()): T.ArrayType(T.LongType())}
+    spark_types = {
+        pa.int64(): T.LongType(),
+        pa.float64(): T.DoubleType(),
+        pa.string(): T.StringType(),
+        pa.binary(): T.BinaryType(),
+        pa.bool_(): T.BooleanType(),
+        pa.list_(pa.int64()): T.ArrayType(T.LongType()),
+    }
 
     def frame(table: str):
-        schema = T.StructType([T.StructField(n, spark_types[t], True) for n, t in manifest.tables[table]] +
-                              [T.StructField("report_id", T.StringType(), True)])
+        schema = T.StructType(
+            [T.StructField(n, spark_types[t], True) for n, t in manifest.tables[table]]
+            + [T.StructField("report_id", T.StringType(), True)]
+        )
         if table not in manifest.populated:
             df = spark.createDataFrame([], schema)
         else:
-            df = (spark.read.schema(schema).option("basePath", f"{base}/{table}")
-                  .option("mergeSchema", "true").parquet(f"{base}/{table}/report_id=*"))
+            df = (
+                spark.read.schema(schema)
+                .option("basePath", f"{base}/{table}")
+                .option("mergeSchema", "true")
+                .parquet(f"{base}/{table}/report_id=*")
+            )
         return df.select("report_id", *[f"`{n}`" for n, _ in manifest.tables[table]])
 
     reports = frame(ds.REPORTS)
@@ -432,8 +465,9 @@ def _spark_read_text(spark, uri: str) -> str:
     try:
         stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(path)
     except Exception as exc:
-        raise InvalidInputError(f"{uri!r}: cannot be read; expected a pva dataset manifest "
-                                f"({str(exc).splitlines()[0][:200]})", uri) from None
+        raise InvalidInputError(
+            f"{uri!r}: cannot be read; expected a pva dataset manifest ({str(exc).splitlines()[0][:200]})", uri
+        ) from None
     try:
         return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
@@ -445,26 +479,39 @@ def _spark_read_text(spark, uri: str) -> str:
 #: Metrics of trend() and regressions(): (SQL giving report_id, key, value per report; what it measures).
 METRICS = {
     "compute_set_cycles": (
-        ("SELECT s.report_id, cs.name AS key, CAST(sum(b.cycles) AS BIGINT) AS value "
-        "FROM steps s JOIN steps_by_ipu b ON b.report_id = s.report_id AND b.step_id = s.id "
-        "JOIN compute_sets cs ON cs.report_id = s.report_id AND cs.compute_set = s.compute_set "
-        "GROUP BY s.report_id, cs.name"),
-        "cycles of each compute set, summed over its executions and IPUs"),
+        (
+            "SELECT s.report_id, cs.name AS key, CAST(sum(b.cycles) AS BIGINT) AS value "
+            "FROM steps s JOIN steps_by_ipu b ON b.report_id = s.report_id AND b.step_id = s.id "
+            "JOIN compute_sets cs ON cs.report_id = s.report_id AND cs.compute_set = s.compute_set "
+            "GROUP BY s.report_id, cs.name"
+        ),
+        "cycles of each compute set, summed over its executions and IPUs",
+    ),
     "cycles": (
         ("SELECT report_id, '' AS key, CAST(sum(total) AS BIGINT) AS value FROM cycle_totals GROUP BY report_id"),
-        "total cycles of all runs, summed over IPUs"),
+        "total cycles of all runs, summed over IPUs",
+    ),
     "memory": (
-        ("SELECT report_id, '' AS key, CAST(sum(total_including_gaps) AS BIGINT) AS value FROM memory_by_tile "
-        "GROUP BY report_id"),
-        "memory of one replica including gaps [bytes]"),
+        (
+            "SELECT report_id, '' AS key, CAST(sum(total_including_gaps) AS BIGINT) AS value FROM memory_by_tile "
+            "GROUP BY report_id"
+        ),
+        "memory of one replica including gaps [bytes]",
+    ),
     "overflow_tiles": (
-        ("SELECT report_id, '' AS key, CAST(sum(CASE WHEN overflowed_including_gaps > 0 THEN 1 ELSE 0 END) AS BIGINT) "
-        "AS value FROM memory_by_tile GROUP BY report_id"),
-        "tiles whose memory overflows"),
+        (
+            "SELECT report_id, '' AS key, CAST(sum(CASE WHEN overflowed_including_gaps > 0 THEN 1 ELSE 0 END) AS BIGINT) "
+            "AS value FROM memory_by_tile GROUP BY report_id"
+        ),
+        "tiles whose memory overflows",
+    ),
     "max_tile_memory": (
-        ("SELECT report_id, '' AS key, CAST(max(total_including_gaps) AS BIGINT) AS value FROM memory_by_tile "
-        "GROUP BY report_id"),
-        "memory of the fullest tile including gaps [bytes]"),
+        (
+            "SELECT report_id, '' AS key, CAST(max(total_including_gaps) AS BIGINT) AS value FROM memory_by_tile "
+            "GROUP BY report_id"
+        ),
+        "memory of the fullest tile including gaps [bytes]",
+    ),
 }
 #: Columns of the reports table a trend may be ordered by.
 TREND_BY = ("created", "added", "poplar_version", "producer_version", "path", "architecture")
@@ -485,9 +532,11 @@ def trend_sql(metric: str, by: str = "created") -> str:
         order = "l.value"
     else:
         raise InvalidInputError(f"trend by {by!r}: expected one of {', '.join(TREND_BY)} or a label key")
-    return (f"SELECT {order} AS by_value, m.report_id, m.key, m.value "
-            f"FROM ({metric_sql(metric)}) m JOIN reports r ON r.report_id = m.report_id {source}"
-            f"ORDER BY by_value NULLS LAST, m.key, m.report_id")
+    return (
+        f"SELECT {order} AS by_value, m.report_id, m.key, m.value "
+        f"FROM ({metric_sql(metric)}) m JOIN reports r ON r.report_id = m.report_id {source}"
+        f"ORDER BY by_value NULLS LAST, m.key, m.report_id"
+    )
 
 
 def _label_filter(label: str) -> tuple[str, str]:
@@ -497,8 +546,9 @@ def _label_filter(label: str) -> tuple[str, str]:
     return key, value.replace("'", "''")
 
 
-def regressions_sql(baseline_label: str, candidate_label: str, threshold: float = 0.05,
-                    metric: str = "compute_set_cycles") -> str:
+def regressions_sql(
+    baseline_label: str, candidate_label: str, threshold: float = 0.05, metric: str = "compute_set_cycles"
+) -> str:
     """SQL comparing the mean of a metric over two labelled groups of reports, worst ratio first.
 
     A key regresses when candidate > baseline * (1 + threshold); keys missing from either group are
@@ -507,14 +557,18 @@ def regressions_sql(baseline_label: str, candidate_label: str, threshold: float 
     if not (0 <= threshold < 1e6):
         raise InvalidInputError(f"threshold {threshold!r}: expected a non-negative fraction such as 0.05")
     (bk, bv), (ck, cv) = _label_filter(baseline_label), _label_filter(candidate_label)
-    group = ("SELECT m.key, avg(CAST(m.value AS DOUBLE)) AS value, count(*) AS reports "
-             "FROM ({metric}) m JOIN report_labels l ON l.report_id = m.report_id "
-             "WHERE l.key = '{k}' AND l.value = '{v}' GROUP BY m.key")
+    group = (
+        "SELECT m.key, avg(CAST(m.value AS DOUBLE)) AS value, count(*) AS reports "
+        "FROM ({metric}) m JOIN report_labels l ON l.report_id = m.report_id "
+        "WHERE l.key = '{k}' AND l.value = '{v}' GROUP BY m.key"
+    )
     base = group.format(metric=metric_sql(metric), k=bk, v=bv)
     cand = group.format(metric=metric_sql(metric), k=ck, v=cv)
-    return (f"SELECT b.key, b.value AS baseline, c.value AS candidate, "
-            f"CASE WHEN b.value = 0 THEN NULL ELSE c.value / b.value END AS ratio, "
-            f"b.reports AS baseline_reports, c.reports AS candidate_reports, "
-            f"c.value > b.value * {1 + threshold!r} AS regressed "
-            f"FROM ({base}) b JOIN ({cand}) c ON c.key = b.key "
-            f"ORDER BY ratio DESC NULLS LAST, b.key")
+    return (
+        f"SELECT b.key, b.value AS baseline, c.value AS candidate, "
+        f"CASE WHEN b.value = 0 THEN NULL ELSE c.value / b.value END AS ratio, "
+        f"b.reports AS baseline_reports, c.reports AS candidate_reports, "
+        f"c.value > b.value * {1 + threshold!r} AS regressed "
+        f"FROM ({base}) b JOIN ({cand}) c ON c.key = b.key "
+        f"ORDER BY ratio DESC NULLS LAST, b.key"
+    )

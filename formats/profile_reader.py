@@ -98,8 +98,14 @@ class MatrixReader:
             )
         codec, raw_size, data = row
         return decode_chunk(
-            data, codec=codec, raw_size=raw_size, matrix=self.name, first_row=first, num_rows=count,
-            num_cols=self.num_cols, path=self._source.path,
+            data,
+            codec=codec,
+            raw_size=raw_size,
+            matrix=self.name,
+            first_row=first,
+            num_rows=count,
+            num_cols=self.num_cols,
+            path=self._source.path,
         )
 
     def _check_row(self, row: int) -> int:
@@ -194,8 +200,9 @@ _ROW_BOUNDS = {
     "compute_set_cycles_by_tile": "SELECT count(*) FROM compute_sets",
     "vertex_count_by_tile": "SELECT count(*) FROM compute_set_vertices",
 }
-_PROGRAM_VECTOR_BOUND = ("SELECT (SELECT count(*) FROM program_vectors WHERE kind = ?) + "
-                         "(SELECT count(*) FROM exchanges WHERE kind = ?)")
+_PROGRAM_VECTOR_BOUND = (
+    "SELECT (SELECT count(*) FROM program_vectors WHERE kind = ?) + (SELECT count(*) FROM exchanges WHERE kind = ?)"
+)
 
 
 class ProfileReader(ReportQueries):
@@ -244,12 +251,15 @@ class ProfileReader(ReportQueries):
         if sets and graph["num_compute_sets"] != sets:
             raise InconsistentReportError(
                 f"{self.path!r}: graph.num_compute_sets is {graph['num_compute_sets']}, table compute_sets has "
-                f"{sets} rows", self.path)
+                f"{sets} rows",
+                self.path,
+            )
         for key in ("num_compute_sets", "num_vertices", "num_vars", "num_edges"):
             if graph[key] > _MAX_GRAPH_COUNT:
                 raise InconsistentReportError(
-                    f"{self.path!r}: graph.{key} is {graph[key]}, more than any graph can hold "
-                    f"({_MAX_GRAPH_COUNT})", self.path)
+                    f"{self.path!r}: graph.{key} is {graph[key]}, more than any graph can hold ({_MAX_GRAPH_COUNT})",
+                    self.path,
+                )
 
     def _check_types(self, table: str, row: dict) -> None:
         """Every value of a one-row table must have its declared type."""
@@ -345,11 +355,15 @@ class ProfileReader(ReportQueries):
                     expected = 6 * categories
                 if num_cols != expected:
                     raise InconsistentReportError(
-                        f"{self.path!r}: matrix {name!r} has {num_cols} columns but the report has "
-                        f"{expected} ({kind})",
+                        f"{self.path!r}: matrix {name!r} has {num_cols} columns but the report has {expected} ({kind})",
                         self.path,
                     )
-                if not isinstance(num_rows, int) or num_rows < 0 or not isinstance(rows_per_chunk, int) or rows_per_chunk < 1:
+                if (
+                    not isinstance(num_rows, int)
+                    or num_rows < 0
+                    or not isinstance(rows_per_chunk, int)
+                    or rows_per_chunk < 1
+                ):
                     raise InconsistentReportError(
                         f"{self.path!r}: matrix {name!r} has invalid sizes ({num_rows} rows, {rows_per_chunk} per chunk)",
                         self.path,
@@ -371,7 +385,7 @@ class ProfileReader(ReportQueries):
             (rows,) = self.query_one("SELECT count(*) FROM memory_by_tile")
             return max(int(rows), self.target["tiles_per_replica"])
         if name.startswith("program_") and name.endswith("_by_tile"):
-            kind = name[len("program_"):-len("_by_tile")]
+            kind = name[len("program_") : -len("_by_tile")]
             (rows,) = self.query_one(_PROGRAM_VECTOR_BOUND, (kind, kind))
             return int(rows)
         sql = _ROW_BOUNDS.get(name)

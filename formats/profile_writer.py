@@ -63,13 +63,10 @@ class MatrixWriter:
                 f"got an array of shape {array.shape}"
             )
         if array.dtype.kind not in "uib":
-            raise InvalidInputError(
-                f"{self._owner.path!r}: matrix {self.name!r} expects integers, got {array.dtype}"
-            )
+            raise InvalidInputError(f"{self._owner.path!r}: matrix {self.name!r} expects integers, got {array.dtype}")
         if array.size and array.dtype.kind == "i" and int(array.min()) < 0:
             raise InvalidInputError(
-                f"{self._owner.path!r}: matrix {self.name!r} expects non-negative values, "
-                f"got {int(array.min())}"
+                f"{self._owner.path!r}: matrix {self.name!r} expects non-negative values, got {int(array.min())}"
             )
         first = self.num_rows
         self.num_rows += array.shape[0]
@@ -289,7 +286,8 @@ class ProfileWriter(SqliteFileWriter):
             raise InvalidInputError(f"{self.path!r}: a report needs a target; call set_target")
         if not self._graph_set:  # counted from the rows written
             sets, vertices = self.execute(
-                "SELECT count(*), coalesce(sum(num_vertices), 0) FROM compute_sets").fetchone()
+                "SELECT count(*), coalesce(sum(num_vertices), 0) FROM compute_sets"
+            ).fetchone()
             self.set_graph(num_compute_sets=sets, num_edges=0, num_vars=0, num_vertices=vertices)
         for writer in self._matrices.values():
             writer.flush()

@@ -19,21 +19,63 @@ _ALLOWED = {
 _ACTION_NAMES = {
     getattr(sqlite3, "SQLITE_" + name): name.replace("_", " ")
     for name in (
-        "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER",
-        "CREATE_TEMP_VIEW", "CREATE_TRIGGER", "CREATE_VIEW", "DELETE", "DROP_INDEX", "DROP_TABLE",
-        "DROP_TEMP_INDEX", "DROP_TEMP_TABLE", "DROP_TEMP_TRIGGER", "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_VIEW",
-        "INSERT", "TRANSACTION", "UPDATE", "ATTACH", "DETACH", "ALTER_TABLE", "REINDEX", "ANALYZE",
-        "CREATE_VTABLE", "DROP_VTABLE", "SAVEPOINT",
+        "CREATE_INDEX",
+        "CREATE_TABLE",
+        "CREATE_TEMP_INDEX",
+        "CREATE_TEMP_TABLE",
+        "CREATE_TEMP_TRIGGER",
+        "CREATE_TEMP_VIEW",
+        "CREATE_TRIGGER",
+        "CREATE_VIEW",
+        "DELETE",
+        "DROP_INDEX",
+        "DROP_TABLE",
+        "DROP_TEMP_INDEX",
+        "DROP_TEMP_TABLE",
+        "DROP_TEMP_TRIGGER",
+        "DROP_TEMP_VIEW",
+        "DROP_TRIGGER",
+        "DROP_VIEW",
+        "INSERT",
+        "TRANSACTION",
+        "UPDATE",
+        "ATTACH",
+        "DETACH",
+        "ALTER_TABLE",
+        "REINDEX",
+        "ANALYZE",
+        "CREATE_VTABLE",
+        "DROP_VTABLE",
+        "SAVEPOINT",
     )
 }
 _FORBIDDEN_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
 #: PRAGMAs that only read, with the argument they may take (a table, an index, a count).
-_QUERY_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
-                  "integrity_check", "quick_check", "table_list"}
+_QUERY_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "integrity_check",
+    "quick_check",
+    "table_list",
+}
 #: PRAGMAs that read when given no value (with a value they would set something).
-_GETTER_PRAGMAS = {"page_size", "page_count", "user_version", "application_id", "schema_version",
-                   "compile_options", "database_list", "collation_list", "function_list", "freelist_count",
-                   "encoding"}
+_GETTER_PRAGMAS = {
+    "page_size",
+    "page_count",
+    "user_version",
+    "application_id",
+    "schema_version",
+    "compile_options",
+    "database_list",
+    "collation_list",
+    "function_list",
+    "freelist_count",
+    "encoding",
+}
 
 
 class QueryResult:
@@ -49,8 +91,13 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MEMORY_LIMIT = 1 << 30
 
 
-def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout: float | None = None,
-                 memory_limit: int | None = None) -> QueryResult:
+def run_readonly(
+    file: SqliteFile,
+    sql: str,
+    params: Sequence[Any] = (),
+    timeout: float | None = None,
+    memory_limit: int | None = None,
+) -> QueryResult:
     """Run one SELECT-like statement; anything that would write or reach outside the file is refused.
 
     `timeout` (seconds) stops a query that runs longer; `memory_limit` (bytes) bounds what SQLite
@@ -110,11 +157,17 @@ def run_readonly(file: SqliteFile, sql: str, params: Sequence[Any] = (), timeout
                 file.path,
             )
         if deadline is not None and "interrupted" in str(exc):
-            return InvalidInputError(f"{file.path!r}: query stopped after {timeout:g} s (its time limit; "
-                                     f"--timeout SECONDS raises it, 0 removes it)", file.path)
+            return InvalidInputError(
+                f"{file.path!r}: query stopped after {timeout:g} s (its time limit; "
+                f"--timeout SECONDS raises it, 0 removes it)",
+                file.path,
+            )
         if memory_limit and (isinstance(exc, MemoryError) or "too big" in str(exc) or "out of memory" in str(exc)):
-            return InvalidInputError(f"{file.path!r}: query stopped: it needed more than {memory_limit / 2**20:,.0f} MB "
-                                     f"(its memory limit; --memory-limit MB raises it, 0 removes it)", file.path)
+            return InvalidInputError(
+                f"{file.path!r}: query stopped: it needed more than {memory_limit / 2**20:,.0f} MB "
+                f"(its memory limit; --memory-limit MB raises it, 0 removes it)",
+                file.path,
+            )
         if isinstance(exc, sqlite3.Warning):
             return InvalidInputError(f"{file.path!r}: expected one SQL statement ({exc})", file.path)
         return InvalidInputError(f"{file.path!r}: SQL error: {exc}", file.path)

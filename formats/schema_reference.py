@@ -36,8 +36,10 @@ def render_reference() -> str:
     out += ["### profile.pop per-tile matrices (schemas/profile_matrices.json)", ""]
     out += ["| matrix | rows | columns | unit | meaning |", "|---|---|---|---|---|"]
     for name, spec in matrices["matrices"].items():
-        out.append(f"| `{name}` | {spec['rows']} | {spec['columns']} | {spec.get('unit', '')} | "
-                   f"{_cell(spec.get('description', ''))} |")
+        out.append(
+            f"| `{name}` | {spec['rows']} | {spec['columns']} | {spec.get('unit', '')} | "
+            f"{_cell(spec.get('description', ''))} |"
+        )
     out += ["", "Column kinds:", ""]
     out += [f"- `{kind}`: {text}" for kind, text in matrices["column_kinds"].items()]
     out.append("")

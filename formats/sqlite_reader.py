@@ -84,7 +84,7 @@ class SqliteHeader:
 
     @property
     def journal_mode(self) -> str:
-        """"wal" or "rollback" (the journal mode a writer left the file in)."""
+        """ "wal" or "rollback" (the journal mode a writer left the file in)."""
         return "wal" if self.wal else "rollback"
 
     @property
@@ -142,7 +142,9 @@ class SqliteFile:
         else:
             raise CorruptReportError(
                 f"{self.path!r}: was replaced {_OPEN_ATTEMPTS} times while being opened; expected a {self.what} "
-                f"that stays put long enough to be opened", self.path)
+                f"that stays put long enough to be opened",
+                self.path,
+            )
         major, minor = split_user_version(self.header.user_version)
         try:
             self.conn.execute("PRAGMA query_only=1")
@@ -174,10 +176,13 @@ class SqliteFile:
             raise InvalidInputError(
                 f"{self.path!r}: was left in WAL mode with {size} bytes of changes in {wal!r}; pva reads without "
                 f"writing: checkpoint it first (sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)') or give the "
-                f"file as its writer finished it", self.path)
+                f"file as its writer finished it",
+                self.path,
+            )
 
-    def _check_header(self, head: bytes, application_id: int, supported_major: int,
-                      other_kinds: dict[int, str] | None) -> SqliteHeader:
+    def _check_header(
+        self, head: bytes, application_id: int, supported_major: int, other_kinds: dict[int, str] | None
+    ) -> SqliteHeader:
         """The header of the file, checked: a SQLite file of the expected kind and version, not truncated."""
         where = f"{self.path!r}"
         if not head:
@@ -199,7 +204,8 @@ class SqliteFile:
         if header.page_size < 512 or header.page_size & (header.page_size - 1):
             raise CorruptReportError(
                 f"{where}: expected a page size that is a power of two from 512 to 65536 bytes in the SQLite "
-                f"header, found {header.page_size}", self.path
+                f"header, found {header.page_size}",
+                self.path,
             )
         if header.application_id != application_id:
             other = (other_kinds or {}).get(header.application_id)
@@ -288,7 +294,8 @@ class SqliteFile:
         if self.closed:
             raise ClosedReportError(
                 f"{self.path!r}: the {self.what} is closed; objects read from it cannot read more (open it again)",
-                self.path)
+                self.path,
+            )
 
     def damaged(self, exc: BaseException) -> CorruptReportError | None:
         """The CorruptReportError for an error that means the file is damaged; None for any other (a bug)."""

@@ -49,8 +49,21 @@ class ThreadEvents:
     the events without a parent, in order.
     """
 
-    __slots__ = ("pid", "tid", "ids", "labels", "channels", "channel_names", "timestamps", "durations",
-                 "complete", "roots", "kids", "offsets", "reader")
+    __slots__ = (
+        "pid",
+        "tid",
+        "ids",
+        "labels",
+        "channels",
+        "channel_names",
+        "timestamps",
+        "durations",
+        "complete",
+        "roots",
+        "kids",
+        "offsets",
+        "reader",
+    )
 
     pid: int
     tid: int
@@ -137,8 +150,8 @@ class TraceReader(UserSql):
         for pid, tid, name, index in self.query("SELECT pid, tid, name, sort_index FROM threads ORDER BY pid, tid"):
             if pid not in known:
                 raise InconsistentReportError(
-                    f"{self.path!r}: thread {tid} belongs to process {pid}, which is not in table processes",
-                    self.path)
+                    f"{self.path!r}: thread {tid} belongs to process {pid}, which is not in table processes", self.path
+                )
             if not isinstance(tid, int):
                 raise InconsistentReportError(f"{self.path!r}: thread ids must be integers, found {tid!r}", self.path)
             found[pid].append((tid, name, index))
@@ -152,8 +165,7 @@ class TraceReader(UserSql):
     def end_of_trace(self) -> int:
         """The latest time the trace knows of: where events that never ended stop."""
         if self._end_of_trace is None:
-            (latest,) = self.file.query_one(
-                "SELECT max(timestamp + coalesce(duration, 0)) FROM events") or (None,)
+            (latest,) = self.file.query_one("SELECT max(timestamp + coalesce(duration, 0)) FROM events") or (None,)
             try:
                 recorded = int(self.metadata.get("last_timestamp", "0") or 0)
             except ValueError:
@@ -195,7 +207,8 @@ class TraceReader(UserSql):
         if unknown.any():
             k = int(np.flatnonzero(unknown)[0])
             raise InconsistentReportError(
-                f"{where}: {name(k)} is on channel {int(channels[k])}, which is not in table channels", self.path)
+                f"{where}: {name(k)} is on channel {int(channels[k])}, which is not in table channels", self.path
+            )
         is_open = lengths == _NULL
         bad = np.flatnonzero(done & is_open)
         if bad.size:
@@ -206,7 +219,8 @@ class TraceReader(UserSql):
             k = int(bad[0])
             raise InconsistentReportError(
                 f"{where}: {name(k)} ends before it starts (start {int(stamps[k])} µs, duration {int(lengths[k])} µs)",
-                self.path)
+                self.path,
+            )
         end_of_trace = self.end_of_trace() if is_open.any() else 0
         lengths = np.where(is_open, np.maximum(end_of_trace - stamps, 0), lengths)
         ends = stamps + lengths
@@ -220,12 +234,14 @@ class TraceReader(UserSql):
         if bad.size:
             k = int(bad[0])
             raise InconsistentReportError(
-                f"{where}: {name(k)} has parent {int(parent_ids[k])}, which is not an event of this thread", self.path)
+                f"{where}: {name(k)} has parent {int(parent_ids[k])}, which is not an event of this thread", self.path
+            )
         bad = np.flatnonzero(has_parent & (parent_ids >= ids))
         if bad.size:
             k = int(bad[0])
             raise InconsistentReportError(
-                f"{where}: {name(k)} has parent {int(parent_ids[k])}, which does not begin before it", self.path)
+                f"{where}: {name(k)} has parent {int(parent_ids[k])}, which does not begin before it", self.path
+            )
         parent_index = np.where(has_parent, index, -1)
         p = np.maximum(parent_index, 0)
         outside_start = has_parent & (stamps < stamps[p])
@@ -238,14 +254,21 @@ class TraceReader(UserSql):
             raise InconsistentReportError(
                 f"{where}: {name(k)} [{int(stamps[k])}, {child_end}] does not lie within its parent {name(q)} "
                 f"[{int(stamps[q])}, {int(ends[q])}] (microseconds); the trace is mis-nested",
-                self.path)
+                self.path,
+            )
 
         # order by start time, ties by id
         if n > 1 and not bool(np.all(stamps[1:] >= stamps[:-1])):
             order = np.lexsort((ids, stamps))
             inverse = np.empty(n, dtype=np.int64)
             inverse[order] = np.arange(n)
-            ids, stamps, lengths, done, channels = ids[order], stamps[order], lengths[order], done[order], channels[order]
+            ids, stamps, lengths, done, channels = (
+                ids[order],
+                stamps[order],
+                lengths[order],
+                done[order],
+                channels[order],
+            )
             labels = [labels[k] for k in order.tolist()]
             parent_index = parent_index[order]
             parent_index = np.where(parent_index >= 0, inverse[np.maximum(parent_index, 0)], -1)
@@ -267,8 +290,9 @@ class TraceReader(UserSql):
 
     def _stored_columns(self, pid: int, tid: int, where: str) -> tuple | None:
         """A thread's columns from its thread_event_columns stream, or None if it has none that agrees."""
-        row = self.file.query_one("SELECT num_events, data FROM thread_event_columns WHERE pid = ? AND tid = ?",
-                                  (pid, tid))
+        row = self.file.query_one(
+            "SELECT num_events, data FROM thread_event_columns WHERE pid = ? AND tid = ?", (pid, tid)
+        )
         if row is None:
             return None
         (count,) = self.file.query_one("SELECT count(*) FROM events WHERE pid = ? AND tid = ?", (pid, tid))
@@ -278,8 +302,9 @@ class TraceReader(UserSql):
         if not isinstance(data, bytes):
             raise CorruptReportError(f"{where}: thread_event_columns.data must be a BLOB", self.path)
         try:
-            check_ipc_stream(pa.py_buffer(data), max_rows=count, where=f"{where}: thread_event_columns.data",
-                             path=self.path)
+            check_ipc_stream(
+                pa.py_buffer(data), max_rows=count, where=f"{where}: thread_event_columns.data", path=self.path
+            )
             stream = pa.ipc.open_stream(pa.py_buffer(data))
             table = pa.Table.from_batches(list(stream), schema=stream.schema)
             table.validate(full=True)
@@ -287,11 +312,14 @@ class TraceReader(UserSql):
             raise
         except (pa.ArrowException, OSError, ValueError, struct.error) as exc:
             raise CorruptReportError(
-                f"{where}: thread_event_columns.data is not a readable Arrow IPC stream ({exc})", self.path) from None
+                f"{where}: thread_event_columns.data is not a readable Arrow IPC stream ({exc})", self.path
+            ) from None
         if not table.schema.equals(THREAD_COLUMNS_SCHEMA) or table.num_rows != count:
             raise CorruptReportError(
                 f"{where}: thread_event_columns.data: expected {count} rows of {THREAD_COLUMNS_SCHEMA}, found "
-                f"{table.num_rows} rows of {table.schema}", self.path)
+                f"{table.num_rows} rows of {table.schema}",
+                self.path,
+            )
         table = table.combine_chunks()
         label_column = table.column("label").chunk(0) if table.num_rows else None
         if label_column is None:
@@ -299,8 +327,9 @@ class TraceReader(UserSql):
         else:
             dictionary = np.array(label_column.dictionary.to_pylist() + [""], dtype=object)
             labels = dictionary[label_column.indices.to_numpy(zero_copy_only=False)].tolist()
-        numbers = [table.column(name).to_numpy() for name in ("id", "parent", "channel", "timestamp", "duration",
-                                                              "complete")]
+        numbers = [
+            table.column(name).to_numpy() for name in ("id", "parent", "channel", "timestamp", "duration", "complete")
+        ]
         ids, parents, channels, stamps, lengths, complete = numbers
         return ids, parents, labels, channels, stamps, lengths, complete != 0
 
@@ -314,7 +343,8 @@ class TraceReader(UserSql):
         except ValueError:
             raise InconsistentReportError(
                 f"{where}: events must hold integers in id, parent, channel, timestamp, duration and complete",
-                self.path) from None
+                self.path,
+            ) from None
         if any(a.size != count for a in numbers) or len(labels) != count:
             raise InconsistentReportError(f"{where}: events must hold integers and text labels", self.path)
         if any(not isinstance(label, str) for label in labels):
@@ -333,10 +363,12 @@ class TraceReader(UserSql):
             value = json.loads(row[0])
         except (TypeError, ValueError) as exc:
             raise InconsistentReportError(
-                f"{self.path!r}: event {event_id} has args that are not JSON ({exc})", self.path) from None
+                f"{self.path!r}: event {event_id} has args that are not JSON ({exc})", self.path
+            ) from None
         if not isinstance(value, dict):
             raise InconsistentReportError(
-                f"{self.path!r}: event {event_id} has args that are not a JSON object", self.path)
+                f"{self.path!r}: event {event_id} has args that are not a JSON object", self.path
+            )
         return value
 
     @_text_damage
@@ -344,8 +376,9 @@ class TraceReader(UserSql):
         """``{(name, series): (timestamps, values)}`` of a process's counters, in time order."""
         found: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
         for name, series, stamp, value in self.query(
-                "SELECT name, series, timestamp, value FROM counter_samples WHERE pid = ? "
-                "ORDER BY name, series, timestamp", (pid,)):
+            "SELECT name, series, timestamp, value FROM counter_samples WHERE pid = ? ORDER BY name, series, timestamp",
+            (pid,),
+        ):
             times, values = found.setdefault((name, series), ([], []))
             times.append(stamp)
             values.append(value)

@@ -32,15 +32,17 @@ _EVENT_COLUMNS = ("pid", "tid", "id", "parent", "label", "channel", "timestamp",
 #: Stands for SQL NULL in the integer columns of thread_event_columns (and of bulk reads).
 NULL = int(np.iinfo(np.int64).min)
 #: The schema of a thread_event_columns stream (schemas/trace.sql).
-THREAD_COLUMNS_SCHEMA = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    pa.field("parent", pa.int64(), nullable=False),
-    pa.field("label", pa.dictionary(pa.int32(), pa.utf8()), nullable=False),
-    pa.field("channel", pa.int64(), nullable=False),
-    pa.field("timestamp", pa.int64(), nullable=False),
-    pa.field("duration", pa.int64(), nullable=False),
-    pa.field("complete", pa.int8(), nullable=False),
-])
+THREAD_COLUMNS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("parent", pa.int64(), nullable=False),
+        pa.field("label", pa.dictionary(pa.int32(), pa.utf8()), nullable=False),
+        pa.field("channel", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.int64(), nullable=False),
+        pa.field("duration", pa.int64(), nullable=False),
+        pa.field("complete", pa.int8(), nullable=False),
+    ]
+)
 #: One SQL query reading a thread's events as text columns: count, six integer lists, a JSON label list.
 THREAD_EVENTS_SQL = (
     f"SELECT count(*), group_concat(id), group_concat(coalesce(parent, {NULL})), group_concat(channel), "
@@ -60,10 +62,18 @@ def encode_thread_columns(row: tuple) -> bytes:
     if label_array.type != THREAD_COLUMNS_SCHEMA.field("label").type:
         label_array = label_array.cast(THREAD_COLUMNS_SCHEMA.field("label").type)
     ids, parents, channels, stamps, lengths, complete = numbers
-    batch = pa.record_batch([
-        pa.array(ids), pa.array(parents), label_array, pa.array(channels), pa.array(stamps), pa.array(lengths),
-        pa.array(complete.astype(np.int8)),
-    ], schema=THREAD_COLUMNS_SCHEMA)
+    batch = pa.record_batch(
+        [
+            pa.array(ids),
+            pa.array(parents),
+            label_array,
+            pa.array(channels),
+            pa.array(stamps),
+            pa.array(lengths),
+            pa.array(complete.astype(np.int8)),
+        ],
+        schema=THREAD_COLUMNS_SCHEMA,
+    )
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, THREAD_COLUMNS_SCHEMA) as writer:
         writer.write_batch(batch)
@@ -78,8 +88,12 @@ def thread_columns_rows(execute, threads: Iterable[tuple[int, int]]) -> Iterable
             yield pid, tid, row[0], encode_thread_columns(row)
 
 
-def nest_events(starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.ndarray, labels: Sequence[str] | None = None,
-                where: str = "events") -> tuple[np.ndarray, np.ndarray]:
+def nest_events(
+    starts: Sequence[int] | np.ndarray,
+    ends: Sequence[int] | np.ndarray,
+    labels: Sequence[str] | None = None,
+    where: str = "events",
+) -> tuple[np.ndarray, np.ndarray]:
     """Infer how the events of one thread nest from their times alone.
 
     `ends` holds each event's end, or a value of at least 2**63-1 for an event that never ended.
@@ -104,6 +118,7 @@ def nest_events(starts: Sequence[int] | np.ndarray, ends: Sequence[int] | np.nda
         if stack:
             top = stack[-1]
             if end_list[i] > end_list[top]:
+
                 def name(k: int) -> str:
                     return repr(labels[k]) if labels is not None else f"#{k}"
 
@@ -132,14 +147,16 @@ def _times(values: Any, count: int, what: str, where: str, allow_open: bool) -> 
         if np.isinf(data).any():
             raise InvalidInputError(f"{where}: {what} must be finite, found infinity")
         data = np.where(missing, 0.0, data)
-        if np.abs(data).max(initial=0) >= 2.0 ** 62:
+        if np.abs(data).max(initial=0) >= 2.0**62:
             raise InvalidInputError(f"{where}: {what} must be below 2**62 microseconds")
         if np.array_equal(data, np.rint(data)):
             data = data.astype(np.int64)
     if data.size != count:
         raise InvalidInputError(f"{where}: expected {count} {what}, got {data.size}")
     if missing.any() and not allow_open:
-        raise InvalidInputError(f"{where}: {what} must all be given; entry {int(np.flatnonzero(missing)[0])} is missing")
+        raise InvalidInputError(
+            f"{where}: {what} must all be given; entry {int(np.flatnonzero(missing)[0])} is missing"
+        )
     return data, missing
 
 
@@ -219,10 +236,17 @@ class TraceWriter(SqliteFileWriter):
     ...     ids = w.add_events(42, 7, ["Epoch:0", "step"], [0, 10], [1000, 50], channels="poptorch")
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, producer: str = "pva",
-                 producer_version: str = __version__) -> None:
-        super().__init__(path, schema=trace_schema(), application_id=TRACE_APPLICATION_ID, version=TRACE_FORMAT,
-                         producer=producer, producer_version=producer_version)
+    def __init__(
+        self, path: str | os.PathLike[str], *, producer: str = "pva", producer_version: str = __version__
+    ) -> None:
+        super().__init__(
+            path,
+            schema=trace_schema(),
+            application_id=TRACE_APPLICATION_ID,
+            version=TRACE_FORMAT,
+            producer=producer,
+            producer_version=producer_version,
+        )
         self.set_metadata(clock="steady", state=STATE_COMPLETE)
         self._registry = _ThreadRegistry()
         # Per event id: start, end (_OPEN if it never ended), thread index.
@@ -241,15 +265,17 @@ class TraceWriter(SqliteFileWriter):
     def add_process(self, pid: int, name: str = "", sort_index: int | None = None) -> None:
         """Name a process (processes of events are added without a name otherwise)."""
         pid = _check_id(pid, "pid", self.path)
-        self._registry.process(pid, str(name), None if sort_index is None else _check_id(sort_index, "sort_index",
-                                                                                         self.path))
+        self._registry.process(
+            pid, str(name), None if sort_index is None else _check_id(sort_index, "sort_index", self.path)
+        )
 
     def add_thread(self, pid: int, tid: int, name: str = "", sort_index: int | None = None) -> None:
         """Name a thread (threads of events are added without a name otherwise)."""
         pid = _check_id(pid, "pid", self.path)
         tid = _check_id(tid, "tid", self.path)
-        self._registry.thread(pid, tid, str(name),
-                              None if sort_index is None else _check_id(sort_index, "sort_index", self.path))
+        self._registry.thread(
+            pid, tid, str(name), None if sort_index is None else _check_id(sort_index, "sort_index", self.path)
+        )
 
     def channel(self, name: str) -> int:
         """The id of a channel, added on first use."""
@@ -259,24 +285,51 @@ class TraceWriter(SqliteFileWriter):
 
     # -- events ------------------------------------------------------------------------
 
-    def add_event(self, pid: int, tid: int, label: str, timestamp: int, duration: int | None = None, *,
-                  channel: str = "", parent: int | None = None, complete: bool | None = None,
-                  args: Mapping[str, Any] | str | None = None) -> int:
+    def add_event(
+        self,
+        pid: int,
+        tid: int,
+        label: str,
+        timestamp: int,
+        duration: int | None = None,
+        *,
+        channel: str = "",
+        parent: int | None = None,
+        complete: bool | None = None,
+        args: Mapping[str, Any] | str | None = None,
+    ) -> int:
         """Add one event and return its id.
 
         `duration` None means the event never ended (complete False); `complete` False with a
         duration means it was still open when the trace stopped, after `duration`. `parent` is
         the id of an event already added on the same thread, or None.
         """
-        ids = self.add_events(pid, tid, [label], [timestamp], [duration], channels=channel,
-                              complete=None if complete is None else [complete],
-                              parents=[parent], args=None if args is None else [args])
+        ids = self.add_events(
+            pid,
+            tid,
+            [label],
+            [timestamp],
+            [duration],
+            channels=channel,
+            complete=None if complete is None else [complete],
+            parents=[parent],
+            args=None if args is None else [args],
+        )
         return int(ids[0])
 
-    def add_events(self, pid: int, tid: int, labels: Sequence[str], timestamps: Any, durations: Any, *,
-                   channels: str | Sequence[str] = "", complete: Sequence[bool] | None = None,
-                   parents: str | Sequence[int | None] | None = "nest",
-                   args: Sequence[Mapping[str, Any] | str | None] | None = None) -> np.ndarray:
+    def add_events(
+        self,
+        pid: int,
+        tid: int,
+        labels: Sequence[str],
+        timestamps: Any,
+        durations: Any,
+        *,
+        channels: str | Sequence[str] = "",
+        complete: Sequence[bool] | None = None,
+        parents: str | Sequence[int | None] | None = "nest",
+        args: Sequence[Mapping[str, Any] | str | None] | None = None,
+    ) -> np.ndarray:
         """Add many events of one thread; return their ids, in the order given.
 
         `timestamps` and `durations` are microseconds (numbers; floats are rounded, a None or NaN
@@ -295,7 +348,8 @@ class TraceWriter(SqliteFileWriter):
         if negative.size:
             k = int(negative[0])
             raise InvalidInputError(
-                f"{where}: event {labels[k]!r} at {start[k]:g} µs ends before it starts (duration {length[k]:g} µs)")
+                f"{where}: event {labels[k]!r} at {start[k]:g} µs ends before it starts (duration {length[k]:g} µs)"
+            )
         if start.dtype.kind == "f" or length.dtype.kind == "f":
             # round starts and ends (not durations), so that events that nest still nest
             ends = np.rint(start + length).astype(np.int64)
@@ -311,7 +365,8 @@ class TraceWriter(SqliteFileWriter):
             bad = np.flatnonzero(done & open_)
             if bad.size:
                 raise InvalidInputError(
-                    f"{where}: event {labels[int(bad[0])]!r} is marked complete but has no duration")
+                    f"{where}: event {labels[int(bad[0])]!r} is marked complete but has no duration"
+                )
         if isinstance(channels, str):
             channel_ids = np.full(n, self.channel(channels), dtype=np.int64)
         else:
@@ -342,16 +397,28 @@ class TraceWriter(SqliteFileWriter):
                 given = list(parents)
                 if len(given) != n:
                     raise InvalidInputError(f"{where}: expected {n} parents, got {len(given)}")
-                parent_id = np.array([-1 if p is None else _check_id(p, "parent", where) for p in given],
-                                     dtype=np.int64)
+                parent_id = np.array(
+                    [-1 if p is None else _check_id(p, "parent", where) for p in given], dtype=np.int64
+                )
             self._check_parents(where, labels, ids, parent_id, start, end, done, thread, first)
 
         rows = []
         args_rows = []
         for k in order.tolist():
             p = int(parent_id[k])
-            rows.append((pid, tid, int(ids[k]), None if p < 0 else p, labels[k], int(channel_ids[k]), int(start[k]),
-                         None if open_[k] else int(length[k]), int(done[k])))
+            rows.append(
+                (
+                    pid,
+                    tid,
+                    int(ids[k]),
+                    None if p < 0 else p,
+                    labels[k],
+                    int(channel_ids[k]),
+                    int(start[k]),
+                    None if open_[k] else int(length[k]),
+                    int(done[k]),
+                )
+            )
             if args is not None and args[k] is not None:
                 args_rows.append((int(ids[k]), _json_args(args[k], f"{where}: event {labels[k]!r}")))
         self.insert("events", _EVENT_COLUMNS, rows)
@@ -368,8 +435,18 @@ class TraceWriter(SqliteFileWriter):
             self._last = max(self._last, int(start.max()))
         return ids
 
-    def _check_parents(self, where: str, labels: list[str], ids: np.ndarray, parent_id: np.ndarray,
-                       start: np.ndarray, end: np.ndarray, done: np.ndarray, thread: int, first: int) -> None:
+    def _check_parents(
+        self,
+        where: str,
+        labels: list[str],
+        ids: np.ndarray,
+        parent_id: np.ndarray,
+        start: np.ndarray,
+        end: np.ndarray,
+        done: np.ndarray,
+        thread: int,
+        first: int,
+    ) -> None:
         has = parent_id >= 0
         if not has.any():
             return
@@ -377,7 +454,8 @@ class TraceWriter(SqliteFileWriter):
         if bad.size:
             k = int(bad[0])
             raise InvalidInputError(
-                f"{where}: event {labels[k]!r} names parent {int(parent_id[k])}, which is not an event added before it")
+                f"{where}: event {labels[k]!r} names parent {int(parent_id[k])}, which is not an event added before it"
+            )
         old_starts = np.frombuffer(self._starts, dtype=np.int64) if len(self._starts) else np.zeros(0, np.int64)
         old_ends = np.frombuffer(self._ends, dtype=np.int64) if len(self._ends) else np.zeros(0, np.int64)
         old_threads = np.frombuffer(self._threads, dtype=np.int64) if len(self._threads) else np.zeros(0, np.int64)
@@ -415,21 +493,32 @@ class TraceWriter(SqliteFileWriter):
         if not np.isfinite(numbers).all():
             raise InvalidInputError(f"{where}: values must be finite numbers")
         self._registry.process(pid)
-        self.insert("counter_samples", ("pid", "name", "series", "timestamp", "value"),
-                    zip([pid] * times.size, [name] * times.size, [series] * times.size, times.tolist(),
-                        numbers.tolist()))
+        self.insert(
+            "counter_samples",
+            ("pid", "name", "series", "timestamp", "value"),
+            zip([pid] * times.size, [name] * times.size, [series] * times.size, times.tolist(), numbers.tolist()),
+        )
 
     # -- finishing -----------------------------------------------------------------------
 
     def _finish(self) -> None:
         registry = self._registry
-        self.insert("processes", ("pid", "name", "sort_index"),
-                    [(pid, name, index) for pid, (name, index) in sorted(registry.processes.items())])
-        self.insert("threads", ("pid", "tid", "name", "sort_index"),
-                    [(pid, tid, name, index) for (pid, tid), (name, index, _) in sorted(registry.threads.items())])
+        self.insert(
+            "processes",
+            ("pid", "name", "sort_index"),
+            [(pid, name, index) for pid, (name, index) in sorted(registry.processes.items())],
+        )
+        self.insert(
+            "threads",
+            ("pid", "tid", "name", "sort_index"),
+            [(pid, tid, name, index) for (pid, tid), (name, index, _) in sorted(registry.threads.items())],
+        )
         self.insert("channels", ("id", "name"), [(i, name) for name, i in registry.channels.items()])
-        self.insert("thread_event_columns", ("pid", "tid", "num_events", "data"),
-                    list(thread_columns_rows(self.execute, sorted(registry.threads))))
+        self.insert(
+            "thread_event_columns",
+            ("pid", "tid", "num_events", "data"),
+            list(thread_columns_rows(self.execute, sorted(registry.threads))),
+        )
         self.set_metadata(last_timestamp=self._last)
 
 
@@ -447,8 +536,9 @@ class TraceAppender:
     state to ``complete``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, producer: str = "pva",
-                 producer_version: str = __version__) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, producer: str = "pva", producer_version: str = __version__
+    ) -> None:
         self.path = os.fspath(path)
         try:
             out = AtomicOutput(self.path)
@@ -463,15 +553,18 @@ class TraceAppender:
                 tables, self._index_ddl = split_ddl(trace_schema().ddl)
                 conn.executescript(tables)
                 created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-                conn.executemany("INSERT INTO metadata (key, value) VALUES (?, ?)", [
-                    ("format_version", f"{TRACE_FORMAT[0]}.{TRACE_FORMAT[1]}"),
-                    ("producer", producer),
-                    ("producer_version", producer_version),
-                    ("created", created),
-                    ("clock", "steady"),
-                    ("state", STATE_RECORDING),
-                    ("last_timestamp", "0"),
-                ])
+                conn.executemany(
+                    "INSERT INTO metadata (key, value) VALUES (?, ?)",
+                    [
+                        ("format_version", f"{TRACE_FORMAT[0]}.{TRACE_FORMAT[1]}"),
+                        ("producer", producer),
+                        ("producer_version", producer_version),
+                        ("created", created),
+                        ("clock", "steady"),
+                        ("state", STATE_RECORDING),
+                        ("last_timestamp", "0"),
+                    ],
+                )
             finally:
                 conn.close()
             out.commit()
@@ -483,10 +576,17 @@ class TraceAppender:
         self._conn.execute("PRAGMA synchronous=OFF")
         self._closed = False
 
-    def commit(self, *, processes: Iterable[tuple[int, str]] = (), threads: Iterable[tuple[int, int, str]] = (),
-               channels: Iterable[tuple[int, str]] = (), events: Iterable[tuple] = (),
-               ended: Iterable[tuple[int, int, int, int]] = (), args: Iterable[tuple[int, str]] = (),
-               last_timestamp: int | None = None) -> None:
+    def commit(
+        self,
+        *,
+        processes: Iterable[tuple[int, str]] = (),
+        threads: Iterable[tuple[int, int, str]] = (),
+        channels: Iterable[tuple[int, str]] = (),
+        events: Iterable[tuple] = (),
+        ended: Iterable[tuple[int, int, int, int]] = (),
+        args: Iterable[tuple[int, str]] = (),
+        last_timestamp: int | None = None,
+    ) -> None:
         """Write one batch in one transaction.
 
         `events` are rows of ``(pid, tid, id, parent, label, channel, timestamp, duration,
@@ -503,9 +603,10 @@ class TraceAppender:
             conn.executemany("INSERT INTO channels (id, name) VALUES (?, ?)", channels)
             conn.executemany(
                 "INSERT INTO events (pid, tid, id, parent, label, channel, timestamp, duration, complete) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", events)
-            conn.executemany(
-                "UPDATE events SET duration = ?, complete = 1 WHERE pid = ? AND tid = ? AND id = ?", ended)
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                events,
+            )
+            conn.executemany("UPDATE events SET duration = ?, complete = 1 WHERE pid = ? AND tid = ? AND id = ?", ended)
             conn.executemany("INSERT INTO event_args (event, args) VALUES (?, ?)", args)
             if last_timestamp is not None:
                 conn.execute("UPDATE metadata SET value = ? WHERE key = 'last_timestamp'", (str(int(last_timestamp)),))
@@ -527,8 +628,10 @@ class TraceAppender:
                 conn.execute("UPDATE metadata SET value = ? WHERE key = 'last_timestamp'", (str(int(last_timestamp)),))
             conn.execute("UPDATE metadata SET value = ? WHERE key = 'state'", (STATE_COMPLETE,))
             threads = conn.execute("SELECT pid, tid FROM threads ORDER BY pid, tid").fetchall()
-            conn.executemany("INSERT OR REPLACE INTO thread_event_columns (pid, tid, num_events, data) "
-                             "VALUES (?, ?, ?, ?)", list(thread_columns_rows(conn.execute, threads)))
+            conn.executemany(
+                "INSERT OR REPLACE INTO thread_event_columns (pid, tid, num_events, data) VALUES (?, ?, ?, ?)",
+                list(thread_columns_rows(conn.execute, threads)),
+            )
             for statement in self._index_ddl.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -547,4 +650,3 @@ class TraceAppender:
         if not self._closed:
             self._conn.close()
             self._closed = True
-

@@ -158,6 +158,7 @@ class Channel:
         def wrap(function: Callable) -> Callable:
             name = label if label is not None else getattr(function, "__qualname__", repr(function))
             if inspect.iscoroutinefunction(function):
+
                 async def async_wrapper(*a, **k):
                     with self.event(name):
                         return await function(*a, **k)
@@ -187,8 +188,15 @@ class Recorder:
     Thread-safe: any thread may record; each thread's events nest by themselves.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, process_name: str | None = None,
-                 producer: str = "pva.tracing", flush_interval: float = 0.5, max_buffered: int = 65536) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        process_name: str | None = None,
+        producer: str = "pva.tracing",
+        flush_interval: float = 0.5,
+        max_buffered: int = 65536,
+    ) -> None:
         if flush_interval <= 0:
             raise ValueError(f"flush_interval must be positive, got {flush_interval!r}")
         if max_buffered < 1:
@@ -196,8 +204,11 @@ class Recorder:
         self.path = os.fspath(path)
         self._appender = TraceAppender(self.path, producer=producer, producer_version=__version__)
         self.pid = os.getpid()
-        self._process_name = process_name if process_name is not None else (
-            os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python")
+        self._process_name = (
+            process_name
+            if process_name is not None
+            else (os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python")
+        )
         self._ids = itertools.count()
         self._queue: collections.deque = collections.deque()
         self._max_buffered = max_buffered
@@ -319,8 +330,15 @@ class Recorder:
             processes.append((pid, self._process_name))
             self._process_written = True
         self._last = last
-        self._appender.commit(processes=processes, threads=threads, channels=channels, events=rows,
-                              ended=ended_earlier, args=args_rows, last_timestamp=last)
+        self._appender.commit(
+            processes=processes,
+            threads=threads,
+            channels=channels,
+            events=rows,
+            ended=ended_earlier,
+            args=args_rows,
+            last_timestamp=last,
+        )
 
     def close(self) -> None:
         """Commit what is left, end events still open (they stay incomplete) and finish the file."""
@@ -334,8 +352,9 @@ class Recorder:
             now = _now_ns() // 1000
             try:
                 self._write_batch(final_time=now)
-                still_open = [(max(0, now - start), p, tid, event_id)
-                              for event_id, (p, tid, start) in self._open_written.items()]
+                still_open = [
+                    (max(0, now - start), p, tid, event_id) for event_id, (p, tid, start) in self._open_written.items()
+                ]
                 self._open_written.clear()
                 self._appender.close(still_open=still_open, last_timestamp=max(self._last, now))
             finally:
@@ -407,7 +426,6 @@ def active() -> Recorder | None:
 def channel(name: str) -> Channel:
     """A global channel: it records into the active recorder (see `start`), or nowhere."""
     return Channel(name)
-
 
 
 def _deactivate(recorder: Recorder) -> None:

@@ -93,8 +93,10 @@ class IPU:
 
     def __repr__(self) -> str:
         t = self._c.target
-        return (f"<IPU {self._id} {self.architecture.name}, tiles {self._id * t.tilesPerIpu:,}.."
-                f"{(self._id + 1) * t.tilesPerIpu - 1:,}, replica {self._id // t.ipusPerReplica}>")
+        return (
+            f"<IPU {self._id} {self.architecture.name}, tiles {self._id * t.tilesPerIpu:,}.."
+            f"{(self._id + 1) * t.tilesPerIpu - 1:,}, replica {self._id // t.ipusPerReplica}>"
+        )
 
 
 class Target:
@@ -118,8 +120,9 @@ class Target:
     numTiles = property(lambda self: self._row["num_tiles"], doc="Total number of tiles.")
     bytesPerTile = property(lambda self: self._row["bytes_per_tile"], doc="Memory of one tile in bytes.")
     bytesPerIPU = property(lambda self: self._row["bytes_per_ipu"], doc="Memory of one IPU in bytes.")
-    bytesPerIpu = property(lambda self: self._row["bytes_per_ipu"],
-                           doc="Memory of one IPU in bytes (the C++ spelling of bytesPerIPU).")
+    bytesPerIpu = property(
+        lambda self: self._row["bytes_per_ipu"], doc="Memory of one IPU in bytes (the C++ spelling of bytesPerIPU)."
+    )
     totalMemory = property(lambda self: self._row["total_memory"], doc="Total memory in bytes.")
     clockFrequency = property(lambda self: float(self._row["clock_frequency"]), doc="Tile clock in Hz.")
     numReplicas = property(lambda self: self._row["num_replicas"], doc="Number of replicas.")
@@ -350,8 +353,16 @@ for _name, _doc in CATEGORIES.items():
 class VertexMemory:
     """Memory of one vertex type on one tile (libpva VertexMemory)."""
 
-    __slots__ = ("_c", "_type", "codeBytes", "copyPtrBytes", "descriptorBytes", "edgePtrBytes", "paddingBytes",
-                 "vertexDataBytes")
+    __slots__ = (
+        "_c",
+        "_type",
+        "codeBytes",
+        "copyPtrBytes",
+        "descriptorBytes",
+        "edgePtrBytes",
+        "paddingBytes",
+        "vertexDataBytes",
+    )
 
     def __init__(self, compilation, vertex_type, code, copy_ptr, descriptor, edge_ptr, padding, vertex_data):
         self._c = compilation
@@ -653,10 +664,13 @@ class _MemoryColumns(dict):
 
 #: Memory columns read together (excluding and including gaps of one region).
 _MEMORY_PARTNERS = {}
-for _excluding, _including in (("total", "total_including_gaps"), ("interleaved", "interleaved_including_gaps"),
-                               ("non_interleaved", "non_interleaved_including_gaps"),
-                               ("overflowed", "overflowed_including_gaps"),
-                               ("always_live_bytes", "not_always_live_bytes")):
+for _excluding, _including in (
+    ("total", "total_including_gaps"),
+    ("interleaved", "interleaved_including_gaps"),
+    ("non_interleaved", "non_interleaved_including_gaps"),
+    ("overflowed", "overflowed_including_gaps"),
+    ("always_live_bytes", "not_always_live_bytes"),
+):
     _MEMORY_PARTNERS[_excluding] = _including
     _MEMORY_PARTNERS[_including] = _excluding
 _MEMORY_COLUMN_NAMES = frozenset(MEMORY_FIELDS.values())
@@ -825,8 +839,9 @@ class CompilationReport:
     def tilesWithLivenessInfo(self) -> PvaList:
         """Tiles whose per-tile liveness LivenessProgramStep.notAlwaysLiveMemoryForTile gives."""
         tiles = self._tiles
-        return PvaList(tiles[t] for t in sorted(t for t in self._liveness_tiles if isinstance(t, int))
-                       if 0 <= t < len(tiles))
+        return PvaList(
+            tiles[t] for t in sorted(t for t in self._liveness_tiles if isinstance(t, int)) if 0 <= t < len(tiles)
+        )
 
     @property
     def allocationOrderByTile(self) -> PvaList:
@@ -909,8 +924,9 @@ class CompilationReport:
         if columns is None:
             raise ValueError(f"unknown category field {field!r}; expected one of {', '.join(CATEGORY_FIELDS)}")
         if category is None:
-            return {name: self.categoryMemoryArray(name, field) for name in self._category_names
-                    if isinstance(name, str)}
+            return {
+                name: self.categoryMemoryArray(name, field) for name in self._category_names if isinstance(name, str)
+            }
         if category not in CATEGORIES and category not in self._category_memory[1]:
             raise ValueError(f"unknown memory category {category!r}; expected one of {', '.join(CATEGORIES)}")
         matrix, bases = self._category_memory
@@ -937,7 +953,12 @@ class CompilationReport:
                 self._reader.path,
             )
         rows = sorted(rows)
-        if len(rows) == matrix.num_rows and rows[0] == 0 and rows[-1] == matrix.num_rows - 1 and len(set(rows)) == len(rows):
+        if (
+            len(rows) == matrix.num_rows
+            and rows[0] == 0
+            and rows[-1] == matrix.num_rows - 1
+            and len(set(rows)) == len(rows)
+        ):
             return matrix.sum_rows()
         for start in range(0, len(rows), 4096):
             total += matrix.take(rows[start : start + 4096]).sum(axis=0, dtype=np.uint64)
@@ -1019,11 +1040,14 @@ class CompilationReport:
                 if name not in artificial:
                     raise InconsistentReportError(
                         f"{self._reader.path!r}: expected a variable id, or the name of an artificial variable "
-                        f"({', '.join(artificial) or 'none'}), found id NULL and name {name!r}", self._reader.path)
+                        f"({', '.join(artificial) or 'none'}), found id NULL and name {name!r}",
+                        self._reader.path,
+                    )
                 out.append(VariableSize(self, artificial[name], name, size))
             elif not isinstance(var_id, int):
                 raise InconsistentReportError(
-                    f"{self._reader.path!r}: expected an integer variable id, found {var_id!r}", self._reader.path)
+                    f"{self._reader.path!r}: expected an integer variable id, found {var_id!r}", self._reader.path
+                )
             else:
                 out.append(VariableSize(self, var_id, self._variable(var_id).name, size))
         out.sort(key=lambda v: (v.name, v._id))
@@ -1031,10 +1055,7 @@ class CompilationReport:
 
     @functools.cached_property
     def _categories_by_id(self) -> dict[int, VariableCategory]:
-        return {
-            i: VariableCategory(i, name, description)
-            for i, name, description in self._reader.category_rows()
-        }
+        return {i: VariableCategory(i, name, description) for i, name, description in self._reader.category_rows()}
 
     def _category(self, category_id: int) -> VariableCategory:
         found = self._categories_by_id.get(category_id)

@@ -19,8 +19,21 @@ from formats.dataset import AddOutcome, parse_labels
 from formats.fleet_sql import DEFAULT_LIMITS, METRICS, Limits, QueryLimitError
 
 __all__ = [
-    "parse_labels", "METRICS", "AddOutcome", "Limits", "QueryLimitError", "add_reports", "find_reports", "is_dataset",
-           "query", "register_spark", "regressions", "regressions_sql", "trend", "trend_sql"]
+    "parse_labels",
+    "METRICS",
+    "AddOutcome",
+    "Limits",
+    "QueryLimitError",
+    "add_reports",
+    "find_reports",
+    "is_dataset",
+    "query",
+    "register_spark",
+    "regressions",
+    "regressions_sql",
+    "trend",
+    "trend_sql",
+]
 
 is_dataset = _ds.is_dataset
 find_reports = _ds.iter_reports
@@ -28,9 +41,12 @@ trend_sql = _sql.trend_sql
 regressions_sql = _sql.regressions_sql
 
 
-def add_reports(dataset: str | os.PathLike[str], reports: Iterable[str | os.PathLike[str]],
-                labels: dict[str, str] | None = None,
-                progress: Callable[[AddOutcome], None] | None = None) -> list[AddOutcome]:
+def add_reports(
+    dataset: str | os.PathLike[str],
+    reports: Iterable[str | os.PathLike[str]],
+    labels: dict[str, str] | None = None,
+    progress: Callable[[AddOutcome], None] | None = None,
+) -> list[AddOutcome]:
     """Add report files to a dataset (created if absent); one outcome per file: added, present or skipped.
 
     Each report is added whole or not at all; a file that is not a sound report is skipped with a
@@ -50,8 +66,9 @@ def register_spark(spark, dataset: str | os.PathLike[str]) -> list[str]:
     return _sql.register_spark(spark, os.fspath(dataset))
 
 
-def trend(dataset: str | os.PathLike[str], metric: str, by: str = "created",
-          limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+def trend(
+    dataset: str | os.PathLike[str], metric: str, by: str = "created", limits: Limits = DEFAULT_LIMITS
+) -> pa.Table:
     """A metric per report (and per compute set for compute_set_cycles), ordered by a reports column or a label.
 
     Columns: by_value, report_id, key, value. Metrics: see METRICS.
@@ -59,9 +76,14 @@ def trend(dataset: str | os.PathLike[str], metric: str, by: str = "created",
     return query(dataset, _sql.trend_sql(metric, by), limits)
 
 
-def regressions(dataset: str | os.PathLike[str], baseline_label: str, candidate_label: str,
-                threshold: float = 0.05, metric: str = "compute_set_cycles",
-                limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+def regressions(
+    dataset: str | os.PathLike[str],
+    baseline_label: str,
+    candidate_label: str,
+    threshold: float = 0.05,
+    metric: str = "compute_set_cycles",
+    limits: Limits = DEFAULT_LIMITS,
+) -> pa.Table:
     """Mean of a metric in the reports labelled `candidate_label` (key=value) against `baseline_label`, worst first.
 
     Columns: key, baseline, candidate, ratio, baseline_reports, candidate_reports, regressed

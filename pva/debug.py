@@ -42,7 +42,10 @@ class DebugContextLocation:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DebugContextLocation) and (
-            other.fileName, other.lineNumber, other.functionName, other._valid
+            other.fileName,
+            other.lineNumber,
+            other.functionName,
+            other._valid,
         ) == (self.fileName, self.lineNumber, self.functionName, self._valid)
 
     def __hash__(self) -> int:
@@ -109,8 +112,9 @@ class _Filter:
 
     __slots__ = ("_layer", "_without_parent")
 
-    def __init__(self, arg: str | bool | None = None, *, layer: str | None = None,
-                 withoutParent: bool | None = None) -> None:
+    def __init__(
+        self, arg: str | bool | None = None, *, layer: str | None = None, withoutParent: bool | None = None
+    ) -> None:
         self._layer = ""
         self._without_parent = False
         if layer is not None or withoutParent is not None:
@@ -126,8 +130,9 @@ class _Filter:
         elif isinstance(arg, str):
             self._layer = str(arg.name if isinstance(arg, DebugLayer) else arg)
         else:
-            raise TypeError(f"DebugContext.Filter takes a layer name (str) or withoutParent (bool), not "
-                            f"{type(arg).__name__}")
+            raise TypeError(
+                f"DebugContext.Filter takes a layer name (str) or withoutParent (bool), not {type(arg).__name__}"
+            )
 
     @property
     def layer(self) -> str:

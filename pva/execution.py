@@ -47,8 +47,7 @@ __all__ = [
 
 #: Step types for which tileBalance and activeTileBalance are meaningful (seed 004, Ipu).
 _TILE_BALANCE_TYPES = frozenset(
-    {"OnTileExecute", "GlobalExchange", "DoExchange", "StreamCopy", "StreamCopyBegin", "StreamCopyMid",
-     "StreamCopyEnd"}
+    {"OnTileExecute", "GlobalExchange", "DoExchange", "StreamCopy", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd"}
 )
 #: Step types for which dataIn, dataOut and dataBalance are meaningful (seed 004, Ipu).
 _DATA_TYPES = frozenset(
@@ -95,7 +94,10 @@ class CycleRange:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CycleRange) and (self.min, self.max, self.average) == (
-            other.min, other.max, other.average)
+            other.min,
+            other.max,
+            other.average,
+        )
 
     def __hash__(self) -> int:
         return hash((self.min, self.max, self.average))
@@ -130,8 +132,17 @@ class CyclesInfo:
 class TileCycleTotals:
     """Cycles summed over tiles, by activity (libpva TileCycleTotals)."""
 
-    __slots__ = ("activeCompute", "compute", "interIpuExchange", "streamCopyBegin", "streamCopy", "streamCopyEnd",
-                 "internalExchange", "sync", "total")
+    __slots__ = (
+        "activeCompute",
+        "compute",
+        "interIpuExchange",
+        "streamCopyBegin",
+        "streamCopy",
+        "streamCopyEnd",
+        "internalExchange",
+        "sync",
+        "total",
+    )
 
     activeCompute: int
     compute: int
@@ -150,8 +161,7 @@ class TileCycleTotals:
             setattr(self, name, int(value or 0))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TileCycleTotals) and all(
-            getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        return isinstance(other, TileCycleTotals) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
 
     def __hash__(self) -> int:
         return hash(tuple(getattr(self, n) for n in self.__slots__))
@@ -165,8 +175,18 @@ class Block:
 
     __slots__ = ("_e", "id", "tile", "_program", "cyclesFrom", "cyclesTo", "isStreamCopy", "isCommon", "isOverflow")
 
-    def __init__(self, execution: ExecutionReport, block_id: int, tile: int, program: int | None, cycles_from: int,
-                 cycles_to: int, is_stream_copy: int, is_common: int, is_overflow: int) -> None:
+    def __init__(
+        self,
+        execution: ExecutionReport,
+        block_id: int,
+        tile: int,
+        program: int | None,
+        cycles_from: int,
+        cycles_to: int,
+        is_stream_copy: int,
+        is_common: int,
+        is_overflow: int,
+    ) -> None:
         self._e = execution
         self.id = block_id
         self.tile = tile
@@ -201,8 +221,12 @@ _IPU_COLUMNS: dict[str, tuple[str, str]] = {
     "dataIn": ("data_in", "data"),
     "dataOut": ("data_out", "data"),
     "dataBalance": ("data_balance", "data"),
-    **{f"{span}{end.title()}{stat.title()}": (f"{span}_cycles_{end}_{stat}", "profiled")
-       for span in ("all", "active") for end in ("from", "to") for stat in ("min", "max", "avg")},
+    **{
+        f"{span}{end.title()}{stat.title()}": (f"{span}_cycles_{end}_{stat}", "profiled")
+        for span in ("all", "active")
+        for end in ("from", "to")
+        for stat in ("min", "max", "avg")
+    },
 }
 _FLOAT_COLUMNS = frozenset({"threadBalance", "tileBalance", "activeTileBalance", "dataBalance"})
 #: Python types of the numbers json.loads returns.
@@ -230,14 +254,16 @@ class _IpuTable:
 
     def _load(self, figure: str, name: str, step_types=None) -> list:
         count, low, high, values = self._reader.step_ipu_figure(
-            self._ipu, figure, step_types=step_types, real=name in _FLOAT_COLUMNS)
+            self._ipu, figure, step_types=step_types, real=name in _FLOAT_COLUMNS
+        )
         if "position" not in self.__dict__:
             self._set_position(count, low, high)
         if not _NUMBER_TYPES.issuperset(map(type, values)):
             bad = next((v for v in values if not isinstance(v, (int, float)) or isinstance(v, bool)), None)
             raise InconsistentReportError(
                 f"{self._reader.path!r}: steps_by_ipu: expected numbers for {name} of IPU {self._ipu}, found {bad!r}",
-                self._reader.path)
+                self._reader.path,
+            )
         return values
 
     def _set_position(self, count: int, low, high) -> None:
@@ -252,7 +278,9 @@ class _IpuTable:
         if count and not (isinstance(low, int) and isinstance(high, int) and low >= 0 and high < n):
             raise InconsistentReportError(
                 f"{path!r}: steps_by_ipu has rows for steps {low!r}..{high!r} on IPU {self._ipu}, but the report has "
-                f"{n} steps", path)
+                f"{n} steps",
+                path,
+            )
         position = np.full(n, -1, dtype=np.int64)
         position[np.asarray(self._reader.step_ids_of_ipu(self._ipu), dtype=np.int64)] = np.arange(count)
         self.position = position.tolist()
@@ -306,7 +334,9 @@ class _StepIpus:
         if bad is not None:
             raise InconsistentReportError(
                 f"{reader.path!r}: steps_by_ipu has a row for step {bad[0]!r} on IPU {bad[1]!r}, but the target has "
-                f"{self.num_ipus} IPUs", reader.path)
+                f"{self.num_ipus} IPUs",
+                reader.path,
+            )
         self._ipus_checked = True
 
     def ipus_of(self, step: int) -> PvaList:
@@ -361,7 +391,6 @@ def _unshared_count() -> int:
 _UNSHARED = _unshared_count()
 
 
-
 #: Threads summing per-tile cycles (decoding chunks releases the GIL).
 _SUM_THREADS = min(4, os.cpu_count() or 1)
 
@@ -409,28 +438,35 @@ class Ipu:
         """Where the step starts and ends over all tiles of this IPU."""
         t = self._t
         r = self._r
-        return CyclesInfo(CycleRange(t.allFromMin[r], t.allFromMax[r], t.allFromAvg[r]),
-                          CycleRange(t.allToMin[r], t.allToMax[r], t.allToAvg[r]))
+        return CyclesInfo(
+            CycleRange(t.allFromMin[r], t.allFromMax[r], t.allFromAvg[r]),
+            CycleRange(t.allToMin[r], t.allToMax[r], t.allToAvg[r]),
+        )
 
     @property
     def activeCycles(self) -> CyclesInfo:
         """Where the step starts and ends over the tiles of this IPU that took part in it."""
         t = self._t
         r = self._r
-        return CyclesInfo(CycleRange(t.activeFromMin[r], t.activeFromMax[r], t.activeFromAvg[r]),
-                          CycleRange(t.activeToMin[r], t.activeToMax[r], t.activeToAvg[r]))
+        return CyclesInfo(
+            CycleRange(t.activeFromMin[r], t.activeFromMax[r], t.activeFromAvg[r]),
+            CycleRange(t.activeToMin[r], t.activeToMax[r], t.activeToAvg[r]),
+        )
 
     activeTiles = _ipu_value("activeTiles", "Tiles computing (or exchanging, for exchanges).")
     threadBalance = _ipu_value("threadBalance", "Hardware thread utilisation, 0 to 1.")
     tileBalance = _ipu_value(
-        "tileBalance", "Tile utilisation, 0 to 1; 0 unless the step is OnTileExecute, an exchange or a stream copy.")
+        "tileBalance", "Tile utilisation, 0 to 1; 0 unless the step is OnTileExecute, an exchange or a stream copy."
+    )
     activeTileBalance = _ipu_value(
         "activeTileBalance",
-        "Utilisation of the active tiles, 0 to 1; 0 unless the step is OnTileExecute, an exchange or a stream copy.")
+        "Utilisation of the active tiles, 0 to 1; 0 unless the step is OnTileExecute, an exchange or a stream copy.",
+    )
     dataIn = _ipu_value("dataIn", "Bytes received by this IPU; 0 unless the step is an exchange or a stream copy.")
     dataOut = _ipu_value("dataOut", "Bytes sent by this IPU; 0 unless the step is an exchange or a stream copy.")
     dataBalance = _ipu_value(
-        "dataBalance", "Balance of data per tile, 0 to 1; 0 unless the step is an exchange or a stream copy.")
+        "dataBalance", "Balance of data per tile, 0 to 1; 0 unless the step is an exchange or a stream copy."
+    )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Ipu) and other._t is self._t and other._r == self._r
@@ -469,8 +505,9 @@ class ComputeSet(_compilation.ComputeSet):
 
     __slots__ = ("_e", "_step", "_cycles_row")
 
-    def __init__(self, execution: ExecutionReport, step: int, cs_id: int, name: str, estimate_row,
-                 cycles_row: int | None) -> None:
+    def __init__(
+        self, execution: ExecutionReport, step: int, cs_id: int, name: str, estimate_row, cycles_row: int | None
+    ) -> None:
         super().__init__(execution._report.compilation, cs_id, name, estimate_row)
         self._e = execution
         self._step = step
@@ -490,8 +527,10 @@ class ComputeSet(_compilation.ComputeSet):
         rows = reader.step_vertex_instances(self._step, self._id)
         compilation = self._c
         if rows:
-            return PvaList(VertexInstances(compilation, vt, count, estimate or 0, count_row, cycles)
-                           for vt, count, cycles, estimate, count_row in rows)
+            return PvaList(
+                VertexInstances(compilation, vt, count, estimate or 0, count_row, cycles)
+                for vt, count, cycles, estimate, count_row in rows
+            )
         compiled = reader.compute_set_vertices(self._id)
         return PvaList(VertexInstances(compilation, *row, 0) for row in compiled)
 
@@ -549,8 +588,9 @@ class Run:
 
     __slots__ = ("_e", "_id", "name", "microseconds", "_first", "_count")
 
-    def __init__(self, execution: ExecutionReport, run_id: int, name: str, us_start: int, us_end: int, first: int,
-                 count: int) -> None:
+    def __init__(
+        self, execution: ExecutionReport, run_id: int, name: str, us_start: int, us_end: int, first: int, count: int
+    ) -> None:
         self._e = execution
         self._id = run_id
         self.name = name
@@ -635,11 +675,18 @@ class ExecutionReport:
                     f"{self._reader.path!r}: run ids must be 0..{len(rows) - 1}, found id {run_id} at position {index}",
                     self._reader.path,
                 )
-            if not isinstance(first, int) or not isinstance(count, int) or first < 0 or count < 0 or (
-                first + count > num_steps
+            if (
+                not isinstance(first, int)
+                or not isinstance(count, int)
+                or first < 0
+                or count < 0
+                or (first + count > num_steps)
             ):
-                covers = (f"steps {first}..{first + count - 1}" if isinstance(first, int) and isinstance(count, int)
-                          else f"steps from {first!r} ({count!r} of them)")
+                covers = (
+                    f"steps {first}..{first + count - 1}"
+                    if isinstance(first, int) and isinstance(count, int)
+                    else f"steps from {first!r} ({count!r} of them)"
+                )
                 raise InconsistentReportError(
                     f"{self._reader.path!r}: run {run_id} covers {covers}, but the report has {num_steps} steps",
                     self._reader.path,
@@ -694,8 +741,9 @@ class ExecutionReport:
     def _num_tiles(self) -> int:
         return int(self._reader.target["num_tiles"])
 
-    def iterCyclesByTile(self, run=None, start: int | None = None, stop: int | None = None
-                         ) -> Iterator[tuple[int, np.ndarray]]:
+    def iterCyclesByTile(
+        self, run=None, start: int | None = None, stop: int | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(firstStep, cycles)`` for the selected steps, one stored chunk at a time.
 
         `cycles` is a read-only (steps, tiles) array of the narrowest unsigned type that holds the
@@ -745,8 +793,9 @@ class ExecutionReport:
         bounds = [lo] + [((lo + (hi - lo) * k // workers) // per_chunk) * per_chunk for k in range(1, workers)] + [hi]
         bounds = sorted(set(bounds))
         with concurrent.futures.ThreadPoolExecutor(len(bounds) - 1, thread_name_prefix="pva-sum") as pool:
-            parts = list(pool.map(lambda a, b: _sum_chunks(matrix, a, b, np.zeros_like(total)), bounds[:-1],
-                                  bounds[1:]))
+            parts = list(
+                pool.map(lambda a, b: _sum_chunks(matrix, a, b, np.zeros_like(total)), bounds[:-1], bounds[1:])
+            )
         for part in parts:
             total += part
         return total
@@ -760,16 +809,20 @@ class ExecutionReport:
         if matrix is not None:
             self._check_matrix_rows(matrix)
             num_tiles = matrix.num_cols
-        schema = pa.schema([
-            pa.field("step", pa.int64(), nullable=False),
-            pa.field("cyclesByTile", pa.list_(pa.field("item", pa.uint64(), nullable=False), num_tiles),
-                     nullable=False),
-        ])
+        schema = pa.schema(
+            [
+                pa.field("step", pa.int64(), nullable=False),
+                pa.field(
+                    "cyclesByTile", pa.list_(pa.field("item", pa.uint64(), nullable=False), num_tiles), nullable=False
+                ),
+            ]
+        )
         batches = []
         if matrix is not None:
             for first, block in matrix.iter_chunks(lo, hi):
                 values = pa.FixedSizeListArray.from_arrays(
-                    pa.array(block.reshape(-1).astype(np.uint64, copy=False), type=pa.uint64()), num_tiles)
+                    pa.array(block.reshape(-1).astype(np.uint64, copy=False), type=pa.uint64()), num_tiles
+                )
                 steps = pa.array(np.arange(first, first + block.shape[0], dtype=np.int64))
                 batches.append(pa.record_batch([steps, values.cast(schema.field(1).type)], schema=schema))
         return pa.Table.from_batches(batches, schema=schema)
@@ -798,7 +851,8 @@ class ExecutionReport:
         values = self._reader.step_column(column)
         if len(values) != self._num_steps:
             raise InconsistentReportError(
-                f"{self._reader.path!r}: table steps changed while it was read", self._reader.path)
+                f"{self._reader.path!r}: table steps changed while it was read", self._reader.path
+            )
         return values
 
     @functools.cached_property
@@ -834,8 +888,9 @@ class ExecutionReport:
         if found is None:
             from .programs import ImplicitSyncProgram, Program
 
-            found = ImplicitSyncProgram(self._report.compilation, None, Program.Type.Sync, name,
-                                        [None, None, "Internal", None, None, None])
+            found = ImplicitSyncProgram(
+                self._report.compilation, None, Program.Type.Sync, name, [None, None, "Internal", None, None, None]
+            )
             self._implicit_syncs[name] = found
         return found
 

@@ -119,7 +119,4 @@ class LivenessProgramStep:
     def __repr__(self) -> str:
         program = self._c._program_table.get(self._program)
         name = f" {program.name!r}" if program.name else ""
-        return (
-            f"<LivenessProgramStep {self._index} {program.type.name}{name}: "
-            f"{self._bytes:,} B not always live>"
-        )
+        return f"<LivenessProgramStep {self._index} {program.type.name}{name}: {self._bytes:,} B not always live>"

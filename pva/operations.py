@@ -28,8 +28,9 @@ class Operation:
 
     __slots__ = ("_analysis", "debugContext", "name", "_programs", "firstStepIndex", "lastStepIndex", "_vars")
 
-    def __init__(self, analysis: OperationAnalysis, context: DebugContext, programs: list[int],
-                 first: int, last: int) -> None:
+    def __init__(
+        self, analysis: OperationAnalysis, context: DebugContext, programs: list[int], first: int, last: int
+    ) -> None:
         self._analysis = analysis
         self.debugContext = context
         data = analysis._info.records[context.id].data
@@ -71,8 +72,9 @@ class Operation:
         return PvaList(self._vars)
 
     def __repr__(self) -> str:
-        steps = (f"steps {self.firstStepIndex}..{self.lastStepIndex}" if self.firstStepIndex >= 0
-                 else "no liveness steps")
+        steps = (
+            f"steps {self.firstStepIndex}..{self.lastStepIndex}" if self.firstStepIndex >= 0 else "no liveness steps"
+        )
         return f"<Operation {self.name!r} (context {self.debugContext.id}), {len(self._programs)} programs, {steps}>"
 
 

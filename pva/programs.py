@@ -46,6 +46,7 @@ __all__ = [
     "WriteUndefProgram",
 ]
 
+
 class Program:
     """Base class of every program; equal (and hashed) by program id."""
 
@@ -376,8 +377,9 @@ class ImplicitSyncProgram(SyncProgram):
 
     __slots__ = ("_own_name", "_own_row")
 
-    def __init__(self, compilation: CompilationReport, program_id: int | None, type_: Program.Type, name: str,
-                 row) -> None:
+    def __init__(
+        self, compilation: CompilationReport, program_id: int | None, type_: Program.Type, name: str, row
+    ) -> None:
         super().__init__(compilation, program_id, type_)  # type: ignore[arg-type]
         self._own_name = name
         self._own_row = tuple(row)
@@ -549,8 +551,11 @@ class ProgramVisitor:
 
     def __repr__(self) -> str:
         base = ProgramVisitor.__dict__
-        own = sorted(name for name in dir(type(self))
-                     if name.startswith("visit") and getattr(type(self), name) is not base.get(name))
+        own = sorted(
+            name
+            for name in dir(type(self))
+            if name.startswith("visit") and getattr(type(self), name) is not base.get(name)
+        )
         return f"<{type(self).__name__} visiting {', '.join(own) if own else 'nothing'}>"
 
     def visitUnknown(self, unknown: UnknownProgram) -> None: ...
@@ -615,8 +620,12 @@ class ProgramTable:
 
     def _position(self, program_id) -> int | None:
         """The index in `all` of the program with an id, or None."""
-        if self._dense and type(program_id) is int and 0 <= program_id < len(self.all) and (
-                self.all[program_id]._id == program_id):
+        if (
+            self._dense
+            and type(program_id) is int
+            and 0 <= program_id < len(self.all)
+            and (self.all[program_id]._id == program_id)
+        ):
             return program_id
         if self._positions is None:
             self._positions = {program._id: index for index, program in enumerate(self.all)}

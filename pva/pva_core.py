@@ -27,5 +27,16 @@ from .trace import __all__ as _trace
 from .variables import *  # noqa: F403
 from .variables import __all__ as _variables
 
-__all__ = [*_compilation, *_debug, *_errors, *_execution, *_liveness, *_model_errors, *_operations, *_programs,
-           *_report, *_trace, *_variables]
+__all__ = [
+    *_compilation,
+    *_debug,
+    *_errors,
+    *_execution,
+    *_liveness,
+    *_model_errors,
+    *_operations,
+    *_programs,
+    *_report,
+    *_trace,
+    *_variables,
+]

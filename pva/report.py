@@ -24,6 +24,7 @@ __all__ = [
     "openReport",
 ]
 
+
 class EngineOption(NamedTuple):
     """An option given to the Poplar engine: a name and its value as text."""
 
@@ -259,13 +260,18 @@ class Report:
         from formats.schema import profile_matrices, profile_schema
 
         counts = self._reader.table_counts()
-        rows = [("table", name, counts[name], spec.description)
-                for name, spec in profile_schema().tables.items() if name in counts]
+        rows = [
+            ("table", name, counts[name], spec.description)
+            for name, spec in profile_schema().tables.items()
+            if name in counts
+        ]
         declared = profile_matrices()["matrices"]
         for name, num_rows, num_cols, chunks, size in self._reader.matrix_storage():
             spec = declared.get(name, {})
-            description = (f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), "
-                           f"{size:,} bytes stored. {spec.get('description', '')}")
+            description = (
+                f"{num_rows:,} x {num_cols:,} {spec.get('unit', '')}, {chunks} Arrow chunk(s), "
+                f"{size:,} bytes stored. {spec.get('description', '')}"
+            )
             rows.append(("matrix", name, num_rows, description))
         return rows
 
@@ -276,8 +282,12 @@ class Report:
         columns = self._reader.table_columns(table)
         spec = profile_schema().tables.get(table)
         described = {c.name: c for c in spec.columns} if spec else {}
-        return [(name, described[name].type, described[name].description) if name in described
-                else (name, "", "(not in this pva version's schema)") for name in columns]
+        return [
+            (name, described[name].type, described[name].description)
+            if name in described
+            else (name, "", "(not in this pva version's schema)")
+            for name in columns
+        ]
 
     def summary(self) -> dict:
         """The figures of the profile summary: target, graph, memory, liveness, execution (pva addition).
@@ -313,20 +323,37 @@ class Report:
 
         return estimate(self._reader, batch_size=batch_size)
 
-    def write_plot(self, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
-                   height: float | None = None, dpi: float = 100, title: str | None = None,
-                   including_gaps: bool = False, not_always_live_only: bool = False) -> int:
+    def write_plot(
+        self,
+        kind: str,
+        output: str | os.PathLike[str],
+        *,
+        width: float = 12.0,
+        height: float | None = None,
+        dpi: float = 100,
+        title: str | None = None,
+        including_gaps: bool = False,
+        not_always_live_only: bool = False,
+    ) -> int:
         """Draw one chart (see pva.PLOT_KINDS) into an image file (.png, .svg, .pdf); returns its size in bytes.
 
         Options are those of pva.write_plot: title, including_gaps (memory), not_always_live_only (liveness).
         """
         from .analysis.plots import write_plot
 
-        return write_plot(self, kind, output, width=width, height=height, dpi=dpi, title=title,
-                          including_gaps=including_gaps, not_always_live_only=not_always_live_only)
+        return write_plot(
+            self,
+            kind,
+            output,
+            width=width,
+            height=height,
+            dpi=dpi,
+            title=title,
+            including_gaps=including_gaps,
+            not_always_live_only=not_always_live_only,
+        )
 
-    def write_html(self, output: str | os.PathLike[str], *, compare_with: Report | None = None,
-                   **options) -> int:
+    def write_html(self, output: str | os.PathLike[str], *, compare_with: Report | None = None, **options) -> int:
         """Write the self-contained HTML report (beside `compare_with`, if given) to `output`; returns its size.
 
         Options are those of pva.write_html: limits (a pva.ChartLimits), threshold, title, compress.
@@ -336,7 +363,9 @@ class Report:
         return write_html([self] if compare_with is None else [self, compare_with], output, **options)
 
 
-def openReport(profileFilename: str | os.PathLike[str], debugInfoFilename: str | os.PathLike[str] | None = None) -> Report:
+def openReport(
+    profileFilename: str | os.PathLike[str], debugInfoFilename: str | os.PathLike[str] | None = None
+) -> Report:
     """Open a profile report (profile.pop) and, optionally, its debug information (debug.cbor).
 
     Raises a subclass of pva.PvaError that names the path and the problem when the file is

@@ -50,7 +50,6 @@ class _ThreadView:
         return values
 
 
-
 class Event:
     """One traced event: a label on a channel, when it started and how long it lasted (libpva Event).
 
@@ -104,7 +103,7 @@ class Event:
         d = self._d
         i = self._i
         offsets = d.offsets
-        return PvaList(d.children[offsets[i]:offsets[i + 1]])
+        return PvaList(d.children[offsets[i] : offsets[i + 1]])
 
     @property
     def id(self) -> int:
@@ -236,7 +235,9 @@ class TraceReport:
             return f"<TraceReport {os.path.basename(self.path)!r} (closed)>"
         threads = sum(len(p._threads) for p in self._processes)
         state = "" if self.isComplete else ", incomplete"
-        return f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"
+        return (
+            f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"
+        )
 
 
 def openTrace(tracePath: str | os.PathLike[str]) -> TraceReport:

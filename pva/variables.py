@@ -341,4 +341,3 @@ class LoweredVariables:
 def lowered_variables_from_rows(lowered: LoweredVariables, rows) -> PvaList:
     """LoweredVariable objects for lowered-variable rows of the query layer."""
     return PvaList(LoweredVariable(lowered, row) for row in rows)
-

@@ -51,8 +51,20 @@ def _forgetting(name: str):
     return wrapper
 
 
-for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop", "remove",
-              "sort", "reverse", "clear"):
+for _name in (
+    "__setitem__",
+    "__delitem__",
+    "__iadd__",
+    "__imul__",
+    "append",
+    "extend",
+    "insert",
+    "pop",
+    "remove",
+    "sort",
+    "reverse",
+    "clear",
+):
     setattr(TileVector, _name, _forgetting(_name))
 
 

@@ -46,8 +46,15 @@ class DebugContexts:
         self.contexts: list[dict[str, Any]] = []
         self._stack: list[int] = []
 
-    def new(self, name: str, layer: str = "poplar", data: dict | None = None, parent: int | None = None,
-            locate: bool = True, location: dict | None = None) -> int:
+    def new(
+        self,
+        name: str,
+        layer: str = "poplar",
+        data: dict | None = None,
+        parent: int | None = None,
+        locate: bool = True,
+        location: dict | None = None,
+    ) -> int:
         """Create a context under `parent` (or the current scope) and return its id."""
         if parent is None and self._stack:
             parent = self._stack[-1]

@@ -31,8 +31,15 @@ from .hosttrace import HostTrace
 from .progress import Progress
 from .tensor import Tensor
 
-_STEP_TYPES = {"OnTileExecute", "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd",
-               "Sync"}
+_STEP_TYPES = {
+    "OnTileExecute",
+    "DoExchange",
+    "GlobalExchange",
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+    "Sync",
+}
 #: Microseconds the host takes between runs (the simulated host is deterministic).
 HOST_GAP_US = 40
 
@@ -40,8 +47,21 @@ HOST_GAP_US = 40
 class StepTemplate:
     """What every execution of one program costs: per-tile cycles and per-IPU summaries."""
 
-    __slots__ = ("type", "program", "cs", "name", "sync", "cycles", "active", "recv", "sent", "stats", "dynamic",
-                 "vertex_rows", "overlap_after")
+    __slots__ = (
+        "type",
+        "program",
+        "cs",
+        "name",
+        "sync",
+        "cycles",
+        "active",
+        "recv",
+        "sent",
+        "stats",
+        "dynamic",
+        "vertex_rows",
+        "overlap_after",
+    )
 
     def __init__(self, type_: str, program: int | None, name: str, cycles: Sparse) -> None:
         self.type = type_
@@ -75,8 +95,9 @@ def _segment(sparse: Sparse, num_ipus: int, tiles_per_ipu: int, fn, empty: int =
     return out
 
 
-def _ipu_stats(cycles: Sparse, num_ipus: int, tiles_per_ipu: int, active: Sparse | None,
-               recv: Sparse | None, sent: Sparse | None) -> dict[str, np.ndarray]:
+def _ipu_stats(
+    cycles: Sparse, num_ipus: int, tiles_per_ipu: int, active: Sparse | None, recv: Sparse | None, sent: Sparse | None
+) -> dict[str, np.ndarray]:
     """Per-IPU summaries of a per-tile vector, computed from its non-zero entries."""
     T = tiles_per_ipu
     nz = cycles.val > 0
@@ -137,8 +158,10 @@ class _Data:
         if tensor.vars.size == 1:
             v, s, n = int(tensor.vars[0]), int(tensor.starts[0]), int(tensor.lengths[0])
             return self.array(v)[s : s + n].reshape(tensor.shape).copy()
-        parts = [self.array(v)[s : s + n] for v, s, n in zip(tensor.vars.tolist(), tensor.starts.tolist(),
-                                                              tensor.lengths.tolist())]
+        parts = [
+            self.array(v)[s : s + n]
+            for v, s, n in zip(tensor.vars.tolist(), tensor.starts.tolist(), tensor.lengths.tolist())
+        ]
         flat = np.concatenate(parts) if parts else np.zeros(0, dtype=tensor.dtype.numpy)
         return flat.reshape(tensor.shape)
 
@@ -176,17 +199,17 @@ def _timestamp(value) -> datetime.datetime:
     if value is None:
         epoch = os.environ.get("SOURCE_DATE_EPOCH")
         if epoch:
-            return datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
-        return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+            return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
+        return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     if isinstance(value, datetime.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
     if isinstance(value, (int, float)):
-        return datetime.datetime.fromtimestamp(value, datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(value, datetime.UTC)
     try:
         parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         raise GraphError(f"timestamp must be ISO 8601 (e.g. 2024-01-01T00:00:00Z) or seconds, got {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 class Engine:
@@ -202,9 +225,18 @@ class Engine:
     #: Step templates kept for programs that run again (loops); older ones are recomputed.
     TEMPLATE_CACHE = 8192
 
-    def __init__(self, graph: Graph, programs=None, options: Mapping[str, Any] | None = None, *,
-                 functional: bool | None = None, timestamp=None, progress: bool | Progress | None = None,
-                 output=None, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        programs=None,
+        options: Mapping[str, Any] | None = None,
+        *,
+        functional: bool | None = None,
+        timestamp=None,
+        progress: bool | Progress | None = None,
+        output=None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         if not isinstance(graph, Graph):
             raise GraphError(f"Engine expects a Graph, got {type(graph).__name__}")
         self.graph = graph
@@ -221,9 +253,13 @@ class Engine:
         state = graph.state
         self.progress.start("compiling", len(state.compute_sets))
         with self.trace.phase("compile"):
-            self.exe = compile_graph(graph, self._user_programs,
-                                     {"compute": self.options.compute, "external_exchange": self.options.external_exchange},
-                                     self.progress, self.trace)
+            self.exe = compile_graph(
+                graph,
+                self._user_programs,
+                {"compute": self.options.compute, "external_exchange": self.options.external_exchange},
+                self.progress,
+                self.trace,
+            )
         self.progress.finish()
         over = np.flatnonzero(self.exe.memory.by_tile["overflowed"] > 0)
         if over.size and not self.options.allow_out_of_memory:
@@ -281,7 +317,12 @@ class Engine:
             if p.id in seen:
                 continue
             seen.add(p.id)
-            if p.type == "StreamCopyMid" and isinstance(p.op, tuple) and p.op[0] == "stream" and isinstance(p.op[3], DataStream):
+            if (
+                p.type == "StreamCopyMid"
+                and isinstance(p.op, tuple)
+                and p.op[0] == "stream"
+                and isinstance(p.op[3], DataStream)
+            ):
                 found.append(p.op[3])
             stack.extend(p.children)
             if p.type == "Call":
@@ -324,11 +365,15 @@ class Engine:
     def _handle(self, name: str, kind: str) -> Tensor:
         found = self.graph.state.host_handles.get((kind, name))
         if found is None:
-            raise ExecutionError(f"no host {kind} handle called {name!r}; create it with graph.createHost"
-                                 f"{'Write' if kind == 'write' else 'Read'}")
+            raise ExecutionError(
+                f"no host {kind} handle called {name!r}; create it with graph.createHost"
+                f"{'Write' if kind == 'write' else 'Read'}"
+            )
         if not self.functional:
-            raise ExecutionError(f"{'writeTensor' if kind == 'write' else 'readTensor'}({name!r}) needs an engine "
-                                 f"that runs with data (functional=True)")
+            raise ExecutionError(
+                f"{'writeTensor' if kind == 'write' else 'readTensor'}({name!r}) needs an engine "
+                f"that runs with data (functional=True)"
+            )
         return found[1]
 
     # -- running ----------------------------------------------------------------------------
@@ -338,8 +383,9 @@ class Engine:
         if self._closed:
             raise ExecutionError("the engine is closed")
         if not 0 <= programIndex < len(self._user_programs):
-            raise ExecutionError(f"program index {programIndex} is out of range: the engine has "
-                                 f"{len(self._user_programs)} program(s)")
+            raise ExecutionError(
+                f"program index {programIndex} is out of range: the engine has {len(self._user_programs)} program(s)"
+            )
         for stream in self._stream_use[programIndex]:
             if stream.name not in self._streams:
                 raise ExecutionError(
@@ -390,8 +436,10 @@ class Engine:
                     break
                 count += 1
                 if count > limit:
-                    raise ExecutionError(f"RepeatWhile {p.name!r} ran {limit:,} iterations without its predicate "
-                                         f"changing; raise maxIterations or check the condition")
+                    raise ExecutionError(
+                        f"RepeatWhile {p.name!r} ran {limit:,} iterations without its predicate "
+                        f"changing; raise maxIterations or check the condition"
+                    )
                 self._exec(body)
         elif t == "IfElse":
             predicate, simulated = p.extra
@@ -442,8 +490,9 @@ class Engine:
         elif kind == "stream":
             _, program, tensor, endpoint, to_device = op
             if isinstance(endpoint, RemoteBuffer):
-                rows = self._remote.setdefault(endpoint.id, np.zeros((endpoint.repeats, endpoint.numel),
-                                                                      dtype=endpoint.dtype.numpy))
+                rows = self._remote.setdefault(
+                    endpoint.id, np.zeros((endpoint.repeats, endpoint.numel), dtype=endpoint.dtype.numpy)
+                )
                 if to_device:
                     data.write(tensor, rows[program.offset])
                 else:
@@ -483,7 +532,7 @@ class Engine:
             for name, values in batch.params.items():
                 fields[name] = values[i]
             vtype.compute(fields)
-            for name, (vidx, var, start, length) in batch.fields.items():
+            for name, (_vidx, var, start, length) in batch.fields.items():
                 if not vtype.get_field(name).writes:
                     continue
                 pos = 0
@@ -629,8 +678,14 @@ class Engine:
         else:
             self._account_idle(tpl, overlap)
         self._sink.step(tpl, overlap, self.clock, wait)
-        if self._io is not None and tpl.sync != "Internal" and tpl.name != "ioHostSync" and tpl.cycles.idx.size \
-                and self._io[tpl.cycles.idx].any() and not (tpl.program is not None and self._io_only.get(tpl.program)):
+        if (
+            self._io is not None
+            and tpl.sync != "Internal"
+            and tpl.name != "ioHostSync"
+            and tpl.cycles.idx.size
+            and self._io[tpl.cycles.idx].any()
+            and not (tpl.program is not None and self._io_only.get(tpl.program))
+        ):
             busy = _segment(tpl.cycles, self.num_ipus, self.tiles_per_ipu, np.maximum) > 0
             self._io_free = np.where(busy, self.clock, self._io_free)
             self._io_used = np.where(busy, 0, self._io_used)
@@ -744,7 +799,7 @@ class Engine:
         if self._report is not None:
             self._report.abort()
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -754,8 +809,10 @@ class Engine:
             self.abort()
 
     def __repr__(self) -> str:
-        return (f"<Engine {len(self.exe.progs):,} programs, {len(self.exe.compute_sets):,} compute sets, "
-                f"{self.run_count} run(s)>")
+        return (
+            f"<Engine {len(self.exe.progs):,} programs, {len(self.exe.compute_sets):,} compute sets, "
+            f"{self.run_count} run(s)>"
+        )
 
 
 def cycles_to_microseconds(cycles: int, clock: float) -> int:

@@ -19,11 +19,34 @@ from .types import Type, as_type
 class Var:
     """An unlowered variable: a flat array of elements with a tile mapping."""
 
-    __slots__ = ("id", "name", "dtype", "shape", "numel", "kind", "init", "debug", "pending", "map_starts",
-                 "map_ends", "map_tiles", "category", "interleaved", "always_live")
+    __slots__ = (
+        "id",
+        "name",
+        "dtype",
+        "shape",
+        "numel",
+        "kind",
+        "init",
+        "debug",
+        "pending",
+        "map_starts",
+        "map_ends",
+        "map_tiles",
+        "category",
+        "interleaved",
+        "always_live",
+    )
 
-    def __init__(self, var_id: int, name: str, dtype: Type, shape: tuple[int, ...], kind: str, debug: int,
-                 category: str = "variable") -> None:
+    def __init__(
+        self,
+        var_id: int,
+        name: str,
+        dtype: Type,
+        shape: tuple[int, ...],
+        kind: str,
+        debug: int,
+        category: str = "variable",
+    ) -> None:
         self.id = var_id
         self.name = name
         self.dtype = dtype
@@ -97,8 +120,9 @@ class Var:
 
     def bytes_by_tile(self, num_tiles: int) -> np.ndarray:
         self.finalize_mapping()
-        return np.bincount(self.map_tiles, weights=(self.map_ends - self.map_starts) * self.dtype.size,
-                           minlength=num_tiles).astype(np.int64)
+        return np.bincount(
+            self.map_tiles, weights=(self.map_ends - self.map_starts) * self.dtype.size, minlength=num_tiles
+        ).astype(np.int64)
 
 
 class VertexBatch:
@@ -111,8 +135,15 @@ class VertexBatch:
 
     __slots__ = ("vtype", "tiles", "fields", "work", "cycles", "params", "n")
 
-    def __init__(self, vtype: lib.VertexType, tiles: np.ndarray, fields: dict, work: dict | None = None,
-                 cycles: np.ndarray | None = None, params: dict | None = None) -> None:
+    def __init__(
+        self,
+        vtype: lib.VertexType,
+        tiles: np.ndarray,
+        fields: dict,
+        work: dict | None = None,
+        cycles: np.ndarray | None = None,
+        params: dict | None = None,
+    ) -> None:
         self.vtype = vtype
         self.tiles = np.asarray(tiles, dtype=np.int64)
         self.n = int(self.tiles.size)
@@ -158,7 +189,7 @@ class ComputeSet:
 
     __slots__ = ("_state", "id")
 
-    def __init__(self, state: "GraphState", cs_id: int) -> None:
+    def __init__(self, state: GraphState, cs_id: int) -> None:
         self._state = state
         self.id = cs_id
 
@@ -178,7 +209,7 @@ class FieldRef:
 
     __slots__ = ("vertex", "name")
 
-    def __init__(self, vertex: "VertexRef", name: str) -> None:
+    def __init__(self, vertex: VertexRef, name: str) -> None:
         self.vertex = vertex
         self.name = name
 
@@ -188,7 +219,7 @@ class VertexRef:
 
     __slots__ = ("_state", "cs", "index")
 
-    def __init__(self, state: "GraphState", cs: int, index: int) -> None:
+    def __init__(self, state: GraphState, cs: int, index: int) -> None:
         self._state = state
         self.cs = cs
         self.index = index
@@ -280,22 +311,36 @@ class GraphState:
 
     # -- variables --------------------------------------------------------------------------
 
-    def new_var(self, dtype: Type, shape, name: str, kind: str = "variable", category: str = "variable",
-                layer: str = "poplar", debug: int | None = None) -> Tensor:
+    def new_var(
+        self,
+        dtype: Type,
+        shape,
+        name: str,
+        kind: str = "variable",
+        category: str = "variable",
+        layer: str = "poplar",
+        debug: int | None = None,
+    ) -> Tensor:
         dims = _as_shape(shape)
         var_id = len(self.vars)
         if debug is None:
             debug = self.debug.new(name, layer, {"kind": kind, "shape": list(dims), "type": dtype.name})
         var = Var(var_id, name or f"<anon{var_id}>", dtype, dims, kind, debug, category)
         self.vars.append(var)
-        return Tensor(self, dtype, dims, [var_id], [0], [var.numel]) if var.numel else Tensor(self, dtype, dims, [], [], [])
+        return (
+            Tensor(self, dtype, dims, [var_id], [0], [var.numel])
+            if var.numel
+            else Tensor(self, dtype, dims, [], [], [])
+        )
 
     def map_regions(self, tensor: Tensor, tiles) -> None:
         """Map every region of `tensor` to the matching tile (a scalar or one per region)."""
         tiles = np.broadcast_to(np.asarray(tiles, dtype=np.int64), tensor.vars.shape)
         if tiles.size and (int(tiles.min()) < 0 or int(tiles.max()) >= self.num_tiles):
             bad = int(tiles.max()) if int(tiles.max()) >= self.num_tiles else int(tiles.min())
-            raise GraphError(f"tile {bad} is out of range: the graph has {self.num_tiles} tiles (0..{self.num_tiles - 1})")
+            raise GraphError(
+                f"tile {bad} is out of range: the graph has {self.num_tiles} tiles (0..{self.num_tiles - 1})"
+            )
         order = np.argsort(tensor.vars, kind="stable")
         vars_sorted = tensor.vars[order]
         bounds = np.flatnonzero(np.diff(vars_sorted)) + 1
@@ -327,8 +372,16 @@ class GraphState:
         self.vertex_types[name] = found
         return found
 
-    def add_batch(self, cs: int, type_name: str, tiles, fields: Mapping[str, tuple], work: dict | None = None,
-                  params: dict | None = None, cycles=None) -> VertexBatch:
+    def add_batch(
+        self,
+        cs: int,
+        type_name: str,
+        tiles,
+        fields: Mapping[str, tuple],
+        work: dict | None = None,
+        params: dict | None = None,
+        cycles=None,
+    ) -> VertexBatch:
         """Add vertices of one type in bulk; see VertexBatch for the field layout."""
         vtype = self.vertex_type(type_name)
         tiles = np.asarray(tiles, dtype=np.int64)
@@ -342,8 +395,9 @@ class GraphState:
             else:
                 vidx, var, start, length = spec
             size = np.asarray(vidx).size
-            conns[fname] = tuple(_compact(np.broadcast_to(np.asarray(x, np.int64), (size,)))
-                                 for x in (vidx, var, start, length))
+            conns[fname] = tuple(
+                _compact(np.broadcast_to(np.asarray(x, np.int64), (size,))) for x in (vidx, var, start, length)
+            )
             self.num_edges += size
         batch = VertexBatch(vtype, tiles, conns, work, None if cycles is None else np.asarray(cycles, np.int64), params)
         self.compute_sets[cs].batches.append(batch)
@@ -360,8 +414,14 @@ def _compact(values: np.ndarray) -> np.ndarray:
 class Graph:
     """A graph for a target, or a virtual view of some of its tiles (poplar::Graph)."""
 
-    def __init__(self, target: Target, replication_factor: int | None = None, *, _state: GraphState | None = None,
-                 _tiles: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        replication_factor: int | None = None,
+        *,
+        _state: GraphState | None = None,
+        _tiles: np.ndarray | None = None,
+    ) -> None:
         if _state is None:
             if not isinstance(target, Target):
                 target = getattr(target, "target", target)
@@ -413,7 +473,7 @@ class Graph:
         mapped = self._tiles[tiles]
         return int(mapped) if np.ndim(virtual_tile) == 0 else mapped
 
-    def createVirtualGraph(self, lowerTile, upperTile: int | None = None) -> "Graph":
+    def createVirtualGraph(self, lowerTile, upperTile: int | None = None) -> Graph:
         """A graph over tiles lowerTile..upperTile-1 of this graph, or over a list of tiles."""
         if upperTile is None:
             tiles = np.asarray(list(lowerTile), dtype=np.int64)
@@ -423,14 +483,16 @@ class Graph:
             tiles = np.arange(lowerTile, upperTile, dtype=np.int64)
         return Graph(self.target, _state=self._state, _tiles=np.asarray(self.tile(tiles), dtype=np.int64))
 
-    def createReplicatedGraph(self, replication_factor: int) -> "Graph":
+    def createReplicatedGraph(self, replication_factor: int) -> Graph:
         """Replicate this (still empty) graph: the returned graph is one replica of 1/n of the tiles."""
         state = self._state
         if state.vars or state.compute_sets or self._tiles is not None:
             raise GraphError("createReplicatedGraph must be called on an empty top-level graph")
         total = state.replicas * replication_factor
         if state.target.num_ipus % total:
-            raise GraphError(f"replication factor {total} does not divide the {state.target.num_ipus} IPUs of the target")
+            raise GraphError(
+                f"replication factor {total} does not divide the {state.target.num_ipus} IPUs of the target"
+            )
         replicated = GraphState(state.target, total)
         replicated.libraries = set(state.libraries)
         replicated.vertex_types = dict(state.vertex_types)
@@ -456,8 +518,11 @@ class Graph:
         var = self._state.vars[int(t.vars[0])] if t.vars.size else None
         if var is not None:
             try:
-                data = np.broadcast_to(np.asarray(values, dtype=dtype.numpy), (var.numel,)) if np.size(values) in (1, var.numel) \
+                data = (
+                    np.broadcast_to(np.asarray(values, dtype=dtype.numpy), (var.numel,))
+                    if np.size(values) in (1, var.numel)
                     else None
+                )
             except ValueError:
                 data = None
             if data is None:
@@ -547,8 +612,10 @@ class Graph:
         for item in items:
             if isinstance(item, str):
                 if item not in lib.LIBRARIES:
-                    raise GraphError(f"unknown codelet library {item!r}; expected a Vertex subclass or one of "
-                                     f"{', '.join(lib.LIBRARIES)}")
+                    raise GraphError(
+                        f"unknown codelet library {item!r}; expected a Vertex subclass or one of "
+                        f"{', '.join(lib.LIBRARIES)}"
+                    )
                 self._state.libraries.add(item)
             elif isinstance(item, type) and issubclass(item, lib.Vertex):
                 vtype = item.vertex_type()
@@ -556,7 +623,9 @@ class Graph:
             else:
                 raise GraphError(f"addCodelets expects Vertex subclasses or library names, got {item!r}")
 
-    def addVertex(self, computeSet: ComputeSet, vertexType: str, connections: Mapping[str, Tensor] | None = None) -> VertexRef:
+    def addVertex(
+        self, computeSet: ComputeSet, vertexType: str, connections: Mapping[str, Tensor] | None = None
+    ) -> VertexRef:
         """Add a vertex of `vertexType` to a compute set; connect fields now or with connect()."""
         state = self._state
         vtype = state.vertex_type(vertexType if isinstance(vertexType, str) else vertexType.vertex_type().name)
@@ -574,8 +643,10 @@ class Graph:
             self.setInitialValue(field, tensor)
             return
         if not isinstance(tensor, Tensor):
-            raise GraphError(f"field {field.name!r} of {single.vtype.name} must be connected to a Tensor, "
-                             f"got {type(tensor).__name__}")
+            raise GraphError(
+                f"field {field.name!r} of {single.vtype.name} must be connected to a Tensor, "
+                f"got {type(tensor).__name__}"
+            )
         if fld.kind == "scalar" and tensor.numElements() != 1:
             raise GraphError(
                 f"field {field.name!r} of {single.vtype.name} is a single element but the tensor has "
@@ -593,11 +664,13 @@ class Graph:
             raise GraphError(f"a cycle estimate must be non-negative, got {cycles}")
         vertex._single.cycles = int(cycles)
 
-    def addVertexBatch(self, computeSet: ComputeSet, vertexType: str, tiles, fields, work=None, params=None,
-                       cycles=None) -> VertexBatch:
+    def addVertexBatch(
+        self, computeSet: ComputeSet, vertexType: str, tiles, fields, work=None, params=None, cycles=None
+    ) -> VertexBatch:
         """Add many vertices at once (simulator extension; tiles are of this graph)."""
-        return self._state.add_batch(computeSet.id, vertexType, self.tile(np.asarray(tiles, np.int64)), fields, work,
-                                     params, cycles)
+        return self._state.add_batch(
+            computeSet.id, vertexType, self.tile(np.asarray(tiles, np.int64)), fields, work, params, cycles
+        )
 
     # -- streams, buffers, functions --------------------------------------------------------
 
@@ -608,7 +681,9 @@ class Graph:
         if int(numElements) < 0:
             raise GraphError(f"stream {name!r} needs a non-negative number of elements, got {numElements}")
         debug = state.debug.new(name, "poplar", {"kind": "stream", "direction": direction})
-        stream = DataStream(len(state.streams), name, as_type(dtype), int(numElements), direction, replication_mode, debug)
+        stream = DataStream(
+            len(state.streams), name, as_type(dtype), int(numElements), direction, replication_mode, debug
+        )
         state.streams[name] = stream
         return stream
 

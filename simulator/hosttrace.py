@@ -19,12 +19,12 @@ _CHANNEL = tracing.channel("simulator")
 
 
 class _Phase:
-    def __init__(self, trace: "HostTrace", label: str) -> None:
+    def __init__(self, trace: HostTrace, label: str) -> None:
         self._trace = trace
         self._label = label
         self._live = None
 
-    def __enter__(self) -> "_Phase":
+    def __enter__(self) -> _Phase:
         self._start = time.monotonic_ns()
         self._live = _CHANNEL.event(self._label)
         self._live.__enter__()
@@ -62,8 +62,15 @@ class HostTrace:
             writer.add_thread(self.pid, self.tid, "engine")
             if self.events:
                 events = sorted(self.events, key=lambda e: (e[1], -e[2]))
-                writer.add_events(self.pid, self.tid, [e[0] for e in events], [e[1] for e in events],
-                                  [e[2] for e in events], channels="simulator", parents="nest")
+                writer.add_events(
+                    self.pid,
+                    self.tid,
+                    [e[0] for e in events],
+                    [e[1] for e in events],
+                    [e[2] for e in events],
+                    channels="simulator",
+                    parents="nest",
+                )
             writer.close(commit=False)
         except BaseException:
             writer.abort()

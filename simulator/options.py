@@ -85,7 +85,7 @@ def parse_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise OptionError(
-            f"{ENVIRONMENT_VARIABLE} must be a JSON object such as '{{\"debug.instrument\": \"true\"}}'; "
+            f'{ENVIRONMENT_VARIABLE} must be a JSON object such as \'{{"debug.instrument": "true"}}\'; '
             f"it is not valid JSON ({exc.msg} at character {exc.pos})"
         ) from None
     if not isinstance(data, dict):
@@ -115,7 +115,7 @@ class EngineOptions:
     def as_text(self) -> dict[str, str]:
         """Every option with its effective value, as text (compilation_parameters)."""
         out = {}
-        for name, (kind, default, _) in sorted(KNOWN.items()):
+        for name, (_kind, default, _) in sorted(KNOWN.items()):
             value = self.values.get(name, default)
             if name == "debug.instrument" and value is None:
                 value = self.compute != "Off" or self.external_exchange != "Off"

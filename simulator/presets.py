@@ -18,7 +18,7 @@ from .codelets import Input, Output, Vertex
 from .engine import Engine
 from .errors import OptionError
 from .graph import Graph
-from .poplibs import popnn, poplin, popops, poprand
+from .poplibs import poplin, popnn, popops, poprand
 from .poplibs._util import map_linearly
 from .target import Target
 from .types import FLOAT, HALF, INT, UNSIGNED_INT, as_type
@@ -72,12 +72,19 @@ def preset(name: str, summary: str, *knobs: Knob):
 
 
 def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1, io_tiles: int = 0) -> Target:
-    return Target(arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas,
-                  io_tiles=io_tiles)
+    return Target(
+        arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas, io_tiles=io_tiles
+    )
 
 
-_IO_TILES = Knob("io-tiles", int, 0, "tiles per IPU kept for stream copies, which then overlap compute "
-                 "(Poplar's I/O tiles; 0: none)", None, 0)
+_IO_TILES = Knob(
+    "io-tiles",
+    int,
+    0,
+    "tiles per IPU kept for stream copies, which then overlap compute (Poplar's I/O tiles; 0: none)",
+    None,
+    0,
+)
 
 
 def _io_graphs(target: Target) -> tuple[Graph, Graph | None]:
@@ -112,15 +119,21 @@ def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         knob = spec.get(key.replace("_", "-"))
         if knob is None:
-            raise OptionError(f"preset {name!r} has no knob --{key.replace('_', '-')}; its knobs are "
-                              f"{', '.join('--' + k for k in spec) or 'none'}")
+            raise OptionError(
+                f"preset {name!r} has no knob --{key.replace('_', '-')}; its knobs are "
+                f"{', '.join('--' + k for k in spec) or 'none'}"
+            )
         try:
             converted = knob.type(value)
         except (TypeError, ValueError):
-            raise OptionError(f"knob --{knob.name} of preset {name!r} expects {knob.type.__name__}, got {value!r}") from None
+            raise OptionError(
+                f"knob --{knob.name} of preset {name!r} expects {knob.type.__name__}, got {value!r}"
+            ) from None
         if knob.choices and converted not in knob.choices:
-            raise OptionError(f"knob --{knob.name} of preset {name!r} must be one of {', '.join(map(str, knob.choices))}, "
-                              f"got {value!r}")
+            raise OptionError(
+                f"knob --{knob.name} of preset {name!r} must be one of {', '.join(map(str, knob.choices))}, "
+                f"got {value!r}"
+            )
         if knob.minimum is not None and knob.type is int and converted < knob.minimum:
             raise OptionError(f"knob --{knob.name} of preset {name!r} must be at least {knob.minimum}, got {converted}")
         out[knob.name] = converted
@@ -132,14 +145,29 @@ def build_preset(name: str, knobs: dict[str, Any] | None = None) -> Built:
     return PRESETS[name].build(**{k.replace("-", "_"): v for k, v in values.items()})
 
 
-def run_preset(name: str, knobs: dict[str, Any] | None = None, directory: str = ".", options: dict | None = None,
-               timestamp=None, progress=None, output=None, functional: bool | None = None) -> Engine:
+def run_preset(
+    name: str,
+    knobs: dict[str, Any] | None = None,
+    directory: str = ".",
+    options: dict | None = None,
+    timestamp=None,
+    progress=None,
+    output=None,
+    functional: bool | None = None,
+) -> Engine:
     """Build, compile and run a preset, writing every report to `directory`; returns the closed engine."""
     built = build_preset(name, knobs)
     engine_options = {"autoReport.all": "true", "autoReport.directory": directory}
     engine_options.update(options or {})
-    engine = Engine(built.graph, built.programs, engine_options, timestamp=timestamp, progress=progress,
-                    output=output, functional=built.functional if functional is None else functional)
+    engine = Engine(
+        built.graph,
+        built.programs,
+        engine_options,
+        timestamp=timestamp,
+        progress=progress,
+        output=output,
+        functional=built.functional if functional is None else functional,
+    )
     engine.program_name = name  # recorded in the report's metadata (program_name), for titles
     try:
         engine.load()
@@ -233,8 +261,13 @@ class SumVertex(Vertex):
         return True
 
 
-@preset("tutorial3", "Poplar tutorial 3: a custom vertex (suffix sums) with a cycle estimate",
-        _ARCH, _TILES, Knob("cycle-estimate", int, 20, "cycle estimate set on every vertex", None, 0))
+@preset(
+    "tutorial3",
+    "Poplar tutorial 3: a custom vertex (suffix sums) with a cycle estimate",
+    _ARCH,
+    _TILES,
+    Knob("cycle-estimate", int, 20, "cycle estimate set on every vertex", None, 0),
+)
 def _tutorial3(arch: str, tiles_per_ipu: int, cycle_estimate: int) -> Built:
     g = Graph(_target(arch, tiles_per_ipu or 16))
     g.addCodelets(SumVertex)
@@ -293,16 +326,30 @@ def _tut7_estimate(rows: int, cols: int, split: int, tiles: int) -> int:
     return compute + exchange + reduce_compute + reduce_exchange
 
 
-@preset("matrix-vector", "Poplar tutorials 6 and 7: matrix-vector multiplication with custom vertices",
-        _ARCH, _TILES, Knob("rows", int, 1000, "matrix rows"), Knob("cols", int, 200, "matrix columns"),
-        Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0),
-        Knob("streams", int, 0, "1: copy the matrix and vector in and the result out with data streams, as the "
-             "tutorial's 2020 version in graphcore/examples does; 0: only the two compute sets", (0, 1), 0))
+@preset(
+    "matrix-vector",
+    "Poplar tutorials 6 and 7: matrix-vector multiplication with custom vertices",
+    _ARCH,
+    _TILES,
+    Knob("rows", int, 1000, "matrix rows"),
+    Knob("cols", int, 200, "matrix columns"),
+    Knob("split", int, 0, "column segments per row (0: tutorial 7's best split; 1: tutorial 6)", None, 0),
+    Knob(
+        "streams",
+        int,
+        0,
+        "1: copy the matrix and vector in and the result out with data streams, as the "
+        "tutorial's 2020 version in graphcore/examples does; 0: only the two compute sets",
+        (0, 1),
+        0,
+    ),
+)
 def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: int, streams: int) -> Built:
     # tutorial 7 configures its IPUModel with minIPUSyncDelay = 0 and relativeSyncDelay = NO_DELAY
     base = _target(arch, tiles_per_ipu)
-    target = Target(base.arch, num_ipus=1, tiles_per_ipu=base.tiles_per_ipu, min_sync_delay=0,
-                    relative_sync_delay="NO_DELAY")
+    target = Target(
+        base.arch, num_ipus=1, tiles_per_ipu=base.tiles_per_ipu, min_sync_delay=0, relative_sync_delay="NO_DELAY"
+    )
     g = Graph(target)
     g.addCodelets([DotProductVertex, ReduceVertex])
     tiles = g.num_tiles
@@ -327,13 +374,21 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     g.setTileMappingIntervals(matrix, r * cols + c0, r * cols + c1, vt)
     g.setTileMappingIntervals(partials, r * split + j, r * split + j + 1, vt)
     mv, vv, pv = int(matrix.vars[0]), int(vector.vars[0]), int(partials.vars[0])
-    g.addVertexBatch(mul, "DotProductVertex", vt,
-                     {"a": (mv, r * cols + c0, c1 - c0), "b": (vv, c0, c1 - c0), "out": (pv, r * split + j, 1)})
+    g.addVertexBatch(
+        mul,
+        "DotProductVertex",
+        vt,
+        {"a": (mv, r * cols + c0, c1 - c0), "b": (vv, c0, c1 - c0), "out": (pv, r * split + j, 1)},
+    )
     red = g.addComputeSet("reduceCS")
     rt = (np.arange(rows) * tiles) // rows
     g.setTileMappingIntervals(out, np.arange(rows), np.arange(rows) + 1, rt)
-    g.addVertexBatch(red, "ReduceVertex", rt, {"in": (pv, np.arange(rows) * split, split),
-                                               "out": (int(out.vars[0]), np.arange(rows), 1)})
+    g.addVertexBatch(
+        red,
+        "ReduceVertex",
+        rt,
+        {"in": (pv, np.arange(rows) * split, split), "out": (int(out.vars[0]), np.arange(rows), 1)},
+    )
     g.createHostWrite("matrix", matrix)
     g.createHostWrite("vector", vector)
     g.createHostRead("out", out)
@@ -342,8 +397,14 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
         in_v = g.addHostToDeviceFIFO("inputVector", FLOAT, cols)
         in_m = g.addHostToDeviceFIFO("inputMatrix", FLOAT, rows * cols)
         out_s = g.addDeviceToHostFIFO("out", FLOAT, rows)
-        prog = P.Sequence(P.Copy(in_v, vector), P.Copy(in_m, matrix), P.Execute(mul), P.Execute(red),
-                          P.Copy(out, out_s), name="matrix-vector")
+        prog = P.Sequence(
+            P.Copy(in_v, vector),
+            P.Copy(in_m, matrix),
+            P.Execute(mul),
+            P.Execute(red),
+            P.Copy(out, out_s),
+            name="matrix-vector",
+        )
     rng = np.random.default_rng(1)
     m_data = rng.integers(-4, 5, size=(rows, cols)).astype(np.float32)
     v_data = rng.integers(-4, 5, size=cols).astype(np.float32)
@@ -357,16 +418,30 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
             engine.writeTensor("matrix", m_data)
             engine.writeTensor("vector", v_data)
 
-    return Built(g, [prog], [0], functional=rows * cols <= 4_000_000, setup=setup,
-                 notes={"split": split, "matrix": m_data, "vector": v_data})
+    return Built(
+        g,
+        [prog],
+        [0],
+        functional=rows * cols <= 4_000_000,
+        setup=setup,
+        notes={"split": split, "matrix": m_data, "vector": v_data},
+    )
 
 
 # -- single layers -------------------------------------------------------------------------------
 
 
-@preset("matmul", "one matrix multiplication C[m,n] = A[m,k] B[k,n] planned by poplin",
-        _ARCH, _TILES, _DTYPE, Knob("m", int, 1024, "rows of A and C"), Knob("k", int, 1024, "columns of A, rows of B"),
-        Knob("n", int, 1024, "columns of B and C"), Knob("ipus", int, 1, "IPUs"))
+@preset(
+    "matmul",
+    "one matrix multiplication C[m,n] = A[m,k] B[k,n] planned by poplin",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("m", int, 1024, "rows of A and C"),
+    Knob("k", int, 1024, "columns of A, rows of B"),
+    Knob("n", int, 1024, "columns of B and C"),
+    Knob("ipus", int, 1, "IPUs"),
+)
 def _matmul(arch: str, tiles_per_ipu: int, dtype: str, m: int, k: int, n: int, ipus: int) -> Built:
     g = Graph(_target(arch, tiles_per_ipu, ipus))
     poplin.addCodelets(g)
@@ -380,14 +455,28 @@ def _matmul(arch: str, tiles_per_ipu: int, dtype: str, m: int, k: int, n: int, i
     return Built(g, [prog], [0], notes={"C": C})
 
 
-_PHASE = Knob("single-phase", str, "all", "passes to run, as poplibs' benchmark tools' --single-phase",
-              ("all", "fwd", "bwd", "wu"), None)
+_PHASE = Knob(
+    "single-phase",
+    str,
+    "all",
+    "passes to run, as poplibs' benchmark tools' --single-phase",
+    ("all", "fwd", "bwd", "wu"),
+    None,
+)
 
 
-@preset("fc", "a fully-connected layer as poplibs' fully_connected_layer tool runs it (no bias): the forward pass, "
-        "then the weight transpose, backward pass and weight update", _ARCH, _TILES, _DTYPE,
-        Knob("batch-size", int, 1, "batch size"), Knob("input-size", int, 1000, "input features"),
-        Knob("output-size", int, 1000, "output features"), _PHASE)
+@preset(
+    "fc",
+    "a fully-connected layer as poplibs' fully_connected_layer tool runs it (no bias): the forward pass, "
+    "then the weight transpose, backward pass and weight update",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("batch-size", int, 1, "batch size"),
+    Knob("input-size", int, 1000, "input features"),
+    Knob("output-size", int, 1000, "output features"),
+    _PHASE,
+)
 def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
@@ -412,10 +501,18 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
     return Built(g, programs, list(range(len(programs))), notes={"macs": b * i * o * len(programs)})
 
 
-@preset("gemm", "C = alpha A B + beta C as poplibs' general_matrix_multiply tool runs it", _ARCH, _TILES, _DTYPE,
-        Knob("m", int, 1024, "rows of A and C"), Knob("k", int, 1024, "columns of A, rows of B"),
-        Knob("n", int, 1024, "columns of B and C"), Knob("alpha", float, 1.0, "scale of A B", None, None),
-        Knob("beta", float, 1.0, "scale of C", None, None))
+@preset(
+    "gemm",
+    "C = alpha A B + beta C as poplibs' general_matrix_multiply tool runs it",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("m", int, 1024, "rows of A and C"),
+    Knob("k", int, 1024, "columns of A, rows of B"),
+    Knob("n", int, 1024, "columns of B and C"),
+    Knob("alpha", float, 1.0, "scale of A B", None, None),
+    Knob("beta", float, 1.0, "scale of C", None, None),
+)
 def _gemm(arch, tiles_per_ipu, dtype, m, k, n, alpha, beta) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
@@ -440,27 +537,53 @@ def _pair(text: str, name: str) -> tuple[int, int]:
     if len(values) == 1:
         values = values * 2
     if len(values) != 2 or min(values) < 0:
-        raise OptionError(f"knob --{name} expects one or two non-negative integers such as 7 or 7,7 or {{7,7}}, "
-                          f"got {text!r}")
+        raise OptionError(
+            f"knob --{name} expects one or two non-negative integers such as 7 or 7,7 or {{7,7}}, got {text!r}"
+        )
     return values[0], values[1]
 
 
-@preset("conv", "one 2-D convolution planned by poplin; single_conv_layer's options (--field, --kernel-size, "
-        "--input-channels, --output-channels, --batch-size, --single-phase) override the short ones",
-        _ARCH, _TILES, _DTYPE,
-        Knob("batch", int, 4, "batch size"), Knob("in-chans", int, 64, "input channels"),
-        Knob("out-chans", int, 64, "output channels"), Knob("height", int, 28, "input height"),
-        Knob("width", int, 28, "input width"), Knob("kernel", int, 3, "kernel height and width"),
-        Knob("stride", str, "1", "stride (S or H,W)", None, None),
-        Knob("padding", str, "1", "padding on each side (P or H,W)", None, None),
-        Knob("field", str, "", "input field H,W (single_conv_layer)", None, None),
-        Knob("kernel-size", str, "", "kernel size K or H,W (single_conv_layer)", None, None),
-        Knob("input-channels", int, 0, "input channels (single_conv_layer)", None, 0),
-        Knob("output-channels", int, 0, "output channels (single_conv_layer)", None, 0),
-        Knob("batch-size", int, 0, "batch size (single_conv_layer)", None, 0),
-        _PHASE)
-def _conv(arch, tiles_per_ipu, dtype, batch, in_chans, out_chans, height, width, kernel, stride, padding, field,
-          kernel_size, input_channels, output_channels, batch_size, single_phase) -> Built:
+@preset(
+    "conv",
+    "one 2-D convolution planned by poplin; single_conv_layer's options (--field, --kernel-size, "
+    "--input-channels, --output-channels, --batch-size, --single-phase) override the short ones",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("batch", int, 4, "batch size"),
+    Knob("in-chans", int, 64, "input channels"),
+    Knob("out-chans", int, 64, "output channels"),
+    Knob("height", int, 28, "input height"),
+    Knob("width", int, 28, "input width"),
+    Knob("kernel", int, 3, "kernel height and width"),
+    Knob("stride", str, "1", "stride (S or H,W)", None, None),
+    Knob("padding", str, "1", "padding on each side (P or H,W)", None, None),
+    Knob("field", str, "", "input field H,W (single_conv_layer)", None, None),
+    Knob("kernel-size", str, "", "kernel size K or H,W (single_conv_layer)", None, None),
+    Knob("input-channels", int, 0, "input channels (single_conv_layer)", None, 0),
+    Knob("output-channels", int, 0, "output channels (single_conv_layer)", None, 0),
+    Knob("batch-size", int, 0, "batch size (single_conv_layer)", None, 0),
+    _PHASE,
+)
+def _conv(
+    arch,
+    tiles_per_ipu,
+    dtype,
+    batch,
+    in_chans,
+    out_chans,
+    height,
+    width,
+    kernel,
+    stride,
+    padding,
+    field,
+    kernel_size,
+    input_channels,
+    output_channels,
+    batch_size,
+    single_phase,
+) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
@@ -477,8 +600,9 @@ def _conv(arch, tiles_per_ipu, dtype, batch, in_chans, out_chans, height, width,
     params = poplin.ConvParams(b, c, o, (h, w), (kh, kw), (sh, sw), (ph, pw), t)
     oh, ow = params.out_field
     if oh < 1 or ow < 1:
-        raise OptionError(f"the convolution's output field {oh}x{ow} is empty; check --field, --kernel-size, "
-                          f"--stride and --padding")
+        raise OptionError(
+            f"the convolution's output field {oh}x{ow} is empty; check --field, --kernel-size, --stride and --padding"
+        )
     x = poplin.createInput(g, params, "conv/in")
     weights = poplin.createWeights(g, params, "conv/weights")
     fwd = P.Sequence(name="fwd")
@@ -513,10 +637,18 @@ def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):
     return y, W, b
 
 
-@preset("mnist-mlp", "a training loop of a two-layer perceptron on MNIST-sized data (tutorial 5 style)",
-        _ARCH, _TILES, _DTYPE, Knob("batch", int, 16, "batch size"), Knob("hidden", int, 128, "hidden units"),
-        Knob("steps", int, 4, "training steps per run"), Knob("runs", int, 2, "runs of the training program"),
-        _IO_TILES)
+@preset(
+    "mnist-mlp",
+    "a training loop of a two-layer perceptron on MNIST-sized data (tutorial 5 style)",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("batch", int, 16, "batch size"),
+    Knob("hidden", int, 128, "hidden units"),
+    Knob("steps", int, 4, "training steps per run"),
+    Knob("runs", int, 2, "runs of the training program"),
+    _IO_TILES,
+)
 def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> Built:
     g, io = _io_graphs(_target(arch, tiles_per_ipu, io_tiles=io_tiles))
     for lib_ in (popops, poplin, popnn, poprand):
@@ -541,8 +673,11 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> 
     poprand.setSeed(g, seed, 0, init, "init")
     step = P.Sequence(name="trainingStep")
     prefetch = P.Sequence(name="prefetch")
-    for stream, tensor, name in ((images_in, x, "images"), (labels_in, labels, "labels"),
-                                 (index_in, label_index, "labelIndex")):
+    for stream, tensor, name in (
+        (images_in, x, "images"),
+        (labels_in, labels, "labels"),
+        (index_in, label_index, "labelIndex"),
+    ):
         _stream_in(io, stream, tensor, step, prefetch, name)
     h, W1, b1 = _dense(g, x, 784, hidden, step, "Layer1", t)
     popnn.nonLinearityInPlace(g, "SIGMOID", h, step, "Layer1/Fwd/Nonlinearity")
@@ -559,8 +694,12 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> 
     dW1 = poplin.matMul(g, x.transpose(), d1, step, "Layer1/Wu")
     db1 = popops.reduce(g, d1, [0], step, "ADD", debugPrefix="Layer1/Wu/ReduceBias")
     db2 = popops.reduce(g, d3, [0], step, "ADD", debugPrefix="Layer3/Wu/ReduceBias")
-    for target_, grad, name in ((W1, dW1, "Layer1/Wu/weights"), (W2, dW2, "Layer3/Wu/weights"),
-                                (b1, db1, "Layer1/Wu/biases"), (b2, db2, "Layer3/Wu/biases")):
+    for target_, grad, name in (
+        (W1, dW1, "Layer1/Wu/weights"),
+        (W2, dW2, "Layer3/Wu/weights"),
+        (b1, db1, "Layer1/Wu/biases"),
+        (b2, db2, "Layer3/Wu/biases"),
+    ):
         popops.scaledAddTo(g, target_, grad, -0.01, step, name)
     step.add(P.WriteUndef(deltas))
     if io is not None:
@@ -580,10 +719,18 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> 
     return Built(g, [init, train], [0] + [1] * runs, setup=setup)
 
 
-@preset("cnn", "a small convolutional network: convolutions, ReLU, a dense layer, loss and its update",
-        _ARCH, _TILES, _DTYPE, Knob("batch", int, 4, "batch size"), Knob("channels", int, 32, "channels of each conv"),
-        Knob("layers", int, 3, "convolution layers"), Knob("size", int, 16, "input height and width"),
-        Knob("classes", int, 10, "output classes"))
+@preset(
+    "cnn",
+    "a small convolutional network: convolutions, ReLU, a dense layer, loss and its update",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("batch", int, 4, "batch size"),
+    Knob("channels", int, 32, "channels of each conv"),
+    Knob("layers", int, 3, "convolution layers"),
+    Knob("size", int, 16, "input height and width"),
+    Knob("classes", int, 10, "output classes"),
+)
 def _cnn(arch, tiles_per_ipu, dtype, batch, channels, layers, size, classes) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     for lib_ in (popops, poplin, popnn):
@@ -670,10 +817,18 @@ def _transformer_layer(g: Graph, x, prog, name: str, heads: int, ffn: int, dtype
     return nxt
 
 
-@preset("bert-encoder", "BERT-style encoder layers: multi-head attention, feed-forward, layer norm",
-        _ARCH, _TILES, _DTYPE, Knob("layers", int, 2, "encoder layers"), Knob("seq", int, 128, "sequence length"),
-        Knob("hidden", int, 256, "hidden size"), Knob("heads", int, 4, "attention heads"),
-        Knob("ipus", int, 1, "IPUs (layers are placed on consecutive IPUs)"))
+@preset(
+    "bert-encoder",
+    "BERT-style encoder layers: multi-head attention, feed-forward, layer norm",
+    _ARCH,
+    _TILES,
+    _DTYPE,
+    Knob("layers", int, 2, "encoder layers"),
+    Knob("seq", int, 128, "sequence length"),
+    Knob("hidden", int, 256, "hidden size"),
+    Knob("heads", int, 4, "attention heads"),
+    Knob("ipus", int, 1, "IPUs (layers are placed on consecutive IPUs)"),
+)
 def _bert(arch, tiles_per_ipu, dtype, layers, seq, hidden, heads, ipus) -> Built:
     if hidden % heads:
         raise OptionError(f"knob --hidden ({hidden}) must be a multiple of --heads ({heads})")
@@ -698,11 +853,19 @@ def _bert(arch, tiles_per_ipu, dtype, layers, seq, hidden, heads, ipus) -> Built
     return Built(g, [prog], [0], setup=setup)
 
 
-@preset("large", "a deep model spread over several Mk2 IPUs for scale tests (tens of thousands of compute sets)",
-        Knob("ipus", int, 4, "IPUs"), Knob("layers", int, 150, "encoder layers"),
-        Knob("steps", int, 1, "training-loop iterations per run"), Knob("seq", int, 64, "sequence length"),
-        Knob("hidden", int, 128, "hidden size"), Knob("heads", int, 8, "attention heads"),
-        Knob("tiles-per-layer", int, 32, "tiles each layer uses"), _ARCH, _TILES)
+@preset(
+    "large",
+    "a deep model spread over several Mk2 IPUs for scale tests (tens of thousands of compute sets)",
+    Knob("ipus", int, 4, "IPUs"),
+    Knob("layers", int, 150, "encoder layers"),
+    Knob("steps", int, 1, "training-loop iterations per run"),
+    Knob("seq", int, 64, "sequence length"),
+    Knob("hidden", int, 128, "hidden size"),
+    Knob("heads", int, 8, "attention heads"),
+    Knob("tiles-per-layer", int, 32, "tiles each layer uses"),
+    _ARCH,
+    _TILES,
+)
 def _large(ipus, layers, steps, seq, hidden, heads, tiles_per_layer, arch, tiles_per_ipu) -> Built:
     if hidden % heads:
         raise OptionError(f"knob --hidden ({hidden}) must be a multiple of --heads ({heads})")
@@ -714,8 +877,9 @@ def _large(ipus, layers, steps, seq, hidden, heads, tiles_per_layer, arch, tiles
     total_tiles = g.num_tiles
     span = max(1, min(tiles_per_layer, total_tiles))
     body = P.Sequence(name="step")
-    x = poplin.createMatMulInputLHS(g.createVirtualGraph(0, span), t, (seq, hidden), (hidden, hidden // heads),
-                                    "embeddings")
+    x = poplin.createMatMulInputLHS(
+        g.createVirtualGraph(0, span), t, (seq, hidden), (hidden, hidden // heads), "embeddings"
+    )
     stream = g.addHostToDeviceFIFO("embeddings", t, seq * hidden)
     prep = P.Sequence(P.Copy(stream, x), name="input")
     prepare = g.addFunction(prep, "prepareInput")
@@ -733,7 +897,7 @@ def _large(ipus, layers, steps, seq, hidden, heads, tiles_per_layer, arch, tiles
     return Built(g, [prog], [0], setup=setup)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def listing() -> list[tuple[str, str, tuple[Knob, ...]]]:
     """(name, summary, knobs) of every preset, in registration order."""
     return [(p.name, p.summary, p.knobs) for p in PRESETS.values()]

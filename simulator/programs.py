@@ -10,8 +10,15 @@ from .errors import GraphError
 from .graph import ComputeSet, DataStream, Function, RemoteBuffer
 from .tensor import Tensor
 
-SYNC_TYPES = {"internal": "Internal", "global": "GS1", "external": "External", "gs1": "GS1", "gs2": "GS2",
-              "gs3": "GS3", "gs4": "GS4"}
+SYNC_TYPES = {
+    "internal": "Internal",
+    "global": "GS1",
+    "external": "External",
+    "gs1": "GS1",
+    "gs2": "GS2",
+    "gs3": "GS3",
+    "gs4": "GS4",
+}
 
 
 class Program:
@@ -24,7 +31,7 @@ class Program:
         self.location = _location()
         self.scope = current_scope()
 
-    def children(self) -> list["Program"]:
+    def children(self) -> list[Program]:
         return []
 
     def __repr__(self) -> str:
@@ -46,7 +53,7 @@ class Sequence(Program):
             else:
                 self.add(p)
 
-    def add(self, program: Program) -> "Sequence":
+    def add(self, program: Program) -> Sequence:
         if not isinstance(program, Program):
             raise GraphError(f"Sequence.add expects a program, got {type(program).__name__}")
         self.programs.append(program)
@@ -81,11 +88,20 @@ class RepeatWhileTrue(Program):
     kind = "RepeatWhile"
     until = False
 
-    def __init__(self, cond: Program, predicate: Tensor, body: Program, name: str = "",
-                 simulatedIterations: int = 1, maxIterations: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        cond: Program,
+        predicate: Tensor,
+        body: Program,
+        name: str = "",
+        simulatedIterations: int = 1,
+        maxIterations: int = 1_000_000,
+    ) -> None:
         super().__init__(name)
         if predicate.numElements() != 1:
-            raise GraphError(f"the predicate of {type(self).__name__} must have one element, got {predicate.numElements()}")
+            raise GraphError(
+                f"the predicate of {type(self).__name__} must have one element, got {predicate.numElements()}"
+            )
         self.cond = cond
         self.predicate = predicate
         self.body = body
@@ -123,8 +139,9 @@ class Copy(Program):
         super().__init__(name)
         ok = (Tensor, DataStream, RemoteBuffer)
         if not isinstance(src, ok) or not isinstance(dst, ok):
-            raise GraphError(f"Copy expects tensors, streams or remote buffers, got {type(src).__name__} and "
-                             f"{type(dst).__name__}")
+            raise GraphError(
+                f"Copy expects tensors, streams or remote buffers, got {type(src).__name__} and {type(dst).__name__}"
+            )
         if not isinstance(src, Tensor) and not isinstance(dst, Tensor):
             raise GraphError("Copy needs a tensor on at least one side")
         if isinstance(src, Tensor) and isinstance(dst, Tensor):
@@ -142,8 +159,9 @@ class If(Program):
 
     kind = "If"
 
-    def __init__(self, predicate: Tensor, then: Program, else_: Program | None = None, name: str = "",
-                 simulatedValue: Any = None) -> None:
+    def __init__(
+        self, predicate: Tensor, then: Program, else_: Program | None = None, name: str = "", simulatedValue: Any = None
+    ) -> None:
         super().__init__(name)
         if predicate.numElements() != 1:
             raise GraphError(f"the predicate of If must have one element, got {predicate.numElements()}")
@@ -161,8 +179,9 @@ class Switch(Program):
 
     kind = "Switch"
 
-    def __init__(self, control: Tensor, cases=(), default: Program | None = None, name: str = "",
-                 simulatedValue: Any = None) -> None:
+    def __init__(
+        self, control: Tensor, cases=(), default: Program | None = None, name: str = "", simulatedValue: Any = None
+    ) -> None:
         super().__init__(name)
         if control.numElements() != 1:
             raise GraphError(f"the control tensor of Switch must have one element, got {control.numElements()}")
@@ -173,7 +192,7 @@ class Switch(Program):
         self.default = default if default is not None else Sequence()
         self.simulated_value = simulatedValue
 
-    def add(self, value: int, program: Program) -> "Switch":
+    def add(self, value: int, program: Program) -> Switch:
         if any(v == int(value) for v, _ in self.cases):
             raise GraphError(f"Switch already has a case for {value}")
         self.cases.append((int(value), program))

@@ -29,20 +29,50 @@ if TYPE_CHECKING:
 POPLAR_VERSION = "3.1.0 (simulator)"
 PRODUCER = "pva simulator"
 
-_STEPS_BY_IPU = ("step_id", "ipu", "profiled", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min",
-                 "all_cycles_from_max", "all_cycles_from_avg", "all_cycles_to_min", "all_cycles_to_max",
-                 "all_cycles_to_avg", "active_cycles_from_min", "active_cycles_from_max", "active_cycles_from_avg",
-                 "active_cycles_to_min", "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max",
-                 "thread_balance", "tile_balance", "active_tile_balance", "data_in", "data_out", "data_balance")
-_ACTIVITIES = ("active_compute", "compute", "inter_ipu_exchange", "stream_copy_begin", "stream_copy", "stream_copy_end",
-               "internal_exchange", "sync")
+_STEPS_BY_IPU = (
+    "step_id",
+    "ipu",
+    "profiled",
+    "cycles",
+    "active_tiles",
+    "cycles_base",
+    "all_cycles_from_min",
+    "all_cycles_from_max",
+    "all_cycles_from_avg",
+    "all_cycles_to_min",
+    "all_cycles_to_max",
+    "all_cycles_to_avg",
+    "active_cycles_from_min",
+    "active_cycles_from_max",
+    "active_cycles_from_avg",
+    "active_cycles_to_min",
+    "active_cycles_to_max",
+    "active_cycles_to_avg",
+    "tile_cycles_max",
+    "thread_balance",
+    "tile_balance",
+    "active_tile_balance",
+    "data_in",
+    "data_out",
+    "data_balance",
+)
+_ACTIVITIES = (
+    "active_compute",
+    "compute",
+    "inter_ipu_exchange",
+    "stream_copy_begin",
+    "stream_copy",
+    "stream_copy_end",
+    "internal_exchange",
+    "sync",
+)
 _FLUSH_STEPS = 512
 
 
 class ExecutionSink:
     """Streams execution steps into the profile writer."""
 
-    def __init__(self, session: "ReportSession") -> None:
+    def __init__(self, session: ReportSession) -> None:
         engine = session.engine
         self.session = session
         self.writer = session.writer
@@ -85,7 +115,7 @@ class ExecutionSink:
         self.run_params.append((self.run_id, "programIndex", str(program)))
         self.run_params.append((self.run_id, "debug.computeInstrumentationLevel", self.level))
 
-    def step(self, tpl: "StepTemplate", overlap: int, clock: np.ndarray, wait: np.ndarray | None) -> None:
+    def step(self, tpl: StepTemplate, overlap: int, clock: np.ndarray, wait: np.ndarray | None) -> None:
         stats = tpl.stats
         T = self.tiles_per_ipu
         span = stats["span"]
@@ -119,8 +149,18 @@ class ExecutionSink:
             measured_active = (row.reshape(self.num_ipus, T) > 0).sum(axis=1)
             measured_max = row.reshape(self.num_ipus, T).max(axis=1)
         sid = self.step_id
-        self._steps.append((sid, self.run_id, tpl.type, tpl.program, tpl.cs, tpl.name,
-                            tpl.sync if tpl.type == "Sync" else None, int(overlap)))
+        self._steps.append(
+            (
+                sid,
+                self.run_id,
+                tpl.type,
+                tpl.program,
+                tpl.cs,
+                tpl.name,
+                tpl.sync if tpl.type == "Sync" else None,
+                int(overlap),
+            )
+        )
         base = self._base
         is_compute = tpl.type == "OnTileExecute"
         thread = stats["thread"]
@@ -133,11 +173,31 @@ class ExecutionSink:
             active_balance = total / (s * act) if s and act else 0.0
             a_to_min = f + int(act_min[j]) if active[j] else f
             a_to_avg = f + int(act_mean[j]) if active[j] else f
-            values = (1, total, act, int(base[j]), f, f, f, f + int(mins[j]), int(to_max[j]), f + int(means[j]),
-                      f, f, f, a_to_min, int(to_max[j]), a_to_avg, int(measured_max[j]),
-                      round(float(thread[j]), 6) if is_compute else 0.0, round(tile_balance, 6),
-                      round(active_balance, 6), int(stats["data_in"][j]), int(stats["data_out"][j]),
-                      round(float(stats["data_balance"][j]), 6))
+            values = (
+                1,
+                total,
+                act,
+                int(base[j]),
+                f,
+                f,
+                f,
+                f + int(mins[j]),
+                int(to_max[j]),
+                f + int(means[j]),
+                f,
+                f,
+                f,
+                a_to_min,
+                int(to_max[j]),
+                a_to_avg,
+                int(measured_max[j]),
+                round(float(thread[j]), 6) if is_compute else 0.0,
+                round(tile_balance, 6),
+                round(active_balance, 6),
+                int(stats["data_in"][j]),
+                int(stats["data_out"][j]),
+                round(float(stats["data_balance"][j]), 6),
+            )
             for r in range(self.replicas):
                 ipu = r * self.num_ipus + j
                 if self.profiled[r]:
@@ -186,8 +246,11 @@ class ExecutionSink:
     def flush(self) -> None:
         w = self.writer
         if self._steps:
-            w.insert("steps", ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
-                     self._steps)
+            w.insert(
+                "steps",
+                ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
+                self._steps,
+            )
             self._steps = []
         if self._by_ipu:
             w.insert("steps_by_ipu", _STEPS_BY_IPU, self._by_ipu)
@@ -196,8 +259,9 @@ class ExecutionSink:
             w.insert("step_compute_sets", ("step_id", "position", "compute_set", "cycles_row"), self._cs_rows)
             self._cs_rows = []
         if self._vertex_rows:
-            w.insert("step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"),
-                     self._vertex_rows)
+            w.insert(
+                "step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"), self._vertex_rows
+            )
             self._vertex_rows = []
         if self._fill:
             w.matrix("step_cycles_by_tile").append(self._matrix[: self._fill])
@@ -226,7 +290,7 @@ _ACTIVITY_OF = {
 class ReportSession:
     """The reports of one engine: opened on first need, committed by close."""
 
-    def __init__(self, engine: "Engine") -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         options = engine.options
         self.directory = os.path.abspath(options.directory)
@@ -238,8 +302,9 @@ class ReportSession:
         self._execution: ExecutionSink | None = None
         self._closed = False
         if options.graph_profile or options.execution_profile:
-            self.writer = ProfileWriter(self.profile_path, producer=PRODUCER, producer_version=__version__,
-                                        poplar_version=POPLAR_VERSION)
+            self.writer = ProfileWriter(
+                self.profile_path, producer=PRODUCER, producer_version=__version__, poplar_version=POPLAR_VERSION
+            )
             self.writer.execute("PRAGMA cache_size=-262144")  # 256 MB of page cache for the bulk inserts
             try:
                 with engine.trace.phase("write graph profile"):
@@ -340,20 +405,31 @@ class _Rows:
             self.fill = 0
 
 
-def write_compilation(w: ProfileWriter, engine: "Engine") -> None:
+def write_compilation(w: ProfileWriter, engine: Engine) -> None:
     exe = engine.exe
     state = exe.state
     target = exe.target
     n = exe.n_tiles
     opts = engine.options
     w.set_metadata(instrumentation_compute=opts.compute, instrumentation_external_exchange=opts.external_exchange)
-    w.set_target(num_ipus=target.num_ipus, tiles_per_ipu=target.tiles_per_ipu, bytes_per_tile=target.bytesPerTile,
-                 clock_frequency=target.clockFrequency, type=target.type, architecture=target.architecture,
-                 num_replicas=state.replicas, relative_sync_delay_by_tile=target.relative_sync_delays().tolist(),
-                 **target.writer_details())
+    w.set_target(
+        num_ipus=target.num_ipus,
+        tiles_per_ipu=target.tiles_per_ipu,
+        bytes_per_tile=target.bytesPerTile,
+        clock_frequency=target.clockFrequency,
+        type=target.type,
+        architecture=target.architecture,
+        num_replicas=state.replicas,
+        relative_sync_delay_by_tile=target.relative_sync_delays().tolist(),
+        **target.writer_details(),
+    )
     num_vertices = sum(info.num_vertices for info in exe.cs_infos if info is not None)
-    w.set_graph(num_compute_sets=len(exe.compute_sets), num_edges=state.num_edges, num_vars=len(state.vars),
-                num_vertices=num_vertices)
+    w.set_graph(
+        num_compute_sets=len(exe.compute_sets),
+        num_edges=state.num_edges,
+        num_vars=len(state.vars),
+        num_vertices=num_vertices,
+    )
     mem = exe.memory
     lv = exe.lowered
     metrics = {
@@ -368,17 +444,29 @@ def write_compilation(w: ProfileWriter, engine: "Engine") -> None:
     w.insert("compilation_parameters", ("name", "value"), sorted(opts.as_text().items()))
     a = target.arch
     params = {
-        "architecture": a.name, "targetType": target.type, "exchangeSetupCycles": a.exchange_setup_cycles,
-        "globalExchangeBytesPerCycle": a.global_exchange_bytes_per_cycle, "hostBytesPerCycle": a.host_bytes_per_cycle,
-        "hostSyncCycles": a.host_sync_cycles, "halfHalfMacsPerCycle": a.half_half_macs,
-        "halfFloatMacsPerCycle": a.half_float_macs, "floatFloatMacsPerCycle": a.float_float_macs,
-        "replicationFactor": state.replicas, "ipusPerReplica": exe.num_ipus,
+        "architecture": a.name,
+        "targetType": target.type,
+        "exchangeSetupCycles": a.exchange_setup_cycles,
+        "globalExchangeBytesPerCycle": a.global_exchange_bytes_per_cycle,
+        "hostBytesPerCycle": a.host_bytes_per_cycle,
+        "hostSyncCycles": a.host_sync_cycles,
+        "halfHalfMacsPerCycle": a.half_half_macs,
+        "halfFloatMacsPerCycle": a.half_float_macs,
+        "floatFloatMacsPerCycle": a.float_float_macs,
+        "replicationFactor": state.replicas,
+        "ipusPerReplica": exe.num_ipus,
     }
     w.insert("target_parameters", ("name", "value"), sorted((k, str(v)) for k, v in params.items()))
-    w.insert("var_categories", ("id", "name", "description"),
-             [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)])
-    w.insert("vertex_types", ("id", "name", "size", "source"),
-             [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)])
+    w.insert(
+        "var_categories",
+        ("id", "name", "description"),
+        [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)],
+    )
+    w.insert(
+        "vertex_types",
+        ("id", "name", "size", "source"),
+        [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)],
+    )
 
     # compute sets
     est = _Rows(w, "compute_set_estimated_cycles_by_tile", n)
@@ -393,7 +481,9 @@ def write_compilation(w: ProfileWriter, engine: "Engine") -> None:
         ar = act.add_sparse(info.active)
         cs_rows.append((info.id, info.name, info.num_vertices, er, ar, info.cycles.max, info.cycles.total))
         for v in info.vertices:
-            vertex_rows.append((len(vertex_rows), info.id, v.type_id, v.count, v.cycles, counts.add_sparse(v.count_by_tile)))
+            vertex_rows.append(
+                (len(vertex_rows), info.id, v.type_id, v.count, v.cycles, counts.add_sparse(v.count_by_tile))
+            )
         ids = [lv.user_ids(info.lv_keys)] if info.lv_keys.size else []
         for cls in msg_by_cs.get(info.id, ()):
             ids.append(_class_piece_ids(exe, cls))
@@ -401,10 +491,24 @@ def write_compilation(w: ProfileWriter, engine: "Engine") -> None:
             cs_vars.extend((info.id, int(v)) for v in np.unique(np.concatenate(ids)).tolist())
     for rows in (est, act, counts):
         rows.flush()
-    w.insert("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_row", "active_cycles_row",
-                              "estimated_cycles_max", "estimated_cycles_total"), cs_rows)
-    w.insert("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles",
-                                      "count_by_tile_row"), vertex_rows)
+    w.insert(
+        "compute_sets",
+        (
+            "compute_set",
+            "name",
+            "num_vertices",
+            "estimated_cycles_row",
+            "active_cycles_row",
+            "estimated_cycles_max",
+            "estimated_cycles_total",
+        ),
+        cs_rows,
+    )
+    w.insert(
+        "compute_set_vertices",
+        ("id", "compute_set", "vertex_type", "count", "estimated_cycles", "count_by_tile_row"),
+        vertex_rows,
+    )
     w.insert("compute_set_vars", ("compute_set", "var"), cs_vars)
     del cs_vars
 
@@ -435,12 +539,40 @@ def _class_piece_ids(exe, cls: int) -> np.ndarray:
 
 def _write_programs(w: ProfileWriter, exe, n: int) -> None:
     progs = exe.progs
-    rows = [(p.id, p.type, p.name, p.cs, p.repeat, p.sync if p.type in ("Sync", "GlobalExchange") else None, p.sct,
-             p.call, None) for p in progs]
-    w.insert("programs", ("id", "type", "name", "compute_set", "repeat_count", "sync_type", "stream_copy_type",
-                          "call_target", "num_tiles"), rows)
-    w.insert("program_children", ("parent", "position", "child"),
-             [(p.id, i, c.id) for p in progs for i, c in enumerate(p.children)])
+    rows = [
+        (
+            p.id,
+            p.type,
+            p.name,
+            p.cs,
+            p.repeat,
+            p.sync if p.type in ("Sync", "GlobalExchange") else None,
+            p.sct,
+            p.call,
+            None,
+        )
+        for p in progs
+    ]
+    w.insert(
+        "programs",
+        (
+            "id",
+            "type",
+            "name",
+            "compute_set",
+            "repeat_count",
+            "sync_type",
+            "stream_copy_type",
+            "call_target",
+            "num_tiles",
+        ),
+        rows,
+    )
+    w.insert(
+        "program_children",
+        ("parent", "position", "child"),
+        [(p.id, i, c.id) for p in progs for i, c in enumerate(p.children)],
+    )
     w.insert("control_programs", ("position", "program"), [(0, exe.root.id)])
     w.insert("function_programs", ("position", "program"), [(i, f.id) for i, f in enumerate(exe.functions)])
     vectors: list[tuple] = []
@@ -448,8 +580,9 @@ def _write_programs(w: ProfileWriter, exe, n: int) -> None:
 
     def emit(prog_id: int, kind: str, rows: _Rows, vec: np.ndarray) -> None:
         row = rows.add(vec)
-        vectors.append((prog_id, kind, row, int(vec.sum()), int(vec.min()) if vec.size else 0,
-                        int(vec.max()) if vec.size else 0))
+        vectors.append(
+            (prog_id, kind, row, int(vec.sum()), int(vec.min()) if vec.size else 0, int(vec.max()) if vec.size else 0)
+        )
 
     # cumulative control code, children before parents
     done = np.zeros(len(progs), dtype=bool)
@@ -471,8 +604,10 @@ def _write_programs(w: ProfileWriter, exe, n: int) -> None:
             if stack:
                 stack[-1][2][:] += acc
     code_rows.flush()
-    matrices = {kind: _Rows(w, f"program_{kind}_by_tile", n, block=32) for kind in
-                ("bytes_received", "bytes_sent", "estimated_cycles", "exchange_cycles", "sync_cycles", "code_bytes")}
+    matrices = {
+        kind: _Rows(w, f"program_{kind}_by_tile", n, block=32)
+        for kind in ("bytes_received", "bytes_sent", "estimated_cycles", "exchange_cycles", "sync_cycles", "code_bytes")
+    }
     for p in progs:
         plan = p.plan
         if plan is None or p.type not in ("DoExchange", "GlobalExchange", "StreamCopyMid"):
@@ -508,14 +643,48 @@ def _write_lowered(w: ProfileWriter, exe) -> None:
     lv = exe.lowered
     mem = exe.memory
     names = lv.names
-    cols = [np.arange(len(lv)), lv["tile"], lv["name_id"], lv["size"], lv["align"], mem.offset, lv["category"],
-            lv["constant"], lv["always_live"], lv["executable"], lv["vertex_code"], lv["lowest_256k"],
-            lv["start_section"], lv["in_interleaved"], lv["accessed"], lv["eq_class"], lv["unlowered"],
-            mem.alloc_order]
+    cols = [
+        np.arange(len(lv)),
+        lv["tile"],
+        lv["name_id"],
+        lv["size"],
+        lv["align"],
+        mem.offset,
+        lv["category"],
+        lv["constant"],
+        lv["always_live"],
+        lv["executable"],
+        lv["vertex_code"],
+        lv["lowest_256k"],
+        lv["start_section"],
+        lv["in_interleaved"],
+        lv["accessed"],
+        lv["eq_class"],
+        lv["unlowered"],
+        mem.alloc_order,
+    ]
     step = 200_000
-    columns = ("id", "tile", "name", "size_bytes", "alignment", "offset", "category", "allocated", "constant",
-               "always_live", "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved_mem",
-               "accessed_in_vertex", "equivalence_class", "unlowered_var", "alloc_order")
+    columns = (
+        "id",
+        "tile",
+        "name",
+        "size_bytes",
+        "alignment",
+        "offset",
+        "category",
+        "allocated",
+        "constant",
+        "always_live",
+        "executable",
+        "vertex_code",
+        "lowest_256k",
+        "start_section",
+        "in_interleaved_mem",
+        "accessed_in_vertex",
+        "equivalence_class",
+        "unlowered_var",
+        "alloc_order",
+    )
     for lo in range(0, len(lv), step):
         part = [c[lo : lo + step].tolist() for c in cols]
         rows = ((r[0], r[1], names[r[2]], r[3], r[4], r[5], r[6], 1, *r[7:]) for r in zip(*part))
@@ -528,9 +697,18 @@ def _write_lowered(w: ProfileWriter, exe) -> None:
 def _write_memory(w: ProfileWriter, exe, n: int) -> None:
     mem = exe.memory
     t = mem.by_tile
-    columns = ("total", "total_including_gaps", "interleaved", "interleaved_including_gaps", "non_interleaved",
-               "non_interleaved_including_gaps", "overflowed", "overflowed_including_gaps", "always_live_bytes",
-               "not_always_live_bytes")
+    columns = (
+        "total",
+        "total_including_gaps",
+        "interleaved",
+        "interleaved_including_gaps",
+        "non_interleaved",
+        "non_interleaved_including_gaps",
+        "overflowed",
+        "overflowed_including_gaps",
+        "always_live_bytes",
+        "not_always_live_bytes",
+    )
     data = [np.arange(n)] + [t[c] for c in columns]
     w.insert("memory_by_tile", ("tile",) + columns, zip(*(d.tolist() for d in data)))
     w.matrix("memory_category_by_tile").append(mem.category_matrix)
@@ -547,19 +725,47 @@ def _write_memory(w: ProfileWriter, exe, n: int) -> None:
     for type_id, (vtype, memory) in enumerate(zip(exe.types.types, exe.types.memory)):
         used = np.flatnonzero(memory["count"])
         for tile in used.tolist():
-            vm.append((tile, type_id, vtype.code_bytes, int(memory["copy_ptr"][tile]), int(memory["descriptor"][tile]),
-                       int(memory["edge_ptr"][tile]), int(memory["padding"][tile]), int(memory["vertex_data"][tile])))
-    w.insert("vertex_memory", ("tile", "vertex_type", "code_bytes", "copy_ptr_bytes", "descriptor_bytes",
-                               "edge_ptr_bytes", "padding_bytes", "vertex_data_bytes"), vm)
+            vm.append(
+                (
+                    tile,
+                    type_id,
+                    vtype.code_bytes,
+                    int(memory["copy_ptr"][tile]),
+                    int(memory["descriptor"][tile]),
+                    int(memory["edge_ptr"][tile]),
+                    int(memory["padding"][tile]),
+                    int(memory["vertex_data"][tile]),
+                )
+            )
+    w.insert(
+        "vertex_memory",
+        (
+            "tile",
+            "vertex_type",
+            "code_bytes",
+            "copy_ptr_bytes",
+            "descriptor_bytes",
+            "edge_ptr_bytes",
+            "padding_bytes",
+            "vertex_data_bytes",
+        ),
+        vm,
+    )
 
 
 def _write_liveness(w: ProfileWriter, exe, n: int) -> None:
     live = exe.liveness
-    w.insert("liveness_steps", ("id", "program", "parent", "depth", "not_always_live_bytes"),
-             zip(range(live.num_steps), live.step_program, live.step_parent, live.step_depth, live.step_bytes))
+    w.insert(
+        "liveness_steps",
+        ("id", "program", "parent", "depth", "not_always_live_bytes"),
+        zip(range(live.num_steps), live.step_program, live.step_parent, live.step_depth, live.step_bytes),
+    )
     num_ipus = exe.num_ipus
-    w.insert("liveness_step_ipus", ("step", "ipu", "bytes"),
-             ((s, i, int(b[i])) for s, b in enumerate(live.step_ipu_bytes) for i in range(num_ipus)))
+    w.insert(
+        "liveness_step_ipus",
+        ("step", "ipu", "bytes"),
+        ((s, i, int(b[i])) for s, b in enumerate(live.step_ipu_bytes) for i in range(num_ipus)),
+    )
     # every tile's liveness follows from vars_info and equivalence_class_steps: all tiles have it
     w.insert("liveness_tiles", ("tile",), ((x,) for x in range(n)))
     lv = exe.lowered
@@ -567,5 +773,6 @@ def _write_liveness(w: ProfileWriter, exe, n: int) -> None:
     keys = lv["unlowered"][al] * np.int64(n) + lv["tile"][al]
     ukeys, inverse = np.unique(keys, return_inverse=True)
     sizes = np.bincount(inverse, weights=lv["size"][al]).astype(np.int64)
-    w.insert("always_live_vars", ("var", "tile", "bytes"),
-             zip((ukeys // n).tolist(), (ukeys % n).tolist(), sizes.tolist()))
+    w.insert(
+        "always_live_vars", ("var", "tile", "bytes"), zip((ukeys // n).tolist(), (ukeys % n).tolist(), sizes.tolist())
+    )

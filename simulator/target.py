@@ -55,47 +55,88 @@ class Architecture:
 
 ARCHITECTURES: dict[str, Architecture] = {
     "Ipu1": Architecture(
-        name="Ipu1", tiles_per_ipu=1216, bytes_per_tile=262_144, clock_frequency=1.6e9,
-        interleaved_memory_start=131_072, memory_element_bytes=16_384, tile_memory_base_address=0x40000,
+        name="Ipu1",
+        tiles_per_ipu=1216,
+        bytes_per_tile=262_144,
+        clock_frequency=1.6e9,
+        interleaved_memory_start=131_072,
+        memory_element_bytes=16_384,
+        tile_memory_base_address=0x40000,
         # the Poplar user guide's Mk1 IPU-Model execution trace (printProfileSummary, "Steps"): internal
         # syncs take 111-115 cycles (three back to back from cycle 481 to 826), an external sync 118,
         # and a control broadcast exchange of 2 bytes a tile 120 cycles; less the largest relative
         # sync delay (12) and exchange latency (22) these are the delays below
-        min_sync_delay=101, global_sync_cycles=180, host_sync_cycles=110,
-        exchange_bytes_per_cycle=4, exchange_setup_cycles=97,
-        global_exchange_bytes_per_cycle=64, global_exchange_setup_cycles=120, global_exchange_packet_bytes=256,
-        host_bytes_per_cycle=4, memcpy_bytes_per_cycle=8,
-        half_half_macs=32, half_float_macs=32, float_float_macs=8,
+        min_sync_delay=101,
+        global_sync_cycles=180,
+        host_sync_cycles=110,
+        exchange_bytes_per_cycle=4,
+        exchange_setup_cycles=97,
+        global_exchange_bytes_per_cycle=64,
+        global_exchange_setup_cycles=120,
+        global_exchange_packet_bytes=256,
+        host_bytes_per_cycle=4,
+        memcpy_bytes_per_cycle=8,
+        half_half_macs=32,
+        half_float_macs=32,
+        float_float_macs=8,
         conv_units={"fp16_fp16": 8, "fp16_fp32": 8, "fp32_fp32": 4, "fp8_fp16": 0},
-        conv_unit_coeff_load_bytes_per_cycle=8, tiles_per_super_tile=2, supports_super_tile_send_receive=False,
-        data_path_width=64, num_stride_bits=10, rpt_count_max=4095,
+        conv_unit_coeff_load_bytes_per_cycle=8,
+        tiles_per_super_tile=2,
+        supports_super_tile_send_receive=False,
+        data_path_width=64,
+        num_stride_bits=10,
+        rpt_count_max=4095,
     ),
     "Ipu2": Architecture(
-        name="Ipu2", tiles_per_ipu=1472, bytes_per_tile=638_976, clock_frequency=1.33e9,
+        name="Ipu2",
+        tiles_per_ipu=1472,
+        bytes_per_tile=638_976,
+        clock_frequency=1.33e9,
         # memory region 0 is 0x4C000-0x7FFFF, region 1 (interleaved) 0x80000-0xE7FFF: 212,992 bytes in.
         # poplibs' published IpuModel2 benchmark figures (tests/benchmark_results.csv) place the largest
         # tile of every small fc layer just past it (213,0xx bytes including gaps)
-        interleaved_memory_start=0x80000 - 0x4C000, memory_element_bytes=32_768, tile_memory_base_address=0x4C000,
+        interleaved_memory_start=0x80000 - 0x4C000,
+        memory_element_bytes=32_768,
+        tile_memory_base_address=0x4C000,
         # no Mk2 trace is published: Mk1's measured sync and exchange delays, in cycles
-        min_sync_delay=101, global_sync_cycles=240, host_sync_cycles=140,
-        exchange_bytes_per_cycle=4, exchange_setup_cycles=97,
-        global_exchange_bytes_per_cycle=96, global_exchange_setup_cycles=150, global_exchange_packet_bytes=256,
-        host_bytes_per_cycle=8, memcpy_bytes_per_cycle=8,
-        half_half_macs=64, half_float_macs=64, float_float_macs=16,
+        min_sync_delay=101,
+        global_sync_cycles=240,
+        host_sync_cycles=140,
+        exchange_bytes_per_cycle=4,
+        exchange_setup_cycles=97,
+        global_exchange_bytes_per_cycle=96,
+        global_exchange_setup_cycles=150,
+        global_exchange_packet_bytes=256,
+        host_bytes_per_cycle=8,
+        memcpy_bytes_per_cycle=8,
+        half_half_macs=64,
+        half_float_macs=64,
+        float_float_macs=16,
         conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 0},
-        conv_unit_coeff_load_bytes_per_cycle=16, tiles_per_super_tile=2, supports_super_tile_send_receive=True,
-        data_path_width=64, num_stride_bits=10, rpt_count_max=4095,
+        conv_unit_coeff_load_bytes_per_cycle=16,
+        tiles_per_super_tile=2,
+        supports_super_tile_send_receive=True,
+        data_path_width=64,
+        num_stride_bits=10,
+        rpt_count_max=4095,
     ),
 }
 ARCHITECTURES["Ipu21"] = dataclasses.replace(
-    ARCHITECTURES["Ipu2"], name="Ipu21", clock_frequency=1.85e9,
-    conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 32}, fp8=True,
+    ARCHITECTURES["Ipu2"],
+    name="Ipu21",
+    clock_frequency=1.85e9,
+    conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 32},
+    fp8=True,
 )
 
 _ARCH_ALIASES = {
-    "ipu1": "Ipu1", "ipu": "Ipu1", "mk1": "Ipu1",
-    "ipu2": "Ipu2", "mk2": "Ipu2",
-    "ipu21": "Ipu21", "bow": "Ipu21",
+    "ipu1": "Ipu1",
+    "ipu": "Ipu1",
+    "mk1": "Ipu1",
+    "ipu2": "Ipu2",
+    "mk2": "Ipu2",
+    "ipu21": "Ipu21",
+    "bow": "Ipu21",
 }
 TARGET_TYPES = ("IpuModel", "Cpu")
 RELATIVE_SYNC_DELAY_TYPES = ("AUTO", "NO_DELAY")
@@ -129,8 +170,10 @@ class Target:
         if min_sync_delay is not None and (not isinstance(min_sync_delay, (int, np.integer)) or min_sync_delay < 0):
             raise GraphError(f"min_sync_delay must be a non-negative integer, got {min_sync_delay!r}")
         if relative_sync_delay not in RELATIVE_SYNC_DELAY_TYPES:
-            raise GraphError(f"relative_sync_delay must be one of {', '.join(RELATIVE_SYNC_DELAY_TYPES)}, "
-                             f"got {relative_sync_delay!r}")
+            raise GraphError(
+                f"relative_sync_delay must be one of {', '.join(RELATIVE_SYNC_DELAY_TYPES)}, "
+                f"got {relative_sync_delay!r}"
+            )
         #: cycles from a sync request to its release on the nearest tile (IPUModel.minIPUSyncDelay)
         self.min_sync_delay = self.arch.min_sync_delay if min_sync_delay is None else int(min_sync_delay)
         #: IPUModel.relativeSyncDelay: AUTO (by distance from the sync controller) or NO_DELAY
@@ -327,9 +370,15 @@ class IPUModel:
 
     def createDevice(self) -> Device:
         return Device(
-            Target(self.ipuVersion, type="IpuModel", num_ipus=self.numIPUs, tiles_per_ipu=self.tilesPerIPU,
-                   replication_factor=self.replicationFactor, min_sync_delay=self.minIPUSyncDelay,
-                   relative_sync_delay=self.relativeSyncDelay)
+            Target(
+                self.ipuVersion,
+                type="IpuModel",
+                num_ipus=self.numIPUs,
+                tiles_per_ipu=self.tilesPerIPU,
+                replication_factor=self.replicationFactor,
+                min_sync_delay=self.minIPUSyncDelay,
+                relative_sync_delay=self.relativeSyncDelay,
+            )
         )
 
 

@@ -36,7 +36,7 @@ class Tensor:
 
     __slots__ = ("_state", "dtype", "_shape", "vars", "starts", "lengths")
 
-    def __init__(self, state: "GraphState", dtype: Type, shape, vars_, starts, lengths) -> None:
+    def __init__(self, state: GraphState, dtype: Type, shape, vars_, starts, lengths) -> None:
         self._state = state
         self.dtype = dtype
         self._shape = _as_shape(shape)
@@ -94,7 +94,7 @@ class Tensor:
 
     # -- region helpers ---------------------------------------------------------------------
 
-    def _with(self, shape, vars_, starts, lengths) -> "Tensor":
+    def _with(self, shape, vars_, starts, lengths) -> Tensor:
         return Tensor(self._state, self.dtype, shape, vars_, starts, lengths)
 
     def _range(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,7 +125,7 @@ class Tensor:
         return var, idx
 
     @classmethod
-    def from_elements(cls, state, dtype, shape, var: np.ndarray, idx: np.ndarray) -> "Tensor":
+    def from_elements(cls, state, dtype, shape, var: np.ndarray, idx: np.ndarray) -> Tensor:
         """A tensor from per-element (variable, index) arrays, merged into runs."""
         if var.size == 0:
             return cls(state, dtype, shape, [], [], [])
@@ -134,14 +134,14 @@ class Tensor:
         last = np.concatenate((breaks, [var.size]))
         return cls(state, dtype, shape, var[first], idx[first], last - first)
 
-    def _from_index(self, index: np.ndarray, shape) -> "Tensor":
+    def _from_index(self, index: np.ndarray, shape) -> Tensor:
         var, idx = self.element_arrays()
         flat = index.reshape(-1)
         return Tensor.from_elements(self._state, self.dtype, shape, var[flat], idx[flat])
 
     # -- views ------------------------------------------------------------------------------
 
-    def slice(self, begin, end=None, dim: int = 0) -> "Tensor":
+    def slice(self, begin, end=None, dim: int = 0) -> Tensor:
         """Elements begin..end-1 along `dim`, or a box given as lists of begins and ends."""
         if isinstance(begin, Sequence) and not isinstance(begin, str):
             ends = list(end)
@@ -167,7 +167,7 @@ class Tensor:
         sl[dim] = slice(b, e)
         return self._from_index(index[tuple(sl)], shape)
 
-    def __getitem__(self, key) -> "Tensor":
+    def __getitem__(self, key) -> Tensor:
         if isinstance(key, tuple):
             out = self
             dim = 0
@@ -182,7 +182,7 @@ class Tensor:
             return self._index(int(key), 0)
         return self._slice_obj(key, 0)
 
-    def _index(self, i: int, dim: int) -> "Tensor":
+    def _index(self, i: int, dim: int) -> Tensor:
         if not self._shape:
             raise GraphError("a scalar tensor cannot be indexed")
         size = self._shape[dim]
@@ -194,7 +194,7 @@ class Tensor:
         shape = self._shape[:dim] + self._shape[dim + 1 :]
         return sliced._with(shape, sliced.vars, sliced.starts, sliced.lengths)
 
-    def _slice_obj(self, k, dim: int) -> "Tensor":
+    def _slice_obj(self, k, dim: int) -> Tensor:
         if not isinstance(k, slice):
             raise GraphError(f"tensor index must be an integer or a slice, got {k!r}")
         start, stop, step = k.indices(self._shape[dim])
@@ -206,42 +206,42 @@ class Tensor:
             return self._from_index(chosen, chosen.shape)
         return self.slice(start, max(start, stop), dim)
 
-    def reshape(self, shape) -> "Tensor":
+    def reshape(self, shape) -> Tensor:
         dims = _as_shape(shape)
         if math.prod(dims) != self.numElements():
             raise GraphError(f"cannot reshape a tensor of shape {list(self._shape)} to {list(dims)}")
         return self._with(dims, self.vars, self.starts, self.lengths)
 
-    def flatten(self) -> "Tensor":
+    def flatten(self) -> Tensor:
         return self.reshape((self.numElements(),))
 
-    def expand(self, dims: Sequence[int]) -> "Tensor":
+    def expand(self, dims: Sequence[int]) -> Tensor:
         """Insert dimensions of size 1 at the given positions."""
         shape = list(self._shape)
         for d in sorted(dims):
             shape.insert(d, 1)
         return self.reshape(shape)
 
-    def dimShuffle(self, permutation: Sequence[int]) -> "Tensor":
+    def dimShuffle(self, permutation: Sequence[int]) -> Tensor:
         perm = [int(p) for p in permutation]
         if sorted(perm) != list(range(self.rank())):
             raise GraphError(f"{perm} is not a permutation of the {self.rank()} dimensions of the tensor")
         index = np.arange(self.numElements(), dtype=np.int64).reshape(self._shape).transpose(perm)
         return self._from_index(index, index.shape)
 
-    def transpose(self) -> "Tensor":
+    def transpose(self) -> Tensor:
         if self.rank() != 2:
             raise GraphError(f"transpose needs a 2-D tensor, got shape {list(self._shape)}")
         return self.dimShuffle([1, 0])
 
-    def broadcast(self, n: int, dim: int) -> "Tensor":
+    def broadcast(self, n: int, dim: int) -> Tensor:
         """Repeat the tensor n times along `dim`."""
         index = np.arange(self.numElements(), dtype=np.int64).reshape(self._shape)
         index = np.repeat(index, n, axis=dim)
         return self._from_index(index, index.shape)
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         return self.transpose()
 
 
@@ -251,8 +251,10 @@ def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise GraphError("concat needs at least one tensor")
     first = tensors[0]
     for t in tensors[1:]:
-        if t.dtype != first.dtype or t.rank() != first.rank() or any(
-            a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim
+        if (
+            t.dtype != first.dtype
+            or t.rank() != first.rank()
+            or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim)
         ):
             raise GraphError(
                 f"cannot concatenate tensors of shapes {list(first.shape)} ({first.dtype}) and "
@@ -262,7 +264,9 @@ def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     shape[dim] = sum(t.shape[dim] for t in tensors)
     if dim == 0:
         return Tensor(
-            first._state, first.dtype, shape,
+            first._state,
+            first.dtype,
+            shape,
             np.concatenate([t.vars for t in tensors]),
             np.concatenate([t.starts for t in tensors]),
             np.concatenate([t.lengths for t in tensors]),

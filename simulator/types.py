@@ -38,7 +38,7 @@ TYPES = {t.name: t for t in (FLOAT, HALF, INT, UNSIGNED_INT, SHORT, UNSIGNED_SHO
 _ALIASES = {"float32": FLOAT, "float16": HALF, "int32": INT, "uint32": UNSIGNED_INT, "unsigned": UNSIGNED_INT}
 
 
-def as_type(value: "Type | str") -> Type:
+def as_type(value: Type | str) -> Type:
     """A Type from a Type or its name ('float', 'half', 'int', ...)."""
     if isinstance(value, Type):
         return value

@@ -46,8 +46,10 @@ def converted(tmp_path_factory):
 
     directory = tmp_path_factory.mktemp("converted")
     graph = legacy_builders.complete_graph_profile()
-    source = legacy_builders.write_json(directory / "profile.json", {
-        "graphProfile": graph, "executionProfile": legacy_builders.execution_profile(graph, "COMPUTE_SETS")})
+    source = legacy_builders.write_json(
+        directory / "profile.json",
+        {"graphProfile": graph, "executionProfile": legacy_builders.execution_profile(graph, "COMPUTE_SETS")},
+    )
     output = directory / "profile.pop"
     convert([source], output)
     return output

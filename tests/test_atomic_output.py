@@ -22,8 +22,11 @@ def _listing(directory) -> list[str]:
 def test_a_file_export_onto_a_directory_is_refused_before_writing(sample, tmp_path, fmt, name):
     (tmp_path / name).mkdir()
     (tmp_path / name / "keep.txt").write_text("mine")
-    result = subprocess.run([sys.executable, "-m", "pva", "export", sample.path, "--format", fmt, "-o",
-                             str(tmp_path / name)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pva", "export", sample.path, "--format", fmt, "-o", str(tmp_path / name)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2, result.stderr
     assert f"{str(tmp_path / name)!r}: is a directory; expected a file name" in result.stderr
     assert _listing(tmp_path) == [name] and (tmp_path / name / "keep.txt").read_text() == "mine"
@@ -31,8 +34,11 @@ def test_a_file_export_onto_a_directory_is_refused_before_writing(sample, tmp_pa
 
 def test_a_directory_export_onto_a_file_is_refused_before_writing(sample, tmp_path):
     (tmp_path / "out").write_text("mine")
-    result = subprocess.run([sys.executable, "-m", "pva", "export", sample.path, "--format", "csv", "-o",
-                             str(tmp_path / "out")], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pva", "export", sample.path, "--format", "csv", "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2, result.stderr
     assert "is a file; expected a directory name" in result.stderr
     assert _listing(tmp_path) == ["out"] and (tmp_path / "out").read_text() == "mine"
@@ -86,7 +92,18 @@ def test_without_exchange_a_failed_directory_rename_puts_the_old_one_back(tmp_pa
 
 def test_simulate_keeps_the_previous_report_when_an_output_cannot_be_replaced(tmp_path):
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "pva", "simulate", "--preset", "tutorial1", "--tiles-per-ipu", "16", "-o", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "pva",
+        "simulate",
+        "--preset",
+        "tutorial1",
+        "--tiles-per-ipu",
+        "16",
+        "-o",
+        str(out),
+    ]
     first = subprocess.run(command, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     before = hashlib.sha256((out / "profile.pop").read_bytes()).hexdigest()

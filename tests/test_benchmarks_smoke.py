@@ -14,11 +14,29 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 MEASUREMENTS = {
-    "open", "first-answer-time", "first-answer-memory", "first-answer-streaming", "tile-totals", "step-walk",
-    "visitor", "visitor-growth", "sql-aggregate", "write", "file-size", "convert-throughput", "convert-memory",
-    "startup-help", "startup-info", "startup-sql",
-    "query-reports-aggregate-3", "query-reports-join-3", "query-reports-aggregate-30", "query-reports-join-30",
-    "fleet-add", "fleet-query", "fleet-report-cost",
+    "open",
+    "first-answer-time",
+    "first-answer-memory",
+    "first-answer-streaming",
+    "tile-totals",
+    "step-walk",
+    "visitor",
+    "visitor-growth",
+    "sql-aggregate",
+    "write",
+    "file-size",
+    "convert-throughput",
+    "convert-memory",
+    "startup-help",
+    "startup-info",
+    "startup-sql",
+    "query-reports-aggregate-3",
+    "query-reports-join-3",
+    "query-reports-aggregate-30",
+    "query-reports-join-30",
+    "fleet-add",
+    "fleet-query",
+    "fleet-report-cost",
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}
@@ -32,8 +50,15 @@ def env(tmp_path_factory):
 
 def test_tiny_run_reports_every_measurement(tmp_path, env):
     out = tmp_path / "figures.json"
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "--size", "tiny", "--json", str(out)], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=900, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--size", "tiny", "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text())
 
@@ -65,8 +90,15 @@ def test_tiny_run_reports_every_measurement(tmp_path, env):
 
 def test_only_runs_the_named_measurements(tmp_path, env):
     out = tmp_path / "figures.json"
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "--size", "tiny", "--only", "open", "file-size",
-                             "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--size", "tiny", "--only", "open", "file-size", "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     names = [row["name"] for row in json.loads(out.read_text())["measurements"]]
     assert names == ["open", "file-size"]

@@ -49,7 +49,10 @@ def test_real_head_parses():
     report = read_compile_report(SAMPLES / "cerebras_compile_report_HEAD7__alcf-unet-severstal.txt")
     o = report.overall
     assert (o.samples_per_second, o.compute_samples_per_second, o.transmission_samples_per_second) == (
-        14724.2, 17287.7, 14724.2)
+        14724.2,
+        17287.7,
+        14724.2,
+    )
     assert (o.active_pes_percent, o.compute_utilization_percent) == (62, 52)
     assert report.kernels == () and report.limited_by == "transmission"
 
@@ -57,9 +60,10 @@ def test_real_head_parses():
 def test_documented_kernel_table():
     report = parse_compile_report(DOCUMENTED)
     assert report.overall.active_pes_percent == 93
-    assert [(k.name, k.samples_per_second, k.transmission_samples_per_second, k.active_pes,
-             k.compute_utilization_percent) for k in report.kernels] == [
-        ("fc_para42.fc", 2321.9, 14311.7, 5203, 100), ("fc_para30.fc.lib_fc", 2321.9, 14311.7, 5301, 100)]
+    assert [
+        (k.name, k.samples_per_second, k.transmission_samples_per_second, k.active_pes, k.compute_utilization_percent)
+        for k in report.kernels
+    ] == [("fc_para42.fc", 2321.9, 14311.7, 5203, 100), ("fc_para30.fc.lib_fc", 2321.9, 14311.7, 5301, 100)]
 
 
 def test_aligned_layout_and_zero_percent():
@@ -74,14 +78,25 @@ def test_values_start_at_column_31():
     assert line.index("14724.2") == 30
 
 
-@pytest.mark.parametrize("text, where, message", [
-    (SAMPLE.replace("62%", "62.4%"), "line 6, column 31", "expected a whole percentage such as 62%, found '62.4%'"),
-    (SAMPLE.replace("17287.7", "fast"), "line 4, column 31", "expected samples per second"),
-    (SAMPLE.replace("Compute Utilization:          52%\n", ""), "line 6", "the overall estimate lacks Compute Utilization"),
-    (DOCUMENTED.replace("| 5203 |", "| 52o3 |"), "line 11, column 46", "expected a count of active PEs, found '52o3'"),
-    (DOCUMENTED.replace("| 100% |\n| fc_para30", "| 1.5 |\n| fc_para30"), "line 11", "expected a whole percentage"),
-    (DOCUMENTED + "| a | b |\n", "line 13, column 1", "expected 6 cells"),
-])
+@pytest.mark.parametrize(
+    "text, where, message",
+    [
+        (SAMPLE.replace("62%", "62.4%"), "line 6, column 31", "expected a whole percentage such as 62%, found '62.4%'"),
+        (SAMPLE.replace("17287.7", "fast"), "line 4, column 31", "expected samples per second"),
+        (
+            SAMPLE.replace("Compute Utilization:          52%\n", ""),
+            "line 6",
+            "the overall estimate lacks Compute Utilization",
+        ),
+        (
+            DOCUMENTED.replace("| 5203 |", "| 52o3 |"),
+            "line 11, column 46",
+            "expected a count of active PEs, found '52o3'",
+        ),
+        (DOCUMENTED.replace("| 100% |\n| fc_para30", "| 1.5 |\n| fc_para30"), "line 11", "expected a whole percentage"),
+        (DOCUMENTED + "| a | b |\n", "line 13, column 1", "expected 6 cells"),
+    ],
+)
 def test_bad_values_name_line_and_column(text, where, message):
     with pytest.raises(InvalidInputError) as caught:
         parse_compile_report(text, "compile_report.txt")
@@ -102,8 +117,13 @@ def test_converted_report_is_queryable(tmp_path):
         assert [cs.name for cs in report.compilation.computeSets] == ["fc_para42.fc", "fc_para30.fc.lib_fc"]
         assert report.compilation.target.type == pva.Target.Type.Unknown
     with sqlite3.connect(f"file:{tmp_path / 'cs.pop'}?mode=ro", uri=True) as conn:
-        rows = conn.execute("SELECT kernel, samples_per_second, active_pes, active_pes_percent, "
-                            "compute_utilization_percent FROM compile_estimates ORDER BY id").fetchall()
+        rows = conn.execute(
+            "SELECT kernel, samples_per_second, active_pes, active_pes_percent, "
+            "compute_utilization_percent FROM compile_estimates ORDER BY id"
+        ).fetchall()
     conn.close()
-    assert rows == [(None, 2321.9, None, 93, 80), ("fc_para42.fc", 2321.9, 5203, None, 100),
-                    ("fc_para30.fc.lib_fc", 2321.9, 5301, None, 100)]
+    assert rows == [
+        (None, 2321.9, None, 93, 80),
+        ("fc_para42.fc", 2321.9, 5203, None, 100),
+        ("fc_para30.fc.lib_fc", 2321.9, 5301, None, 100),
+    ]

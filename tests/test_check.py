@@ -29,7 +29,9 @@ def _modify(path, *statements):
 def test_sample_report_problems_are_exactly_its_inconsistent_cycle_totals(sample):
     problems = check_report(sample.path)
     assert [(p.check, p.location) for p in problems] == [
-        ("execution", "run 0 IPU 0"), ("execution", "run 0 IPU 1"), ("execution", "run 1 IPU 0"),
+        ("execution", "run 0 IPU 0"),
+        ("execution", "run 0 IPU 1"),
+        ("execution", "run 1 IPU 0"),
         ("execution", "run 1 IPU 1"),
     ]
     assert "cycle_totals.total is 124, the steps' cycles add up to" in problems[0].message
@@ -37,8 +39,11 @@ def test_sample_report_problems_are_exactly_its_inconsistent_cycle_totals(sample
 
 def test_consistent_report_is_ok(sample, tmp_path, capsys):
     path = _copy(sample, tmp_path)
-    _modify(path, "UPDATE cycle_totals SET total = (SELECT sum(b.cycles) FROM steps_by_ipu b JOIN steps s "
-                  "ON s.id = b.step_id WHERE s.run = cycle_totals.run AND b.ipu = cycle_totals.ipu)")
+    _modify(
+        path,
+        "UPDATE cycle_totals SET total = (SELECT sum(b.cycles) FROM steps_by_ipu b JOIN steps s "
+        "ON s.id = b.step_id WHERE s.run = cycle_totals.run AND b.ipu = cycle_totals.ipu)",
+    )
     assert check_report(path) == []
     assert main(["check", str(path)]) == 0
     assert capsys.readouterr().out.strip().endswith(": ok")
@@ -53,16 +58,23 @@ def test_consistent_report_is_ok(sample, tmp_path, capsys):
         (["UPDATE memory_by_tile SET total = total + 1 WHERE tile = 2"], "memory", "categories add up to"),
         (["UPDATE memory_by_tile SET total_including_gaps = 0 WHERE tile = 1"], "memory", "below without-gaps"),
         (["UPDATE memory_by_tile SET total_including_gaps = 700000 WHERE tile = 3"], "memory", "0 bytes overflowed"),
-        (["UPDATE steps_by_ipu SET cycles = cycles + 5 WHERE step_id = 2 AND ipu = 1"], "execution",
-         "its tiles' cycles add up to"),
-        (["UPDATE run_cycles_by_ipu SET \"end\" = \"end\" + 10 WHERE run = 1 AND ipu = 0"], "execution",
-         "the run lasts"),
-        (["UPDATE matrix_chunks SET data = zeroblob(40) WHERE matrix = 'vertex_count_by_tile'"], "matrices",
-         "Arrow"),
-        (["UPDATE compute_sets SET estimated_cycles_row = 30 WHERE compute_set = 1"], "references",
-         "row 30 of matrix compute_set_estimated_cycles_by_tile, which has 3 rows"),
-        (["UPDATE programs SET name = 5 WHERE id = 1", "UPDATE programs SET compute_set = 'x' WHERE id = 2"],
-         "schema", "column compute_set has 1 non-integer value(s)"),
+        (
+            ["UPDATE steps_by_ipu SET cycles = cycles + 5 WHERE step_id = 2 AND ipu = 1"],
+            "execution",
+            "its tiles' cycles add up to",
+        ),
+        (['UPDATE run_cycles_by_ipu SET "end" = "end" + 10 WHERE run = 1 AND ipu = 0'], "execution", "the run lasts"),
+        (["UPDATE matrix_chunks SET data = zeroblob(40) WHERE matrix = 'vertex_count_by_tile'"], "matrices", "Arrow"),
+        (
+            ["UPDATE compute_sets SET estimated_cycles_row = 30 WHERE compute_set = 1"],
+            "references",
+            "row 30 of matrix compute_set_estimated_cycles_by_tile, which has 3 rows",
+        ),
+        (
+            ["UPDATE programs SET name = 5 WHERE id = 1", "UPDATE programs SET compute_set = 'x' WHERE id = 2"],
+            "schema",
+            "column compute_set has 1 non-integer value(s)",
+        ),
         (["DROP INDEX steps_by_run"], "schema", "is missing"),
         (["UPDATE vars_info SET tile = 50 WHERE id = 0"], "references", "tile 50 is outside 0..7"),
         (["INSERT INTO programs (id, type) VALUES (40, 'Sync')"], "programs", "1 program(s) are not reachable"),

@@ -33,12 +33,16 @@ def _sql(path, *statements):
 
 def test_stored_counts_are_compared_with_the_rows_they_count(sample, tmp_path):
     path = _copy(sample, tmp_path)
-    _sql(path, "UPDATE runs SET num_steps = num_steps + 5 WHERE id = 0",
-         "UPDATE matrix_chunks SET num_rows = num_rows + 1 WHERE matrix = 'vertex_count_by_tile'")
+    _sql(
+        path,
+        "UPDATE runs SET num_steps = num_steps + 5 WHERE id = 0",
+        "UPDATE matrix_chunks SET num_rows = num_rows + 1 WHERE matrix = 'vertex_count_by_tile'",
+    )
     problems = [str(p) for p in check_report(path)]
     assert any("runs.num_steps: add up to 16, table steps has 11 rows [counts]" in p for p in problems), problems
-    assert any("matrix vertex_count_by_tile: declares 4 rows, its 1 chunk(s) hold 5 [counts]" in p
-               for p in problems), problems
+    assert any("matrix vertex_count_by_tile: declares 4 rows, its 1 chunk(s) hold 5 [counts]" in p for p in problems), (
+        problems
+    )
 
 
 @pytest.mark.parametrize("quick", [False, True])

@@ -12,33 +12,97 @@ from formats.errors import InvalidInputError
 from formats.exporters.chrome import export_chrome_trace
 
 #: A per-layer timeline as SigmaStar's performance_timeline.py describes it (seed 001).
-SIGMASTAR = {"traceEvents": [
-    {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "IPU core0"}},
-    {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "layers"}},
-    {"ph": "X", "name": "0 CONV_2D", "ts": 0, "dur": 120.5, "pid": 0, "tid": 0,
-     "args": {"total_cycle": 108450, "conv_cycle_percent": 80.7, "vector_cycle_percent": "12.5",
-              "dma_load_cycle_percent": 33.0, "dma_store_cycle_percent": 4}},
-    {"ph": "X", "name": "84 SOFTMAX", "ts": 120.5, "dur": 30, "pid": 0, "tid": 0,
-     "args": {"total_cycle": 27000, "conv_cycle_percent": 0, "vector_cycle_percent": 95.5,
-              "dma_load_cycle_percent": 10, "dma_store_cycle_percent": 10}},
-]}
+SIGMASTAR = {
+    "traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "IPU core0"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "layers"}},
+        {
+            "ph": "X",
+            "name": "0 CONV_2D",
+            "ts": 0,
+            "dur": 120.5,
+            "pid": 0,
+            "tid": 0,
+            "args": {
+                "total_cycle": 108450,
+                "conv_cycle_percent": 80.7,
+                "vector_cycle_percent": "12.5",
+                "dma_load_cycle_percent": 33.0,
+                "dma_store_cycle_percent": 4,
+            },
+        },
+        {
+            "ph": "X",
+            "name": "84 SOFTMAX",
+            "ts": 120.5,
+            "dur": 30,
+            "pid": 0,
+            "tid": 0,
+            "args": {
+                "total_cycle": 27000,
+                "conv_cycle_percent": 0,
+                "vector_cycle_percent": 95.5,
+                "dma_load_cycle_percent": 10,
+                "dma_store_cycle_percent": 10,
+            },
+        },
+    ]
+}
 
 #: The shape of a PyTorch profiler trace: object form, string pids and tids, flows, instants.
 PYTORCH = {
     "schemaVersion": 1,
     "deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": 16000000000}],
     "traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 4242, "tid": 4242, "ts": 1700000000100.5,
-         "dur": 80.25, "args": {"External id": 3, "Sequence number": 11}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::matmul", "pid": 4242, "tid": 4242, "ts": 1700000000110,
-         "dur": 50, "args": {"External id": 4}},
-        {"ph": "X", "cat": "kernel", "name": "sgemm_128x64", "pid": 0, "tid": "stream 7", "ts": 1700000000130,
-         "dur": 20.5, "args": {"device": 0, "stream": 7, "grid": [1, 2, 1]}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 4242,
+            "tid": 4242,
+            "ts": 1700000000100.5,
+            "dur": 80.25,
+            "args": {"External id": 3, "Sequence number": 11},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::matmul",
+            "pid": 4242,
+            "tid": 4242,
+            "ts": 1700000000110,
+            "dur": 50,
+            "args": {"External id": 4},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "sgemm_128x64",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1700000000130,
+            "dur": 20.5,
+            "args": {"device": 0, "stream": 7, "grid": [1, 2, 1]},
+        },
         {"ph": "s", "id": 4, "pid": 4242, "tid": 4242, "ts": 1700000000111, "cat": "ac2g", "name": "ac2g"},
-        {"ph": "f", "id": 4, "pid": 0, "tid": "stream 7", "ts": 1700000000130, "cat": "ac2g", "name": "ac2g",
-         "bp": "e"},
-        {"ph": "i", "s": "t", "name": "Iteration Start: PyTorch Profiler", "pid": "Spans", "tid": "PyTorch Profiler",
-         "ts": 1700000000000},
+        {
+            "ph": "f",
+            "id": 4,
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1700000000130,
+            "cat": "ac2g",
+            "name": "ac2g",
+            "bp": "e",
+        },
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "Iteration Start: PyTorch Profiler",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 1700000000000,
+        },
         {"ph": "M", "name": "process_name", "pid": 4242, "tid": 0, "args": {"name": "python3"}},
     ],
     "traceName": "trace.json",
@@ -75,15 +139,20 @@ def test_sigmastar_per_layer_timeline(tmp_path):
 
 
 def test_array_form_with_begin_end_instants_counters_and_missing_bracket(tmp_path):
-    text = json.dumps([
-        {"ph": "B", "name": "outer", "ts": 0, "pid": 1, "tid": 2, "cat": "host", "args": {"a": 1}},
-        {"ph": "B", "name": "inner", "ts": 10, "pid": 1, "tid": 2},
-        {"ph": "E", "ts": 20, "pid": 1, "tid": 2, "args": {"rows": 5}},
-        {"ph": "E", "ts": 200, "pid": 1, "tid": 2},
-        {"ph": "i", "name": "mark", "ts": 50, "pid": 1, "tid": 2, "s": "t"},
-        {"ph": "C", "name": "memory", "ts": 10, "pid": 1, "args": {"used": 100, "free": 5}},
-        {"ph": "B", "name": "never ends", "ts": 300, "pid": 1, "tid": 3},
-    ])[:-1] + ","  # a tracer that stopped early: no closing bracket
+    text = (
+        json.dumps(
+            [
+                {"ph": "B", "name": "outer", "ts": 0, "pid": 1, "tid": 2, "cat": "host", "args": {"a": 1}},
+                {"ph": "B", "name": "inner", "ts": 10, "pid": 1, "tid": 2},
+                {"ph": "E", "ts": 20, "pid": 1, "tid": 2, "args": {"rows": 5}},
+                {"ph": "E", "ts": 200, "pid": 1, "tid": 2},
+                {"ph": "i", "name": "mark", "ts": 50, "pid": 1, "tid": 2, "s": "t"},
+                {"ph": "C", "name": "memory", "ts": 10, "pid": 1, "args": {"used": 100, "free": 5}},
+                {"ph": "B", "name": "never ends", "ts": 300, "pid": 1, "tid": 3},
+            ]
+        )[:-1]
+        + ","
+    )  # a tracer that stopped early: no closing bracket
     stats = import_chrome_trace(_write(tmp_path, "t.json", text), tmp_path / "t.pvti")
     assert stats.truncated and any("not closed" in w for w in stats.warnings)
     assert stats.counter_samples == 2
@@ -122,9 +191,11 @@ def test_pytorch_profiler_trace(tmp_path):
 
 
 def test_overlapping_events_move_to_an_extra_thread(tmp_path):
-    document = [{"ph": "X", "name": "a", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
-                {"ph": "X", "name": "b", "ts": 50, "dur": 100, "pid": 1, "tid": 1},
-                {"ph": "X", "name": "c", "ts": 60, "dur": 10, "pid": 1, "tid": 1}]
+    document = [
+        {"ph": "X", "name": "a", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "b", "ts": 50, "dur": 100, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "c", "ts": 60, "dur": 10, "pid": 1, "tid": 1},
+    ]
     import_chrome_trace(_write(tmp_path, "t.json", document), tmp_path / "t.pvti")
     with pva.openTrace(tmp_path / "t.pvti") as trace:
         threads = {t.name: [e.label for e in t.events] for t in trace.process(1).threads}
@@ -143,7 +214,8 @@ def test_trace_round_trips_through_chrome_json(tmp_path):
     layers = [e for e in exported["traceEvents"] if e["ph"] == "X"]
     assert [(e["name"], e["ts"], e["dur"], e["args"]) for e in layers] == [
         ("0 CONV_2D", 0, 120, SIGMASTAR["traceEvents"][2]["args"]),
-        ("84 SOFTMAX", 120, 30, SIGMASTAR["traceEvents"][3]["args"])]
+        ("84 SOFTMAX", 120, 30, SIGMASTAR["traceEvents"][3]["args"]),
+    ]
     import_chrome_trace(tmp_path / "out.json", tmp_path / "again.pvti")
     with pva.openTrace(tmp_path / "t.pvti") as a, pva.openTrace(tmp_path / "again.pvti") as b:
         assert _events(a) == _events(b)
@@ -179,18 +251,27 @@ def test_simulated_host_trace_exports(tmp_path):
         assert sum(len(t.events) for p in again.processes for t in p.threads) >= count
 
 
-@pytest.mark.parametrize("document, location, message", [
-    ([{"ph": "X", "name": "a", "ts": "soon", "pid": 1, "tid": 1}], "$[0].ts", "expected the timestamp"),
-    ({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": -5}]}, "$.traceEvents[0].dur",
-     "expected a duration >= 0"),
-    ([{"ph": "X", "name": 7, "ts": 1}], "$[0].name", "expected the event name"),
-    ([1, 2], "$[0]", "expected a trace event"),
-    ({"traceEvents": [{"ph": "C", "name": "c", "ts": 1, "args": {"x": "many"}}]}, "$.traceEvents[0].args.x",
-     "expected a counter value"),
-    ([{"ph": "X", "name": "a", "ts": 1e300}], "$[0].ts", "below 2**62"),
-    ({"otherData": {}}, "$", "expected a traceEvents array"),
-    ('"just a string"', "$", "expected an array of trace events"),
-])
+@pytest.mark.parametrize(
+    "document, location, message",
+    [
+        ([{"ph": "X", "name": "a", "ts": "soon", "pid": 1, "tid": 1}], "$[0].ts", "expected the timestamp"),
+        (
+            {"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": -5}]},
+            "$.traceEvents[0].dur",
+            "expected a duration >= 0",
+        ),
+        ([{"ph": "X", "name": 7, "ts": 1}], "$[0].name", "expected the event name"),
+        ([1, 2], "$[0]", "expected a trace event"),
+        (
+            {"traceEvents": [{"ph": "C", "name": "c", "ts": 1, "args": {"x": "many"}}]},
+            "$.traceEvents[0].args.x",
+            "expected a counter value",
+        ),
+        ([{"ph": "X", "name": "a", "ts": 1e300}], "$[0].ts", "below 2**62"),
+        ({"otherData": {}}, "$", "expected a traceEvents array"),
+        ('"just a string"', "$", "expected an array of trace events"),
+    ],
+)
 def test_bad_events_name_file_and_location(tmp_path, document, location, message):
     source = _write(tmp_path, "bad.json", document)
     with pytest.raises(InvalidInputError) as caught:

@@ -25,12 +25,18 @@ def violations(source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found += [f"line {node.lineno}: import {a.name}" for a in node.names
-                      if a.name.split(".")[0] == "formats" and a.name not in ALLOWED_MODULES]
+            found += [
+                f"line {node.lineno}: import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] == "formats" and a.name not in ALLOWED_MODULES
+            ]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "formats":
             if node.module not in ALLOWED_MODULES:
-                found += [f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names
-                          if (node.module, a.name) not in ALLOWED_NAMES]
+                found += [
+                    f"line {node.lineno}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if (node.module, a.name) not in ALLOWED_NAMES
+                ]
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
             own = isinstance(node.value, ast.Name) and node.value.id == "args"  # the command's own parsed arguments
             if not own:
@@ -41,18 +47,24 @@ def violations(source: str) -> list[str]:
 
 
 def test_the_scan_finds_what_it_forbids():
-    source = ("import formats.check\nfrom formats.profile_reader import ProfileReader\nfrom formats import __version__\n"
-              "from formats.errors import PvaError\ndef run(args, report):\n    args._parser\n    return report._reader.metadata\n")
-    assert violations(source) == ["line 1: import formats.check",
-                                  "line 2: from formats.profile_reader import ProfileReader", "line 7: ._reader"]
+    source = (
+        "import formats.check\nfrom formats.profile_reader import ProfileReader\nfrom formats import __version__\n"
+        "from formats.errors import PvaError\ndef run(args, report):\n    args._parser\n    return report._reader.metadata\n"
+    )
+    assert violations(source) == [
+        "line 1: import formats.check",
+        "line 2: from formats.profile_reader import ProfileReader",
+        "line 7: ._reader",
+    ]
 
 
 #: Strict: once a pending command is rewritten, its test passes and fails the run until it leaves PENDING.
 _PENDING = pytest.mark.xfail(strict=True, reason="this command still imports formats internals")
 
 
-@pytest.mark.parametrize("module", [pytest.param(p.name, marks=_PENDING if p.name in PENDING else ())
-                                    for p in sorted(CLI.glob("*.py"))])
+@pytest.mark.parametrize(
+    "module", [pytest.param(p.name, marks=_PENDING if p.name in PENDING else ()) for p in sorted(CLI.glob("*.py"))]
+)
 def test_command_uses_only_the_public_api(module):
     found = violations((CLI / module).read_text())
     assert not found, f"pva/cli/{module}: " + "; ".join(found)

@@ -79,8 +79,17 @@ def test_writes_attach_and_extensions_are_refused_and_the_file_is_unchanged(repo
 def test_read_only_pragmas_and_recursive_queries_work(report, capsys):
     assert main(["sql", str(report), "PRAGMA table_info(programs)", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["name"] == "id"
-    assert main(["sql", str(report), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) "
-                 "SELECT sum(x) AS s FROM c", "--json"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                str(report),
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) SELECT sum(x) AS s FROM c",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == [{"s": 15}]
 
 
@@ -93,8 +102,18 @@ def test_sql_errors_are_one_line(report, capsys):
 
 
 def test_timeout_stops_a_runaway_query(report, capsys):
-    assert main(["sql", str(report), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-                 "SELECT count(*) FROM c", "--timeout", "0.2"]) == 2
+    assert (
+        main(
+            [
+                "sql",
+                str(report),
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+                "--timeout",
+                "0.2",
+            ]
+        )
+        == 2
+    )
     assert "stopped after 0.2 s" in capsys.readouterr().err
 
 

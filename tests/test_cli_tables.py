@@ -24,7 +24,7 @@ def test_tables_fit_the_terminal(sample, capsys, monkeypatch):
     assert max(len(line) for line in lines) <= 100
     start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["table", "programs", "18"])
     text = [lines[start].split(None, 3)[3]]
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line[:10].strip():
             break
         text.append(line.strip())

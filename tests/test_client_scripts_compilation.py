@@ -18,14 +18,22 @@ def run(script: str, *args: str) -> str:
     """Run a client script with `python -c` and return its standard output."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def test_tutorial_basics(model):
-    out = run("""
+    out = run(
+        """
         import sys
         import pva
 
@@ -33,26 +41,35 @@ def test_tutorial_basics(model):
         print("Number of compute sets: ", report.compilation.graph.numComputeSets)
         print("Number of tiles on target: ", report.compilation.target.numTiles)
         print("Version of Poplar used: ", report.poplarVersion.string)
-    """, model.path)
-    assert out.splitlines() == ["Number of compute sets:  3", "Number of tiles on target:  16",
-                                "Version of Poplar used:  3.2.0 (8d5b1c2e3f)"]
+    """,
+        model.path,
+    )
+    assert out.splitlines() == [
+        "Number of compute sets:  3",
+        "Number of tiles on target:  16",
+        "Version of Poplar used:  3.2.0 (8d5b1c2e3f)",
+    ]
 
 
 def test_total_memory(model):
-    out = run("""
+    out = run(
+        """
         import sys
         import pva
 
         report = pva.openReport(sys.argv[1])
         total_memory = sum(tile.memory.total.includingGaps for tile in report.compilation.tiles)
         print("Total memory use (bytes): ", total_memory)
-    """, model.path)
+    """,
+        model.path,
+    )
     expected = 2 * sum(row[2] for row in model.memory_rows)
     assert out.strip() == f"Total memory use (bytes):  {expected}"
 
 
 def test_peak_liveness(model):
-    out = run("""
+    out = run(
+        """
         import sys
         import pva
 
@@ -61,14 +78,17 @@ def test_peak_liveness(model):
         not_always_live = max(step.notAlwaysLiveMemory.bytes for step in r.compilation.livenessProgramSteps)
         print(always_live + not_always_live)
         print(sum(v.size for v in r.compilation.alwaysLiveVariables))
-    """, model.path)
+    """,
+        model.path,
+    )
     always = sum(row[9] for row in model.memory_rows)
     peak = max(model.live_bytes(s) for s in range(13))
     assert out.split() == [str(2 * always + peak), str(always)]
 
 
 def test_visitor_prints_on_tile_executes_with_several_vertex_types(model):
-    out = run("""
+    out = run(
+        """
         import sys
         import pva
 
@@ -84,12 +104,15 @@ def test_visitor_prints_on_tile_executes_with_several_vertex_types(model):
         v = TestVisitor()
         for prog in report.compilation.programs:
             prog.accept(v)
-    """, model.path)
+    """,
+        model.path,
+    )
     assert out.splitlines() == ["layer/fwd"]
 
 
 def test_glob_matching_compute_set_names(model):
-    out = run("""
+    out = run(
+        """
         import fnmatch
         import sys
         from pva import openReport
@@ -98,13 +121,19 @@ def test_glob_matching_compute_set_names(model):
         names = [cs.name for cs in report.compilation.computeSets]
         for pattern in sys.argv[2:]:
             print(pattern, sorted(n for n in names if fnmatch.fnmatch(n, pattern)))
-    """, model.path, "layer/*", "*zero", "nothing*")
+    """,
+        model.path,
+        "layer/*",
+        "*zero",
+        "nothing*",
+    )
     assert out.splitlines() == ["layer/* ['layer/bwd', 'layer/fwd']", "*zero ['init/zero']", "nothing* []"]
     assert COMPUTE_SETS == ["init/zero", "layer/fwd", "layer/bwd"]
 
 
 def test_per_ipu_code_memory(model):
-    out = run("""
+    out = run(
+        """
         import sys
         import pva
 
@@ -116,7 +145,9 @@ def test_per_ipu_code_memory(model):
                 vertex_code += tile.memory.category.vertexCode.total
                 exchange_code += tile.memory.category.internalExchangeCode.total
             print(ipu_id, vertex_code, exchange_code)
-    """, model.path)
+    """,
+        model.path,
+    )
     lines = []
     for ipu in range(NUM_IPUS):
         tiles = [t % TILES for t in range(ipu * TILES_PER_IPU, (ipu + 1) * TILES_PER_IPU)]
@@ -127,7 +158,8 @@ def test_per_ipu_code_memory(model):
 
 
 def test_popliner_style_liveness_check(model):
-    out = run("""
+    out = run(
+        """
         import sys
         import pva
 
@@ -146,7 +178,10 @@ def test_popliner_style_liveness_check(model):
             acc += sum(var.size for var in report.compilation.alwaysLiveVariablesForTile(tile))
         assert acc == best
         print(best_step, best)
-    """, model.path, model.debug_path)
+    """,
+        model.path,
+        model.debug_path,
+    )
     peaks = [model.live_bytes(s, [5]) for s in range(13)]
     step = peaks.index(max(peaks))
     assert out.split() == [str(step), str(max(peaks) + sum(model.always_live(5).values()))]
@@ -154,12 +189,15 @@ def test_popliner_style_liveness_check(model):
 
 @pytest.mark.parametrize("spelling", ["pva.Program.Type.OnTileExecute", "pva.pva_core.Program.Type.OnTileExecute"])
 def test_type_comparisons_both_spellings(model, spelling):
-    out = run(f"""
+    out = run(
+        f"""
         import sys
         import pva
         import pva.pva_core
 
         report = pva.openReport(sys.argv[1])
         print(sum(1 for p in report.compilation.programs if p.type == {spelling}))
-    """, model.path)
+    """,
+        model.path,
+    )
     assert out.strip() == "3"

@@ -149,8 +149,9 @@ def test_compute_io_overlap(report, sample):
 def test_epoch_statistics_of_a_written_trace(tmp_path):
     path = tmp_path / "epochs.pvti"
     with TraceWriter(path) as w:
-        w.add_events(1, 1, ["Epoch:0", "step", "Epoch:1", "step", "other"], [0, 10, 1000, 1010, 5000],
-                     [900, 100, 600, 50, 10])
+        w.add_events(
+            1, 1, ["Epoch:0", "step", "Epoch:1", "step", "other"], [0, 10, 1000, 1010, 5000], [900, 100, 600, 50, 10]
+        )
         w.add_events(1, 2, ["outer", "Epoch:2"], [0, 100], [5000, 1500])  # an Epoch nested in another event
     stats = epoch_stats(str(path))
     assert stats.count == 3
@@ -167,8 +168,9 @@ def simulated(tmp_path_factory):
     from simulator.presets import run_preset
 
     directory = tmp_path_factory.mktemp("simulated")
-    run_preset("mnist-mlp", {"tiles-per-ipu": 32, "batch": 4, "hidden": 16, "steps": 2, "runs": 2},
-               directory=str(directory))
+    run_preset(
+        "mnist-mlp", {"tiles-per-ipu": 32, "batch": 4, "hidden": 16, "steps": 2, "runs": 2}, directory=str(directory)
+    )
     (trace_path,) = glob.glob(os.path.join(directory, "*.pvti"))
     return os.path.join(directory, "profile.pop"), trace_path
 
@@ -196,14 +198,20 @@ def test_scripts_on_a_simulated_report(simulated):
         per_tile = per_tile_cycles_of_run(report, 0)
         assert per_tile == matrix.sum(axis=0).tolist() and len(per_tile) == 32 and sum(per_tile) > 0
 
-        ((data_out,),) = _sql(path, "SELECT coalesce(sum(b.data_out), 0) FROM steps s JOIN steps_by_ipu b "
-                                    "ON b.step_id = s.id WHERE s.run = 0 AND s.type = 'StreamCopyMid' AND b.ipu = 0")
+        ((data_out,),) = _sql(
+            path,
+            "SELECT coalesce(sum(b.data_out), 0) FROM steps s JOIN steps_by_ipu b "
+            "ON b.step_id = s.id WHERE s.run = 0 AND s.type = 'StreamCopyMid' AND b.ipu = 0",
+        )
         assert stream_copy_data_out(report) == data_out
 
         compute, stream, overlap = compute_io_overlap(report)
-        windows = _sql(path, "SELECT s.type, b.cycles_base + b.active_cycles_from_max, "
-                             "b.cycles_base + b.active_cycles_to_max FROM steps s JOIN steps_by_ipu b "
-                             "ON b.step_id = s.id WHERE s.run = 0 AND b.ipu = 0 ORDER BY s.id")
+        windows = _sql(
+            path,
+            "SELECT s.type, b.cycles_base + b.active_cycles_from_max, "
+            "b.cycles_base + b.active_cycles_to_max FROM steps s JOIN steps_by_ipu b "
+            "ON b.step_id = s.id WHERE s.run = 0 AND b.ipu = 0 ORDER BY s.id",
+        )
         assert compute == [[a, b] for kind, a, b in windows if kind == "OnTileExecute"]
         assert stream == [[a, b] for kind, a, b in windows if kind == "StreamCopyMid"]
         assert compute and stream and overlap >= 0
@@ -212,11 +220,18 @@ def test_scripts_on_a_simulated_report(simulated):
 def test_data_out_of_a_simulated_run_that_copies_to_the_host(simulated):
     path, _ = simulated
     with pva.openReport(path) as report:
-        rows = _sql(path, "SELECT s.run, sum(b.data_out) FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id "
-                          "WHERE s.type = 'StreamCopyMid' GROUP BY s.run ORDER BY s.run")
+        rows = _sql(
+            path,
+            "SELECT s.run, sum(b.data_out) FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id "
+            "WHERE s.type = 'StreamCopyMid' GROUP BY s.run ORDER BY s.run",
+        )
         by_run = {
-            run._id: sum(ipu.dataOut for step in run.steps if step.program.type == pva.Program.Type.StreamCopyMid
-                         for ipu in step.ipus)
+            run._id: sum(
+                ipu.dataOut
+                for step in run.steps
+                if step.program.type == pva.Program.Type.StreamCopyMid
+                for ipu in step.ipus
+            )
             for run in report.execution.runs
         }
         assert by_run == dict(rows) | {r: 0 for r in by_run if r not in dict(rows)}
@@ -228,6 +243,7 @@ def test_epoch_traversal_on_a_simulated_trace(simulated):
     stats = epoch_stats(trace_path)
     assert stats.count == 0 and stats.longest is None  # the simulator's host events are phases, not epochs
     with pva.openTrace(trace_path) as trace:
+
         def count(events):
             return sum(1 + count(e.children()) for e in events)
 

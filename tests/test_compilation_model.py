@@ -75,20 +75,59 @@ def test_instrumentation_settings_and_enums(report, minimal):
     assert s.compute == Compute.Vertex and s.externalExchange == External.Tile
     assert minimal.instrumentationSettings.compute == Compute.Off
     assert {m: int(Compute[m]) for m in Compute.__members__} == {
-        "Off": 0, "Vertex": 1, "Tile": 2, "Ipu": 3, "Device": 4, "Unknown": 5}
+        "Off": 0,
+        "Vertex": 1,
+        "Tile": 2,
+        "Ipu": 3,
+        "Device": 4,
+        "Unknown": 5,
+    }
     assert {m: int(External[m]) for m in External.__members__} == {"Off": 0, "Tile": 1, "Unknown": 2}
     assert repr(Compute.Device) == "<ComputeInstrumentationLevel.Device: 4>"
     assert repr(s) == "<InstrumentationSettings compute=Vertex externalExchange=Tile>"
 
 
 def test_every_class_is_in_pva_and_pva_core():
-    names = ["PoplarVersion", "ProfileReportVersion", "InstrumentationSettings", "Graph", "Target",
-             "VertexInstances", "VertexType", "Variable", "VariableSize", "VariableCategory", "LoweredVariable",
-             "LoweredVariables", "LoweredVariableBrief", "EquivalenceClass", "VertexMemory", "NotAlwaysLiveMemory",
-             "MemoryOverlap", "CategoryMemory", "Categories", "MemoryWithAndWithoutGaps", "Memory", "Tile", "IPU",
-             "Replica", "ComputeSet", "LivenessProgramStep", "CompilationReport", "DebugContext",
-             "DebugContextLocation", "Program", "ProgramVisitor", "OperationAnalysis", "Operation", "EngineOption",
-             "Report", "openReport", "NotPresentError", "NoSuchObjectError"]
+    names = [
+        "PoplarVersion",
+        "ProfileReportVersion",
+        "InstrumentationSettings",
+        "Graph",
+        "Target",
+        "VertexInstances",
+        "VertexType",
+        "Variable",
+        "VariableSize",
+        "VariableCategory",
+        "LoweredVariable",
+        "LoweredVariables",
+        "LoweredVariableBrief",
+        "EquivalenceClass",
+        "VertexMemory",
+        "NotAlwaysLiveMemory",
+        "MemoryOverlap",
+        "CategoryMemory",
+        "Categories",
+        "MemoryWithAndWithoutGaps",
+        "Memory",
+        "Tile",
+        "IPU",
+        "Replica",
+        "ComputeSet",
+        "LivenessProgramStep",
+        "CompilationReport",
+        "DebugContext",
+        "DebugContextLocation",
+        "Program",
+        "ProgramVisitor",
+        "OperationAnalysis",
+        "Operation",
+        "EngineOption",
+        "Report",
+        "openReport",
+        "NotPresentError",
+        "NoSuchObjectError",
+    ]
     for name in names:
         assert getattr(pva, name) is getattr(pva.pva_core, name), name
         assert name in pva.__all__, name
@@ -101,8 +140,12 @@ def test_every_class_is_in_pva_and_pva_core():
 def test_target_members(comp):
     t = comp.target
     assert (t.numIPUs, t.tilesPerIpu, t.numTiles) == (4, 4, 16)
-    assert (t.bytesPerTile, t.bytesPerIPU, t.bytesPerIpu, t.totalMemory) == (638976, 4 * 638976, 4 * 638976,
-                                                                            16 * 638976)
+    assert (t.bytesPerTile, t.bytesPerIPU, t.bytesPerIpu, t.totalMemory) == (
+        638976,
+        4 * 638976,
+        4 * 638976,
+        16 * 638976,
+    )
     assert t.clockFrequency == 1330000000.0 and isinstance(t.clockFrequency, float)
     assert (t.numReplicas, t.ipusPerReplica, t.tilesPerReplica, t.memoryPerReplica) == (2, 2, 8, 8 * 638976)
     assert t.type == pva.Target.Type.Ipu
@@ -115,25 +158,58 @@ def test_target_members(comp):
     assert (t.globalSyncCycles, t.globalExchangePacketBytes) == (150, 256)
     assert (t.tileLocalSyncSyncDelay, t.tileLocalSyncExitDelay, t.numStrideBits, t.dataPathWidth) == (7, 5, 10, 128)
     assert (t.fp8ConvUnitMaxPipelineDepth, t.fp16ConvUnitMaxPipelineDepth, t.fp32ConvUnitMaxPipelineDepth) == (2, 3, 4)
-    assert (t.fp8ConvUnitInputLoadElemsPerCycle, t.fp16ConvUnitInputLoadElemsPerCycle,
-            t.fp32ConvUnitInputLoadElemsPerCycle) == (32, 16, 8)
-    assert (t.fp16InFp16OutConvUnitsPerTile, t.fp16InFp32OutConvUnitsPerTile, t.fp32InFp32OutConvUnitsPerTile,
-            t.fp8InFp16OutConvUnitsPerTile) == (16, 8, 4, 32)
-    assert (t.convUnitCoeffLoadBytesPerCycle, t.workerInstrFetchDelay, t.maxImmediateOffsetInRunInstr,
-            t.rptCountMax, t.atomicStoreGranularity) == (16, 12, 65535, 4095, 4)
+    assert (
+        t.fp8ConvUnitInputLoadElemsPerCycle,
+        t.fp16ConvUnitInputLoadElemsPerCycle,
+        t.fp32ConvUnitInputLoadElemsPerCycle,
+    ) == (32, 16, 8)
+    assert (
+        t.fp16InFp16OutConvUnitsPerTile,
+        t.fp16InFp32OutConvUnitsPerTile,
+        t.fp32InFp32OutConvUnitsPerTile,
+        t.fp8InFp16OutConvUnitsPerTile,
+    ) == (16, 8, 4, 32)
+    assert (
+        t.convUnitCoeffLoadBytesPerCycle,
+        t.workerInstrFetchDelay,
+        t.maxImmediateOffsetInRunInstr,
+        t.rptCountMax,
+        t.atomicStoreGranularity,
+    ) == (16, 12, 65535, 4095, 4)
     assert repr(t) == "<Target Ipu Ipu2: 4 IPU(s) x 4 tiles, 638,976 B/tile, 1,330 MHz>"
 
 
 def test_target_details_not_present_are_zero_or_false(minimal):
     t = minimal.compilation.target
-    zero = ["minSyncDelay", "tilesPerSuperTile", "numWorkerContexts", "exchangeBytesPerCycle", "memcpyBytesPerCycle",
-            "instructionBytes", "globalSyncCycles", "globalExchangePacketBytes", "tileLocalSyncSyncDelay",
-            "tileLocalSyncExitDelay", "numStrideBits", "dataPathWidth", "fp8ConvUnitMaxPipelineDepth",
-            "fp16ConvUnitMaxPipelineDepth", "fp32ConvUnitMaxPipelineDepth", "fp8ConvUnitInputLoadElemsPerCycle",
-            "fp16ConvUnitInputLoadElemsPerCycle", "fp32ConvUnitInputLoadElemsPerCycle",
-            "fp16InFp16OutConvUnitsPerTile", "fp16InFp32OutConvUnitsPerTile", "fp32InFp32OutConvUnitsPerTile",
-            "fp8InFp16OutConvUnitsPerTile", "convUnitCoeffLoadBytesPerCycle", "workerInstrFetchDelay",
-            "maxImmediateOffsetInRunInstr", "rptCountMax", "atomicStoreGranularity"]
+    zero = [
+        "minSyncDelay",
+        "tilesPerSuperTile",
+        "numWorkerContexts",
+        "exchangeBytesPerCycle",
+        "memcpyBytesPerCycle",
+        "instructionBytes",
+        "globalSyncCycles",
+        "globalExchangePacketBytes",
+        "tileLocalSyncSyncDelay",
+        "tileLocalSyncExitDelay",
+        "numStrideBits",
+        "dataPathWidth",
+        "fp8ConvUnitMaxPipelineDepth",
+        "fp16ConvUnitMaxPipelineDepth",
+        "fp32ConvUnitMaxPipelineDepth",
+        "fp8ConvUnitInputLoadElemsPerCycle",
+        "fp16ConvUnitInputLoadElemsPerCycle",
+        "fp32ConvUnitInputLoadElemsPerCycle",
+        "fp16InFp16OutConvUnitsPerTile",
+        "fp16InFp32OutConvUnitsPerTile",
+        "fp32InFp32OutConvUnitsPerTile",
+        "fp8InFp16OutConvUnitsPerTile",
+        "convUnitCoeffLoadBytesPerCycle",
+        "workerInstrFetchDelay",
+        "maxImmediateOffsetInRunInstr",
+        "rptCountMax",
+        "atomicStoreGranularity",
+    ]
     assert {name: getattr(t, name) for name in zero} == dict.fromkeys(zero, 0)
     assert t.supportsSuperTileSendReceive is False
     assert list(t.memoryElementOffsets) == [] and list(t.memoryRegionOffsets) == []
@@ -146,9 +222,18 @@ def test_two_ipu_mk2_figures(tmp_path):
         w.set_target(num_ipus=2, tiles_per_ipu=1472, bytes_per_tile=638976, type="Ipu")
     with pva.openReport(str(path)) as report:
         t = report.compilation.target
-        assert (t.bytesPerTile, t.bytesPerIPU, t.totalMemory, t.tilesPerIpu, t.numTiles, t.tilesPerReplica,
-                t.numReplicas, t.ipusPerReplica, t.memoryPerReplica, t.clockFrequency) == (
-            638976, 940572672, 1881145344, 1472, 2944, 2944, 1, 2, 1881145344, 1330000000.0)
+        assert (
+            t.bytesPerTile,
+            t.bytesPerIPU,
+            t.totalMemory,
+            t.tilesPerIpu,
+            t.numTiles,
+            t.tilesPerReplica,
+            t.numReplicas,
+            t.ipusPerReplica,
+            t.memoryPerReplica,
+            t.clockFrequency,
+        ) == (638976, 940572672, 1881145344, 1472, 2944, 2944, 1, 2, 1881145344, 1330000000.0)
         assert len(report.compilation.tiles) == 2944
 
 
@@ -171,8 +256,10 @@ def test_graph(comp, minimal):
 
 
 def test_parameters_and_timestamp(comp, minimal):
-    assert [(o.name, o.value) for o in comp.compilationParameters] == [("debug.instrument", "true"),
-                                                                        ("opt.enableLoopUnroll", "false")]
+    assert [(o.name, o.value) for o in comp.compilationParameters] == [
+        ("debug.instrument", "true"),
+        ("opt.enableLoopUnroll", "false"),
+    ]
     assert [tuple(o) for o in comp.targetParameters] == [("ipuLinkTopology", "ring")]
     assert comp.timestamp == "2026-11-21T08:30:00Z"
     assert minimal.compilation.timestamp == "" and list(minimal.compilation.compilationParameters) == []
@@ -187,12 +274,12 @@ def test_tiles_ipus_and_replicas_describe_the_same_tiles(comp):
     assert len(comp.ipus) == NUM_IPUS and len(comp.replicas) == NUM_REPLICAS
     for k, ipu in enumerate(comp.ipus):
         assert ipu.id == k and ipu.architecture == pva.IPU.Architecture.Ipu2
-        assert ipu.tiles == tiles[k * TILES_PER_IPU:(k + 1) * TILES_PER_IPU]
-        assert all(a is b for a, b in zip(ipu.tiles, tiles[k * TILES_PER_IPU:]))
+        assert ipu.tiles == tiles[k * TILES_PER_IPU : (k + 1) * TILES_PER_IPU]
+        assert all(a is b for a, b in zip(ipu.tiles, tiles[k * TILES_PER_IPU :]))
     for r, replica in enumerate(comp.replicas):
         assert replica.replicaId == r
         assert [i.id for i in replica.ipus] == [2 * r, 2 * r + 1]
-        assert [t for i in replica.ipus for t in i.tiles] == tiles[r * TILES:(r + 1) * TILES]
+        assert [t for i in replica.ipus for t in i.tiles] == tiles[r * TILES : (r + 1) * TILES]
     assert repr(comp.ipus[2]) == "<IPU 2 Ipu2, tiles 8..11, replica 1>"
     assert repr(comp.replicas[1]) == "<Replica 1: IPUs 2..3>"
     assert repr(tiles[5]) == "<Tile 5 (IPU 1, tile 1)>"
@@ -208,8 +295,9 @@ def test_tile_members(comp):
 
 def test_memory_per_tile_and_replicas_share_it(comp, model):
     for tile in comp.tiles:
-        (t, total, total_gaps, inter, inter_gaps, non, non_gaps, over, over_gaps, always, not_always) = \
+        (t, total, total_gaps, inter, inter_gaps, non, non_gaps, over, over_gaps, always, not_always) = (
             model.memory_rows[tile.tileId % TILES]
+        )
         m = tile.memory
         assert (m.total.excludingGaps, m.total.includingGaps) == (total, total_gaps)
         assert (m.interleaved.excludingGaps, m.interleaved.includingGaps) == (inter, inter_gaps)
@@ -226,7 +314,7 @@ def test_categories_every_category(comp, model):
         categories = comp.tiles[tile].memory.category
         for index, name in enumerate(CATEGORY_NAMES):
             cat = getattr(categories, name)
-            v = model.categories[tile % TILES, 6 * index:6 * index + 6].tolist()
+            v = model.categories[tile % TILES, 6 * index : 6 * index + 6].tolist()
             assert (cat.interleaved.nonOverlapped, cat.interleaved.overlapped) == (v[0], v[1])
             assert (cat.nonInterleaved.nonOverlapped, cat.nonInterleaved.overlapped) == (v[2], v[3])
             assert (cat.overflowed.nonOverlapped, cat.overflowed.overlapped) == (v[4], v[5])
@@ -255,10 +343,23 @@ def test_memory_absent_is_zero(minimal):
 
 def test_vertex_memory(comp, model):
     for tile in (0, 4, 8 + 4):
-        got = [(v.type.name, v.codeBytes, v.copyPtrBytes, v.descriptorBytes, v.edgePtrBytes, v.paddingBytes,
-                v.vertexDataBytes) for v in comp.tiles[tile].memory.vertices]
-        expected = [(VERTEX_TYPES[vt][1], code, copy, desc, edge, pad, data)
-                    for t, vt, code, copy, desc, edge, pad, data in model.vertex_memory if t == tile % TILES]
+        got = [
+            (
+                v.type.name,
+                v.codeBytes,
+                v.copyPtrBytes,
+                v.descriptorBytes,
+                v.edgePtrBytes,
+                v.paddingBytes,
+                v.vertexDataBytes,
+            )
+            for v in comp.tiles[tile].memory.vertices
+        ]
+        expected = [
+            (VERTEX_TYPES[vt][1], code, copy, desc, edge, pad, data)
+            for t, vt, code, copy, desc, edge, pad, data in model.vertex_memory
+            if t == tile % TILES
+        ]
         assert got == expected and got
 
 
@@ -334,9 +435,15 @@ def test_compute_set_without_estimates_is_empty(tmp_path):
 
 
 def test_memory_array_matches_objects(comp):
-    for field in ("total.includingGaps", "total.excludingGaps", "interleaved.includingGaps",
-                  "nonInterleaved.excludingGaps", "overflowed.includingGaps", "alwaysLiveBytes",
-                  "notAlwaysLiveBytes"):
+    for field in (
+        "total.includingGaps",
+        "total.excludingGaps",
+        "interleaved.includingGaps",
+        "nonInterleaved.excludingGaps",
+        "overflowed.includingGaps",
+        "alwaysLiveBytes",
+        "notAlwaysLiveBytes",
+    ):
         expected = []
         for tile in comp.tiles:
             value = tile.memory
@@ -373,7 +480,8 @@ def test_vertex_count_arrays(comp, model):
         assert comp.computeSets[cs].vertexCountArray().tolist() == per_cs[cs].tolist()
     assert comp.vertexCountArray().tolist() == (sum(per_cs).tolist()) * 2
     assert comp.vertexCountArray().tolist() == [
-        sum(v.countByTile[t % TILES] for cs in comp.computeSets for v in cs.vertices) for t in range(16)]
+        sum(v.countByTile[t % TILES] for cs in comp.computeSets for v in cs.vertices) for t in range(16)
+    ]
 
 
 def test_numpy_arrays_from_lists(comp):

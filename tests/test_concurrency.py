@@ -45,14 +45,24 @@ def test_readers_see_the_old_or_the_new_report_never_a_mix(tmp_path):
     report.parent.mkdir()
     concurrency_worker.write_version(str(report), 0)
     stop = tmp_path / "stop"
-    readers = [subprocess.Popen([sys.executable, str(WORKER), "read", str(report), str(stop)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(READERS)]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "read", str(report), str(stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(READERS)
+    ]
     try:
         time.sleep(1.0)  # let every reader start reading
         start = time.monotonic()
-        writer = subprocess.run([sys.executable, str(WORKER), "write", str(report), str(WRITES)],
-                                capture_output=True, text=True, timeout=600)
+        writer = subprocess.run(
+            [sys.executable, str(WORKER), "write", str(report), str(WRITES)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         writing = time.monotonic() - start
         assert writer.returncode == 0, writer.stderr
     finally:
@@ -72,9 +82,11 @@ def test_readers_see_the_old_or_the_new_report_never_a_mix(tmp_path):
     assert not unknown, f"{len(unknown)} read(s) saw a report that is none of the versions written"
     iterations = sum(r["iterations"] for r in results)
     spanning = sum(r["spanning"] for r in results)
-    print(f"\n{READERS} readers, {iterations} complete reads ({min(r['iterations'] for r in results)} to "
-          f"{max(r['iterations'] for r in results)} each) while {WRITES} reports were written in {writing:.1f} s; "
-          f"{spanning} reads spanned a replacement; versions seen: {sorted(expected[d] for d in seen)}")
+    print(
+        f"\n{READERS} readers, {iterations} complete reads ({min(r['iterations'] for r in results)} to "
+        f"{max(r['iterations'] for r in results)} each) while {WRITES} reports were written in {writing:.1f} s; "
+        f"{spanning} reads spanned a replacement; versions seen: {sorted(expected[d] for d in seen)}"
+    )
     assert all(r["iterations"] >= 3 for r in results)
     assert len(seen) >= 3, "the readers should have seen several versions"
     assert spanning > 0, "some reads should have held the file while it was replaced"

@@ -27,8 +27,14 @@ def test_convert_legacy_pair_then_export_every_format(tmp_path, capsys):
     code, out, err = _run(["convert", g, x, "-o", str(tmp_path / "p.pop"), "--no-progress"], capsys)
     assert code == 0 and err == ""
     assert out.startswith(f"wrote {tmp_path / 'p.pop'} from a legacy Poplar graph profile (v1) in JSON")
-    for fmt, name in (("parquet", "pq"), ("hdf5", "m.h5"), ("csv", "csv"), ("chrome-trace", "t.json"),
-                      ("legacy-json", "legacy.json"), ("legacy-cbor", "legacy")):
+    for fmt, name in (
+        ("parquet", "pq"),
+        ("hdf5", "m.h5"),
+        ("csv", "csv"),
+        ("chrome-trace", "t.json"),
+        ("legacy-json", "legacy.json"),
+        ("legacy-cbor", "legacy"),
+    ):
         code, out, err = _run(["export", str(tmp_path / "p.pop"), "--format", fmt, "-o", str(tmp_path / name)], capsys)
         assert code == 0, err
         assert os.path.exists(tmp_path / name)
@@ -40,17 +46,24 @@ def test_convert_reports_warnings_and_json(tmp_path, capsys):
     code, out, err = _run(["convert", source, "-o", str(tmp_path / "p.pop"), "--json"], capsys)
     assert code == 0
     result = json.loads(out)
-    assert result["unknown_keys"] == 1 and result["warnings"] == ["1 unknown key(s) kept in table extras, e.g. $.target.extra"]
+    assert result["unknown_keys"] == 1 and result["warnings"] == [
+        "1 unknown key(s) kept in table extras, e.g. $.target.extra"
+    ]
 
 
-@pytest.mark.parametrize("content, expected", [
-    (b"", "an empty file"),
-    (b"\x00\x01\x02binary", "binary data"),
-    (b'{"target": {"numIPUs": 1, "tilesPerIPU": 2}, "memory": {"byTile": {"total": [1]}}}',
-     "$.memory.byTile.total: expected 2 values (one per tile), found 1"),
-    (b'{"target": {"numIPUs": 1, "tilesPerIPU": 2', "unexpected end of input"),
-    (b'{"format": "experimental"}', "a Poplar v2 'experimental' profile"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b"", "an empty file"),
+        (b"\x00\x01\x02binary", "binary data"),
+        (
+            b'{"target": {"numIPUs": 1, "tilesPerIPU": 2}, "memory": {"byTile": {"total": [1]}}}',
+            "$.memory.byTile.total: expected 2 values (one per tile), found 1",
+        ),
+        (b'{"target": {"numIPUs": 1, "tilesPerIPU": 2', "unexpected end of input"),
+        (b'{"format": "experimental"}', "a Poplar v2 'experimental' profile"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, content, expected):
     source = tmp_path / "in.json"
     source.write_bytes(content)
@@ -75,16 +88,19 @@ def test_export_bad_report_exits_2(tmp_path, capsys):
     assert code == 2 and err.startswith("pva export: error: ") and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("content, kind", [
-    (b'{"graphProfile": {}, "executionProfile": {}}', InputKind.LEGACY_COMBINED),
-    (b'{"computeSets": {"names": []}, "target": {}}', InputKind.LEGACY_GRAPH),
-    (b'{"profilerMode": "NONE"}', InputKind.LEGACY_EXECUTION),
-    (b'[{"ph": "X", "name": "a", "ts": 0, "dur": 1}]', InputKind.CHROME_TRACE),
-    (b'{"schemaVersion": 1, "deviceProperties": [], "traceEvents": []}', InputKind.CHROME_TRACE),
-    (b"Estimated Overall Performance\n-----\nSamples/s:  1.0\n", InputKind.CEREBRAS_COMPILE_REPORT),
-    (b"Target:\n  Number of IPUs:         1\n  Tiles per IPU:          1,216\n", InputKind.POPLAR_TEXT_SUMMARY),
-    (b'{"version": "v2", "profile": []}', InputKind.LEGACY_V2),
-])
+@pytest.mark.parametrize(
+    "content, kind",
+    [
+        (b'{"graphProfile": {}, "executionProfile": {}}', InputKind.LEGACY_COMBINED),
+        (b'{"computeSets": {"names": []}, "target": {}}', InputKind.LEGACY_GRAPH),
+        (b'{"profilerMode": "NONE"}', InputKind.LEGACY_EXECUTION),
+        (b'[{"ph": "X", "name": "a", "ts": 0, "dur": 1}]', InputKind.CHROME_TRACE),
+        (b'{"schemaVersion": 1, "deviceProperties": [], "traceEvents": []}', InputKind.CHROME_TRACE),
+        (b"Estimated Overall Performance\n-----\nSamples/s:  1.0\n", InputKind.CEREBRAS_COMPILE_REPORT),
+        (b"Target:\n  Number of IPUs:         1\n  Tiles per IPU:          1,216\n", InputKind.POPLAR_TEXT_SUMMARY),
+        (b'{"version": "v2", "profile": []}', InputKind.LEGACY_V2),
+    ],
+)
 def test_input_kinds_are_detected(tmp_path, content, kind):
     path = tmp_path / "input"
     path.write_bytes(content)
@@ -100,8 +116,11 @@ def test_cbor_detection_and_graph_keys_after_a_long_first_section(tmp_path):
 
 def test_progress_bar_draws_on_request(tmp_path):
     source = write_json(tmp_path / "g.json", complete_graph_profile())
-    result = subprocess.run([sys.executable, "-m", "pva", "convert", source, "-o", str(tmp_path / "p.pop"),
-                             "--progress"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pva", "convert", source, "-o", str(tmp_path / "p.pop"), "--progress"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "p.pop").exists()
 
@@ -118,8 +137,9 @@ def test_simulated_report_through_the_cli(tmp_path, capsys):
     assert code == 0, err
     code, _out, err = _run(["convert", str(tmp_path / "legacy.json"), "-o", str(tmp_path / "again.pop")], capsys)
     assert code == 0, err
-    code, _out, err = _run(["export", str(tmp_path / "again.pop"), "-f", "legacy-json", "-o",
-                            str(tmp_path / "again.json")], capsys)
+    code, _out, err = _run(
+        ["export", str(tmp_path / "again.pop"), "-f", "legacy-json", "-o", str(tmp_path / "again.json")], capsys
+    )
     assert code == 0, err
     from formats.legacy.equivalence import differences
 
@@ -132,8 +152,9 @@ def test_simulated_report_through_the_cli(tmp_path, capsys):
         from formats.cerebras import read_compile_report
 
         estimate = read_compile_report(tmp_path / "sim" / "compile_report.txt")
-        code, _out, err = _run(["convert", str(tmp_path / "sim" / "compile_report.txt"), "-o",
-                                str(tmp_path / "cs.pop")], capsys)
+        code, _out, err = _run(
+            ["convert", str(tmp_path / "sim" / "compile_report.txt"), "-o", str(tmp_path / "cs.pop")], capsys
+        )
         assert code == 0, err
         import pva
 

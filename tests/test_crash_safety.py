@@ -61,10 +61,32 @@ EXPORTS = {  # format -> (output name, kind)
     "legacy-json": ("legacy.json", "file"),
     "legacy-cbor": ("legacy-cbor", "dir"),
 }
-SIMULATE = ["simulate", "--preset", "mnist-mlp", "--tiles-per-ipu", "64", "--no-progress",
-            "--timestamp", "2024-01-02T03:04:05Z"]
-SIMULATE_OLD = ["simulate", "--preset", "mnist-mlp", "--tiles-per-ipu", "64", "--no-progress", "--hidden", "64",
-                "--steps", "2", "--runs", "1", "--timestamp", "2023-05-06T07:08:09Z"]
+SIMULATE = [
+    "simulate",
+    "--preset",
+    "mnist-mlp",
+    "--tiles-per-ipu",
+    "64",
+    "--no-progress",
+    "--timestamp",
+    "2024-01-02T03:04:05Z",
+]
+SIMULATE_OLD = [
+    "simulate",
+    "--preset",
+    "mnist-mlp",
+    "--tiles-per-ipu",
+    "64",
+    "--no-progress",
+    "--hidden",
+    "64",
+    "--steps",
+    "2",
+    "--runs",
+    "1",
+    "--timestamp",
+    "2023-05-06T07:08:09Z",
+]
 
 
 def _pva(*args) -> list[str]:
@@ -109,8 +131,9 @@ def _content_fingerprint(path: pathlib.Path) -> str:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         for table in tables:
             digest.update(table.encode())
-            rows = sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{table}"')
-                          if (table, row[0]) not in VARYING)
+            rows = sorted(
+                repr(row) for row in conn.execute(f'SELECT * FROM "{table}"') if (table, row[0]) not in VARYING
+            )
             digest.update("\n".join(rows).encode())
     finally:
         conn.close()
@@ -187,8 +210,18 @@ def _verify_trace(path: pathlib.Path) -> None:
 class Job:
     """One command writing `name` in a directory, with its older and newer outputs to compare against."""
 
-    def __init__(self, label: str, name: str, kind: str, argv, *, old: pathlib.Path | None, new: pathlib.Path,
-                 fmt: str = "", by_content: bool = False) -> None:
+    def __init__(
+        self,
+        label: str,
+        name: str,
+        kind: str,
+        argv,
+        *,
+        old: pathlib.Path | None,
+        new: pathlib.Path,
+        fmt: str = "",
+        by_content: bool = False,
+    ) -> None:
         self.label, self.name, self.kind, self.argv = label, name, kind, argv
         self.old, self.new, self.fmt, self.by_content = old, new, fmt, by_content
         self.old_tree = _tree(old) if old is not None else None
@@ -209,7 +242,11 @@ class Job:
     def patterns(kind: str, name: str) -> list[re.Pattern]:
         """Names the temporary files of a writer of `name` may have."""
         if kind == "simulate":
-            return [_temporary("profile.pop"), _temporary("debug.cbor"), re.compile(r"^\..*\.pvti\.[A-Za-z0-9_.]+\.tmp$")]
+            return [
+                _temporary("profile.pop"),
+                _temporary("debug.cbor"),
+                re.compile(r"^\..*\.pvti\.[A-Za-z0-9_.]+\.tmp$"),
+            ]
         return [_temporary(name)]
 
 
@@ -251,8 +288,13 @@ def _simulation_state(job: Job, target: pathlib.Path, with_old: bool) -> str:
         assert not with_old, f"{job.label}: the previous report directory disappeared"
         return "absent"
     names = sorted(os.listdir(target))
-    strays = [n for n in names if n not in ("profile.pop", "debug.cbor") and not n.endswith(".pvti")
-              and not any(p.match(n) for p in job.temporaries())]
+    strays = [
+        n
+        for n in names
+        if n not in ("profile.pop", "debug.cbor")
+        and not n.endswith(".pvti")
+        and not any(p.match(n) for p in job.temporaries())
+    ]
     assert not strays, f"{job.label}: unexpected files in the report directory: {strays}"
     for trace in target.glob("*.pvti"):
         _verify_trace(trace)
@@ -261,12 +303,16 @@ def _simulation_state(job: Job, target: pathlib.Path, with_old: bool) -> str:
     if pair == old:
         return "old" if with_old else "absent"
     # the report records its directory, so a new one is identified by its content
-    if (pair[0] is not None and pair[1] == job.new_tree["debug.cbor"]
-            and _content_fingerprint(target / "profile.pop") == job.new_fingerprint):
+    if (
+        pair[0] is not None
+        and pair[1] == job.new_tree["debug.cbor"]
+        and _content_fingerprint(target / "profile.pop") == job.new_fingerprint
+    ):
         _verify_report(target / "profile.pop")
         return "new"
-    raise AssertionError(f"{job.label}: profile.pop and debug.cbor are not one complete run: {pair}, "
-                         f"expected {old} or a new run")
+    raise AssertionError(
+        f"{job.label}: profile.pop and debug.cbor are not one complete run: {pair}, expected {old} or a new run"
+    )
 
 
 def _measure(argv: list[str], directory: pathlib.Path, patterns: list[re.Pattern], nested: str | None) -> tuple:
@@ -311,8 +357,9 @@ def _watch_for_temporaries(job: Job, directory: pathlib.Path, proc: subprocess.P
 
 def _kill_point(job: Job, directory: pathlib.Path, mode: str, fraction: float, with_old: bool) -> dict:
     _install_old(job, directory, with_old)
-    proc = subprocess.Popen(job.command(directory / job.name), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        job.command(directory / job.name), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         if mode == "write":
             _watch_for_temporaries(job, directory, proc)
@@ -331,8 +378,14 @@ def _kill_point(job: Job, directory: pathlib.Path, mode: str, fraction: float, w
             proc.kill()
             proc.wait()
     state = _state(job, directory, with_old)
-    return {"job": job.label, "mode": mode, "killed": not finished, "writing": writing and not finished,
-            "with_old": with_old, "state": state}
+    return {
+        "job": job.label,
+        "mode": mode,
+        "killed": not finished,
+        "writing": writing and not finished,
+        "with_old": with_old,
+        "state": state,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -341,21 +394,40 @@ def jobs(tmp_path_factory, simulated, sample) -> list[Job]:
     base = tmp_path_factory.mktemp("crash")
     # convert: a legacy JSON profile over an older conversion of another profile
     graph = legacy_builders.complete_graph_profile(num_ipus=2, tiles_per_ipu=64, seed=3)
-    source = legacy_builders.write_json(base / "legacy.json", {
-        "graphProfile": graph, "executionProfile": legacy_builders.execution_profile(graph, "COMPUTE_SETS")})
+    source = legacy_builders.write_json(
+        base / "legacy.json",
+        {"graphProfile": graph, "executionProfile": legacy_builders.execution_profile(graph, "COMPUTE_SETS")},
+    )
     other = legacy_builders.complete_graph_profile(num_ipus=1, tiles_per_ipu=8, seed=5)
-    other_source = legacy_builders.write_json(base / "other.json", {
-        "graphProfile": other, "executionProfile": legacy_builders.execution_profile(other, "COMPUTE_SETS")})
+    other_source = legacy_builders.write_json(
+        base / "other.json",
+        {"graphProfile": other, "executionProfile": legacy_builders.execution_profile(other, "COMPUTE_SETS")},
+    )
     report = simulated / "profile.pop"
     # (label, target name, kind, command writing a target, command writing the older output, format)
-    specs = [("simulate", "run", "simulate", lambda t: _pva(*SIMULATE, "-o", t), lambda t: _pva(*SIMULATE_OLD, "-o", t),
-              ""),
-             ("convert", "profile.pop", "file", lambda t: _pva("convert", source, "-o", t, "--no-progress"),
-              lambda t: _pva("convert", other_source, "-o", t, "--no-progress"), "")]
+    specs = [
+        ("simulate", "run", "simulate", lambda t: _pva(*SIMULATE, "-o", t), lambda t: _pva(*SIMULATE_OLD, "-o", t), ""),
+        (
+            "convert",
+            "profile.pop",
+            "file",
+            lambda t: _pva("convert", source, "-o", t, "--no-progress"),
+            lambda t: _pva("convert", other_source, "-o", t, "--no-progress"),
+            "",
+        ),
+    ]
     # export: the simulated report, over an older export of the sample report
-    specs += [(f"export {fmt}", name, kind, lambda t, fmt=fmt: _pva("export", report, "--format", fmt, "-o", t),
-               lambda t, fmt=fmt: _pva("export", sample.path, "--format", fmt, "-o", t), fmt)
-              for fmt, (name, kind) in EXPORTS.items()]
+    specs += [
+        (
+            f"export {fmt}",
+            name,
+            kind,
+            lambda t, fmt=fmt: _pva("export", report, "--format", fmt, "-o", t),
+            lambda t, fmt=fmt: _pva("export", sample.path, "--format", fmt, "-o", t),
+            fmt,
+        )
+        for fmt, (name, kind) in EXPORTS.items()
+    ]
 
     def prepare(spec):
         label, name, kind, argv, old_argv, fmt = spec
@@ -414,9 +486,11 @@ def test_killed_writers_leave_the_old_output_or_the_complete_new_one(jobs, tmp_p
     for r in results:
         key = (r["job"], r["state"])
         summary[key] = summary.get(key, 0) + 1
-    print(f"\n{len(results)} kill points: {len(killed)} killed ({len(writing)} while a temporary file existed), "
-          f"{len(results) - len(killed)} finished first; outcomes: "
-          + ", ".join(f"{job} {state}: {n}" for (job, state), n in sorted(summary.items())))
+    print(
+        f"\n{len(results)} kill points: {len(killed)} killed ({len(writing)} while a temporary file existed), "
+        f"{len(results) - len(killed)} finished first; outcomes: "
+        + ", ".join(f"{job} {state}: {n}" for (job, state), n in sorted(summary.items()))
+    )
     for job in jobs:
         print(f"  {job.label}: runtime {job.runtime:.2f} s, writing for {job.write_window:.2f} s")
     # the kill points must exercise the writers, not only start-up (timing varies with the machine's load)

@@ -43,8 +43,9 @@ def _sqlite(path, sql):
 def fleet(sample, compile_only, tmp_path):
     """Three reports: the sample (sdk=1), the sample with every step 25% slower (sdk=2), and one without execution."""
     base = _copy(sample.path, tmp_path / "runs" / "a" / "profile.pop")
-    slower = _copy(sample.path, tmp_path / "runs" / "b" / "profile.pop",
-                   "UPDATE steps_by_ipu SET cycles = cycles * 5 / 4;")
+    slower = _copy(
+        sample.path, tmp_path / "runs" / "b" / "profile.pop", "UPDATE steps_by_ipu SET cycles = cycles * 5 / 4;"
+    )
     compiled = _copy(compile_only.path, tmp_path / "runs" / "c" / "profile.pop")
     data = tmp_path / "fleet"
     assert main(["dataset", "add", str(data), base, "--label", "sdk=1", "--no-progress"]) == 0
@@ -68,8 +69,9 @@ def test_layout_report_ids_and_the_reports_table(fleet, sample, capsys):
     assert pq.read_schema(part).names == list(fds.base_schemas()["steps"].names)
     # the compile-only report has no steps: no partition is written for it
     assert not os.path.exists(os.path.join(root, "steps", f"report_id={_rid(fleet['compiled'])}"))
-    reports = pva.dataset.query(root, "SELECT report_id, path, producer, format_version, num_tiles, labels "
-                                      "FROM reports ORDER BY report_id").to_pylist()
+    reports = pva.dataset.query(
+        root, "SELECT report_id, path, producer, format_version, num_tiles, labels FROM reports ORDER BY report_id"
+    ).to_pylist()
     assert [r["report_id"] for r in reports] == ids
     by_id = {r["report_id"]: r for r in reports}
     assert by_id[_rid(fleet["base"])]["path"] == os.path.abspath(fleet["base"])
@@ -81,16 +83,22 @@ def test_layout_report_ids_and_the_reports_table(fleet, sample, capsys):
 
 def test_rows_equal_the_reports(fleet, sample):
     root = fleet["dir"]
-    got = pva.dataset.query(root, "SELECT report_id, tile, total_including_gaps FROM memory_by_tile "
-                                  "ORDER BY report_id, tile").to_pylist()
+    got = pva.dataset.query(
+        root, "SELECT report_id, tile, total_including_gaps FROM memory_by_tile ORDER BY report_id, tile"
+    ).to_pylist()
     expected = []
     for key in ("base", "slower", "compiled"):
-        expected += [{"report_id": _rid(fleet[key]), "tile": t, "total_including_gaps": v}
-                     for t, v in _sqlite(fleet[key], "SELECT tile, total_including_gaps FROM memory_by_tile")]
+        expected += [
+            {"report_id": _rid(fleet[key]), "tile": t, "total_including_gaps": v}
+            for t, v in _sqlite(fleet[key], "SELECT tile, total_including_gaps FROM memory_by_tile")
+        ]
     assert got == sorted(expected, key=lambda r: (r["report_id"], r["tile"]))
     # a per-tile matrix: one row per matrix row, one value per tile
-    rows = pva.dataset.query(root, f"SELECT row_index, cells FROM step_cycles_by_tile "
-                                   f"WHERE report_id = '{_rid(fleet['base'])}' ORDER BY row_index").to_pylist()
+    rows = pva.dataset.query(
+        root,
+        f"SELECT row_index, cells FROM step_cycles_by_tile "
+        f"WHERE report_id = '{_rid(fleet['base'])}' ORDER BY row_index",
+    ).to_pylist()
     matrix = sample.matrix("step_cycles_by_tile")
     assert [r["row_index"] for r in rows] == list(range(matrix.shape[0]))
     assert np.array_equal(np.array([r["cells"] for r in rows], dtype=np.uint64), matrix)
@@ -98,8 +106,9 @@ def test_rows_equal_the_reports(fleet, sample):
 
 def test_adding_again_is_a_no_op(fleet, capsys):
     capsys.readouterr()
-    assert main(["dataset", "add", fleet["dir"], "--from", os.path.dirname(os.path.dirname(fleet["base"])),
-                 "--json"]) == 0
+    assert (
+        main(["dataset", "add", fleet["dir"], "--from", os.path.dirname(os.path.dirname(fleet["base"])), "--json"]) == 0
+    )
     outcome = json.loads(capsys.readouterr().out)
     assert (outcome["added"], outcome["present"], outcome["skipped"]) == (0, 3, 0)
     assert len(fds.committed_reports(fleet["dir"])) == 3
@@ -113,8 +122,7 @@ def test_bad_input_is_skipped_and_listed(sample, tmp_path, capsys):
     with open(sample.path, "rb") as handle:
         truncated.write_bytes(handle.read()[:20000])
     data = tmp_path / "fleet"
-    assert main(["dataset", "add", str(data), str(notes), sample.path, damaged, str(truncated),
-                 "--json"]) == 1
+    assert main(["dataset", "add", str(data), str(notes), sample.path, damaged, str(truncated), "--json"]) == 1
     outcome = json.loads(capsys.readouterr().out)
     status = {os.path.basename(r["path"]): (r["status"], r.get("reason", "")) for r in outcome["reports"]}
     assert status["profile.pop"] == ("added", "")
@@ -162,7 +170,8 @@ def test_an_interrupted_add_leaves_whole_reports(sample, tmp_path, monkeypatch):
     # four of its partitions are in place, but readers see only the committed report
     assert sum(os.path.isdir(os.path.join(data, t, f"report_id={_rid(second)}")) for t in os.listdir(data)) == 4
     assert pva.dataset.query(data, "SELECT DISTINCT report_id FROM steps").to_pylist() == [
-        {"report_id": _rid(sample.path)}]
+        {"report_id": _rid(sample.path)}
+    ]
     # the next add removes what was left and adds the report whole
     [outcome] = pva.dataset.add_reports(data, [second])
     assert outcome.status == "added"
@@ -174,24 +183,33 @@ def test_an_interrupted_add_leaves_whole_reports(sample, tmp_path, monkeypatch):
 def test_schema_evolves_with_nulls_in_older_partitions(sample, tmp_path):
     data = str(tmp_path / "fleet")
     pva.dataset.add_reports(data, [sample.path])
-    newer = _copy(sample.path, tmp_path / "newer.pop",
-                  "ALTER TABLE steps ADD COLUMN energy_nj INTEGER; UPDATE steps SET energy_nj = id * 10;")
+    newer = _copy(
+        sample.path,
+        tmp_path / "newer.pop",
+        "ALTER TABLE steps ADD COLUMN energy_nj INTEGER; UPDATE steps SET energy_nj = id * 10;",
+    )
     [outcome] = pva.dataset.add_reports(data, [newer])
     assert outcome.status == "added"
     with open(os.path.join(data, fds.MANIFEST)) as handle:
         manifest = json.load(handle)
     columns = [c[0] for c in manifest["tables"]["steps"]["columns"]]
     assert columns[-1] == "energy_nj" and columns[:-1] == list(fds.base_schemas()["steps"].names)
-    rows = pva.dataset.query(data, "SELECT report_id, count(*) AS steps, count(energy_nj) AS measured, "
-                                   "sum(energy_nj) AS energy FROM steps GROUP BY report_id ORDER BY steps").to_pylist()
+    rows = pva.dataset.query(
+        data,
+        "SELECT report_id, count(*) AS steps, count(energy_nj) AS measured, "
+        "sum(energy_nj) AS energy FROM steps GROUP BY report_id ORDER BY steps",
+    ).to_pylist()
     steps = len(sample.rows("steps"))
     by_id = {r["report_id"]: r for r in rows}
     assert by_id[_rid(sample.path)] == {"report_id": _rid(sample.path), "steps": steps, "measured": 0, "energy": None}
     assert by_id[_rid(newer)]["measured"] == steps
     assert by_id[_rid(newer)]["energy"] == 10 * sum(range(steps))
     # a column never changes type: a report where it holds text is skipped, nothing of it written
-    other = _copy(sample.path, tmp_path / "other.pop",
-                  "ALTER TABLE steps ADD COLUMN energy_nj TEXT; UPDATE steps SET energy_nj = 'high';")
+    other = _copy(
+        sample.path,
+        tmp_path / "other.pop",
+        "ALTER TABLE steps ADD COLUMN energy_nj TEXT; UPDATE steps SET energy_nj = 'high';",
+    )
     [skipped] = pva.dataset.add_reports(data, [other])
     assert skipped.status == "skipped" and "column 'energy_nj' is string in this report but int64" in skipped.reason
     assert len(fds.committed_reports(data)) == 2
@@ -207,9 +225,14 @@ def test_trend_and_regressions(fleet, capsys):
     base_total = _sqlite(fleet["base"], "SELECT sum(total) FROM cycle_totals")[0][0]
     assert trend[0]["value"] == base_total
     per_cs = pva.dataset.trend(root, "compute_set_cycles", by="sdk").to_pylist()
-    expected = dict(_sqlite(fleet["base"], "SELECT cs.name, sum(b.cycles) FROM steps s JOIN steps_by_ipu b "
-                                           "ON b.step_id = s.id JOIN compute_sets cs ON cs.compute_set = s.compute_set "
-                                           "GROUP BY cs.name"))
+    expected = dict(
+        _sqlite(
+            fleet["base"],
+            "SELECT cs.name, sum(b.cycles) FROM steps s JOIN steps_by_ipu b "
+            "ON b.step_id = s.id JOIN compute_sets cs ON cs.compute_set = s.compute_set "
+            "GROUP BY cs.name",
+        )
+    )
     assert {r["key"]: r["value"] for r in per_cs if r["by_value"] == "1"} == expected
     table = pva.dataset.regressions(root, "sdk=1", "sdk=2", threshold=0.1).to_pylist()
     assert {r["key"] for r in table} == set(expected)
@@ -238,8 +261,20 @@ def test_query_limits(fleet, capsys):
     assert "time limit of 0.5 s" in capsys.readouterr().err
     assert main(["query", root, "SELECT list(range) FROM range(200000000)", "--memory-limit", "64MB"]) == 2
     assert "memory limit of 64MB" in capsys.readouterr().err
-    assert main(["query", root, ("SELECT current_setting('autoinstall_known_extensions') AS i, "
-                                "current_setting('autoload_known_extensions') AS l"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                root,
+                (
+                    "SELECT current_setting('autoinstall_known_extensions') AS i, "
+                    "current_setting('autoload_known_extensions') AS l"
+                ),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == [{"i": False, "l": False}]
     # files of the dataset are readable through its tables only; nothing outside it at all
     assert main(["query", root, "SELECT * FROM read_csv('/etc/hostname')"]) == 2
@@ -255,8 +290,17 @@ def test_query_streams_csv(fleet, capsys):
 def test_loose_reports_suggest_a_dataset(sample, tmp_path, capsys):
     for i in range(20):
         _copy(sample.path, tmp_path / "runs" / f"r{i:02}" / "profile.pop")
-    assert main(["query", str(tmp_path / "runs"), ("SELECT count(DISTINCT report) AS n, count(*) AS rows "
-                                                  "FROM steps"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                str(tmp_path / "runs"),
+                ("SELECT count(DISTINCT report) AS n, count(*) AS rows FROM steps"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert json.loads(captured.out) == [{"n": 20, "rows": 20 * len(sample.rows("steps"))}]
     assert "note: read 20 reports" in captured.err and "pva dataset add DATASET --from" in captured.err
@@ -280,6 +324,11 @@ def test_a_full_disk_stops_the_add_with_exit_2(sample, compile_only, tmp_path, m
     assert main(["dataset", "add", str(data), compile_only.path]) == 2
     assert "cannot write the dataset (no space left on device)" in capsys.readouterr().err
     assert fds.committed_reports(data) == [_rid(sample.path)]
-    assert not [n for t in os.listdir(data) if os.path.isdir(data / t) and t != fds.STAGING
-                for n in os.listdir(data / t) if _rid(compile_only.path) in n]
+    assert not [
+        n
+        for t in os.listdir(data)
+        if os.path.isdir(data / t) and t != fds.STAGING
+        for n in os.listdir(data / t)
+        if _rid(compile_only.path) in n
+    ]
     assert not [n for t in os.listdir(data / fds.STAGING) for n in os.listdir(data / fds.STAGING / t)]

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slow
 
 
 def _java() -> str | None:
-    java = shutil.which("java") or (os.path.join(os.environ["JAVA_HOME"], "bin", "java")
-                                    if os.environ.get("JAVA_HOME") else None)
+    java = shutil.which("java") or (
+        os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else None
+    )
     if not java or not os.path.exists(java):
         return None
     try:
@@ -34,9 +35,14 @@ def spark():
         pytest.skip("no Java runtime: install Debian's default-jre-headless (.ci/run does) to run Spark")
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("pva-fleet-test")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-               .config("spark.driver.memory", "1g").getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pva-fleet-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -58,13 +64,23 @@ def fleet(sample, compile_only, tmp_path_factory, spark):
     root = tmp_path_factory.mktemp("spark-fleet")
     data = str(root / "fleet")
     groups = {
-        "sdk=1": [_copy(sample.path, root / "a.pop"),
-                  _copy(sample.path, root / "b.pop", "UPDATE steps_by_ipu SET cycles = cycles + 7;")],
-        "sdk=2": [_copy(sample.path, root / "c.pop",
-                        "UPDATE steps_by_ipu SET cycles = cycles * 3 / 2 WHERE step_id % 2 = 0;"
-                        "UPDATE memory_by_tile SET overflowed_including_gaps = 96 WHERE tile < 3;"),
-                  _copy(compile_only.path, root / "d.pop",
-                        "UPDATE memory_by_tile SET overflowed_including_gaps = 8 WHERE tile = 5;")],
+        "sdk=1": [
+            _copy(sample.path, root / "a.pop"),
+            _copy(sample.path, root / "b.pop", "UPDATE steps_by_ipu SET cycles = cycles + 7;"),
+        ],
+        "sdk=2": [
+            _copy(
+                sample.path,
+                root / "c.pop",
+                "UPDATE steps_by_ipu SET cycles = cycles * 3 / 2 WHERE step_id % 2 = 0;"
+                "UPDATE memory_by_tile SET overflowed_including_gaps = 96 WHERE tile < 3;",
+            ),
+            _copy(
+                compile_only.path,
+                root / "d.pop",
+                "UPDATE memory_by_tile SET overflowed_including_gaps = 8 WHERE tile = 5;",
+            ),
+        ],
     }
     for label, paths in groups.items():
         outcomes = pva.dataset.add_reports(data, paths, labels=dict([label.split("=")]))
@@ -79,11 +95,13 @@ QUERIES = {
     "memory-overflow tiles per report": (
         "SELECT m.report_id, r.labels, m.tile, m.overflowed_including_gaps FROM memory_by_tile m "
         "JOIN reports r ON r.report_id = m.report_id WHERE m.overflowed_including_gaps > 0 "
-        "ORDER BY m.report_id, m.tile"),
+        "ORDER BY m.report_id, m.tile"
+    ),
     "overflow tiles trend": pva.dataset.trend_sql("overflow_tiles", by="sdk"),
     "top regressions between two labelled groups": pva.dataset.regressions_sql("sdk=1", "sdk=2", threshold=0.01),
     "per-tile matrix rows": (
-        "SELECT report_id, row_index, cells FROM step_cycles_by_tile ORDER BY report_id, row_index"),
+        "SELECT report_id, row_index, cells FROM step_cycles_by_tile ORDER BY report_id, row_index"
+    ),
 }
 
 

@@ -33,10 +33,15 @@ def test_round_trip(model):
     for context in model.contexts:
         record = records[context["id"]]
         assert (record.layer, record.name, list(record.parents), record.data) == (
-            context["layer"], context["name"], context["parents"], context["data"])
+            context["layer"],
+            context["name"],
+            context["parents"],
+            context["data"],
+        )
         location = context["location"]
-        assert record.location == (None if location is None else (location["fileName"], location["lineNumber"],
-                                                                   location["functionName"]))
+        assert record.location == (
+            None if location is None else (location["fileName"], location["lineNumber"], location["functionName"])
+        )
 
 
 def test_file_layout_is_documented_cbor(model):
@@ -44,34 +49,49 @@ def test_file_layout_is_documented_cbor(model):
         document = cbor2.load(handle)
     assert document["pva_debug_info"] == "1.0"
     second = document["contexts"][1]
-    assert second == {"id": 2, "layer": "popart", "name": "MatMul", "parentIds": [1],
-                      "location": {"fileName": "model.py", "lineNumber": 10, "functionName": "forward"},
-                      "op_name": "linear/MatMul", "op_type": "MatMul", "tensorId": "t1", "inputs": ["x", "w"]}
+    assert second == {
+        "id": 2,
+        "layer": "popart",
+        "name": "MatMul",
+        "parentIds": [1],
+        "location": {"fileName": "model.py", "lineNumber": 10, "functionName": "forward"},
+        "op_name": "linear/MatMul",
+        "op_type": "MatMul",
+        "tensorId": "t1",
+        "inputs": ["x", "w"],
+    }
 
 
 def test_writer_streams_an_iterable_and_counts(tmp_path):
     path = tmp_path / "debug.cbor"
-    count = write_debug_info(path, ({"id": i, "layer": "poplar", "name": f"c{i}", "parents": [i - 1] if i > 1 else []}
-                                    for i in range(1, 3001)))
+    count = write_debug_info(
+        path,
+        ({"id": i, "layer": "poplar", "name": f"c{i}", "parents": [i - 1] if i > 1 else []} for i in range(1, 3001)),
+    )
     assert count == 3000
     records = DebugInfoReader(path).records
     assert len(records) == 3000 and records[3000].parents == (2999,)
 
 
-@pytest.mark.parametrize("contexts, message", [
-    ([{"id": 0, "layer": "x", "name": ""}], "'id' must be an integer >= 1"),
-    ([{"id": 1, "layer": 5, "name": ""}], "'layer' must be a string"),
-    ([{"id": 1, "layer": "x", "name": "", "parents": [7]}], r"names parent\(s\) \[7\]"),
-    ([{"id": 1, "layer": "x", "name": ""}, {"id": 1, "layer": "y", "name": ""}], "context id 1 appears twice"),
-    ([{"id": 1, "layer": "x", "name": "", "parents": [2]}, {"id": 2, "layer": "x", "name": "", "parents": [1]}],
-     "its own ancestor"),
-    ([{"id": 1, "layer": "x", "name": "", "data": {"layer": "y"}}], "reserved"),
-    ([{"id": 1, "layer": "x", "name": "", "data": {"f": float("nan")}}], "finite number"),
-    ([{"id": 1, "layer": "x", "name": "", "data": {"f": object()}}], "JSON-able"),
-    ([{"id": 1, "layer": "x", "name": "", "location": {"lineNumber": -1}}], "lineNumber"),
-    ([{"id": 1, "layer": "x", "name": "", "colour": "red"}], r"unknown key\(s\) colour"),
-    (["not a dict"], "expected a dict"),
-])
+@pytest.mark.parametrize(
+    "contexts, message",
+    [
+        ([{"id": 0, "layer": "x", "name": ""}], "'id' must be an integer >= 1"),
+        ([{"id": 1, "layer": 5, "name": ""}], "'layer' must be a string"),
+        ([{"id": 1, "layer": "x", "name": "", "parents": [7]}], r"names parent\(s\) \[7\]"),
+        ([{"id": 1, "layer": "x", "name": ""}, {"id": 1, "layer": "y", "name": ""}], "context id 1 appears twice"),
+        (
+            [{"id": 1, "layer": "x", "name": "", "parents": [2]}, {"id": 2, "layer": "x", "name": "", "parents": [1]}],
+            "its own ancestor",
+        ),
+        ([{"id": 1, "layer": "x", "name": "", "data": {"layer": "y"}}], "reserved"),
+        ([{"id": 1, "layer": "x", "name": "", "data": {"f": float("nan")}}], "finite number"),
+        ([{"id": 1, "layer": "x", "name": "", "data": {"f": object()}}], "JSON-able"),
+        ([{"id": 1, "layer": "x", "name": "", "location": {"lineNumber": -1}}], "lineNumber"),
+        ([{"id": 1, "layer": "x", "name": "", "colour": "red"}], r"unknown key\(s\) colour"),
+        (["not a dict"], "expected a dict"),
+    ],
+)
 def test_writer_rejects_bad_contexts_and_writes_nothing(tmp_path, contexts, message):
     path = tmp_path / "debug.cbor"
     with pytest.raises(pva.InvalidInputError, match=message) as info:
@@ -89,20 +109,26 @@ def test_writer_keeps_the_previous_file_on_error(tmp_path):
     assert os.listdir(tmp_path) == ["debug.cbor"]
 
 
-@pytest.mark.parametrize("content, error, message", [
-    (b"", pva.NotAReportError, "empty file"),
-    (b'{"contexts": []}', pva.NotAReportError, "found a JSON document"),
-    (cbor2.dumps({"contexts": [{"id": 1}]})[:-3], pva.CorruptReportError, "damaged or truncated"),
-    (cbor2.dumps({"other": 1}), pva.NotAReportError, "a map without 'contexts'"),
-    (cbor2.dumps({"contexts": 5}), pva.NotAReportError, "'contexts' to be an array"),
-    (cbor2.dumps({"contexts": [{"id": "x"}]}), pva.NotAReportError, "integer 'id'"),
-    (cbor2.dumps({"contexts": [{"id": 1, "parentIds": [2]}]}), pva.InconsistentReportError, "names parent"),
-    (cbor2.dumps({"contexts": [{"id": 1}, {"id": 1}]}), pva.InconsistentReportError, "appears twice"),
-    (cbor2.dumps({"contexts": [{"id": 1, "parentIds": [2]}, {"id": 2, "parentIds": [1]}]}),
-     pva.InconsistentReportError, "its own ancestor"),
-    (cbor2.dumps({"pva_debug_info": "2.0", "contexts": []}), pva.UnsupportedVersionError, "newer than"),
-    (cbor2.dumps({"contexts": [{"id": 1, "location": {"lineNumber": "x"}}]}), pva.NotAReportError, "location"),
-])
+@pytest.mark.parametrize(
+    "content, error, message",
+    [
+        (b"", pva.NotAReportError, "empty file"),
+        (b'{"contexts": []}', pva.NotAReportError, "found a JSON document"),
+        (cbor2.dumps({"contexts": [{"id": 1}]})[:-3], pva.CorruptReportError, "damaged or truncated"),
+        (cbor2.dumps({"other": 1}), pva.NotAReportError, "a map without 'contexts'"),
+        (cbor2.dumps({"contexts": 5}), pva.NotAReportError, "'contexts' to be an array"),
+        (cbor2.dumps({"contexts": [{"id": "x"}]}), pva.NotAReportError, "integer 'id'"),
+        (cbor2.dumps({"contexts": [{"id": 1, "parentIds": [2]}]}), pva.InconsistentReportError, "names parent"),
+        (cbor2.dumps({"contexts": [{"id": 1}, {"id": 1}]}), pva.InconsistentReportError, "appears twice"),
+        (
+            cbor2.dumps({"contexts": [{"id": 1, "parentIds": [2]}, {"id": 2, "parentIds": [1]}]}),
+            pva.InconsistentReportError,
+            "its own ancestor",
+        ),
+        (cbor2.dumps({"pva_debug_info": "2.0", "contexts": []}), pva.UnsupportedVersionError, "newer than"),
+        (cbor2.dumps({"contexts": [{"id": 1, "location": {"lineNumber": "x"}}]}), pva.NotAReportError, "location"),
+    ],
+)
 def test_reader_rejects_malformed_files(tmp_path, content, error, message):
     path = tmp_path / "debug.cbor"
     path.write_bytes(content)
@@ -153,8 +179,14 @@ def test_debug_context_members(comp):
     assert json.loads(ctx.layer)["layer"] == "popart"  # what poptorch's test does
     assert {ctx.layer: 1}["popart"] == 1
     data = json.loads(ctx.json)
-    assert data == {"layer": "popart", "name": "MatMul", "op_name": "linear/MatMul", "op_type": "MatMul",
-                    "tensorId": "t1", "inputs": ["x", "w"]}
+    assert data == {
+        "layer": "popart",
+        "name": "MatMul",
+        "op_name": "linear/MatMul",
+        "op_type": "MatMul",
+        "tensorId": "t1",
+        "inputs": ["x", "w"],
+    }
     assert [p.id for p in ctx.parents] == [1] and [c.id for c in ctx.children] == [3]
     assert ctx.location.fileName == "model.py" and ctx.location.lineNumber == 10
     assert ctx.location.functionName == "forward" and ctx.location.isValid is True

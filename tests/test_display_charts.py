@@ -32,8 +32,9 @@ def _draw(figure):
     return figure.canvas.get_renderer()
 
 
-@pytest.mark.parametrize("size, text", [(0, "0 B"), (1023, "1,023 B"), (83_251, "81.3 kB"),
-                                        (638_976, "624.0 kB"), (5 * 1024 ** 3, "5.0 GB")])
+@pytest.mark.parametrize(
+    "size, text", [(0, "0 B"), (1023, "1,023 B"), (83_251, "81.3 kB"), (638_976, "624.0 kB"), (5 * 1024**3, "5.0 GB")]
+)
 def test_one_size_format(size, text):
     assert format_size(size) == text == pva.format_size(size)
 
@@ -79,8 +80,12 @@ def test_html_memory_chart_has_a_gaps_toggle_and_an_excluding_scale(simulated, t
 def test_titles_name_the_report_directory_and_program(reader, simulated):
     expected = f"{simulated.name} (mnist-mlp)"
     assert plots.report_title(reader) == expected
-    for kind, plotter in (("memory", plots.plot_memory), ("liveness", plots.plot_liveness),
-                          ("timeline", plots.plot_timeline), ("vertex-types", plots.plot_vertex_types)):
+    for kind, plotter in (
+        ("memory", plots.plot_memory),
+        ("liveness", plots.plot_liveness),
+        ("timeline", plots.plot_timeline),
+        ("vertex-types", plots.plot_vertex_types),
+    ):
         figure = plotter(reader)
         titles = [figure._suptitle.get_text() if figure._suptitle else ""] + [ax.get_title() for ax in figure.axes]
         assert any(expected in t for t in titles), (kind, titles)
@@ -140,8 +145,12 @@ def test_html_and_plot_print_json_and_sizes_one_way(simulated, tmp_path, capsys)
 
 def test_plot_flags(simulated, tmp_path, capsys):
     report = str(simulated / "profile.pop")
-    assert main(["plot", report, "--kind", "memory", "-o", str(tmp_path / "g.png"), "--including-gaps",
-                 "--title", "run A"]) == 0
+    assert (
+        main(
+            ["plot", report, "--kind", "memory", "-o", str(tmp_path / "g.png"), "--including-gaps", "--title", "run A"]
+        )
+        == 0
+    )
     assert main(["plot", report, "--kind", "liveness", "-o", str(tmp_path / "l.png"), "--not-always-live-only"]) == 0
     assert capsys.readouterr().out.count("wrote ") == 2
 
@@ -183,10 +192,16 @@ def test_html_summary_card_prints_not_recorded(tmp_path):
     convert([source], tmp_path / "p.pop")
     pva.write_html([tmp_path / "p.pop"], tmp_path / "r.html")
     page = (tmp_path / "r.html").read_text()
-    cards = dict(re.findall(r'data-key="((?:target|graph)\.[a-z_]+)" data-value="[^"]*"><dt>[^<]*</dt><dd>(.*?)</dd>',
-                            page))
-    for key in ("target.tiles_per_ipu", "target.num_tiles", "target.bytes_per_tile", "target.clock_frequency",
-                "graph.num_edges"):
+    cards = dict(
+        re.findall(r'data-key="((?:target|graph)\.[a-z_]+)" data-value="[^"]*"><dt>[^<]*</dt><dd>(.*?)</dd>', page)
+    )
+    for key in (
+        "target.tiles_per_ipu",
+        "target.num_tiles",
+        "target.bytes_per_tile",
+        "target.clock_frequency",
+        "graph.num_edges",
+    ):
         assert cards[key] == "<small>not recorded</small>", key
     assert cards["graph.num_compute_sets"] == "1"
     assert "0.0 MHz" not in page

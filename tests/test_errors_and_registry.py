@@ -76,8 +76,11 @@ def test_every_exporter_lives_under_formats_exporters(name):
 
 
 def test_exporters_read_through_the_query_layer():
-    sources = [ROOT / "formats" / "chrome_trace.py", ROOT / "formats" / "legacy" / "exporter.py",
-               *sorted((ROOT / "formats" / "exporters").glob("*.py"))]
+    sources = [
+        ROOT / "formats" / "chrome_trace.py",
+        ROOT / "formats" / "legacy" / "exporter.py",
+        *sorted((ROOT / "formats" / "exporters").glob("*.py")),
+    ]
     for source in sources:
         text = source.read_text()
         assert "conn.execute" not in text and "damage_reported" not in text, source.name

@@ -13,13 +13,39 @@ from reportbuilder import write_sample_report
 import pva
 from formats.profile_writer import ProfileWriter
 
-IPU_COLUMNS = ("profiled", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min", "all_cycles_from_max",
-               "all_cycles_from_avg", "all_cycles_to_min", "all_cycles_to_max", "all_cycles_to_avg",
-               "active_cycles_from_min", "active_cycles_from_max", "active_cycles_from_avg", "active_cycles_to_min",
-               "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max", "thread_balance", "tile_balance",
-               "active_tile_balance", "data_in", "data_out", "data_balance")
-TILE_BALANCE_KINDS = {"OnTileExecute", "GlobalExchange", "DoExchange", "StreamCopyBegin", "StreamCopyMid",
-                      "StreamCopyEnd"}
+IPU_COLUMNS = (
+    "profiled",
+    "cycles",
+    "active_tiles",
+    "cycles_base",
+    "all_cycles_from_min",
+    "all_cycles_from_max",
+    "all_cycles_from_avg",
+    "all_cycles_to_min",
+    "all_cycles_to_max",
+    "all_cycles_to_avg",
+    "active_cycles_from_min",
+    "active_cycles_from_max",
+    "active_cycles_from_avg",
+    "active_cycles_to_min",
+    "active_cycles_to_max",
+    "active_cycles_to_avg",
+    "tile_cycles_max",
+    "thread_balance",
+    "tile_balance",
+    "active_tile_balance",
+    "data_in",
+    "data_out",
+    "data_balance",
+)
+TILE_BALANCE_KINDS = {
+    "OnTileExecute",
+    "GlobalExchange",
+    "DoExchange",
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+}
 DATA_KINDS = {"GlobalExchange", "DoExchange", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd"}
 
 
@@ -70,8 +96,17 @@ def test_run_cycles_by_ipu_and_parameters(report, sample):
 
 def test_run_total_cycles(report):
     first = report.execution.runs[0].totalCycles
-    assert (first.activeCompute, first.compute, first.interIpuExchange, first.streamCopyBegin, first.streamCopy,
-            first.streamCopyEnd, first.internalExchange, first.sync, first.total) == (20, 120, 10, 2, 14, 2, 40, 60, 248)
+    assert (
+        first.activeCompute,
+        first.compute,
+        first.interIpuExchange,
+        first.streamCopyBegin,
+        first.streamCopy,
+        first.streamCopyEnd,
+        first.internalExchange,
+        first.sync,
+        first.total,
+    ) == (20, 120, 10, 2, 14, 2, 40, 60, 248)
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -88,9 +123,19 @@ def test_steps_and_their_programs(report, sample):
             assert program._id == row["program"]
             assert program is report.compilation._program_table.get(row["program"])
     kinds = [type(s.program).__name__ for s in steps]
-    assert kinds == ["StreamCopyBeginProgram", "StreamCopyMidProgram", "StreamCopyEndProgram", "DoExchangeProgram",
-                     "OnTileExecuteProgram", "OnTileExecuteProgram", "SyncProgram", "ImplicitSyncProgram",
-                     "OnTileExecuteProgram", "OnTileExecuteProgram", "GlobalExchangeProgram"]
+    assert kinds == [
+        "StreamCopyBeginProgram",
+        "StreamCopyMidProgram",
+        "StreamCopyEndProgram",
+        "DoExchangeProgram",
+        "OnTileExecuteProgram",
+        "OnTileExecuteProgram",
+        "SyncProgram",
+        "ImplicitSyncProgram",
+        "OnTileExecuteProgram",
+        "OnTileExecuteProgram",
+        "GlobalExchangeProgram",
+    ]
     assert steps[4].program.computeset.name == "init/copy"
     assert steps[9].program.name == "layer1/bwd"
 
@@ -138,19 +183,23 @@ def test_every_ipu_member(report, sample):
             assert ipu.cycles == row["cycles"]
             assert ipu.activeTiles == row["active_tiles"]
             assert ipu.threadBalance == row["thread_balance"]
-            assert ipu.allCycles.cyclesFrom == pva.CycleRange(base + row["all_cycles_from_min"],
-                                                              base + row["all_cycles_from_max"],
-                                                              base + row["all_cycles_from_avg"])
-            assert ipu.allCycles.cyclesTo == pva.CycleRange(base + row["all_cycles_to_min"],
-                                                            base + row["all_cycles_to_max"],
-                                                            base + row["all_cycles_to_avg"])
+            assert ipu.allCycles.cyclesFrom == pva.CycleRange(
+                base + row["all_cycles_from_min"], base + row["all_cycles_from_max"], base + row["all_cycles_from_avg"]
+            )
+            assert ipu.allCycles.cyclesTo == pva.CycleRange(
+                base + row["all_cycles_to_min"], base + row["all_cycles_to_max"], base + row["all_cycles_to_avg"]
+            )
             active = ipu.activeCycles
             assert (active.cyclesFrom.min, active.cyclesFrom.max, active.cyclesFrom.average) == (
-                base + row["active_cycles_from_min"], base + row["active_cycles_from_max"],
-                base + row["active_cycles_from_avg"])
+                base + row["active_cycles_from_min"],
+                base + row["active_cycles_from_max"],
+                base + row["active_cycles_from_avg"],
+            )
             assert (active.cyclesTo.min, active.cyclesTo.max, active.cyclesTo.average) == (
-                base + row["active_cycles_to_min"], base + row["active_cycles_to_max"],
-                base + row["active_cycles_to_avg"])
+                base + row["active_cycles_to_min"],
+                base + row["active_cycles_to_max"],
+                base + row["active_cycles_to_avg"],
+            )
             balanced = kind in TILE_BALANCE_KINDS
             assert ipu.tileBalance == (row["tile_balance"] if balanced else 0.0)
             assert ipu.activeTileBalance == (row["active_tile_balance"] if balanced else 0.0)
@@ -165,14 +214,19 @@ def test_ipu_cycles_is_the_sum_over_its_tiles(report, sample):
     matrix = sample.matrix("step_cycles_by_tile")
     for step in report.execution.steps:
         for ipu in step.ipus:
-            assert ipu.cycles == int(matrix[step._id, ipu.id * 4:(ipu.id + 1) * 4].sum())
+            assert ipu.cycles == int(matrix[step._id, ipu.id * 4 : (ipu.id + 1) * 4].sum())
 
 
 def test_balances_and_data_only_for_the_program_kinds_the_seed_names(report):
     sync = report.execution.steps[6]
     assert sync.program.type == pva.Program.Type.Sync
-    assert (sync.ipus[1].tileBalance, sync.ipus[1].activeTileBalance, sync.ipus[1].dataIn,
-            sync.ipus[1].dataOut, sync.ipus[1].dataBalance) == (0.0, 0.0, 0, 0, 0.0)
+    assert (
+        sync.ipus[1].tileBalance,
+        sync.ipus[1].activeTileBalance,
+        sync.ipus[1].dataIn,
+        sync.ipus[1].dataOut,
+        sync.ipus[1].dataBalance,
+    ) == (0.0, 0.0, 0, 0, 0.0)
     assert sync.ipus[1].threadBalance == 0.5
     execute = report.execution.steps[4]
     assert execute.ipus[1].activeTileBalance == 0.75 and execute.ipus[1].dataOut == 0
@@ -199,13 +253,16 @@ def test_compute_sets_of_steps(report, sample):
 def test_vertex_instances_of_an_executed_compute_set(report):
     measured = report.execution.steps[5].computeSets[0].vertices
     assert [(v.type.name, v.count, v.cycles, v.estimatedCycles) for v in measured] == [
-        ("popops::ScaledAddSupervisor<float,float,true>", 4, 400, 100), ("SumVertex", 2, 60, 200)]
+        ("popops::ScaledAddSupervisor<float,float,true>", 4, 400, 100),
+        ("SumVertex", 2, 60, 200),
+    ]
     assert isinstance(measured[0], pva.VertexInstances) and isinstance(measured[0], pva.execution.VertexInstances)
     compiled = report.compilation.computeSets[1].vertices
     assert measured[0].countByTile == compiled[0].countByTile
     fallback = report.execution.steps[4].computeSets[0].vertices
-    assert [(v.type.name, v.count, v.cycles) for v in fallback] == [("poplar_rt::DstStridedCopyDA32",
-                                                                     compiled_count(report, 0), 0)]
+    assert [(v.type.name, v.count, v.cycles) for v in fallback] == [
+        ("poplar_rt::DstStridedCopyDA32", compiled_count(report, 0), 0)
+    ]
 
 
 def compiled_count(report, compute_set: int) -> int:
@@ -218,9 +275,17 @@ def compiled_count(report, compute_set: int) -> int:
 def test_total_cycles_every_activity(report, sample):
     totals = report.execution.totalCycles
     rows = _table(sample, "cycle_totals")
-    names = {"activeCompute": "active_compute", "compute": "compute", "interIpuExchange": "inter_ipu_exchange",
-             "streamCopyBegin": "stream_copy_begin", "streamCopy": "stream_copy", "streamCopyEnd": "stream_copy_end",
-             "internalExchange": "internal_exchange", "sync": "sync", "total": "total"}
+    names = {
+        "activeCompute": "active_compute",
+        "compute": "compute",
+        "interIpuExchange": "inter_ipu_exchange",
+        "streamCopyBegin": "stream_copy_begin",
+        "streamCopy": "stream_copy",
+        "streamCopyEnd": "stream_copy_end",
+        "internalExchange": "internal_exchange",
+        "sync": "sync",
+        "total": "total",
+    }
     for attribute, column in names.items():
         assert getattr(totals, attribute) == sum(r[column] for r in rows), attribute
     assert totals.total == 496 and totals.activeCompute == 40 and totals.sync == 120
@@ -230,7 +295,9 @@ def test_total_cycles_every_activity(report, sample):
 def test_blocks_of_a_tile(report):
     blocks = report.execution.blocks(0)
     assert [(b.tile, b.cyclesFrom, b.cyclesTo, b.isStreamCopy, b.isCommon, b.isOverflow) for b in blocks] == [
-        (0, 10, 90, False, False, False), (0, 100, 140, True, False, False)]
+        (0, 10, 90, False, False, False),
+        (0, 100, 140, True, False, False),
+    ]
     assert blocks[0].program == report.compilation._program_table.get(5)
     assert blocks[1].program.type == pva.Program.Type.StreamCopyMid
     (other,) = report.execution.blocks(3)
@@ -325,14 +392,33 @@ def _write_partial(path) -> None:
         w.insert("programs", ("id", "type", "name"), [(0, "DoExchange", "x")])
         w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "only", 0, 2)])
         w.insert("steps", ("id", "run", "type", "program"), [(0, 0, "DoExchange", 0), (1, 0, "DoExchange", 0)])
-        row = {"cycles": 70, "active_tiles": 2, "cycles_base": 1000, "all_cycles_from_min": 1, "all_cycles_from_max": 2,
-                   "all_cycles_from_avg": 1, "all_cycles_to_min": 30, "all_cycles_to_max": 40, "all_cycles_to_avg": 35,
-                   "active_cycles_from_min": 1, "active_cycles_from_max": 2, "active_cycles_from_avg": 1,
-                   "active_cycles_to_min": 30, "active_cycles_to_max": 40, "active_cycles_to_avg": 35, "thread_balance": 0.5,
-                   "tile_balance": 0.9, "active_tile_balance": 0.8, "data_in": 64, "data_out": 128, "data_balance": 0.7}
+        row = {
+            "cycles": 70,
+            "active_tiles": 2,
+            "cycles_base": 1000,
+            "all_cycles_from_min": 1,
+            "all_cycles_from_max": 2,
+            "all_cycles_from_avg": 1,
+            "all_cycles_to_min": 30,
+            "all_cycles_to_max": 40,
+            "all_cycles_to_avg": 35,
+            "active_cycles_from_min": 1,
+            "active_cycles_from_max": 2,
+            "active_cycles_from_avg": 1,
+            "active_cycles_to_min": 30,
+            "active_cycles_to_max": 40,
+            "active_cycles_to_avg": 35,
+            "thread_balance": 0.5,
+            "tile_balance": 0.9,
+            "active_tile_balance": 0.8,
+            "data_in": 64,
+            "data_out": 128,
+            "data_balance": 0.7,
+        }
         columns = ("step_id", "ipu", "profiled", *row)
-        w.insert("steps_by_ipu", columns, [(0, 0, 1, *row.values()), (0, 1, 0, *row.values()),
-                                           (1, 0, 1, *row.values())])
+        w.insert(
+            "steps_by_ipu", columns, [(0, 0, 1, *row.values()), (0, 1, 0, *row.values()), (1, 0, 1, *row.values())]
+        )
         w.matrix("step_cycles_by_tile").append(np.array([[30, 40, 0, 0], [31, 39, 0, 0]]))
 
 
@@ -346,8 +432,16 @@ def test_ipus_not_profiled_read_zero(tmp_path):
         assert profiled.activeCycles.cyclesTo.max == 1040 and profiled.tileBalance == 0.9
         for ipu in (skipped, second.ipus[1]):
             assert ipu.profiled is False
-            assert (ipu.cycles, ipu.activeTiles, ipu.threadBalance, ipu.tileBalance, ipu.activeTileBalance,
-                    ipu.dataIn, ipu.dataOut, ipu.dataBalance) == (0, 0, 0.0, 0.0, 0.0, 0, 0, 0.0)
+            assert (
+                ipu.cycles,
+                ipu.activeTiles,
+                ipu.threadBalance,
+                ipu.tileBalance,
+                ipu.activeTileBalance,
+                ipu.dataIn,
+                ipu.dataOut,
+                ipu.dataBalance,
+            ) == (0, 0, 0.0, 0.0, 0.0, 0, 0, 0.0)
             assert ipu.allCycles == pva.CyclesInfo(pva.CycleRange(0, 0, 0), pva.CycleRange(0, 0, 0))
             assert ipu.activeCycles.cyclesFrom.max == 0 and ipu.activeCycles.cyclesTo.max == 0
         assert [ipu.id for ipu in second.ipus] == [0, 1]
@@ -377,8 +471,17 @@ def test_reprs(report):
 
 
 def test_names_are_in_pva_and_pva_core():
-    for name in ("ExecutionReport", "ExecutionStep", "Run", "Ipu", "CycleRange", "CyclesInfo", "TileCycleTotals",
-                 "Period", "Block"):
+    for name in (
+        "ExecutionReport",
+        "ExecutionStep",
+        "Run",
+        "Ipu",
+        "CycleRange",
+        "CyclesInfo",
+        "TileCycleTotals",
+        "Period",
+        "Block",
+    ):
         assert getattr(pva, name) is getattr(pva.pva_core, name)
     assert pva.ComputeSet is not pva.execution.ComputeSet  # pva::execution::ComputeSet is its subclass
     assert issubclass(pva.execution.ComputeSet, pva.ComputeSet)
@@ -407,22 +510,43 @@ def _broken(sample, tmp_path, *statements):
     return pva.openReport(path)
 
 
-@pytest.mark.parametrize("statements, touch, fragment", [
-    (["UPDATE runs SET num_steps = 9 WHERE id = 1"], lambda e: e.runs, "run 1 covers steps 6..14"),
-    (["UPDATE steps SET id = 20 WHERE id = 10"], lambda e: e.steps, "step ids must be 0..10"),
-    (["UPDATE steps_by_ipu SET ipu = 5 WHERE step_id = 3 AND ipu = 1"], lambda e: e.steps[0].ipus[1].cycles,
-     "steps_by_ipu has a row for step 3 on IPU 5, but the target has 2 IPUs"),
-    (["UPDATE steps_by_ipu SET step_id = 40 WHERE step_id = 3 AND ipu = 1"], lambda e: e.steps[0].ipus[1].cycles,
-     "rows for steps 0..40 on IPU 1, but the report has 11 steps"),
-    (["UPDATE steps_by_ipu SET cycles = 'many' WHERE step_id = 3"], lambda e: e.steps[0].ipus[0].cycles,
-     "expected numbers for cycles of IPU 0, found 'many'"),
-    (["UPDATE step_compute_sets SET compute_set = 9 WHERE step_id = 4"], lambda e: e.steps[4].computeSets,
-     "step 4 executes compute set 9, which is not defined"),
-    (["UPDATE steps SET program = 99 WHERE id = 2"], lambda e: e.steps[2].program,
-     "program 99 is referenced but not defined"),
-    (["DELETE FROM steps WHERE id = 10", "UPDATE runs SET num_steps = 4 WHERE id = 1"],
-     lambda e: e.cyclesByTileTotals(), "'step_cycles_by_tile' declares 11 rows; expected at most 10"),
-])
+@pytest.mark.parametrize(
+    "statements, touch, fragment",
+    [
+        (["UPDATE runs SET num_steps = 9 WHERE id = 1"], lambda e: e.runs, "run 1 covers steps 6..14"),
+        (["UPDATE steps SET id = 20 WHERE id = 10"], lambda e: e.steps, "step ids must be 0..10"),
+        (
+            ["UPDATE steps_by_ipu SET ipu = 5 WHERE step_id = 3 AND ipu = 1"],
+            lambda e: e.steps[0].ipus[1].cycles,
+            "steps_by_ipu has a row for step 3 on IPU 5, but the target has 2 IPUs",
+        ),
+        (
+            ["UPDATE steps_by_ipu SET step_id = 40 WHERE step_id = 3 AND ipu = 1"],
+            lambda e: e.steps[0].ipus[1].cycles,
+            "rows for steps 0..40 on IPU 1, but the report has 11 steps",
+        ),
+        (
+            ["UPDATE steps_by_ipu SET cycles = 'many' WHERE step_id = 3"],
+            lambda e: e.steps[0].ipus[0].cycles,
+            "expected numbers for cycles of IPU 0, found 'many'",
+        ),
+        (
+            ["UPDATE step_compute_sets SET compute_set = 9 WHERE step_id = 4"],
+            lambda e: e.steps[4].computeSets,
+            "step 4 executes compute set 9, which is not defined",
+        ),
+        (
+            ["UPDATE steps SET program = 99 WHERE id = 2"],
+            lambda e: e.steps[2].program,
+            "program 99 is referenced but not defined",
+        ),
+        (
+            ["DELETE FROM steps WHERE id = 10", "UPDATE runs SET num_steps = 4 WHERE id = 1"],
+            lambda e: e.cyclesByTileTotals(),
+            "'step_cycles_by_tile' declares 11 rows; expected at most 10",
+        ),
+    ],
+)
 def test_inconsistent_execution_data_is_reported(sample, tmp_path, statements, touch, fragment):
     report = _broken(sample, tmp_path, *statements)
     try:
@@ -447,7 +571,9 @@ def test_totals_over_many_chunks_are_summed_by_several_threads(tmp_path, monkeyp
         w.set_target(num_ipus=1, tiles_per_ipu=4, bytes_per_tile=1024)
         w.insert("programs", ("id", "type"), [(0, "OnTileExecute")])
         w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "a", 0, 100), (1, "b", 100, 40)])
-        w.insert("steps", ("id", "run", "type", "program"), [(s, int(s >= 100), "OnTileExecute", 0) for s in range(140)])
+        w.insert(
+            "steps", ("id", "run", "type", "program"), [(s, int(s >= 100), "OnTileExecute", 0) for s in range(140)]
+        )
         w.matrix("step_cycles_by_tile").append(cycles)
     monkeypatch.setattr(execution_module, "_SUM_THREADS", 4)
     with pva.openReport(path) as report:

@@ -99,8 +99,13 @@ def test_newer_major_version_is_refused(sample, tmp_path):
 
 def test_newer_minor_version_opens(sample, tmp_path):
     path = _copy(sample, tmp_path)
-    _modify(path, "PRAGMA user_version=1007", "UPDATE metadata SET value='1.7' WHERE key='format_version'",
-            "ALTER TABLE programs ADD COLUMN colour TEXT", "CREATE TABLE future_things (x)")
+    _modify(
+        path,
+        "PRAGMA user_version=1007",
+        "UPDATE metadata SET value='1.7' WHERE key='format_version'",
+        "ALTER TABLE programs ADD COLUMN colour TEXT",
+        "CREATE TABLE future_things (x)",
+    )
     report = pva.openReport(path)
     assert (report.version.major, report.version.minor) == (1, 7)
     assert report.compilation.graph.numComputeSets == 3
@@ -147,12 +152,17 @@ def test_chunk_with_per_tile_vector_longer_than_tile_count(sample, tmp_path):
     path = _copy(sample, tmp_path)
     codec, raw_size, wide = encode_chunk("step_cycles_by_tile", 0, np.ones((11, 9), dtype=np.uint64))
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE matrix_chunks SET codec = ?, raw_size = ?, data = ? WHERE matrix = 'step_cycles_by_tile'",
-                 (codec, raw_size, wide))
+    conn.execute(
+        "UPDATE matrix_chunks SET codec = ?, raw_size = ?, data = ? WHERE matrix = 'step_cycles_by_tile'",
+        (codec, raw_size, wide),
+    )
     conn.commit()
     conn.close()
     reader = ProfileReader(path)
-    with pytest.raises(pva.CorruptReportError, match="expected fixed_size_list of 8 values|expected fields of at most 88 values, found a batch declaring 99"):
+    with pytest.raises(
+        pva.CorruptReportError,
+        match="expected fixed_size_list of 8 values|expected fields of at most 88 values, found a batch declaring 99",
+    ):
         reader.matrix("step_cycles_by_tile").rows()
     reader.close()
 
@@ -208,8 +218,11 @@ def test_decompression_bomb_is_refused(sample, tmp_path):
 
 def test_tile_count_larger_than_the_file_holds(sample, tmp_path):
     path = _copy(sample, tmp_path)
-    _modify(path, "UPDATE target SET num_ipus = 500000, num_tiles = 2000000, ipus_per_replica = 500000, "
-                  "tiles_per_replica = 2000000")
+    _modify(
+        path,
+        "UPDATE target SET num_ipus = 500000, num_tiles = 2000000, ipus_per_replica = 500000, "
+        "tiles_per_replica = 2000000",
+    )
     with pytest.raises(pva.InconsistentReportError, match="num_tiles is 2000000 but table tiles has 8 rows"):
         pva.openReport(path)
 

@@ -39,8 +39,16 @@ def test_every_matrix_round_trips(sample):
 
 
 def test_every_declared_table_and_matrix_is_exercised(sample):
-    assert set(profile_schema().tables) - set(sample.tables) == {"metadata", "target", "graph", "replicas",
-                                                                 "ipus", "tiles", "matrices", "matrix_chunks"}
+    assert set(profile_schema().tables) - set(sample.tables) == {
+        "metadata",
+        "target",
+        "graph",
+        "replicas",
+        "ipus",
+        "tiles",
+        "matrices",
+        "matrix_chunks",
+    }
     assert set(profile_matrices()["matrices"]) == set(sample.matrices)
 
 
@@ -81,11 +89,16 @@ def test_metadata_holds_version_producer_and_settings(sample):
 def test_sqlite_shell_reads_it_and_integrity_is_ok(sample):
     if shutil.which("sqlite3") is None:
         pytest.skip("the sqlite3 command-line shell is not installed")
-    names = subprocess.run(["sqlite3", sample.path, "select name from compute_sets order by compute_set"],
-                           capture_output=True, text=True, check=True).stdout.split()
+    names = subprocess.run(
+        ["sqlite3", sample.path, "select name from compute_sets order by compute_set"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert names == ["init/copy", "layer1/fwd", "layer1/bwd"]
-    check = subprocess.run(["sqlite3", sample.path, "PRAGMA integrity_check"], capture_output=True, text=True,
-                           check=True).stdout.strip()
+    check = subprocess.run(
+        ["sqlite3", sample.path, "PRAGMA integrity_check"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert check == "ok"
 
 
@@ -123,8 +136,10 @@ def _rows(conn, table):
 def test_schema_in_file_matches_schemas_directory(sample):
     conn = sqlite3.connect(f"file:{sample.path}?mode=ro", uri=True)
     schema = profile_schema()
-    tables = {name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    tables = {
+        name
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    }
     assert tables == set(schema.tables)
     for name, spec in schema.tables.items():
         info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
@@ -133,8 +148,10 @@ def test_schema_in_file_matches_schemas_directory(sample):
         ], name
         assert spec.description, f"table {name} has no description in schemas/profile.sql"
         assert all(c.description for c in spec.columns), f"a column of {name} has no description"
-    indexes = {name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'")}
+    indexes = {
+        name
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%'")
+    }
     assert indexes == set(schema.indexes)
     conn.close()
 
@@ -203,8 +220,14 @@ def test_two_ipu_mk2_target_sizes(tmp_path):
 
     path = tmp_path / "mk2.pop"
     with ProfileWriter(path) as w:
-        w.set_target(num_ipus=2, tiles_per_ipu=1472, bytes_per_tile=638976, clock_frequency=1.33e9,
-                     type="Ipu", architecture="Ipu2")
+        w.set_target(
+            num_ipus=2,
+            tiles_per_ipu=1472,
+            bytes_per_tile=638976,
+            clock_frequency=1.33e9,
+            type="Ipu",
+            architecture="Ipu2",
+        )
     t = pva.openReport(path).compilation.target
     assert (t.bytesPerTile, t.bytesPerIPU, t.totalMemory) == (638976, 940572672, 1881145344)
     assert (t.tilesPerIpu, t.numTiles, t.tilesPerReplica, t.numReplicas, t.ipusPerReplica) == (1472, 2944, 2944, 1, 2)

@@ -27,10 +27,13 @@ from formats.errors import PvaError
 #: Examples per fuzz test. The suite runs them deterministically; set PVA_FUZZ_EXAMPLES for a longer,
 #: randomised campaign (for example PVA_FUZZ_EXAMPLES=2000 python -m pytest tests/test_fuzz_converters.py).
 EXAMPLES = int(os.environ.get("PVA_FUZZ_EXAMPLES", "120"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="PVA_FUZZ_EXAMPLES" not in os.environ,
-                database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="PVA_FUZZ_EXAMPLES" not in os.environ,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 _LOCATION = re.compile(r"(\$|byte \d|line \d)")
 
@@ -43,17 +46,53 @@ def _small_document() -> dict:
 BASE = _small_document()
 BASE_JSON = json.dumps(BASE).encode()
 BASE_CBOR = b"\xd9\xd9\xf7" + cbor2.dumps(BASE)
-CHROME = json.dumps({"traceEvents": [
-    {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "host"}},
-    {"ph": "X", "name": "layer", "ts": 10, "dur": 90, "pid": 1, "tid": 2, "cat": "CONV", "args": {"total_cycle": 5}},
-    {"ph": "B", "name": "b", "ts": 20, "pid": 1, "tid": 2}, {"ph": "E", "ts": 30, "pid": 1, "tid": 2},
-    {"ph": "i", "name": "mark", "ts": 40, "pid": 1, "tid": 2, "s": "t"},
-    {"ph": "C", "name": "mem", "ts": 50, "pid": 1, "args": {"used": 3}},
-], "displayTimeUnit": "ns"}).encode()
+CHROME = json.dumps(
+    {
+        "traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "host"}},
+            {
+                "ph": "X",
+                "name": "layer",
+                "ts": 10,
+                "dur": 90,
+                "pid": 1,
+                "tid": 2,
+                "cat": "CONV",
+                "args": {"total_cycle": 5},
+            },
+            {"ph": "B", "name": "b", "ts": 20, "pid": 1, "tid": 2},
+            {"ph": "E", "ts": 30, "pid": 1, "tid": 2},
+            {"ph": "i", "name": "mark", "ts": 40, "pid": 1, "tid": 2, "s": "t"},
+            {"ph": "C", "name": "mem", "ts": 50, "pid": 1, "args": {"used": 3}},
+        ],
+        "displayTimeUnit": "ns",
+    }
+).encode()
 
-NASTY_VALUES = [b"-1", b"1.5", b"1e400", b"-1e400", b"99999999999999999999999999", b"NaN", b"Infinity", b"null",
-                b"true", b'"x"', b"[]", b"{}", b"[[[[[[[[]]]]]]]]", b"0.0", b"18446744073709551616", b"-0",
-                b"[" * 5000 + b"]" * 5000, b"1e-400", b'"\\ud800"', b"00", b"[1,,2]", b"[1,2"]
+NASTY_VALUES = [
+    b"-1",
+    b"1.5",
+    b"1e400",
+    b"-1e400",
+    b"99999999999999999999999999",
+    b"NaN",
+    b"Infinity",
+    b"null",
+    b"true",
+    b'"x"',
+    b"[]",
+    b"{}",
+    b"[[[[[[[[]]]]]]]]",
+    b"0.0",
+    b"18446744073709551616",
+    b"-0",
+    b"[" * 5000 + b"]" * 5000,
+    b"1e-400",
+    b'"\\ud800"',
+    b"00",
+    b"[1,,2]",
+    b"[1,2",
+]
 
 
 @st.composite
@@ -70,7 +109,9 @@ def mutated(draw, base: bytes):
         elif kind == "flip":
             data[position] ^= 1 << draw(st.integers(0, 7))
         elif kind == "insert":
-            data[position:position] = draw(st.sampled_from([b",", b"]", b"}", b"{", b"[", b'"', b":", b"\x00", b"\xff"]))
+            data[position:position] = draw(
+                st.sampled_from([b",", b"]", b"}", b"{", b"[", b'"', b":", b"\x00", b"\xff"])
+            )
         elif kind == "delete":
             del data[position : position + draw(st.integers(1, 40))]
         else:
@@ -82,11 +123,18 @@ def mutated(draw, base: bytes):
 
 
 def _json_values():
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
-                        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
-    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=5),
-                                                         st.dictionaries(st.text(max_size=12), inner, max_size=5)),
-                        max_leaves=30)
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=8),
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=12), inner, max_size=5)),
+        max_leaves=30,
+    )
 
 
 @st.composite
@@ -171,8 +219,10 @@ def test_legacy_cbor_mutations(tmp_path, data):
 @FUZZ
 @given(value=_json_values())
 def test_arbitrary_documents(tmp_path, value):
-    for name, data in (("in.json", json.dumps({"graphProfile": {"target": value}}).encode()),
-                       ("in.cbor", b"\xd9\xd9\xf7" + cbor2.dumps({"graphProfile": value}))):
+    for name, data in (
+        ("in.json", json.dumps({"graphProfile": {"target": value}}).encode()),
+        ("in.cbor", b"\xd9\xd9\xf7" + cbor2.dumps({"graphProfile": value})),
+    ):
         _check_outcome(tmp_path, _write(tmp_path, name, data), _convert_and_read)
 
 
@@ -183,23 +233,36 @@ def test_chrome_trace_mutations(tmp_path, data):
 
 
 @FUZZ
-@given(events=st.lists(st.dictionaries(
-    st.sampled_from(["ph", "name", "ts", "dur", "pid", "tid", "args", "cat", "s"]),
-    st.one_of(st.sampled_from(["X", "B", "E", "i", "C", "M", "s"]), st.integers(-(2**64), 2**64),
-              st.floats(allow_nan=False), st.text(max_size=5), st.none(),
-              st.dictionaries(st.text(max_size=4), st.one_of(st.integers(), st.text(max_size=3)), max_size=3))),
-    max_size=12))
+@given(
+    events=st.lists(
+        st.dictionaries(
+            st.sampled_from(["ph", "name", "ts", "dur", "pid", "tid", "args", "cat", "s"]),
+            st.one_of(
+                st.sampled_from(["X", "B", "E", "i", "C", "M", "s"]),
+                st.integers(-(2**64), 2**64),
+                st.floats(allow_nan=False),
+                st.text(max_size=5),
+                st.none(),
+                st.dictionaries(st.text(max_size=4), st.one_of(st.integers(), st.text(max_size=3)), max_size=3),
+            ),
+        ),
+        max_size=12,
+    )
+)
 def test_chrome_trace_random_events(tmp_path, events):
     text = json.dumps(events, allow_nan=True).encode()
     _check_outcome(tmp_path, _write(tmp_path, "trace.json", text), _import_and_read)
 
 
-@pytest.mark.parametrize("header", [
-    b"\x9b" + struct.pack(">Q", 2**60),  # an array of 2**60 items
-    b"\xbb" + struct.pack(">Q", 2**59),  # a map of 2**59 pairs
-    b"\x7b" + struct.pack(">Q", 2**62),  # a text string of 2**62 bytes
-    b"\xd8\x46\x5b" + struct.pack(">Q", 2**61),  # a uint32 typed array of 2**61 bytes
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"\x9b" + struct.pack(">Q", 2**60),  # an array of 2**60 items
+        b"\xbb" + struct.pack(">Q", 2**59),  # a map of 2**59 pairs
+        b"\x7b" + struct.pack(">Q", 2**62),  # a text string of 2**62 bytes
+        b"\xd8\x46\x5b" + struct.pack(">Q", 2**61),  # a uint32 typed array of 2**61 bytes
+    ],
+)
 def test_declared_lengths_beyond_the_input_allocate_nothing(tmp_path, header):
     import resource
 
@@ -215,8 +278,10 @@ def test_declared_lengths_beyond_the_input_allocate_nothing(tmp_path, header):
 
 
 def test_deep_nesting_is_refused_not_a_crash(tmp_path):
-    for name, data in (("deep.json", b'{"graphProfile": {"target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"),
-                       ("deep.cbor", b"\xd9\xd9\xf7\xa1\x6cgraphProfile" + b"\x81" * 100_000 + b"\x01")):
+    for name, data in (
+        ("deep.json", b'{"graphProfile": {"target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"),
+        ("deep.cbor", b"\xd9\xd9\xf7\xa1\x6cgraphProfile" + b"\x81" * 100_000 + b"\x01"),
+    ):
         source = _write(tmp_path, name, data)
         with pytest.raises(PvaError, match="nesting deeper than 200 levels"):
             convert([source], tmp_path / "out.pop")

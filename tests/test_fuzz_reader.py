@@ -37,9 +37,14 @@ from formats.schema import profile_schema
 WORKER = pathlib.Path(__file__).parent / "support" / "fuzz_reader_worker.py"
 #: Examples per fuzz test (three tests). PVA_FUZZ_READER_EXAMPLES=5000 runs a long, randomised campaign.
 EXAMPLES = int(os.environ.get("PVA_FUZZ_READER_EXAMPLES", "100"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="PVA_FUZZ_READER_EXAMPLES" not in os.environ,
-                database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="PVA_FUZZ_READER_EXAMPLES" not in os.environ,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 #: Address space of the worker; numpy and pyarrow reserve a lot of virtual memory up front.
 MEMORY_LIMIT = 3 << 30
 SECONDS_PER_OPERATION = 20
@@ -59,23 +64,34 @@ class Worker:
         def limit():
             resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), str(SECONDS_PER_OPERATION)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(SECONDS_PER_OPERATION)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=limit,
+        )
 
     def read(self, path: pathlib.Path, debug: pathlib.Path | None = None, ops: list[str] | None = None) -> list[dict]:
         if self.proc is None or self.proc.poll() is not None:
             self.stop()
             self._start()
         self.examples += 1
-        self.proc.stdin.write(json.dumps({"path": str(path), "debug": str(debug) if debug else None, "ops": ops}) + "\n")
+        self.proc.stdin.write(
+            json.dumps({"path": str(path), "debug": str(debug) if debug else None, "ops": ops}) + "\n"
+        )
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], SECONDS_PER_EXAMPLE)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
             hung = self.proc.poll() is None
             self.stop()
-            outcome = {"op": "all", "outcome": "hang" if hung else "crash",
-                       "detail": "no answer" if hung else f"worker died: {self._stderr[-1500:]}"}
+            outcome = {
+                "op": "all",
+                "outcome": "hang" if hung else "crash",
+                "detail": "no answer" if hung else f"worker died: {self._stderr[-1500:]}",
+            }
             self.stats[outcome["outcome"]] += 1
             return [outcome]
         outcomes = json.loads(line)
@@ -116,8 +132,23 @@ def _assert_handled(outcomes: list[dict], what: str) -> None:
 #: Header fields (offset, size) worth rewriting: page size, write/read versions, reserved bytes, change
 #: counter, page count, freelist, schema cookie and format, cache size, text encoding, user version,
 #: application id, version-valid-for.
-HEADER_FIELDS = [(16, 2), (18, 1), (19, 1), (20, 1), (24, 4), (28, 4), (32, 4), (36, 4), (40, 4), (44, 4), (48, 4),
-                 (56, 4), (60, 4), (68, 4), (92, 4)]
+HEADER_FIELDS = [
+    (16, 2),
+    (18, 1),
+    (19, 1),
+    (20, 1),
+    (24, 4),
+    (28, 4),
+    (32, 4),
+    (36, 4),
+    (40, 4),
+    (44, 4),
+    (48, 4),
+    (56, 4),
+    (60, 4),
+    (68, 4),
+    (92, 4),
+]
 BYTE_VALUES = [0x00, 0xFF, 0x7F, 0x80, 0x01, 0x0D, 0x05, 0x02, 0x0A]
 
 
@@ -127,8 +158,24 @@ def byte_mutations(draw, size: int):
     pages = size // PAGE
     edits = []
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["flip", "flip", "byte", "run", "page-header", "header", "zero-page",
-                                     "copy-page", "swap-pages", "truncate", "insert", "delete"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "flip",
+                    "flip",
+                    "byte",
+                    "run",
+                    "page-header",
+                    "header",
+                    "zero-page",
+                    "copy-page",
+                    "swap-pages",
+                    "truncate",
+                    "insert",
+                    "delete",
+                ]
+            )
+        )
         page = draw(st.integers(0, pages - 1))
         if kind == "flip":
             edits.append((kind, draw(st.integers(0, size - 1)), draw(st.integers(0, 7))))
@@ -180,9 +227,9 @@ def apply_bytes(data: bytes, edits) -> bytes:
             else:
                 out[a : a + PAGE], out[b : b + PAGE] = out[b : b + PAGE], out[a : a + PAGE]
         elif kind == "truncate":
-            del out[args[0]:]
+            del out[args[0] :]
         elif kind == "insert":
-            out[args[0]:args[0]] = args[1]
+            out[args[0] : args[0]] = args[1]
         else:
             del out[args[0] : args[0] + args[1]]
     return bytes(out)
@@ -208,8 +255,33 @@ def test_byte_level_mutations_of_a_report(worker, sample, tmp_path):
 
 # -- structural mutations through SQL -----------------------------------------------------------------------------
 
-NASTY = [None, -1, 0, 1, 7, 2**31, 2**32 + 1, 2**63 - 1, -(2**63), 1e308, -0.5, 3.5, "", "x", "-1", "1e999", "NaN",
-         "Sequence", "OnTileExecute", "\u0000", "\U0001F4A5" * 3, "a" * 100_000, b"", b"\x00\xff\x10", b"\x80" * 64]
+NASTY = [
+    None,
+    -1,
+    0,
+    1,
+    7,
+    2**31,
+    2**32 + 1,
+    2**63 - 1,
+    -(2**63),
+    1e308,
+    -0.5,
+    3.5,
+    "",
+    "x",
+    "-1",
+    "1e999",
+    "NaN",
+    "Sequence",
+    "OnTileExecute",
+    "\u0000",
+    "\U0001f4a5" * 3,
+    "a" * 100_000,
+    b"",
+    b"\x00\xff\x10",
+    b"\x80" * 64,
+]
 COLUMNS = [(table, column) for table, spec in profile_schema().tables.items() for column in spec.column_names]
 TABLES = sorted(profile_schema().tables)
 
@@ -219,8 +291,25 @@ def sql_mutations(draw):
     """A list of structural edits of a report, applied through SQLite."""
     edits = []
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["set", "set", "set", "set-all", "delete", "delete-all", "duplicate", "drop",
-                                     "view", "drop-index", "chunk", "chunk", "matrix"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "set",
+                    "set",
+                    "set",
+                    "set-all",
+                    "delete",
+                    "delete-all",
+                    "duplicate",
+                    "drop",
+                    "view",
+                    "drop-index",
+                    "chunk",
+                    "chunk",
+                    "matrix",
+                ]
+            )
+        )
         if kind in ("set", "set-all"):
             table, column = draw(st.sampled_from(COLUMNS))
             edits.append((kind, table, column, draw(st.sampled_from(NASTY)), draw(st.integers(0, 50))))
@@ -229,12 +318,24 @@ def sql_mutations(draw):
         elif kind == "drop-index":
             edits.append((kind, draw(st.integers(0, 30))))
         elif kind == "chunk":  # damage the compressed Arrow stream of one chunk
-            edits.append((kind, draw(st.integers(0, 200)), draw(st.integers(0, 10_000)), draw(st.integers(0, 255)),
-                          draw(st.sampled_from(["flip", "cut", "raw_size", "codec"]))))
+            edits.append(
+                (
+                    kind,
+                    draw(st.integers(0, 200)),
+                    draw(st.integers(0, 10_000)),
+                    draw(st.integers(0, 255)),
+                    draw(st.sampled_from(["flip", "cut", "raw_size", "codec"])),
+                )
+            )
         else:  # a matrix's declared shape
-            edits.append((kind, draw(st.integers(0, 20)), draw(st.sampled_from(["num_rows", "num_cols",
-                                                                                "rows_per_chunk"])),
-                          draw(st.sampled_from([0, 1, -1, 2**31, 2**62, None, "x"]))))
+            edits.append(
+                (
+                    kind,
+                    draw(st.integers(0, 20)),
+                    draw(st.sampled_from(["num_rows", "num_cols", "rows_per_chunk"])),
+                    draw(st.sampled_from([0, 1, -1, 2**31, 2**62, None, "x"])),
+                )
+            )
     return edits
 
 
@@ -275,8 +376,9 @@ def _apply_one(conn, kind: str, args) -> None:
         conn.execute(f'DELETE FROM "{args[0]}"')
     elif kind == "duplicate":
         table, row = args
-        for (index,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
-                                     "AND sql IS NOT NULL", (table,)).fetchall():
+        for (index,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", (table,)
+        ).fetchall():
             conn.execute(f'DROP INDEX "{index}"')
         conn.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" LIMIT 1 OFFSET {row}')
     elif kind == "drop":
@@ -286,8 +388,12 @@ def _apply_one(conn, kind: str, args) -> None:
         conn.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_real"')
         conn.execute(f'CREATE VIEW "{table}" AS SELECT * FROM "{table}_real"')
     elif kind == "drop-index":
-        indexes = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-                                              "ORDER BY name")]
+        indexes = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
+            )
+        ]
         if indexes:
             conn.execute(f'DROP INDEX "{indexes[args[0] % len(indexes)]}"')
     elif kind == "chunk":
@@ -300,12 +406,14 @@ def _apply_one(conn, kind: str, args) -> None:
         if how == "flip" and data:
             data[offset % len(data)] ^= value or 1
         elif how == "cut":
-            del data[offset % (len(data) + 1):]
+            del data[offset % (len(data) + 1) :]
         elif how == "raw_size":
             raw_size = [0, -1, 1, raw_size - 1, raw_size + 1, 2**40, 2**63 - 1][value % 7]
         else:
-            conn.execute("UPDATE matrix_chunks SET codec = ? WHERE rowid = ?",
-                         (["none", "lz4", "zstd", "gzip", ""][value % 5], rowid))
+            conn.execute(
+                "UPDATE matrix_chunks SET codec = ? WHERE rowid = ?",
+                (["none", "lz4", "zstd", "gzip", ""][value % 5], rowid),
+            )
         conn.execute("UPDATE matrix_chunks SET data = ?, raw_size = ? WHERE rowid = ?", (bytes(data), raw_size, rowid))
     elif kind == "matrix":
         which, column, value = args
@@ -343,8 +451,17 @@ def cbor_mutations(draw, size: int):
         if kind == "flip":
             edits.append((kind, offset, draw(st.integers(0, 7))))
         elif kind == "byte":  # CBOR initial bytes: huge lengths, indefinite items, tags, break
-            edits.append((kind, offset, draw(st.sampled_from([0x1B, 0x5B, 0x7B, 0x9B, 0xBB, 0x9F, 0xBF, 0xFF, 0xC0,
-                                                              0xD8, 0xF9, 0xFB, 0x00, 0x80, 0xA0]))))
+            edits.append(
+                (
+                    kind,
+                    offset,
+                    draw(
+                        st.sampled_from(
+                            [0x1B, 0x5B, 0x7B, 0x9B, 0xBB, 0x9F, 0xBF, 0xFF, 0xC0, 0xD8, 0xF9, 0xFB, 0x00, 0x80, 0xA0]
+                        )
+                    ),
+                )
+            )
         elif kind == "run":
             edits.append((kind, offset, draw(st.binary(min_size=1, max_size=16))))
         elif kind == "truncate":
@@ -408,14 +525,18 @@ def test_cases_fuzzing_found(worker, sample, simulated, tmp_path, kind, edits):
         conn = sqlite3.connect(target)
         try:
             rowid, codec, data, raw_size = conn.execute(
-                "SELECT rowid, codec, data, raw_size FROM matrix_chunks ORDER BY rowid LIMIT 1").fetchone()
+                "SELECT rowid, codec, data, raw_size FROM matrix_chunks ORDER BY rowid LIMIT 1"
+            ).fetchone()
             import pyarrow as pa
 
-            raw = bytearray(pa.Codec(codec).decompress(data, decompressed_size=raw_size).to_pybytes()
-                            if codec != "none" else data)
+            raw = bytearray(
+                pa.Codec(codec).decompress(data, decompressed_size=raw_size).to_pybytes() if codec != "none" else data
+            )
             raw[raw.find(b"values") + 1] ^= 0x80
-            conn.execute("UPDATE matrix_chunks SET codec = 'none', data = ?, raw_size = ? WHERE rowid = ?",
-                         (bytes(raw), len(raw), rowid))
+            conn.execute(
+                "UPDATE matrix_chunks SET codec = 'none', data = ?, raw_size = ? WHERE rowid = ?",
+                (bytes(raw), len(raw), rowid),
+            )
             conn.commit()
         finally:
             conn.close()

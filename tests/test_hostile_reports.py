@@ -37,14 +37,24 @@ def run_corpus(cases: list[dict], directory: pathlib.Path) -> tuple[list[dict], 
     while start < len(cases):
         proc = subprocess.run(
             [sys.executable, str(WORKER), str(cases_file), str(results_file), str(start), str(SECONDS_PER_OPERATION)],
-            preexec_fn=limit, capture_output=True, text=True, timeout=3600,
+            preexec_fn=limit,
+            capture_output=True,
+            text=True,
+            timeout=3600,
         )
         lines = [json.loads(line) for line in results_file.read_text().splitlines() if line]
         if proc.returncode == 0:
             break
         last = lines[-1] if lines else {"index": start, "op": "start", "case": cases[start]["name"]}
-        crashes.append({"index": last["index"], "case": last["case"], "op": last["op"], "outcome": "crash",
-                        "detail": f"exit status {proc.returncode}: {proc.stderr[-1500:]}"})
+        crashes.append(
+            {
+                "index": last["index"],
+                "case": last["case"],
+                "op": last["op"],
+                "outcome": "crash",
+                "detail": f"exit status {proc.returncode}: {proc.stderr[-1500:]}",
+            }
+        )
         start = last["index"] + 1
     finished = [r for r in lines if r["outcome"] != "started"]
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
@@ -66,8 +76,10 @@ def test_damaged_sample_reports(sample, tmp_path):
     errors = [r for r in results if r["outcome"] == "pva_error"]
     assert errors, "the corpus should make at least some reads fail"
     assert all(r["detail"] for r in errors)
-    print(f"\n{len(cases)} damaged sample reports, {len(results)} operations, {len(errors)} refused with a PvaError, "
-          f"peak RSS {peak / 2**20:.0f} MiB")
+    print(
+        f"\n{len(cases)} damaged sample reports, {len(results)} operations, {len(errors)} refused with a PvaError, "
+        f"peak RSS {peak / 2**20:.0f} MiB"
+    )
 
 
 def test_damaged_simulated_reports_and_debug_info(tmp_path):
@@ -82,5 +94,7 @@ def test_damaged_simulated_reports_and_debug_info(tmp_path):
     ops = {r["op"] for r in results}
     assert {"open+walk", "summary", "check", "export-parquet", "export-hdf5", "export-csv", "html"} <= ops
     errors = [r for r in results if r["outcome"] == "pva_error"]
-    print(f"\n{len(cases)} damaged simulated reports, {len(results)} operations, {len(errors)} refused with a "
-          f"PvaError, peak RSS {peak / 2**20:.0f} MiB")
+    print(
+        f"\n{len(cases)} damaged simulated reports, {len(results)} operations, {len(errors)} refused with a "
+        f"PvaError, peak RSS {peak / 2**20:.0f} MiB"
+    )

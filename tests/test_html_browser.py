@@ -35,8 +35,12 @@ SIMULATED_PRESET = "mnist-mlp"
 
 
 def _find_chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
+    for candidate in (
+        os.environ.get("CHROMIUM"),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -46,11 +50,22 @@ CHROMIUM = _find_chromium()
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason="Chromium is not installed: the HTML browser test needs headless Chromium (Debian: apt-get install "
-           "--no-install-recommends chromium; or set CHROMIUM to its path)")
+    "--no-install-recommends chromium; or set CHROMIUM to its path)",
+)
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-extensions", "--mute-audio",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--mute-audio",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--hide-scrollbars",
+]
 
 #: Put first in the page's <head>: records problems and probes the charts once the page is ready.
 PROBE = """<script>(function () {
@@ -187,8 +202,9 @@ class _Dom(html.parser.HTMLParser):
 def _chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     profile = tempfile.mkdtemp(prefix="pva-test-chromium-")
     try:
-        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=timeout
+        )
     finally:
         shutil.rmtree(profile, ignore_errors=True)
 
@@ -208,8 +224,9 @@ def open_page(page: pathlib.Path) -> _Dom:
 
 
 def screenshot(page: pathlib.Path, out: pathlib.Path, height: int = 2300) -> pathlib.Path:
-    result = _chromium(f"--window-size=1280,{height}", "--virtual-time-budget=10000", f"--screenshot={out}",
-                       page.as_uri())
+    result = _chromium(
+        f"--window-size=1280,{height}", "--virtual-time-budget=10000", f"--screenshot={out}", page.as_uri()
+    )
     assert out.exists(), f"no screenshot (status {result.returncode}):\n{result.stderr[-3000:]}"
     return out
 
@@ -255,8 +272,10 @@ def _converted_input(request, tmp: pathlib.Path) -> pathlib.Path:
     legacy = pytest.importorskip("legacy_builders")
     graph = legacy.complete_graph_profile(num_ipus=2, tiles_per_ipu=16)
     source = tmp / "legacy.json"
-    source.write_text(json.dumps({"graphProfile": graph, "executionProfile": legacy.execution_profile(graph, "IPU_MODEL")}),
-                      encoding="utf-8")
+    source.write_text(
+        json.dumps({"graphProfile": graph, "executionProfile": legacy.execution_profile(graph, "IPU_MODEL")}),
+        encoding="utf-8",
+    )
     report = tmp / "converted.pop"
     _pva("convert", str(source), "-o", str(report))
     return report
@@ -270,36 +289,52 @@ def _expected_summary(path: pathlib.Path) -> dict[str, float]:
     con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     try:
         one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
-        target = dict(zip(("num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "num_replicas", "clock"),
-                          con.execute("SELECT num_ipus, tiles_per_ipu, num_tiles, bytes_per_tile, num_replicas, "
-                                      "clock_frequency FROM target").fetchone()))
-        graph = dict(zip(("num_vertices", "num_edges", "num_vars", "num_compute_sets"),
-                         con.execute("SELECT num_vertices, num_edges, num_vars, num_compute_sets FROM graph").fetchone()))
-        cycles = one('SELECT coalesce(sum(l), 0) FROM (SELECT max("end" - start) AS l FROM run_cycles_by_ipu GROUP BY run)')
+        target = dict(
+            zip(
+                ("num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "num_replicas", "clock"),
+                con.execute(
+                    "SELECT num_ipus, tiles_per_ipu, num_tiles, bytes_per_tile, num_replicas, "
+                    "clock_frequency FROM target"
+                ).fetchone(),
+            )
+        )
+        graph = dict(
+            zip(
+                ("num_vertices", "num_edges", "num_vars", "num_compute_sets"),
+                con.execute("SELECT num_vertices, num_edges, num_vars, num_compute_sets FROM graph").fetchone(),
+            )
+        )
+        cycles = one(
+            'SELECT coalesce(sum(l), 0) FROM (SELECT max("end" - start) AS l FROM run_cycles_by_ipu GROUP BY run)'
+        )
         always = one("SELECT coalesce(sum(always_live_bytes), 0) FROM memory_by_tile")
         peak = one("SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")
         expected = {f"target.{k}": v for k, v in target.items() if k != "clock"}
         expected.update({f"graph.{k}": v for k, v in graph.items()})
-        expected.update({
-            "execution.total_cycles": cycles,
-            "execution.microseconds": cycles / target["clock"] * 1e6,
-            "execution.steps": one("SELECT count(*) FROM steps"),
-            "execution.runs": one("SELECT count(*) FROM runs"),
-            "memory.including_gaps": one("SELECT coalesce(sum(total_including_gaps), 0) FROM memory_by_tile"),
-            "memory.excluding_gaps": one("SELECT coalesce(sum(total), 0) FROM memory_by_tile"),
-            "memory.tiles_out_of_memory": one(f"SELECT count(*) FROM memory_by_tile WHERE total_including_gaps > "
-                                              f"{target['bytes_per_tile']}"),
-            "liveness.always_live_bytes": always,
-            "liveness.peak_not_always_live_bytes": peak,
-            "liveness.max_live_bytes": always + peak,
-        })
+        expected.update(
+            {
+                "execution.total_cycles": cycles,
+                "execution.microseconds": cycles / target["clock"] * 1e6,
+                "execution.steps": one("SELECT count(*) FROM steps"),
+                "execution.runs": one("SELECT count(*) FROM runs"),
+                "memory.including_gaps": one("SELECT coalesce(sum(total_including_gaps), 0) FROM memory_by_tile"),
+                "memory.excluding_gaps": one("SELECT coalesce(sum(total), 0) FROM memory_by_tile"),
+                "memory.tiles_out_of_memory": one(
+                    f"SELECT count(*) FROM memory_by_tile WHERE total_including_gaps > {target['bytes_per_tile']}"
+                ),
+                "liveness.always_live_bytes": always,
+                "liveness.peak_not_always_live_bytes": peak,
+                "liveness.max_live_bytes": always + peak,
+            }
+        )
         expected["_ipus_per_replica"] = one("SELECT ipus_per_replica FROM target")
         expected["_memory_rows"] = one("SELECT count(*) FROM memory_by_tile")
         expected["_liveness_steps"] = one("SELECT count(*) FROM liveness_steps")
         expected["_profiled_steps"] = one("SELECT count(*) FROM steps_by_ipu WHERE profiled = 1")
         expected["_vertex_cycles"] = one("SELECT count(*) FROM step_vertex_cycles") + one(
             "SELECT count(*) FROM compute_set_vertices v JOIN steps s ON s.compute_set = v.compute_set "
-            "WHERE v.estimated_cycles > 0")
+            "WHERE v.estimated_cycles > 0"
+        )
         return expected
     finally:
         con.close()
@@ -459,8 +494,12 @@ def test_charts_are_complete_when_the_page_loads(tmp_path):
     assert all(c["drawn"] == "1" for c in charts), charts
     # memory is drawn excluding gaps until the toggle asks for them (issue 15 item 8)
     gaps = json.loads(dom.root["data-test-gaps"])
-    assert gaps == {"before": ["excluding"] * MEDIUM_IPUS, "after": ["including"] * MEDIUM_IPUS,
-                    "legend_before": False, "legend_after": True}
+    assert gaps == {
+        "before": ["excluding"] * MEDIUM_IPUS,
+        "after": ["including"] * MEDIUM_IPUS,
+        "legend_before": False,
+        "legend_after": True,
+    }
     out = tmp_path / "at-load.png"
     result = _chromium(f"--window-size=1280,{height}", f"--screenshot={out}", page.as_uri())
     assert out.exists(), f"no screenshot (status {result.returncode}):\n{result.stderr[-3000:]}"

@@ -35,10 +35,30 @@ MEDIUM_OOM_TILES = (100, 101, 1800, 2000, 2943)
 MEDIUM_LIVENESS_STEPS = 3000
 MEDIUM_PEAK_STEP = 2222
 MEDIUM_STEPS = 3000
-_MEDIUM_KINDS = ("StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd", "DoExchange", "OnTileExecute", "Sync",
-                 "OnTileExecute", "DoExchange", "OnTileExecute", "GlobalExchange")
-_MEDIUM_CATEGORIES = ("variable", "vertexCode", "controlCode", "internalExchangeCode", "vertexInstanceState",
-                      "constant", "stack", "message", "copyDescriptor", "outputEdge")
+_MEDIUM_KINDS = (
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+    "DoExchange",
+    "OnTileExecute",
+    "Sync",
+    "OnTileExecute",
+    "DoExchange",
+    "OnTileExecute",
+    "GlobalExchange",
+)
+_MEDIUM_CATEGORIES = (
+    "variable",
+    "vertexCode",
+    "controlCode",
+    "internalExchangeCode",
+    "vertexInstanceState",
+    "constant",
+    "stack",
+    "message",
+    "copyDescriptor",
+    "outputEdge",
+)
 
 
 def write_medium_report(path, seed: int = 11) -> dict:
@@ -48,8 +68,13 @@ def write_medium_report(path, seed: int = 11) -> dict:
     names = list(CATEGORIES)
     tile_axis = np.arange(tiles)
     with ProfileWriter(path, producer="pva-tests", producer_version="1", poplar_version="3.1.0 (tests)") as w:
-        w.set_target(num_ipus=MEDIUM_IPUS, tiles_per_ipu=MEDIUM_TILES_PER_IPU, bytes_per_tile=BYTES_PER_TILE,
-                     type="IpuModel", architecture="Ipu2")
+        w.set_target(
+            num_ipus=MEDIUM_IPUS,
+            tiles_per_ipu=MEDIUM_TILES_PER_IPU,
+            bytes_per_tile=BYTES_PER_TILE,
+            type="IpuModel",
+            architecture="Ipu2",
+        )
         w.set_graph(num_compute_sets=60, num_edges=12_345, num_vars=678, num_vertices=9_876)
         w.insert("var_categories", ("id", "name", "description"), [(i, n, CATEGORIES[n]) for i, n in enumerate(names)])
         per_tile = np.zeros((tiles, 6 * len(names)), dtype=np.uint64)
@@ -62,25 +87,57 @@ def write_medium_report(path, seed: int = 11) -> dict:
         total = per_tile.sum(axis=1).astype(np.int64)
         gaps = rng.integers(0, 6_000, size=tiles)
         including = total + gaps
-        w.insert("memory_by_tile", ("tile", "total", "total_including_gaps", "interleaved", "interleaved_including_gaps",
-                                    "non_interleaved", "non_interleaved_including_gaps", "overflowed",
-                                    "overflowed_including_gaps", "always_live_bytes", "not_always_live_bytes"),
-                 [(t, int(total[t]), int(including[t]), 9_000, 9_000, int(total[t]) - 9_000,
-                   int(including[t]) - 9_000, 0, 0, int(total[t]) // 3, int(total[t]) - int(total[t]) // 3)
-                  for t in range(tiles)])
+        w.insert(
+            "memory_by_tile",
+            (
+                "tile",
+                "total",
+                "total_including_gaps",
+                "interleaved",
+                "interleaved_including_gaps",
+                "non_interleaved",
+                "non_interleaved_including_gaps",
+                "overflowed",
+                "overflowed_including_gaps",
+                "always_live_bytes",
+                "not_always_live_bytes",
+            ),
+            [
+                (
+                    t,
+                    int(total[t]),
+                    int(including[t]),
+                    9_000,
+                    9_000,
+                    int(total[t]) - 9_000,
+                    int(including[t]) - 9_000,
+                    0,
+                    0,
+                    int(total[t]) // 3,
+                    int(total[t]) - int(total[t]) // 3,
+                )
+                for t in range(tiles)
+            ],
+        )
         w.matrix("memory_category_by_tile").append(per_tile)
 
         # programs: root Sequence of blocks, each a Sequence of work; a Repeat; a Call of the function
         programs = [(0, "Sequence", "", None, None, None)]
         children = []
         cs_names = [f"model/layer{c // 6}/{('fwd', 'bwd', 'update')[c % 3]}/conv{c}" for c in range(60)]
-        w.insert("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_max",
-                                  "estimated_cycles_total"),
-                 [(c, cs_names[c], 100 + c, 400 + 37 * c, (400 + 37 * c) * 900) for c in range(60)])
-        w.insert("vertex_types", ("id", "name"), [(v, f"poplin::ConvPartial1x1Out<half,float,true,{v}>")
-                                                  for v in range(12)])
-        w.insert("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles"),
-                 [(c, c, c % 12, 100 + c, 50) for c in range(60)])
+        w.insert(
+            "compute_sets",
+            ("compute_set", "name", "num_vertices", "estimated_cycles_max", "estimated_cycles_total"),
+            [(c, cs_names[c], 100 + c, 400 + 37 * c, (400 + 37 * c) * 900) for c in range(60)],
+        )
+        w.insert(
+            "vertex_types", ("id", "name"), [(v, f"poplin::ConvPartial1x1Out<half,float,true,{v}>") for v in range(12)]
+        )
+        w.insert(
+            "compute_set_vertices",
+            ("id", "compute_set", "vertex_type", "count", "estimated_cycles"),
+            [(c, c, c % 12, 100 + c, 50) for c in range(60)],
+        )
         for block in range(20):
             seq = len(programs)
             programs.append((seq, "Sequence", f"block{block}", None, None, None))
@@ -88,8 +145,9 @@ def write_medium_report(path, seed: int = 11) -> dict:
             for k, kind in enumerate(("DoExchange", "OnTileExecute", "Sync", "OnTileExecute")):
                 pid = len(programs)
                 cs = (block * 3 + k) % 60 if kind == "OnTileExecute" else None
-                programs.append((pid, kind, f"block{block}/{kind.lower()}{k}" if kind != "OnTileExecute" else "", cs,
-                                 None, None))
+                programs.append(
+                    (pid, kind, f"block{block}/{kind.lower()}{k}" if kind != "OnTileExecute" else "", cs, None, None)
+                )
                 children.append((seq, k, pid))
         repeat = len(programs)
         programs.append((repeat, "Repeat", "loop", None, 4, None))
@@ -110,20 +168,36 @@ def write_medium_report(path, seed: int = 11) -> dict:
         steps = np.arange(MEDIUM_LIVENESS_STEPS)
         curve = (40e6 + 25e6 * np.sin(steps / 300.0) ** 2 + 5e6 * steps / MEDIUM_LIVENESS_STEPS).astype(np.int64)
         curve[MEDIUM_PEAK_STEP] = int(curve.max()) + 7_000_000
-        w.insert("liveness_steps", ("id", "program", "parent", "depth", "not_always_live_bytes"),
-                 [(int(s), 1 + int(s) % (len(programs) - 1), None if s == 0 else 0, 0 if s == 0 else 1, int(curve[s]))
-                  for s in steps])
+        w.insert(
+            "liveness_steps",
+            ("id", "program", "parent", "depth", "not_always_live_bytes"),
+            [
+                (int(s), 1 + int(s) % (len(programs) - 1), None if s == 0 else 0, 0 if s == 0 else 1, int(curve[s]))
+                for s in steps
+            ],
+        )
         w.insert("variables", ("id", "name"), [(v, f"model/layer{v}/activations") for v in range(30)])
-        w.insert("equivalence_class_steps", ("class", "start", "end"),
-                 [(c, MEDIUM_PEAK_STEP - 50 * c, MEDIUM_PEAK_STEP + 1 + 10 * c) for c in range(30)])
-        w.insert("vars_info", ("id", "tile", "name", "size_bytes", "category", "equivalence_class", "unlowered_var"),
-                 [(i, i % tiles, f"act{i}", 1024 * (1 + i % 30), names.index("variable"), i % 30, i % 30)
-                  for i in range(900)])
+        w.insert(
+            "equivalence_class_steps",
+            ("class", "start", "end"),
+            [(c, MEDIUM_PEAK_STEP - 50 * c, MEDIUM_PEAK_STEP + 1 + 10 * c) for c in range(30)],
+        )
+        w.insert(
+            "vars_info",
+            ("id", "tile", "name", "size_bytes", "category", "equivalence_class", "unlowered_var"),
+            [
+                (i, i % tiles, f"act{i}", 1024 * (1 + i % 30), names.index("variable"), i % 30, i % 30)
+                for i in range(900)
+            ],
+        )
 
         # execution: two runs; each IPU's steps follow one another on its own cycle counter
         half = MEDIUM_STEPS // 2
-        w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "warm-up", 0, half),
-                                                                     (1, "main", half, MEDIUM_STEPS - half)])
+        w.insert(
+            "runs",
+            ("id", "name", "first_step", "num_steps"),
+            [(0, "warm-up", 0, half), (1, "main", half, MEDIUM_STEPS - half)],
+        )
         kinds = [_MEDIUM_KINDS[s % len(_MEDIUM_KINDS)] for s in range(MEDIUM_STEPS)]
         ote_programs = [p for p in programs if p[1] == "OnTileExecute"]
         step_rows = []
@@ -148,19 +222,46 @@ def write_medium_report(path, seed: int = 11) -> dict:
                 window = (frm, frm + 5, frm + 2, frm + n // 2, frm + n, frm + 3 * n // 4)
                 by_ipu.append((s, ipu, n * 1000, 1000, int(base[ipu]), *window, *window, n))
                 clock[ipu] += n
-        w.insert("steps_by_ipu", ("step_id", "ipu", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min",
-                                  "all_cycles_from_max", "all_cycles_from_avg", "all_cycles_to_min",
-                                  "all_cycles_to_max", "all_cycles_to_avg", "active_cycles_from_min",
-                                  "active_cycles_from_max", "active_cycles_from_avg", "active_cycles_to_min",
-                                  "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max"), by_ipu)
-        w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"),
-                 [(0, i, 1_000, int(base[i])) for i in range(MEDIUM_IPUS)]
-                 + [(1, i, int(base[i]), int(clock[i])) for i in range(MEDIUM_IPUS)])
-        w.insert("step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"),
-                 [(s, r[4], r[4] % 12, 10, int(lengths[s, 0]) * 6) for s, r in enumerate(step_rows)
-                  if r[2] == "OnTileExecute"])
-    return {"path": os.fspath(path), "including": including, "per_tile": per_tile, "curve": curve,
-            "lengths": lengths}
+        w.insert(
+            "steps_by_ipu",
+            (
+                "step_id",
+                "ipu",
+                "cycles",
+                "active_tiles",
+                "cycles_base",
+                "all_cycles_from_min",
+                "all_cycles_from_max",
+                "all_cycles_from_avg",
+                "all_cycles_to_min",
+                "all_cycles_to_max",
+                "all_cycles_to_avg",
+                "active_cycles_from_min",
+                "active_cycles_from_max",
+                "active_cycles_from_avg",
+                "active_cycles_to_min",
+                "active_cycles_to_max",
+                "active_cycles_to_avg",
+                "tile_cycles_max",
+            ),
+            by_ipu,
+        )
+        w.insert(
+            "run_cycles_by_ipu",
+            ("run", "ipu", "start", "end"),
+            [(0, i, 1_000, int(base[i])) for i in range(MEDIUM_IPUS)]
+            + [(1, i, int(base[i]), int(clock[i])) for i in range(MEDIUM_IPUS)],
+        )
+        w.insert(
+            "step_vertex_cycles",
+            ("step_id", "compute_set", "vertex_type", "count", "cycles"),
+            [
+                (s, r[4], r[4] % 12, 10, int(lengths[s, 0]) * 6)
+                for s, r in enumerate(step_rows)
+                if r[2] == "OnTileExecute"
+            ],
+        )
+    return {"path": os.fspath(path), "including": including, "per_tile": per_tile, "curve": curve, "lengths": lengths}
 
 
 @pytest.fixture(scope="module")
@@ -221,16 +322,16 @@ def test_memory_is_downsampled_per_ipu_and_keeps_every_out_of_memory_tile(medium
     including = medium["including"]
     for ipu in mem["ipus"]:
         lo = ipu["first_tile"]
-        part = including[lo:lo + MEDIUM_TILES_PER_IPU]
+        part = including[lo : lo + MEDIUM_TILES_PER_IPU]
         assert len(ipu["max"]) == math.ceil(MEDIUM_TILES_PER_IPU / 3)
-        assert ipu["max"].tolist() == [int(part[i:i + 3].max()) for i in range(0, MEDIUM_TILES_PER_IPU, 3)]
+        assert ipu["max"].tolist() == [int(part[i : i + 3].max()) for i in range(0, MEDIUM_TILES_PER_IPU, 3)]
         expected_oom = [t for t in MEDIUM_OOM_TILES if lo <= t < lo + MEDIUM_TILES_PER_IPU]
         assert ipu["oom_tiles"].tolist() == expected_oom and ipu["oom_count"] == len(expected_oom)
         assert int(np.sum(ipu["oom"])) == len(expected_oom)
         assert ipu["peak_bytes"] == int(part.max())
         # bar heights are the mean of their tiles (rounded per category)
         stacked = np.sum(ipu["series"], axis=0)
-        means = [part[i:i + 3].mean() for i in range(0, MEDIUM_TILES_PER_IPU, 3)]
+        means = [part[i : i + 3].mean() for i in range(0, MEDIUM_TILES_PER_IPU, 3)]
         assert np.allclose(stacked, means, atol=len(mem["names"]))
     assert len(mem["names"]) == 8 + 2  # top 8 categories, "other", gaps
     assert mem["names"][8].startswith("other (")
@@ -258,7 +359,7 @@ def test_liveness_downsampling_keeps_the_peak(medium):
         reader.close()
     assert live["bucket"] == 3 and live["downsampled"] and len(live["not_always_live"]) == 1000
     curve = medium["curve"]
-    assert live["not_always_live"].tolist() == [int(curve[i:i + 3].max()) for i in range(0, len(curve), 3)]
+    assert live["not_always_live"].tolist() == [int(curve[i : i + 3].max()) for i in range(0, len(curve), 3)]
     assert live["peak"]["step"] == MEDIUM_PEAK_STEP and live["peak"]["not_always_live"] == int(curve.max())
     # the variables live at the peak: all 30 classes contain it, each class holds 30 pieces
     names = [n for n, _b in live["peak"]["variables"]]
@@ -384,8 +485,9 @@ def _markup(page: str) -> str:
 
 
 def _payload(page: str) -> dict:
-    match = re.search(r'<script type="application/json" id="pva-data"( data-encoding="deflate-base64")?>(.*?)</script>',
-                      page, re.S)
+    match = re.search(
+        r'<script type="application/json" id="pva-data"( data-encoding="deflate-base64")?>(.*?)</script>', page, re.S
+    )
     assert match
     if match.group(1):
         return json.loads(zlib.decompress(base64.b64decode(match.group(2))))
@@ -397,8 +499,11 @@ def test_page_is_self_contained_and_shows_the_summary(sample):
     parser = _Card()
     parser.feed(page)
     assert all(ref.startswith("#") for ref in parser.references), parser.references
-    assert "http:" not in page and "https:" not in page and "//" not in re.sub(r"<script>.*?</script>", "", page,
-                                                                                 flags=re.S)
+    assert (
+        "http:" not in page
+        and "https:" not in page
+        and "//" not in re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+    )
     assert "link" not in parser.tags and "img" not in parser.tags and "iframe" not in parser.tags
     assert "default-src 'none'" in page  # the browser refuses any network access
     (card,) = parser.cards
@@ -434,8 +539,9 @@ def test_downsampling_is_stated_on_the_page(medium):
     assert "3,000 liveness steps are shown as 1,500 bars of 2 steps" in page
     assert "5 tile(s) out of memory" not in page  # per IPU: 2 on IPU 0, 3 on IPU 1
     assert "2 tile(s) out of memory: 100, 101" in page and "3 tile(s) out of memory: 1800, 2000, 2943" in page
-    small = html_report([medium["path"]], limits=Limits(max_tiles=2000, max_liveness_points=5000,
-                                                        timeline_resolution=0))
+    small = html_report(
+        [medium["path"]], limits=Limits(max_tiles=2000, max_liveness_points=5000, timeline_resolution=0)
+    )
     assert "data-downsampled" not in small
 
 
@@ -457,8 +563,9 @@ def test_compare_page_highlights_differences(sample, compile_only):
     assert f"{len(changed):,} figures differ" in page
     regressions = sum(d.is_regression(0.05) for d in changed)
     assert f'data-regressions="{regressions}"' in page
-    assert page.count('<tr class="improvement">') == sum(1 for d in changed if d.change and d.change < 0
-                                                         and d.section != "target")
+    assert page.count('<tr class="improvement">') == sum(
+        1 for d in changed if d.change and d.change < 0 and d.section != "target"
+    )
     data = _payload(page)
     assert len(data["reports"]) == 2 and data["reports"][1]["timeline"] is None
     assert page.count('class="col" data-report="1"') == 7  # summary and six sections
@@ -489,11 +596,14 @@ def test_cli_writes_the_page(sample, tmp_path):
     assert "<title>A &amp; B</title>" in compare_out.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--compare"], "--compare needs exactly two reports"),
-    (["EXTRA"], "expected one report, got 2; add --compare"),
-    (["--max-tiles", "0"], "max_tiles must be an integer of at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--compare"], "--compare needs exactly two reports"),
+        (["EXTRA"], "expected one report, got 2; add --compare"),
+        (["--max-tiles", "0"], "max_tiles must be an integer of at least 1"),
+    ],
+)
 def test_cli_usage_errors(sample, tmp_path, args, message):
     out = tmp_path / "report.html"
     argv = ["html", sample.path] + [sample.path if a == "EXTRA" else a for a in args] + ["-o", str(out)]

@@ -31,13 +31,16 @@ def test_sniffing_a_directory(tmp_path):
     assert str(info.value) == f"{str(tmp_path)!r}: is a directory; expected a file"
 
 
-@pytest.mark.parametrize(("what", "expected"), [
-    ("report", "a report file"),
-    ("input file", "an input file"),
-    ("file", "a file"),
-    ("Chrome trace file", "a Chrome trace file"),
-    ("debug information file (debug.cbor)", "a debug information file (debug.cbor)"),
-])
+@pytest.mark.parametrize(
+    ("what", "expected"),
+    [
+        ("report", "a report file"),
+        ("input file", "an input file"),
+        ("file", "a file"),
+        ("Chrome trace file", "a Chrome trace file"),
+        ("debug information file (debug.cbor)", "a debug information file (debug.cbor)"),
+    ],
+)
 def test_what_is_expected_reads_once(tmp_path, what, expected):
     with pytest.raises(NotAFileError) as info:
         check_regular_file(tmp_path, what)
@@ -54,7 +57,11 @@ def test_not_a_regular_file(tmp_path):
 
 
 def test_pva_convert_on_a_directory_prints_one_clean_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pva", "convert", str(tmp_path), "-o", str(tmp_path / "x.pop")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pva", "convert", str(tmp_path), "-o", str(tmp_path / "x.pop")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2
     assert done.stderr == f"pva convert: error: {str(tmp_path)!r}: is a directory; expected an input file\n"

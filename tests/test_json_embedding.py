@@ -16,8 +16,24 @@ from pva.cli import main
 
 #: Names a program, a compute set or a variable may have: markup, comment openers, quotes, escapes,
 #: separators JavaScript treats as line ends, controls, astral characters, an empty name.
-NAMES = ["<!--", "-->", "</script>", "<script>alert(1)</script>", "a & b", "'\"", "back\\slash", "\u2028\u2029",
-         "tab\tnew\nline", "\x01\x1f\x7f", "é中文🚀", "", "]]>", "<\\!--", "${x}", "\ufeffbom"]
+NAMES = [
+    "<!--",
+    "-->",
+    "</script>",
+    "<script>alert(1)</script>",
+    "a & b",
+    "'\"",
+    "back\\slash",
+    "\u2028\u2029",
+    "tab\tnew\nline",
+    "\x01\x1f\x7f",
+    "é中文🚀",
+    "",
+    "]]>",
+    "<\\!--",
+    "${x}",
+    "\ufeffbom",
+]
 
 
 def _embedded(page: str) -> str:
@@ -43,8 +59,14 @@ def test_names_of_every_character_class_reach_the_page_intact(sample, tmp_path):
     conn.commit()
     conn.close()
     out = tmp_path / "page.html"
-    assert main(["html", str(path), "-o", str(out), "--no-compress"] if _has_flag("--no-compress")
-                else ["html", str(path), "-o", str(out)]) == 0
+    assert (
+        main(
+            ["html", str(path), "-o", str(out), "--no-compress"]
+            if _has_flag("--no-compress")
+            else ["html", str(path), "-o", str(out)]
+        )
+        == 0
+    )
     page = out.read_text(encoding="utf-8")
     if 'data-encoding="deflate-base64"' in page:
         pytest.skip("the page is compressed (no JSON in the markup)")
@@ -77,9 +99,13 @@ def test_debug_context_json_is_valid_json_always(tmp_path):
     import pva
     from formats.debug_info import json_plain
 
-    huge = 10 ** 5000
-    assert json_plain({"n": math.nan, "i": math.inf, "big": huge, "ok": 10 ** 30}) == {
-        "n": None, "i": None, "big": hex(huge), "ok": 10 ** 30}
+    huge = 10**5000
+    assert json_plain({"n": math.nan, "i": math.inf, "big": huge, "ok": 10**30}) == {
+        "n": None,
+        "i": None,
+        "big": hex(huge),
+        "ok": 10**30,
+    }
     report_dir = tmp_path / "run"
     from simulator.presets import run_preset
 

@@ -17,7 +17,12 @@ def test_plain_makes_every_kind_json_serialisable():
         "none": None,
     }
     result = plain(value)
-    assert result == {"array": [1, 2, 3], "scalar": 0.5, "nested": [[-4, "01ff"], {"d": 12}], "fraction": 1.5,
-                      "none": None}
+    assert result == {
+        "array": [1, 2, 3],
+        "scalar": 0.5,
+        "nested": [[-4, "01ff"], {"d": 12}],
+        "fraction": 1.5,
+        "none": None,
+    }
     assert type(result["array"][0]) is int
     json.dumps(result)

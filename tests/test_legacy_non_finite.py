@@ -42,8 +42,10 @@ def test_non_finite_scalar_in_json(tmp_path, literal):
     text = _graph_text(**{"1330000000.5": literal})
     offset = text.index(literal)
     message = _refusal(tmp_path, "graph.json", text.encode())
-    assert message == (f"'{tmp_path / 'graph.json'}': $.target.clockFrequency at byte {offset:,}, line 1, "
-                       f"column {offset + 1}: expected a finite number, found {literal}")
+    assert message == (
+        f"'{tmp_path / 'graph.json'}': $.target.clockFrequency at byte {offset:,}, line 1, "
+        f"column {offset + 1}: expected a finite number, found {literal}"
+    )
 
 
 def test_non_finite_numbers_inside_number_arrays_name_their_index(tmp_path):
@@ -63,7 +65,7 @@ def test_a_literal_split_between_two_reads_is_still_found(tmp_path):
     key = '"clockFrequency": '
     at = text.index(key) + len(key)
     padding = READ_SIZE - at - 1  # "NaN" starts one byte before the first read ends
-    text = text[: at - len(key)] + " " * padding + key + "NaN" + text[at + len("1330000000.5"):]
+    text = text[: at - len(key)] + " " * padding + key + "NaN" + text[at + len("1330000000.5") :]
     assert text[READ_SIZE - 1 : READ_SIZE + 2] == "NaN"
     message = _refusal(tmp_path, "graph.json", text.encode())
     assert "$.target.clockFrequency at byte" in message and message.endswith("found NaN")
@@ -79,10 +81,13 @@ def test_the_words_inside_strings_are_not_numbers(tmp_path):
     assert (tmp_path / "out.pop").exists()
 
 
-@pytest.mark.parametrize(("event", "where"), [
-    ({"name": "a", "ph": "X", "ts": 0, "dur": "NaN!", "pid": 1, "tid": 1}, "$[0].dur"),
-    ({"name": "a", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1, "args": {"x": "NaN!"}}, "$[0].args.x"),
-])
+@pytest.mark.parametrize(
+    ("event", "where"),
+    [
+        ({"name": "a", "ph": "X", "ts": 0, "dur": "NaN!", "pid": 1, "tid": 1}, "$[0].dur"),
+        ({"name": "a", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1, "args": {"x": "NaN!"}}, "$[0].args.x"),
+    ],
+)
 def test_chrome_trace_with_non_finite_numbers(tmp_path, event, where):
     text = json.dumps([event]).replace('"NaN!"', "NaN")
     message = _refusal(tmp_path, "trace.json", text.encode())

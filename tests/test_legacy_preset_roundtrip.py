@@ -35,16 +35,20 @@ def _key_figures(path) -> dict:
             "cycle_totals": r.query(
                 "SELECT ipu, sum(active_compute), sum(compute), sum(inter_ipu_exchange), sum(stream_copy_begin), "
                 "sum(stream_copy), sum(stream_copy_end), sum(internal_exchange), sum(sync), sum(total) "
-                "FROM cycle_totals GROUP BY ipu ORDER BY ipu"),
+                "FROM cycle_totals GROUP BY ipu ORDER BY ipu"
+            ),
             "run_cycles": r.query_one(
-                "SELECT sum(c) FROM (SELECT max(\"end\" - start) AS c FROM run_cycles_by_ipu GROUP BY run)")[0],
+                'SELECT sum(c) FROM (SELECT max("end" - start) AS c FROM run_cycles_by_ipu GROUP BY run)'
+            )[0],
             "step_cycles_by_ipu": r.query(
-                "SELECT ipu, sum(cycles) FROM steps_by_ipu WHERE profiled GROUP BY ipu ORDER BY ipu"),
+                "SELECT ipu, sum(cycles) FROM steps_by_ipu WHERE profiled GROUP BY ipu ORDER BY ipu"
+            ),
             "steps": r.query("SELECT id, type, program, compute_set, name, sync_type FROM steps ORDER BY id"),
             "compute_sets": r.query("SELECT name FROM compute_sets ORDER BY compute_set"),
             "memory": r.query_one(
                 "SELECT sum(total), sum(total_including_gaps), sum(always_live_bytes), sum(not_always_live_bytes), "
-                "max(total) FROM memory_by_tile"),
+                "max(total) FROM memory_by_tile"
+            ),
             "graph": dict(r.graph),
         }
     finally:
@@ -84,8 +88,13 @@ def test_pva_check_passes_after_the_command_line_round_trip(tmp_path):
     run_preset("tutorial1", {"tiles-per-ipu": 16}, str(directory), timestamp=1_700_000_000.0)
     commands = [
         ["export", str(directory / "profile.pop"), "--format", "legacy-json", "-o", str(tmp_path / "L")],
-        ["convert", str(tmp_path / "L" / "graph.json"), str(tmp_path / "L" / "execution.json"),
-         "-o", str(tmp_path / "back.pop")],
+        [
+            "convert",
+            str(tmp_path / "L" / "graph.json"),
+            str(tmp_path / "L" / "execution.json"),
+            "-o",
+            str(tmp_path / "back.pop"),
+        ],
         ["check", str(tmp_path / "back.pop")],
     ]
     for args in commands:

@@ -16,35 +16,61 @@ from formats.legacy.exporter import CBOR_MAGIC
 
 SKELETON = {
     "graphProfile": {
-        "target": {"type": "IPU_MODEL", "numIPUs": 1, "tilesPerIPU": 4, "numTiles": 4, "bytesPerTile": 262144,
-                   "bytesPerIPU": 1048576, "totalMemory": 1048576, "clockFrequency": 1600000000},
+        "target": {
+            "type": "IPU_MODEL",
+            "numIPUs": 1,
+            "tilesPerIPU": 4,
+            "numTiles": 4,
+            "bytesPerTile": 262144,
+            "bytesPerIPU": 1048576,
+            "totalMemory": 1048576,
+            "clockFrequency": 1600000000,
+        },
         "graph": {"numVertices": 5, "numEdges": 9, "numVars": 12, "numComputeSets": 2},
         "vertexTypes": {"names": ["popops::ScaledAddSupervisor<float,float,true>", "poplar_rt::ShortMemcpy"]},
         "computeSets": {"names": ["add/ScaledAdd", "Copy_a_to_b"]},
         "exchanges": {"codeBytesByTile": [[0, 64, 64, 0]]},
-        "programs": [{"type": "Sequence"}, {"type": "OnTileExecute", "name": "add/ScaledAdd"},
-                     {"type": "GlobalExchange", "name": "progIdCopy/GlobalPre"}],
+        "programs": [
+            {"type": "Sequence"},
+            {"type": "OnTileExecute", "name": "add/ScaledAdd"},
+            {"type": "GlobalExchange", "name": "progIdCopy/GlobalPre"},
+        ],
         "memory": {
             "byTile": {"total": [5780, 4200, 4200, 4200], "totalIncludingGaps": [49184, 8192, 8192, 8192]},
-            "byCategory": {"vertexInstanceState": {"nonInterleaved": {"nonOverlapped": [16, 16, 16, 16]},
-                                                   "interleaved": {"nonOverlapped": [0, 0, 0, 0]},
-                                                   "overflowed": {"nonOverlapped": [0, 0, 0, 0]}}},
-            "byVertexType": {"codeBytes": [[100, 100, 100, 100], [40, 0, 0, 40]],
-                             "vertexDataBytes": [[16, 16, 16, 16], [8, 0, 0, 8]],
-                             "descriptorBytes": [[0, 0, 0, 0], [0, 0, 0, 0]],
-                             "edgePtrBytes": [[8, 8, 8, 8], [4, 0, 0, 4]],
-                             "copyPtrBytes": [[0, 0, 0, 0], [0, 0, 0, 0]]},
-            "liveness": {"alwaysLive": {"bytesByTile": [1000, 900, 900, 900]},
-                         "notAlwaysLive": {"maxBytesByTile": [200, 100, 100, 100],
-                                           "byProgram": [{"bytes": 200, "children": []}]}}}},
+            "byCategory": {
+                "vertexInstanceState": {
+                    "nonInterleaved": {"nonOverlapped": [16, 16, 16, 16]},
+                    "interleaved": {"nonOverlapped": [0, 0, 0, 0]},
+                    "overflowed": {"nonOverlapped": [0, 0, 0, 0]},
+                }
+            },
+            "byVertexType": {
+                "codeBytes": [[100, 100, 100, 100], [40, 0, 0, 40]],
+                "vertexDataBytes": [[16, 16, 16, 16], [8, 0, 0, 8]],
+                "descriptorBytes": [[0, 0, 0, 0], [0, 0, 0, 0]],
+                "edgePtrBytes": [[8, 8, 8, 8], [4, 0, 0, 4]],
+                "copyPtrBytes": [[0, 0, 0, 0], [0, 0, 0, 0]],
+            },
+            "liveness": {
+                "alwaysLive": {"bytesByTile": [1000, 900, 900, 900]},
+                "notAlwaysLive": {
+                    "maxBytesByTile": [200, 100, 100, 100],
+                    "byProgram": [{"bytes": 200, "children": []}],
+                },
+            },
+        },
+    },
     "executionProfile": {
         "profilerMode": "IPU_MODEL",
-        "simulation": {"cycles": 12345,
-                       "tileCycles": {"compute": 2000, "doExchange": 300, "streamCopy": 0, "sync": 400,
-                                      "globalExchange": 0},
-                       "steps": [{"type": "OnTileExecute", "name": "add/ScaledAdd", "cycles": 500,
-                                  "cyclesOverlapped": 0},
-                                 {"type": "StreamCopy", "cycles": 9000}]}},
+        "simulation": {
+            "cycles": 12345,
+            "tileCycles": {"compute": 2000, "doExchange": 300, "streamCopy": 0, "sync": 400, "globalExchange": 0},
+            "steps": [
+                {"type": "OnTileExecute", "name": "add/ScaledAdd", "cycles": 500, "cyclesOverlapped": 0},
+                {"type": "StreamCopy", "cycles": 9000},
+            ],
+        },
+    },
 }
 
 
@@ -92,10 +118,16 @@ def test_unknown_keys_come_back_where_they_were(tmp_path):
 
 
 def test_exchange_ids_without_exchange_arrays_come_back(tmp_path):
-    document = {"graphProfile": {"target": {"numIPUs": 1, "tilesPerIPU": 2}, "programs": [
-        {"exchange": 5, "type": "DoExchange"}, {"exchange": 2, "type": "StreamCopy"}]},
-        "executionProfile": {"profilerMode": "IPU_MODEL", "simulation": {"steps": [
-            {"type": "DoExchange", "program": 0, "exchange": 5, "cycles": 3}]}}}
+    document = {
+        "graphProfile": {
+            "target": {"numIPUs": 1, "tilesPerIPU": 2},
+            "programs": [{"exchange": 5, "type": "DoExchange"}, {"exchange": 2, "type": "StreamCopy"}],
+        },
+        "executionProfile": {
+            "profilerMode": "IPU_MODEL",
+            "simulation": {"steps": [{"type": "DoExchange", "program": 0, "exchange": 5, "cycles": 3}]},
+        },
+    }
     convert_legacy([write_json(tmp_path / "in.json", document)], tmp_path / "p.pop")
     (written,) = export_legacy(tmp_path / "p.pop", tmp_path / "out.json")
     exported = _read(written)
@@ -133,8 +165,9 @@ def test_sample_report_round_trips_through_legacy(tmp_path, sample):
     assert len(first["executionProfile"]["simulation"]["steps"]) == 11
 
 
-@pytest.mark.parametrize("preset, knobs", [("tutorial3", {}), ("matrix-vector", {}),
-                                           ("matmul", {"m": 32, "k": 32, "n": 32})])
+@pytest.mark.parametrize(
+    "preset, knobs", [("tutorial3", {}), ("matrix-vector", {}), ("matmul", {"m": 32, "k": 32, "n": 32})]
+)
 def test_simulated_reports_round_trip_through_legacy(tmp_path, preset, knobs):
     presets = pytest.importorskip("simulator.presets")
     presets.run_preset(preset, knobs, directory=str(tmp_path))

@@ -59,13 +59,22 @@ def test_schemas_are_valid_draft_2020_12():
 
 def test_cases_cover_both_schemas_and_both_outcomes():
     seen = {(c["schema"], c["valid"]) for c in CASES}
-    assert seen == {("graph_profile", True), ("graph_profile", False), ("execution_profile", True),
-                    ("execution_profile", False)}
+    assert seen == {
+        ("graph_profile", True),
+        ("graph_profile", False),
+        ("execution_profile", True),
+        ("execution_profile", False),
+    }
 
 
 def test_unknown_keys_are_reported_with_their_location():
-    tree = _as_tree({"target": {"numIPUs": 1, "tilesPerIPU": 2, "newField": 3},
-                     "programs": [{"type": "Sequence", "colour": "red"}], "extra": [1, 2]})
+    tree = _as_tree(
+        {
+            "target": {"numIPUs": 1, "tilesPerIPU": 2, "newField": 3},
+            "programs": [{"type": "Sequence", "colour": "red"}],
+            "extra": [1, 2],
+        }
+    )
     result = check_document(tree, "graph_profile", name="g.json")
     found = {location(parts): value for parts, value in result.unknown}
     assert set(found) == {"$.target.newField", "$.programs[0].colour", "$.extra"}

@@ -39,7 +39,9 @@ def analysis_modules() -> list[pathlib.Path]:
 
 def test_the_scan_finds_sql(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text('Q = ("SELECT name "\n     "FROM vertex_types")\nR = f"SELECT {1} FROM t"\nS = "FROM here"\nT = "select the tiles from"\n')
+    module.write_text(
+        'Q = ("SELECT name "\n     "FROM vertex_types")\nR = f"SELECT {1} FROM t"\nS = "FROM here"\nT = "select the tiles from"\n'
+    )
     assert [line for line, _ in sql_strings(module)] == [1, 3]
 
 

@@ -53,14 +53,23 @@ def test_text_summary_memory_totals_are_carried_over(tmp_path):
 
 def test_text_summary_without_clock_or_tile_memory_lists_them(tmp_path):
     text = ADDER.read_text()
-    text = "\n".join(line for line in text.splitlines()
-                     if "Clock Speed" not in line and "Memory Per-Tile" not in line and "Number of edges" not in line)
+    text = "\n".join(
+        line
+        for line in text.splitlines()
+        if "Clock Speed" not in line and "Memory Per-Tile" not in line and "Number of edges" not in line
+    )
     source = tmp_path / "summary.txt"
     source.write_text(text + "\n")
     convert([source], tmp_path / "p.pop")
     missing = json.loads(_metadata(tmp_path / "p.pop")["not_recorded"])
-    assert missing == ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory",
-                       "target.memory_per_replica", "target.clock_frequency", "graph.num_edges"]
+    assert missing == [
+        "target.bytes_per_tile",
+        "target.bytes_per_ipu",
+        "target.total_memory",
+        "target.memory_per_replica",
+        "target.clock_frequency",
+        "graph.num_edges",
+    ]
 
 
 def test_cerebras_report_lists_the_hardware_it_does_not_describe(tmp_path):
@@ -68,8 +77,15 @@ def test_cerebras_report_lists_the_hardware_it_does_not_describe(tmp_path):
     source.write_text(CEREBRAS)
     convert([source], tmp_path / "p.pop")
     missing = set(json.loads(_metadata(tmp_path / "p.pop")["not_recorded"]))
-    assert {"target.tiles_per_ipu", "target.bytes_per_tile", "target.clock_frequency", "target.num_ipus",
-            "graph.num_vertices", "graph.num_edges", "graph.num_vars"} <= missing
+    assert {
+        "target.tiles_per_ipu",
+        "target.bytes_per_tile",
+        "target.clock_frequency",
+        "target.num_ipus",
+        "graph.num_vertices",
+        "graph.num_edges",
+        "graph.num_vars",
+    } <= missing
     assert "graph.num_compute_sets" not in missing  # the kernels are counted
 
 
@@ -84,8 +100,14 @@ def test_legacy_profile_without_optional_target_fields(tmp_path):
     partial = write_json(tmp_path / "partial.json", graph)
     convert([partial], tmp_path / "partial.pop")
     assert json.loads(_metadata(tmp_path / "partial.pop")["not_recorded"]) == [
-        "target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory", "target.memory_per_replica",
-        "target.clock_frequency", "target.min_sync_delay", "graph.num_edges"]
+        "target.bytes_per_tile",
+        "target.bytes_per_ipu",
+        "target.total_memory",
+        "target.memory_per_replica",
+        "target.clock_frequency",
+        "target.min_sync_delay",
+        "graph.num_edges",
+    ]
 
 
 def test_poplar_sync_steps_without_cycles_are_listed(tmp_path):

@@ -24,8 +24,10 @@ def operations(report):
 
 
 def test_operations_in_step_order(operations):
-    got = [(op.debugContext.id, op.name, [p._id for p in op.programs()], op.firstStepIndex, op.lastStepIndex)
-           for op in operations]
+    got = [
+        (op.debugContext.id, op.name, [p._id for p in op.programs()], op.firstStepIndex, op.lastStepIndex)
+        for op in operations
+    ]
     assert got == [
         (12, "stream", [1, 2, 3], 1, 3),
         (2, "linear/MatMul", [4, 5], 4, 5),
@@ -107,13 +109,23 @@ def test_without_liveness_steps_operations_still_have_programs(tmp_path):
         w.insert("programs", ("id", "type", "name"), [(0, "Sequence", ""), (1, "Sync", ""), (2, "Sync", "")])
         w.insert("program_children", ("parent", "position", "child"), [(0, 0, 1), (0, 1, 2)])
         w.insert("control_programs", ("position", "program"), [(0, 0)])
-        w.insert("debug_context_refs", ("kind", "object", "debug_context"),
-                 [("program", 2, 2), ("program", 1, 3), ("program", 2, 77)])
-    write_debug_info(debug, [{"id": 1, "layer": "tensorflow", "name": "dense"},
-                             {"id": 2, "layer": "poplibs", "name": "sync", "parents": [1]},
-                             {"id": 3, "layer": "poplibs", "name": "lonely"}])
+        w.insert(
+            "debug_context_refs",
+            ("kind", "object", "debug_context"),
+            [("program", 2, 2), ("program", 1, 3), ("program", 2, 77)],
+        )
+    write_debug_info(
+        debug,
+        [
+            {"id": 1, "layer": "tensorflow", "name": "dense"},
+            {"id": 2, "layer": "poplibs", "name": "sync", "parents": [1]},
+            {"id": 3, "layer": "poplibs", "name": "lonely"},
+        ],
+    )
     with pva.openReport(path, debug) as report:
         ops = pva.OperationAnalysis(report).operations
         assert [(op.name, [p._id for p in op.programs()], op.firstStepIndex) for op in ops] == [
-            ("dense", [2], -1), ("lonely", [1], -1)]
+            ("dense", [2], -1),
+            ("lonely", [1], -1),
+        ]
         assert repr(pva.OperationAnalysis(report)) == "<OperationAnalysis not analysed yet>"

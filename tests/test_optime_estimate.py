@@ -76,7 +76,8 @@ def test_estimate_follows_the_delta_t_rules(sample):
     assert init.compute_dt == int(estimates[0].max())
     # programs 2 (StreamCopyMid) and 4 (DoExchange) run before the first OnTileExecute
     expected_transmission = int(exchange.row(vectors[(2, "estimated_cycles")]).max()) + int(
-        exchange.row(vectors[(4, "estimated_cycles")]).max())
+        exchange.row(vectors[(4, "estimated_cycles")]).max()
+    )
     assert init.transmission_dt == expected_transmission
     assert not init.overlaps and init.delta_t == init.compute_dt + init.transmission_dt  # same tiles: sum
     fwd = by_name["layer1/fwd"]
@@ -86,15 +87,17 @@ def test_estimate_follows_the_delta_t_rules(sample):
     time = init.delta_t + 3 * fwd.delta_t + by_name["layer1/bwd"].delta_t
     assert est.samples_per_second == pytest.approx(1.33e9 / time)
     assert est.compute_samples_per_second == pytest.approx(
-        1.33e9 / (init.compute_dt + 3 * fwd.compute_dt + by_name["layer1/bwd"].compute_dt))
+        1.33e9 / (init.compute_dt + 3 * fwd.compute_dt + by_name["layer1/bwd"].compute_dt)
+    )
     assert est.active_pes_fraction == 1.0
 
 
 def test_kernel_overlapping_exchange_on_other_tiles_uses_max():
     from pva.analysis.estimate import Kernel
 
-    kernel = Kernel("k", compute_dt=100, transmission_dt=40, overlaps=True, active_pes=4, compute_cycles=200,
-                    executions=1)
+    kernel = Kernel(
+        "k", compute_dt=100, transmission_dt=40, overlaps=True, active_pes=4, compute_cycles=200, executions=1
+    )
     assert kernel.delta_t == 100 and kernel.utilization == 0.5
     kernel.overlaps = False
     assert kernel.delta_t == 140
@@ -105,8 +108,10 @@ def test_compile_report_layout(sample, tmp_path, capsys):
     text = (tmp_path / "compile_report.txt").read_text()
     lines = text.splitlines()
     assert lines[0] == "Estimated Overall Performance" and lines[1] == "-" * 31
-    for line, label in zip(lines[2:7], ("Samples/s:", "Compute Samples/s:", "Transmission Samples/s:", "Active PEs:",
-                                        "Compute Utilization:")):
+    for line, label in zip(
+        lines[2:7],
+        ("Samples/s:", "Compute Samples/s:", "Transmission Samples/s:", "Active PEs:", "Compute Utilization:"),
+    ):
         assert line.startswith(label) and line[30] != " " and line[29] == " "
     assert lines[5] == "Active PEs:                   100%"
     assert lines[8].startswith("| Kernel Name ") and lines[8].rstrip().endswith("| Compute Utilization |")

@@ -22,8 +22,9 @@ PVA = [sys.executable, "-m", "pva"]
 
 def _pva(*args, cwd=None, **kwargs) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    return subprocess.run([*PVA, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
-                          check=False, **kwargs)
+    return subprocess.run(
+        [*PVA, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300, check=False, **kwargs
+    )
 
 
 # -- 1: a directory export never deletes what is not ours -----------------------------------------------------------
@@ -129,10 +130,17 @@ def test_a_fifo_is_refused_where_the_format_cannot_stream(simulated, tmp_path):
 
 def _killed_writer_temporary(target) -> str:
     """A temporary left by a writer that was killed (a child process that made it and exited)."""
-    code = ("import sys; from formats.atomic import AtomicOutput; out = AtomicOutput(sys.argv[1]); "
-            "open(out.path, 'w').write('partial'); print(out.path)")
-    proc = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, check=True,
-                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    code = (
+        "import sys; from formats.atomic import AtomicOutput; out = AtomicOutput(sys.argv[1]); "
+        "open(out.path, 'w').write('partial'); print(out.path)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(target)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+    )
     return proc.stdout.strip()
 
 
@@ -167,7 +175,9 @@ def tiny_disk(tmp_path):
     mount.mkdir()
     if not sys.platform.startswith("linux") or shutil.which("mount") is None:
         pytest.skip("no mount here")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, check=False)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, check=False
+    )
     if proc.returncode != 0:
         pytest.skip("cannot mount a tmpfs here (not root, or in a container without the capability)")
     try:
@@ -176,8 +186,17 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", str(mount)], capture_output=True, check=False)
 
 
-@pytest.mark.parametrize("fmt, name", [("parquet", "pq"), ("csv", "csv"), ("legacy-json", "legacy"),
-                                       ("legacy-json", "legacy.json"), ("hdf5", "m.h5"), ("chrome-trace", "t.json")])
+@pytest.mark.parametrize(
+    "fmt, name",
+    [
+        ("parquet", "pq"),
+        ("csv", "csv"),
+        ("legacy-json", "legacy"),
+        ("legacy-json", "legacy.json"),
+        ("hdf5", "m.h5"),
+        ("chrome-trace", "t.json"),
+    ],
+)
 def test_export_on_a_full_disk_exits_2_and_leaves_nothing(simulated, tiny_disk, fmt, name):
     result = _pva("export", simulated / "profile.pop", "--format", fmt, "-o", tiny_disk / name)
     if result.returncode == 0:  # the output fitted
@@ -203,8 +222,11 @@ def test_a_simulated_full_disk_is_an_output_error(tmp_path, monkeypatch):
     """Where no tmpfs can be mounted: ENOSPC from a write is reported as the machine's fault, nothing is left."""
     target = tmp_path / "out.json"
 
-    with pytest.raises(OSError, match="no space left on device") as caught, AtomicOutput(target) as out, \
-            open(out.path, "w") as handle:
+    with (
+        pytest.raises(OSError, match="no space left on device") as caught,
+        AtomicOutput(target) as out,
+        open(out.path, "w") as handle,
+    ):
         handle.write("x")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert type(caught.value).__name__ == "OutputError" and str(target) in str(caught.value)

@@ -18,7 +18,8 @@ def wheel(tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("wheel")
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0:
         pytest.fail(f"building the wheel failed:\n{result.stdout}\n{result.stderr}")
@@ -28,16 +29,25 @@ def wheel(tmp_path_factory) -> pathlib.Path:
 
 def test_wheel_contains_packages_and_schemas(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for expected in ("pva/__init__.py", "formats/__init__.py", "simulator/__init__.py", "schemas/profile.sql",
-                     "schemas/profile_matrices.json", "pva/py.typed"):
+    for expected in (
+        "pva/__init__.py",
+        "formats/__init__.py",
+        "simulator/__init__.py",
+        "schemas/profile.sql",
+        "schemas/profile_matrices.json",
+        "pva/py.typed",
+    ):
         assert expected in names, expected
     assert not any(name.startswith("tests/") for name in names)
 
 
 def test_installed_wheel_works_outside_the_source_tree(wheel, tmp_path, sample):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     env = dict(os.environ, PYTHONPATH=str(target))
     code = (
         "import pva, formats.schema as s; "
@@ -49,7 +59,12 @@ def test_installed_wheel_works_outside_the_source_tree(wheel, tmp_path, sample):
     from formats.schema import profile_schema
 
     assert out.stdout.split() == [str(len(profile_schema().tables)), "8"]
-    cli = subprocess.run([sys.executable, "-m", "pva", "info", "--json", sample.path], cwd=tmp_path, env=env,
-                         capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "pva", "info", "--json", sample.path],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stderr
     assert '"num_tiles": 8' in cli.stdout

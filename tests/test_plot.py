@@ -52,9 +52,15 @@ def _assert_chart(path, width_px: int, min_height: int, max_height: int) -> np.n
     return pixels
 
 
-@pytest.mark.parametrize("kind, min_height, max_height", [
-    ("memory", 500, 700), ("liveness", 400, 500), ("timeline", 200, 350), ("vertex-types", 150, 300),
-])
+@pytest.mark.parametrize(
+    "kind, min_height, max_height",
+    [
+        ("memory", 500, 700),
+        ("liveness", 400, 500),
+        ("timeline", 200, 350),
+        ("vertex-types", 150, 300),
+    ],
+)
 def test_each_kind_draws_a_png(pva, sample, tmp_path, kind, min_height, max_height):
     out = tmp_path / f"{kind}.png"
     result = pva("plot", sample.path, "--kind", kind, "-o", str(out))
@@ -78,8 +84,12 @@ def test_memory_plot_marks_the_tile_limit_and_out_of_memory_tiles(tmp_path):
 
 def test_size_and_resolution_options(pva, sample, tmp_path):
     out = tmp_path / "liveness.png"
-    assert pva("plot", sample.path, "--kind", "liveness", "-o", str(out), "--width", "6", "--height", "3",
-                "--dpi", "50").returncode == 0
+    assert (
+        pva(
+            "plot", sample.path, "--kind", "liveness", "-o", str(out), "--width", "6", "--height", "3", "--dpi", "50"
+        ).returncode
+        == 0
+    )
     assert _pixels(out).shape[:2] == (150, 300)
 
 
@@ -94,17 +104,21 @@ def test_a_compile_only_report_has_no_timeline(pva, compile_only, tmp_path):
     out = tmp_path / "timeline.png"
     result = pva("plot", compile_only.path, "--kind", "timeline", "-o", str(out))
     assert result.returncode == 2
-    assert result.stderr == (f"pva plot: error: {compile_only.path!r}: cannot draw --kind timeline: the report has "
-                             f"no execution profile\n")
+    assert result.stderr == (
+        f"pva plot: error: {compile_only.path!r}: cannot draw --kind timeline: the report has no execution profile\n"
+    )
     assert not out.exists() and os.listdir(tmp_path) == []
     # its memory still plots
     assert pva("plot", compile_only.path, "--kind", "memory", "-o", str(out)).returncode == 0
 
 
-@pytest.mark.parametrize("output, message", [
-    ("chart.jpg", "expected a file name ending in .png, .svg, .pdf"),
-    ("missing-dir/chart.png", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("chart.jpg", "expected a file name ending in .png, .svg, .pdf"),
+        ("missing-dir/chart.png", "does not exist"),
+    ],
+)
 def test_bad_output_names(pva, sample, tmp_path, output, message):
     result = pva("plot", sample.path, "--kind", "memory", "-o", str(tmp_path / output))
     assert result.returncode == 2 and message in result.stderr and result.stderr.count("\n") == 1
@@ -130,7 +144,11 @@ def test_command_line_end_to_end(sample, tmp_path):
     """The console entry point in a fresh process: Agg needs no display."""
     out = tmp_path / "vertex-types.png"
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MPLBACKEND")}
-    result = subprocess.run([sys.executable, "-m", "pva", "plot", sample.path, "--kind", "vertex-types", "-o", str(out)],
-                            capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "pva", "plot", sample.path, "--kind", "vertex-types", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     _assert_chart(out, 1200, 150, 300)

@@ -9,19 +9,65 @@ from test_compilation_builder import CHILDREN, PROGRAMS, model  # noqa: F401  (f
 import pva
 
 SEED_TYPES = [
-    "Unknown", "Sequence", "OnTileExecute", "Repeat", "RepeatWhile", "OnTileSwitch", "OnEveryTileSwitch", "IfElse",
-    "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd", "WriteUndef", "Sync",
-    "SetLocalConsensus", "SetLocalConsensusFromVar", "GetGlobalConsensus", "Sans", "Call", "SyncAns", "CodeCopy",
-    "Block", "Execute", "UnloweredWhile", "UnloweredExecuteDst", "UnloweredSwitch", "OnTileCopy", "Copy",
-    "CrossReplicaCopy", "StreamCopy", "InstrumentationPlaceholder",
+    "Unknown",
+    "Sequence",
+    "OnTileExecute",
+    "Repeat",
+    "RepeatWhile",
+    "OnTileSwitch",
+    "OnEveryTileSwitch",
+    "IfElse",
+    "DoExchange",
+    "GlobalExchange",
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+    "WriteUndef",
+    "Sync",
+    "SetLocalConsensus",
+    "SetLocalConsensusFromVar",
+    "GetGlobalConsensus",
+    "Sans",
+    "Call",
+    "SyncAns",
+    "CodeCopy",
+    "Block",
+    "Execute",
+    "UnloweredWhile",
+    "UnloweredExecuteDst",
+    "UnloweredSwitch",
+    "OnTileCopy",
+    "Copy",
+    "CrossReplicaCopy",
+    "StreamCopy",
+    "InstrumentationPlaceholder",
 ]
 #: The visit methods of seed 004's ProgramVisitor, in order.
 SEED_VISITS = [
-    "visitUnknown", "visitSequence", "visitOnTileExecute", "visitRepeat", "visitRepeatWhile", "visitOnTileSwitch",
-    "visitOnEveryTileSwitch", "visitIfElse", "visitDoExchange", "visitGlobalExchange", "visitStreamCopyBegin",
-    "visitStreamCopyMid", "visitStreamCopyEnd", "visitWriteUndef", "visitSync", "visitSetLocalConsensus",
-    "visitSetLocalConsensusFromVar", "visitGetGlobalConsensus", "visitSans", "visitCall", "visitSyncAns",
-    "visitCodeCopy", "visitBlock", "visitProgram",
+    "visitUnknown",
+    "visitSequence",
+    "visitOnTileExecute",
+    "visitRepeat",
+    "visitRepeatWhile",
+    "visitOnTileSwitch",
+    "visitOnEveryTileSwitch",
+    "visitIfElse",
+    "visitDoExchange",
+    "visitGlobalExchange",
+    "visitStreamCopyBegin",
+    "visitStreamCopyMid",
+    "visitStreamCopyEnd",
+    "visitWriteUndef",
+    "visitSync",
+    "visitSetLocalConsensus",
+    "visitSetLocalConsensusFromVar",
+    "visitGetGlobalConsensus",
+    "visitSans",
+    "visitCall",
+    "visitSyncAns",
+    "visitCodeCopy",
+    "visitBlock",
+    "visitProgram",
 ]
 
 
@@ -128,8 +174,12 @@ def test_repeat(programs):
 
 
 def test_exchange_vectors(programs, model):
-    for program_id, cls in ((4, pva.DoExchangeProgram), (13, pva.DoExchangeProgram), (14, pva.GlobalExchangeProgram),
-                            (2, pva.StreamCopyMidProgram)):
+    for program_id, cls in (
+        (4, pva.DoExchangeProgram),
+        (13, pva.DoExchangeProgram),
+        (14, pva.GlobalExchangeProgram),
+        (2, pva.StreamCopyMidProgram),
+    ):
         program = programs[program_id]
         assert isinstance(program, cls)
         assert list(program.bytesReceivedByTile) == model.vectors[(program_id, "bytes_received")].tolist()
@@ -154,7 +204,9 @@ def test_tile_array(programs, model):
     assert array.dtype == np.uint64 and array.tolist() == model.vectors[(4, "code_bytes")].tolist()
     assert programs[0].tileArray("controlCodeByTile").tolist() == model.vectors[(0, "control_code")].tolist()
     assert programs[28].tileArray("controlCodeByTile").size == 0
-    assert np.array(programs[14].syncCyclesByTile, dtype=np.uint64).tolist() == model.vectors[(14, "sync_cycles")].tolist()
+    assert (
+        np.array(programs[14].syncCyclesByTile, dtype=np.uint64).tolist() == model.vectors[(14, "sync_cycles")].tolist()
+    )
     with pytest.raises(ValueError, match="SequenceProgram has no per-tile vector 'bytesSentByTile'"):
         programs[0].tileArray("bytesSentByTile")
 
@@ -252,10 +304,12 @@ def test_visitor_sets_from_two_traversals_can_be_subtracted(report):
 
 def test_implicit_sync_program(report):
     comp = report.compilation
-    sync = pva.ImplicitSyncProgram(comp, None, pva.Program.Type.Sync, "implicitSync",
-                                   [None, None, "Internal", None, None, None])
-    again = pva.ImplicitSyncProgram(comp, None, pva.Program.Type.Sync, "implicitSync",
-                                    [None, None, "Internal", None, None, None])
+    sync = pva.ImplicitSyncProgram(
+        comp, None, pva.Program.Type.Sync, "implicitSync", [None, None, "Internal", None, None, None]
+    )
+    again = pva.ImplicitSyncProgram(
+        comp, None, pva.Program.Type.Sync, "implicitSync", [None, None, "Internal", None, None, None]
+    )
     assert sync.syncType == pva.Program.SyncType.Internal and list(sync.children) == []
     assert sync.name == "implicitSync" and list(sync.vars) == [] and list(sync.controlCodeByTile) == []
     assert sync == again and len({sync, again}) == 1
@@ -268,7 +322,10 @@ def test_sample_report_programs(sample):
     with pva.openReport(sample.path) as report:
         programs = report.compilation.programs
         assert len(programs) == 18
-        assert [type(p).__name__ for p in programs[:3]] == ["SequenceProgram", "StreamCopyBeginProgram",
-                                                            "StreamCopyMidProgram"]
+        assert [type(p).__name__ for p in programs[:3]] == [
+            "SequenceProgram",
+            "StreamCopyBeginProgram",
+            "StreamCopyMidProgram",
+        ]
         assert programs[5].name == "init/copy"
         assert programs[17].hasRepeatCount is False

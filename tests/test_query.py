@@ -29,20 +29,49 @@ def runs(sample, compile_only, tmp_path):
 
 
 def test_rows_are_tagged_with_their_report(runs, sample, capsys):
-    assert main(["query", str(runs), ("SELECT report, sum(total_including_gaps) AS bytes FROM memory_by_tile "
-                 "GROUP BY report ORDER BY report"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                str(runs),
+                (
+                    "SELECT report, sum(total_including_gaps) AS bytes FROM memory_by_tile "
+                    "GROUP BY report ORDER BY report"
+                ),
+                "--json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     base = sum(row[2] for row in sample.rows("memory_by_tile"))
-    assert rows == [{"report": "a/profile.pop", "bytes": base},
-                    {"report": "b/deeper/profile.pop", "bytes": base + 8 * 1000}]
+    assert rows == [
+        {"report": "a/profile.pop", "bytes": base},
+        {"report": "b/deeper/profile.pop", "bytes": base + 8 * 1000},
+    ]
 
 
 def test_reports_table_and_joins_within_a_report(runs, capsys):
     assert main(["query", str(runs), "SELECT report, num_tiles, producer FROM reports ORDER BY report", "--csv"]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "report,num_tiles,producer", "a/profile.pop,8,pva-tests", "b/deeper/profile.pop,8,pva-tests"]
-    assert main(["query", str(runs), ("SELECT s.report, count(*) AS n FROM steps s JOIN programs p "
-                 "ON p.id = s.program AND p.report = s.report GROUP BY s.report"), "--json"]) == 0
+        "report,num_tiles,producer",
+        "a/profile.pop,8,pva-tests",
+        "b/deeper/profile.pop,8,pva-tests",
+    ]
+    assert (
+        main(
+            [
+                "query",
+                str(runs),
+                (
+                    "SELECT s.report, count(*) AS n FROM steps s JOIN programs p "
+                    "ON p.id = s.program AND p.report = s.report GROUP BY s.report"
+                ),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == [{"report": "a/profile.pop", "n": 10}]
 
 

@@ -31,8 +31,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                    first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 found.add(id(first.value))
     return found
 
@@ -99,8 +102,13 @@ def reader(sample):
 
 def test_programs_questions(reader, sample):
     kinds = reader.program_kinds()
-    assert kinds[:5] == [(0, "Sequence"), (1, "StreamCopyBegin"), (2, "StreamCopyMid"), (3, "StreamCopyEnd"),
-                         (4, "DoExchange")]
+    assert kinds[:5] == [
+        (0, "Sequence"),
+        (1, "StreamCopyBegin"),
+        (2, "StreamCopyMid"),
+        (3, "StreamCopyEnd"),
+        (4, "DoExchange"),
+    ]
     assert len(kinds) == reader.row_count("programs") == 18
     names = reader.program_names()
     assert names[4] == "layer1/fwd/ExchangePre" and names[5] == "" and names[17] == "whileish"
@@ -122,7 +130,8 @@ def test_compute_set_and_memory_questions(reader, sample):
     written = {row[0]: row for row in sample.rows("memory_by_tile")}
     assert reader.memory_by_tile_extent() == (8, 0, 7)
     assert reader.memory_by_tile_columns(["total", "always_live_bytes"]) == [
-        (written[t][1], written[t][9]) for t in range(8)]
+        (written[t][1], written[t][9]) for t in range(8)
+    ]
     with pytest.raises(ValueError, match="no column"):
         reader.memory_by_tile_columns(["total; DROP TABLE x"])
     assert reader.vertex_memory_of_tile(3) == [(0, 103, 4, 8, 12, 2, 40), (1, 103, 4, 8, 13, 2, 41)]
@@ -131,7 +140,11 @@ def test_compute_set_and_memory_questions(reader, sample):
 def test_variable_and_liveness_questions(reader):
     on_tile = reader.lowered_variables_on_tile(1)
     assert [(row[0], row[1], row[2], row[3]) for row in on_tile] == [
-        (4, 1, "var0/t1", 64), (5, 1, "var1/t1", 128), (6, 1, "var2/t1", 192), (7, 1, "controlCode", 512)]
+        (4, 1, "var0/t1", 64),
+        (5, 1, "var1/t1", 128),
+        (6, 1, "var2/t1", 192),
+        (7, 1, "controlCode", 512),
+    ]
     assert sorted(row[0] for row in reader.lowered_variables_by_id([31, 0, 17])) == [0, 17, 31]
     assert reader.lowered_variable_constraints(0, "element") == [1]
     # classes 0 (steps 0..3), 1 (2..5) and 2 (3..4, 6..7) hold 64, 128 and 192 bytes on each of 8 tiles;
@@ -142,7 +155,10 @@ def test_variable_and_liveness_questions(reader):
     assert reader.not_always_live_bytes(7, tiles=(0, 4)) == 4 * 192
     assert reader.not_always_live_bytes_of_variable(3, 1) == 8 * 128
     assert {(var, size) for var, _name, size in reader.not_always_live_variables(3, tiles=(2, 3))} == {
-        (0, 64), (1, 128), (2, 192)}
+        (0, 64),
+        (1, 128),
+        (2, 192),
+    }
     assert reader.liveness_bytes_of_ipu(3, 1) == 2048
     assert reader.liveness_bytes_of_ipu(30, 1) is None
 
@@ -180,8 +196,13 @@ def test_closed_report_raises_closed_report_error_naming_the_path(sample):
     assert report.closed
     assert repr(report) == "<Report 'profile.pop' (closed)>"
     assert repr(report.compilation) == "<CompilationReport (closed)>"
-    for use in (lambda: programs[0].children, lambda: programs[4].name, lambda: steps[3].ipus[0].cycles,
-                lambda: report.compilation.tiles[0].memory.total, lambda: report.sql("SELECT 1")):
+    for use in (
+        lambda: programs[0].children,
+        lambda: programs[4].name,
+        lambda: steps[3].ipus[0].cycles,
+        lambda: report.compilation.tiles[0].memory.total,
+        lambda: report.sql("SELECT 1"),
+    ):
         with pytest.raises(pva.ClosedReportError) as caught:
             use()
         assert sample.path in str(caught.value) and "closed" in str(caught.value)
@@ -218,10 +239,20 @@ def test_pickling_a_report_or_what_was_read_from_it_is_refused_with_the_reason(s
     with pva.openReport(sample.path) as report:
         compilation = report.compilation
         execution = report.execution
-        for obj in (report, compilation, execution, compilation.programs[5], compilation.tiles[0],
-                    compilation.tiles[0].memory, compilation.graph, compilation.computeSets[1],
-                    compilation.loweredVariables, execution.steps[0], execution.steps[0].ipus[0],
-                    execution.runs[0]):
+        for obj in (
+            report,
+            compilation,
+            execution,
+            compilation.programs[5],
+            compilation.tiles[0],
+            compilation.tiles[0].memory,
+            compilation.graph,
+            compilation.computeSets[1],
+            compilation.loweredVariables,
+            execution.steps[0],
+            execution.steps[0].ipus[0],
+            execution.runs[0],
+        ):
             with pytest.raises(TypeError, match=r"cannot be pickled.*file handle.*openReport\(path\)"):
                 pickle.dumps(obj)
 

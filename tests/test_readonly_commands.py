@@ -37,8 +37,11 @@ def _snapshot(directory: pathlib.Path) -> dict[str, tuple[str, int, int]]:
     out = {}
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         stat = entry.stat()
-        out[entry.name] = (hashlib.sha256(pathlib.Path(entry.path).read_bytes()).hexdigest(), stat.st_size,
-                           stat.st_mtime_ns)
+        out[entry.name] = (
+            hashlib.sha256(pathlib.Path(entry.path).read_bytes()).hexdigest(),
+            stat.st_size,
+            stat.st_mtime_ns,
+        )
     return out
 
 
@@ -54,8 +57,14 @@ def reports(simulated, sample, tmp_path_factory):
     (trace,) = run.glob("*.pvti")
     out = root / "out"
     out.mkdir()
-    return {"run": run, "other": other, "trace": trace, "out": out, "root": root / "reports",
-            "before": {run: _snapshot(run), other: _snapshot(other)}}
+    return {
+        "run": run,
+        "other": other,
+        "trace": trace,
+        "out": out,
+        "root": root / "reports",
+        "before": {run: _snapshot(run), other: _snapshot(other)},
+    }
 
 
 def _cli(*args: str) -> int:
@@ -85,8 +94,18 @@ def _read_trace(path: str) -> int:
 COMMANDS = [
     ("info", ["info", "{report}"], {0}),
     ("info-json", ["info", "{report}", "--json"], {0}),
-    ("summary", ["summary", "{report}", "--show-var-storage", "--show-optimizations", "--show-execution-steps",
-                 "--show-per-ipu-memory"], {0}),
+    (
+        "summary",
+        [
+            "summary",
+            "{report}",
+            "--show-var-storage",
+            "--show-optimizations",
+            "--show-execution-steps",
+            "--show-per-ipu-memory",
+        ],
+        {0},
+    ),
     ("summary-json", ["summary", "{report}", "--json"], {0}),
     ("sql", ["sql", "{report}", "SELECT type, count(*) FROM programs GROUP BY type"], {0}),
     ("sql-pragma", ["sql", "{report}", "PRAGMA integrity_check"], {0}),
@@ -112,8 +131,10 @@ COMMANDS = [
     ("export-legacy-cbor", ["export", "{report}", "--format", "legacy-cbor", "-o", "{out}/legacy-cbor"], {0}),
     ("html", ["html", "{report}", "-o", "{out}/report.html"], {0}),
     ("html-compare", ["html", "--compare", "{other}", "{report}", "-o", "{out}/compare.html"], {0, 1}),
-    *[(f"plot-{kind}", ["plot", "{report}", "--kind", kind, "-o", f"{{out}}/{kind}.png"], {0})
-      for kind in ("memory", "liveness", "timeline", "vertex-types")],
+    *[
+        (f"plot-{kind}", ["plot", "{report}", "--kind", kind, "-o", f"{{out}}/{kind}.png"], {0})
+        for kind in ("memory", "liveness", "timeline", "vertex-types")
+    ],
 ]
 
 
@@ -124,8 +145,14 @@ def test_read_only_command_leaves_the_report_byte_identical(reports, args, statu
     if args[0] == "plot":
         pytest.importorskip("matplotlib")
     run = reports["run"]
-    places = {"report": run / "profile.pop", "debug": run / "debug.cbor", "other": reports["other"] / "profile.pop",
-              "trace": reports["trace"], "root": reports["root"], "out": reports["out"]}
+    places = {
+        "report": run / "profile.pop",
+        "debug": run / "debug.cbor",
+        "other": reports["other"] / "profile.pop",
+        "trace": reports["trace"],
+        "root": reports["root"],
+        "out": reports["out"],
+    }
     argv = [a.format(**places) for a in args]
     assert _cli(*argv) in statuses
     for directory, before in reports["before"].items():
@@ -181,8 +208,11 @@ def test_package_sources_never_unpickle_eval_or_load_extensions():
         where = path.relative_to(ROOT)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                found += [f"{where}:{node.lineno}: import {a.name}" for a in node.names
-                          if a.name.split(".")[0] in FORBIDDEN_MODULES]
+                found += [
+                    f"{where}:{node.lineno}: import {a.name}"
+                    for a in node.names
+                    if a.name.split(".")[0] in FORBIDDEN_MODULES
+                ]
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FORBIDDEN_MODULES:
                 found.append(f"{where}:{node.lineno}: from {node.module} import")
             elif isinstance(node, ast.Call):
@@ -193,7 +223,8 @@ def test_package_sources_never_unpickle_eval_or_load_extensions():
                     found.append(f"{where}:{node.lineno}: .{func.attr}()")
                 for keyword in node.keywords:
                     if keyword.arg == "allow_pickle" and not (
-                            isinstance(keyword.value, ast.Constant) and keyword.value.value is False):
+                        isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+                    ):
                         found.append(f"{where}:{node.lineno}: allow_pickle={ast.unparse(keyword.value)}")
             elif isinstance(node, ast.Name) and node.id in ("eval", "exec") and isinstance(node.ctx, ast.Load):
                 found.append(f"{where}:{node.lineno}: reference to {node.id}")
@@ -232,10 +263,15 @@ class _Planted:
 def _planted_chunk(marker: pathlib.Path, rows: int, cols: int) -> bytes:
     """An Arrow IPC stream whose column claims to be a pickled Python extension type (CVE-2023-47248)."""
     storage = pa.FixedSizeListArray.from_arrays(pa.array([1] * (rows * cols), type=pa.uint32()), cols)
-    field = pa.field("values", storage.type, nullable=False, metadata={
-        b"ARROW:extension:name": b"arrow.py_extension_type",
-        b"ARROW:extension:metadata": pickle.dumps(_Planted(str(marker))),
-    })
+    field = pa.field(
+        "values",
+        storage.type,
+        nullable=False,
+        metadata={
+            b"ARROW:extension:name": b"arrow.py_extension_type",
+            b"ARROW:extension:metadata": pickle.dumps(_Planted(str(marker))),
+        },
+    )
     schema = pa.schema([field])
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
@@ -247,8 +283,7 @@ def test_a_matrix_chunk_holding_a_pickle_is_never_unpickled(sample, tmp_path):
     marker = tmp_path / "executed"
     raw = _planted_chunk(marker, 2, 3)
     with contextlib.suppress(PvaError):
-        decode_chunk(raw, codec="none", raw_size=len(raw), matrix="m", first_row=0, num_rows=2, num_cols=3,
-                     path="x")
+        decode_chunk(raw, codec="none", raw_size=len(raw), matrix="m", first_row=0, num_rows=2, num_cols=3, path="x")
     assert not marker.exists()
     # the same chunk planted in a report, read through the object model and pva check
     report = tmp_path / "profile.pop"
@@ -260,8 +295,10 @@ def test_a_matrix_chunk_holding_a_pickle_is_never_unpickled(sample, tmp_path):
         ).fetchone()
         (cols,) = conn.execute("SELECT num_cols FROM matrices WHERE name = ?", (name,)).fetchone()
         planted = _planted_chunk(marker, rows, cols)
-        conn.execute("UPDATE matrix_chunks SET codec = 'none', raw_size = ?, data = ? WHERE matrix = ? AND first_row = ?",
-                     (len(planted), planted, name, first))
+        conn.execute(
+            "UPDATE matrix_chunks SET codec = 'none', raw_size = ?, data = ? WHERE matrix = ? AND first_row = ?",
+            (len(planted), planted, name, first),
+        )
         conn.commit()
     finally:
         conn.close()

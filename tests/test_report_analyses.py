@@ -82,7 +82,10 @@ def test_summary_figures(sample):
     assert data["execution"]["steps"] == len(sample.rows("steps"))
     assert data["execution"]["tile_cycles"]["compute"] == 240
     assert data["execution"]["cycles_by_vertex_type"][0] == {
-        "vertex_type": "popops::ScaledAddSupervisor<float,float,true>", "instances": 9, "cycles": 400}
+        "vertex_type": "popops::ScaledAddSupervisor<float,float,true>",
+        "instances": 9,
+        "cycles": 400,
+    }
     assert f"Total:             {data['memory']['excluding_gaps']:>13,} B" in text.getvalue()
 
 
@@ -91,11 +94,16 @@ def test_summary_of_a_simulated_report(simulated):
         data = report.summary()
         graph = report.compilation.graph
         assert data["target"]["tiles_per_ipu"] == report.compilation.target.tilesPerIpu == 64
-        assert data["graph"] == {"num_compute_sets": graph.numComputeSets, "num_edges": graph.numEdges,
-                                 "num_vars": graph.numVars, "num_vertices": graph.numVertices}
+        assert data["graph"] == {
+            "num_compute_sets": graph.numComputeSets,
+            "num_edges": graph.numEdges,
+            "num_vars": graph.numVars,
+            "num_vertices": graph.numVertices,
+        }
         assert data["execution"]["runs"] == len(report.execution.runs) > 0
-        (expected,) = report.sql('SELECT sum(length) FROM (SELECT max("end" - start) AS length '
-                                 "FROM run_cycles_by_ipu GROUP BY run)")[0]
+        (expected,) = report.sql(
+            'SELECT sum(length) FROM (SELECT max("end" - start) AS length FROM run_cycles_by_ipu GROUP BY run)'
+        )[0]
     assert data["execution"]["total_cycles"] == expected > 0
     assert data["execution"]["cycles_by_vertex_type_estimated"]  # the simulator records no vertex cycles
 
@@ -108,7 +116,8 @@ def test_compare_finds_the_change(sample, changed):
     with pva.openReport(sample.path) as a, pva.openReport(changed) as b:
         differences = pva.compare(a, b)
         assert [(d.section, d.item, d.change) for d in a.compare(b)] == [
-            (d.section, d.item, d.change) for d in differences]
+            (d.section, d.item, d.change) for d in differences
+        ]
         same = a.compare(a)
         with pytest.raises(TypeError, match="expected a pva Report"):
             pva.compare(a, str(changed))
@@ -205,10 +214,12 @@ def test_write_plot(sample, tmp_path):
 
 
 def test_importing_pva_and_building_the_parser_loads_no_analysis():
-    code = ("import sys, pva, pva.cli; pva.cli.build_parser(); "
-            "print(sorted(m for m in ('matplotlib', 'sqlite_utils', 'pva.analysis.html', 'pva.analysis.plots', "
-            "'pva.analysis.compare', 'pva.analysis.estimate', 'pva.analysis.optime', 'pva.analysis.summary') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, pva, pva.cli; pva.cli.build_parser(); "
+        "print(sorted(m for m in ('matplotlib', 'sqlite_utils', 'pva.analysis.html', 'pva.analysis.plots', "
+        "'pva.analysis.compare', 'pva.analysis.estimate', 'pva.analysis.optime', 'pva.analysis.summary') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -216,10 +227,13 @@ def test_importing_pva_and_building_the_parser_loads_no_analysis():
 # -- bad values -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("statement", "column", "found"), [
-    ("UPDATE memory_by_tile SET total = 'lots' WHERE tile = 2", "memory_by_tile.total", "str 'lots'"),
-    ("UPDATE vertex_types SET name = x'00ff'", "vertex_types.name", "bytes b'\\x00\\xff'"),
-])
+@pytest.mark.parametrize(
+    ("statement", "column", "found"),
+    [
+        ("UPDATE memory_by_tile SET total = 'lots' WHERE tile = 2", "memory_by_tile.total", "str 'lots'"),
+        ("UPDATE vertex_types SET name = x'00ff'", "vertex_types.name", "bytes b'\\x00\\xff'"),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_a_damaged_report(sample, tmp_path, capsys, statement, column, found):
     from pva.cli import main
 
@@ -231,8 +245,10 @@ def test_a_value_of_the_wrong_type_is_a_damaged_report(sample, tmp_path, capsys,
     conn.close()
     with pva.openReport(path) as report, pytest.raises(pva.PvaError) as caught:
         report.summary()
-    assert str(caught.value) == f"{str(path)!r}: {column} should be " \
-                                f"{'INTEGER' if column.endswith('total') else 'TEXT'}, found {found}"
+    assert (
+        str(caught.value) == f"{str(path)!r}: {column} should be "
+        f"{'INTEGER' if column.endswith('total') else 'TEXT'}, found {found}"
+    )
     assert main(["summary", str(path)]) == 2
     assert f"{column} should be" in capsys.readouterr().err
 

@@ -34,7 +34,9 @@ def status(key):
     return 0
 """
 
-OPEN_PROBE = STATUS + """
+OPEN_PROBE = (
+    STATUS
+    + """
 import json, os, sys, time
 sys.path.insert(0, os.getcwd())
 import pva
@@ -51,9 +53,12 @@ for _ in range(3):
 print(json.dumps({"tiles": tiles, "seconds": min(times), "first_seconds": times[0],
                   "growth": status("VmHWM") - before}))
 """
+)
 
 #: Runs the command line and prints its peak resident memory last.
-CLI_PROBE = STATUS + """
+CLI_PROBE = (
+    STATUS
+    + """
 import json, os, sys
 sys.path.insert(0, os.getcwd())
 from pva.cli import main
@@ -62,11 +67,13 @@ code = main(sys.argv[1:])
 print(json.dumps({"peak": status("VmHWM")}))
 sys.exit(code)
 """
+)
 
 
 def _open_cost(path: pathlib.Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", OPEN_PROBE, str(path)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", OPEN_PROBE, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -83,9 +90,11 @@ def test_opening_a_report_is_constant_in_time_and_memory(simulated, long_report)
     small_path = simulated / "profile.pop"
     small, large = _open_cost(small_path), _open_cost(long_report)
     ratio = long_report.stat().st_size / small_path.stat().st_size
-    print(f"\nopen + numTiles: {small_path.stat().st_size / MB:.1f} MB report {small['first_seconds']:.3f} s, "
-          f"+{small['growth'] / MB:.1f} MB; {long_report.stat().st_size / MB:.0f} MB report "
-          f"{large['first_seconds']:.3f} s, +{large['growth'] / MB:.1f} MB (file {ratio:.0f}x larger)")
+    print(
+        f"\nopen + numTiles: {small_path.stat().st_size / MB:.1f} MB report {small['first_seconds']:.3f} s, "
+        f"+{small['growth'] / MB:.1f} MB; {long_report.stat().st_size / MB:.0f} MB report "
+        f"{large['first_seconds']:.3f} s, +{large['growth'] / MB:.1f} MB (file {ratio:.0f}x larger)"
+    )
     assert small["tiles"] == 64 and large["tiles"] == 4 * 1472
     assert ratio > 100
     for cost in (small, large):
@@ -97,14 +106,20 @@ def test_opening_a_report_is_constant_in_time_and_memory(simulated, long_report)
 
 # -- exports ------------------------------------------------------------------------------------------------------
 
-EXPORTS = {"parquet": "parquet", "hdf5": "matrices.h5", "csv": "csv", "chrome-trace": "trace.json",
-           "legacy-json": "legacy.json"}
+EXPORTS = {
+    "parquet": "parquet",
+    "hdf5": "matrices.h5",
+    "csv": "csv",
+    "chrome-trace": "trace.json",
+    "legacy-json": "legacy.json",
+}
 
 
 def _peak_memory(args: list[str]) -> dict:
     """Run `pva ARGS`; its peak RSS (from the kernel) and peak anonymous RSS (sampled every 10 ms)."""
-    proc = subprocess.Popen([sys.executable, "-c", CLI_PROBE, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI_PROBE, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     done = threading.Event()
     anon = [0]
 
@@ -141,8 +156,11 @@ def mid_report(tmp_path_factory) -> pathlib.Path:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_exports_stream_far_below_the_memory_bound(simulated, mid_report, tmp_path):
     matrix_bytes = 2500 * 4 * 1472 * 8
-    jobs = [(fmt, label, report) for fmt in EXPORTS for label, report in
-            (("small", simulated / "profile.pop"), ("mid", mid_report))]
+    jobs = [
+        (fmt, label, report)
+        for fmt in EXPORTS
+        for label, report in (("small", simulated / "profile.pop"), ("mid", mid_report))
+    ]
 
     def run(job):
         fmt, label, report = job
@@ -154,10 +172,14 @@ def test_exports_stream_far_below_the_memory_bound(simulated, mid_report, tmp_pa
     lines = []
     for fmt in EXPORTS:
         small, mid = results[(fmt, "small")], results[(fmt, "mid")]
-        lines.append(f"{fmt}: peak {small['peak'] / MB:.0f} -> {mid['peak'] / MB:.0f} MB, "
-                     f"anonymous {small['anon'] / MB:.0f} -> {mid['anon'] / MB:.0f} MB")
-    print(f"\nexports of a {simulated.joinpath('profile.pop').stat().st_size / MB:.1f} MB and a "
-          f"{mid_report.stat().st_size / MB:.0f} MB report:\n  " + "\n  ".join(lines))
+        lines.append(
+            f"{fmt}: peak {small['peak'] / MB:.0f} -> {mid['peak'] / MB:.0f} MB, "
+            f"anonymous {small['anon'] / MB:.0f} -> {mid['anon'] / MB:.0f} MB"
+        )
+    print(
+        f"\nexports of a {simulated.joinpath('profile.pop').stat().st_size / MB:.1f} MB and a "
+        f"{mid_report.stat().st_size / MB:.0f} MB report:\n  " + "\n  ".join(lines)
+    )
     for fmt in EXPORTS:
         small, mid = results[(fmt, "small")], results[(fmt, "mid")]
         assert mid["peak"] < 400 * MB, f"{fmt}: peak {mid['peak'] / MB:.0f} MB"

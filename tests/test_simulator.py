@@ -175,17 +175,29 @@ def test_control_flow_runs_on_data(tmp_path):
     body = Sequence(Execute(cs))
     popops.addInPlace(g, n, one, body, "increment")
     twice = g.addFunction(Sequence(Execute(cs)), "twice")
-    prog = Sequence(RepeatWhileTrue(cond, flag, body), If(flag, Execute(cs), Call(twice)),
-                    Switch(n, [(5, Call(twice)), (6, Execute(cs))]))
+    prog = Sequence(
+        RepeatWhileTrue(cond, flag, body),
+        If(flag, Execute(cs), Call(twice)),
+        Switch(n, [(5, Call(twice)), (6, Execute(cs))]),
+    )
     with Engine(g, prog, report_options(tmp_path), timestamp=TS) as e:
         e.writeTensor("x", np.ones(4))
         e.run(0)
         assert e.readTensor("n").tolist() == [5]
         # 5 iterations, If takes the else branch (flag 0): twice, the switch on 5: twice again
-        assert e.readTensor("x").tolist() == [2.0 ** 7] * 4
+        assert e.readTensor("x").tolist() == [2.0**7] * 4
     types = ProfileReader(tmp_path / "profile.pop").column("SELECT DISTINCT type FROM programs")
-    for kind in ("RepeatWhile", "IfElse", "SetLocalConsensusFromVar", "OnEveryTileSwitch", "Call", "DoExchange",
-                 "OnTileExecute", "Sync", "StreamCopyMid"):
+    for kind in (
+        "RepeatWhile",
+        "IfElse",
+        "SetLocalConsensusFromVar",
+        "OnEveryTileSwitch",
+        "Call",
+        "DoExchange",
+        "OnTileExecute",
+        "Sync",
+        "StreamCopyMid",
+    ):
         assert kind in types
     assert check_report(tmp_path / "profile.pop") == []
 
@@ -205,8 +217,10 @@ def test_sync_program_and_repeat_counts(tmp_path):
     assert r.query_one("SELECT count(*) FROM steps WHERE type = 'GlobalExchange' AND name LIKE 'copy%'")[0] == 3
     assert "GS1" in r.column("SELECT sync_type FROM programs WHERE type = 'Sync'")
     # the global exchange moved v's first half from IPU 0 to tile 6 on IPU 1
-    row = r.query_one("SELECT row FROM program_vectors v JOIN programs p ON p.id = v.program "
-                      "WHERE p.type = 'GlobalExchange' AND p.name LIKE 'copy%' AND v.kind = 'bytes_received'")[0]
+    row = r.query_one(
+        "SELECT row FROM program_vectors v JOIN programs p ON p.id = v.program "
+        "WHERE p.type = 'GlobalExchange' AND p.name LIKE 'copy%' AND v.kind = 'bytes_received'"
+    )[0]
     received = r.matrix("program_bytes_received_by_tile").row(row)
     assert int(received[6]) == 16 and int(received.sum()) == 16
     assert check_report(tmp_path / "profile.pop") == []
@@ -228,7 +242,9 @@ def test_compute_set_cycles_follow_six_threads(tmp_path):
     with Engine(g, Execute(cs), report_options(tmp_path), timestamp=TS) as e:
         e.run(0)
     r = ProfileReader(tmp_path / "profile.pop")
-    est_row, act_row = r.query_one("SELECT estimated_cycles_row, active_cycles_row FROM compute_sets WHERE name = 'seven'")
+    est_row, act_row = r.query_one(
+        "SELECT estimated_cycles_row, active_cycles_row FROM compute_sets WHERE name = 'seven'"
+    )
     # rounds of six, longest first: (16, 15, ..., 11) then (10): 6 * (16 + 10) tile cycles
     assert int(r.matrix("compute_set_estimated_cycles_by_tile").row(est_row)[0]) == 6 * (16 + 10)
     assert int(r.matrix("compute_set_active_cycles_by_tile").row(act_row)[0]) == sum(range(10, 17))
@@ -247,13 +263,15 @@ def test_exchange_bytes_and_message_buffers(tmp_path):
     with Engine(g, Execute(cs), report_options(tmp_path), timestamp=TS) as e:
         e.run(0)
     r = ProfileReader(tmp_path / "profile.pop")
-    prog, = r.column("SELECT id FROM programs WHERE name = 'remote/ExchangePre'")
+    (prog,) = r.column("SELECT id FROM programs WHERE name = 'remote/ExchangePre'")
     vectors = dict(r.query("SELECT kind, row FROM program_vectors WHERE program = ?", (prog,)))
     assert int(r.matrix("program_bytes_received_by_tile").row(vectors["bytes_received"])[3]) == 32
     assert int(r.matrix("program_bytes_sent_by_tile").row(vectors["bytes_sent"])[0]) == 32
     # the exchange lands in a message buffer on tile 3
-    msg = r.query_one("SELECT v.size_bytes FROM vars_info v JOIN var_categories c ON c.id = v.category "
-                      "WHERE c.name = 'message' AND v.tile = 3")
+    msg = r.query_one(
+        "SELECT v.size_bytes FROM vars_info v JOIN var_categories c ON c.id = v.category "
+        "WHERE c.name = 'message' AND v.tile = 3"
+    )
     assert msg == (32,)
     assert r.column("SELECT name FROM var_categories ORDER BY id") == list(CATEGORIES)
     assert list(CATEGORIES) == list(pva.compilation.CATEGORIES)
@@ -278,7 +296,7 @@ def _liveness_of(path, var_name):
     r = ProfileReader(path)
     cls = r.query_one("SELECT equivalence_class FROM vars_info WHERE name = ? LIMIT 1", (var_name,))[0]
     live = set()
-    for start, end in r.query("SELECT start, \"end\" FROM equivalence_class_steps WHERE class = ?", (cls,)):
+    for start, end in r.query('SELECT start, "end" FROM equivalence_class_steps WHERE class = ?', (cls,)):
         live.update(range(start, end))
     names = dict(r.query("SELECT l.id, p.name FROM liveness_steps l JOIN programs p ON p.id = l.program"))
     return {names[s] for s in live if names.get(s)}
@@ -306,8 +324,12 @@ def test_a_variable_dies_only_when_one_compute_set_writes_all_of_it(tmp_path, se
     middle = _writer_cs(g, "middle", other, 2)
     second = _writer_cs(g, "second", a, 2 if second_writes_all else 1)
     reader = _writer_cs(g, "reader", a, 2, read=True)
-    with Engine(g, Sequence(Execute(first), Execute(middle), Execute(second), Execute(reader)),
-                report_options(tmp_path), timestamp=TS) as e:
+    with Engine(
+        g,
+        Sequence(Execute(first), Execute(middle), Execute(second), Execute(reader)),
+        report_options(tmp_path),
+        timestamp=TS,
+    ) as e:
         e.run(0)
     live = _liveness_of(tmp_path / "profile.pop", "a")
     assert {"first", "second", "reader"} <= live and "programId" not in live
@@ -322,8 +344,11 @@ def test_write_undef_kills_a_variable(tmp_path, undef):
     other = g.addVariable(FLOAT, [2], "other")
     g.setTileMapping(a, 0)
     g.setTileMapping(other, 0)
-    prog = Sequence(Execute(_writer_cs(g, "write", a, 2)), Execute(_writer_cs(g, "use", a, 2, read=True)),
-                    Execute(_writer_cs(g, "middle", other, 2)))
+    prog = Sequence(
+        Execute(_writer_cs(g, "write", a, 2)),
+        Execute(_writer_cs(g, "use", a, 2, read=True)),
+        Execute(_writer_cs(g, "middle", other, 2)),
+    )
     if undef:
         prog.add(WriteUndef(a))
     prog.add(Execute(_writer_cs(g, "partial", a, 1)))
@@ -361,7 +386,9 @@ def test_unmapped_tensor_is_named(tmp_path):
     g = Graph(small_target())
     x = g.addVariable(FLOAT, [10], "weights")
     g.setTileMapping(x.slice(0, 6), 1)
-    with pytest.raises(GraphError, match=r"variable 'weights' .* has 4 element\(s\) without a tile mapping \(elements 6..9\)"):
+    with pytest.raises(
+        GraphError, match=r"variable 'weights' .* has 4 element\(s\) without a tile mapping \(elements 6..9\)"
+    ):
         Engine(g, WriteUndef(x), report_options(tmp_path / "out"))
     assert _no_outputs(tmp_path / "out")
 
@@ -383,8 +410,11 @@ def test_stream_never_connected_is_named(tmp_path):
     g.setTileMapping(x, 0)
     s = g.addHostToDeviceFIFO("feed", INT, 3)
     e = Engine(g, Copy(s, x), report_options(tmp_path / "out"))
-    with pytest.raises(ExecutionError, match=r"stream 'feed' \(HostToDevice, 3 x int\) is used by program 0 but was "
-                                            r"never connected"):
+    with pytest.raises(
+        ExecutionError,
+        match=r"stream 'feed' \(HostToDevice, 3 x int\) is used by program 0 but was "
+        r"never connected",
+    ):
         e.run(0)
     e.abort()
     assert _no_outputs(tmp_path / "out")
@@ -394,7 +424,9 @@ def test_unknown_option_is_named(tmp_path):
     g = Graph(small_target())
     x = g.addVariable(INT, [3], "x")
     g.setTileMapping(x, 0)
-    with pytest.raises(OptionError, match=r"unknown engine option 'debug.instrumnt' .* did you mean 'debug.instrument'"):
+    with pytest.raises(
+        OptionError, match=r"unknown engine option 'debug.instrumnt' .* did you mean 'debug.instrument'"
+    ):
         Engine(g, WriteUndef(x), {"debug.instrumnt": "true", "autoReport.directory": str(tmp_path / "out")})
     with pytest.raises(OptionError, match="expects one of tile, vertex, device, ipu"):
         resolve({"debug.computeInstrumentationLevel": "cycle"})
@@ -405,8 +437,15 @@ def test_unknown_option_is_named(tmp_path):
 
 
 def test_poplar_engine_options_environment_variable():
-    env = {"POPLAR_ENGINE_OPTIONS": json.dumps({"debug.instrument": "true", "debug.computeInstrumentationLevel": "vertex",
-                                                "autoReport.directory": "envdir"})}
+    env = {
+        "POPLAR_ENGINE_OPTIONS": json.dumps(
+            {
+                "debug.instrument": "true",
+                "debug.computeInstrumentationLevel": "vertex",
+                "autoReport.directory": "envdir",
+            }
+        )
+    }
     options = resolve({"debug.computeInstrumentationLevel": "device", "autoReport.directory": "given"}, env)
     assert (options.compute, options.external_exchange, options.directory) == ("Vertex", "Tile", "envdir")
     assert parse_environment({"POPLAR_ENGINE_OPTIONS": ""}) == {}
@@ -415,7 +454,12 @@ def test_poplar_engine_options_environment_variable():
     with pytest.raises(OptionError, match="unknown engine option 'debug.foo' in POPLAR_ENGINE_OPTIONS"):
         parse_environment({"POPLAR_ENGINE_OPTIONS": '{"debug.foo": "1"}'})
     all_on = resolve({"autoReport.all": "true"}, {})
-    assert (all_on.compute, all_on.graph_profile, all_on.execution_profile, all_on.debug_info) == ("Tile", True, True, True)
+    assert (all_on.compute, all_on.graph_profile, all_on.execution_profile, all_on.debug_info) == (
+        "Tile",
+        True,
+        True,
+        True,
+    )
     off = resolve({"autoReport.all": "true", "debug.instrumentCompute": "false"}, {})
     assert off.compute == "Off" and off.external_exchange == "Tile"
 
@@ -441,7 +485,7 @@ def test_instrumentation_levels(tmp_path, level, monkeypatch):
         e.run(0)
     r = ProfileReader(tmp_path / "profile.pop")
     assert r.metadata["instrumentation_compute"] == level.capitalize()
-    step, = r.column("SELECT id FROM steps WHERE type = 'OnTileExecute'")
+    (step,) = r.column("SELECT id FROM steps WHERE type = 'OnTileExecute'")
     row = r.matrix("step_cycles_by_tile").row(step).astype(int).tolist()
     if level in ("tile", "vertex"):
         assert row == [60 * (i + 1) for i in range(8)]
@@ -468,7 +512,7 @@ def test_replica_to_profile(tmp_path):
     r = ProfileReader(tmp_path / "profile.pop")
     assert (r.target["num_replicas"], r.target["tiles_per_replica"], r.target["num_tiles"]) == (2, 4, 8)
     assert r.query("SELECT DISTINCT ipu, profiled FROM steps_by_ipu ORDER BY ipu") == [(0, 0), (1, 1)]
-    step, = r.column("SELECT id FROM steps WHERE type = 'OnTileExecute'")
+    (step,) = r.column("SELECT id FROM steps WHERE type = 'OnTileExecute'")
     row = r.matrix("step_cycles_by_tile").row(step)
     assert row[:4].sum() == 0 and row[4:].sum() > 0
     assert r.column("SELECT ipu FROM run_cycles_by_ipu") == [1]
@@ -509,8 +553,9 @@ def test_auto_report_directory_layout(tmp_path):
 
 def test_run_count_option_limits_recorded_runs(tmp_path):
     g, cs = _vertex_graph()
-    with Engine(g, Execute(cs), report_options(tmp_path, **{"autoReport.executionProfileProgramRunCount": "1"}),
-                timestamp=TS) as e:
+    with Engine(
+        g, Execute(cs), report_options(tmp_path, **{"autoReport.executionProfileProgramRunCount": "1"}), timestamp=TS
+    ) as e:
         for _ in range(3):
             e.run(0)
     assert ProfileReader(tmp_path / "profile.pop").query_one("SELECT count(*) FROM runs")[0] == 1
@@ -518,8 +563,9 @@ def test_run_count_option_limits_recorded_runs(tmp_path):
 
 def test_compile_only_report(tmp_path):
     g, cs = _vertex_graph()
-    Engine(g, Execute(cs), {"autoReport.outputGraphProfile": "true", "autoReport.directory": str(tmp_path)},
-           timestamp=TS).close()
+    Engine(
+        g, Execute(cs), {"autoReport.outputGraphProfile": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS
+    ).close()
     r = ProfileReader(tmp_path / "profile.pop")
     assert r.query_one("SELECT count(*) FROM steps")[0] == 0
     assert r.query_one("SELECT count(*) FROM liveness_steps")[0] > 0
@@ -582,7 +628,7 @@ def test_virtual_graphs_and_replication(tmp_path):
         e.run(0)
     r = ProfileReader(tmp_path / "profile.pop")
     assert (r.target["num_replicas"], r.target["num_tiles"], r.target["tiles_per_replica"]) == (2, 8, 4)
-    step, = r.column("SELECT id FROM steps WHERE type = 'OnTileExecute'")
+    (step,) = r.column("SELECT id FROM steps WHERE type = 'OnTileExecute'")
     row = r.matrix("step_cycles_by_tile").row(step)
     assert row[[2, 3, 6, 7]].all() and not row[[0, 1, 4, 5]].any()
     assert check_report(tmp_path / "profile.pop") == []

@@ -32,11 +32,16 @@ def _cycles(directory) -> int:
 
 
 def test_registry_builds_the_vertices_the_presets_use():
-    for name in ("poplin::ConvPartial1x1Out<half,float,true,false>", "poplin::ConvPartialnx1<float,float,true,false>",
-                 "poplin::ReduceAdd<half,float>", "popops::Transpose2d<half>",
-                 "popops::ScaledAddSupervisor<half,half,true>", "popops::aXPlusbYSupervisor<half,half,true>",
-                 "popnn::NonLinearitySupervisor<float,popnn::NonLinearityType::GELU>",
-                 "popops::BinaryOp1DSupervisor<popops::expr::BinaryOpType::DIVIDE,half>"):
+    for name in (
+        "poplin::ConvPartial1x1Out<half,float,true,false>",
+        "poplin::ConvPartialnx1<float,float,true,false>",
+        "poplin::ReduceAdd<half,float>",
+        "popops::Transpose2d<half>",
+        "popops::ScaledAddSupervisor<half,half,true>",
+        "popops::aXPlusbYSupervisor<half,half,true>",
+        "popnn::NonLinearitySupervisor<float,popnn::NonLinearityType::GELU>",
+        "popops::BinaryOp1DSupervisor<popops::expr::BinaryOpType::DIVIDE,half>",
+    ):
         vtype = library_vertex(name)
         assert vtype is not None and vtype.cost is not None, name
     assert library_vertex("poplin::NoSuchVertex<half>") is None
@@ -61,39 +66,60 @@ def test_amp_estimate_matches_poplibs_formula_by_hand():
 def test_amp_macs_per_cycle_never_exceed_the_peak(arch, in_type, partials):
     a = architecture(arch)
     peak = {"halffloat": a.half_float_macs, "halfhalf": a.half_half_macs, "floatfloat": a.float_float_macs}[
-        in_type + partials]
+        in_type + partials
+    ]
     assert peak == {"ipu1": {"half": 32, "float": 8}, "ipu2": {"half": 64, "float": 16}}[arch][in_type]
     elems = np.arange(1, 4000)
     best = 0.0
     for in_groups in (1, 3, 16, 64):
         for out_groups in (1, 4, 16):
             cycles = amp.conv_partial_1x1_cycles(a, in_type, partials, elems, in_groups, out_groups)
-            macs = (elems * in_groups * amp.weights_per_conv_unit(in_type) * out_groups
-                    * amp.num_conv_units(a, in_type, partials))
+            macs = (
+                elems
+                * in_groups
+                * amp.weights_per_conv_unit(in_type)
+                * out_groups
+                * amp.num_conv_units(a, in_type, partials)
+            )
             best = max(best, float((macs / cycles).max()))
     assert best <= peak
     assert best > 0.9 * peak  # long passes approach the peak
 
 
 def test_simulated_matmul_stays_under_the_peak(tmp_path):
-    run_preset("matmul", {"m": 256, "k": 256, "n": 256, "tiles-per-ipu": 16}, str(tmp_path), timestamp=TS,
-               progress=False, functional=False)
+    run_preset(
+        "matmul",
+        {"m": 256, "k": 256, "n": 256, "tiles-per-ipu": 16},
+        str(tmp_path),
+        timestamp=TS,
+        progress=False,
+        functional=False,
+    )
     report = pva.openReport(str(tmp_path / "profile.pop"))
-    convolve = [s for s in report.execution.runs[0].steps if s.program.name.endswith("Conv_1/Convolve")
-                and type(s.program).__name__ == "OnTileExecuteProgram"]
+    convolve = [
+        s
+        for s in report.execution.runs[0].steps
+        if s.program.name.endswith("Conv_1/Convolve") and type(s.program).__name__ == "OnTileExecuteProgram"
+    ]
     assert len(convolve) == 1
     tile_cycles = np.asarray(convolve[0].cyclesByTile, dtype=np.int64)
     busy = tile_cycles[tile_cycles > 0]
     assert busy.size == 16
-    assert 256 ** 3 / busy.sum() <= 64  # MACs per tile cycle, Mk2 half
+    assert 256**3 / busy.sum() <= 64  # MACs per tile cycle, Mk2 half
 
 
 def test_cube_matmul_cycles_grow_toward_8x_per_doubling(tmp_path):
     cycles = []
     for size in (64, 128, 256, 512):
         directory = tmp_path / str(size)
-        run_preset("matmul", {"m": size, "k": size, "n": size, "tiles-per-ipu": 16}, str(directory), timestamp=TS,
-                   progress=False, functional=False)
+        run_preset(
+            "matmul",
+            {"m": size, "k": size, "n": size, "tiles-per-ipu": 16},
+            str(directory),
+            timestamp=TS,
+            progress=False,
+            functional=False,
+        )
         cycles.append(_cycles(directory))
     ratios = [b / a for a, b in itertools.pairwise(cycles)]
     assert all(later > earlier for earlier, later in itertools.pairwise(ratios)), ratios
@@ -124,12 +150,14 @@ def test_fc_preset_passes_and_runs():
     assert any(n.startswith("Fwd/") for n in names)
     assert any(n.startswith("Bwd/WeightsTranspose") for n in names)
     assert any(n.startswith("Wu/AddTo") for n in names)
-    fwd_only = build_preset("fc", {"batch-size": 4, "input-size": 40, "output-size": 24, "tiles-per-ipu": 16,
-                                   "single-phase": "fwd"})
+    fwd_only = build_preset(
+        "fc", {"batch-size": 4, "input-size": 40, "output-size": 24, "tiles-per-ipu": 16, "single-phase": "fwd"}
+    )
     assert fwd_only.runs == [0]
     assert not any(cs.name.startswith(("Bwd", "Wu")) for cs in fwd_only.graph.state.compute_sets)
-    wu_only = build_preset("fc", {"batch-size": 4, "input-size": 40, "output-size": 24, "tiles-per-ipu": 16,
-                                  "single-phase": "wu"})
+    wu_only = build_preset(
+        "fc", {"batch-size": 4, "input-size": 40, "output-size": 24, "tiles-per-ipu": 16, "single-phase": "wu"}
+    )
     assert not any(cs.name.startswith("Fwd") for cs in wu_only.graph.state.compute_sets)
 
 
@@ -143,8 +171,19 @@ def test_gemm_preset_uses_axpby_only_when_beta_is_not_one():
 
 
 def test_conv_preset_accepts_single_conv_layer_options(tmp_path, capsys):
-    built = build_preset("conv", {"field": "{6,5}", "kernel-size": "3", "padding": "1", "input-channels": 8,
-                                  "output-channels": 16, "batch-size": 2, "tiles-per-ipu": 16, "single-phase": "fwd"})
+    built = build_preset(
+        "conv",
+        {
+            "field": "{6,5}",
+            "kernel-size": "3",
+            "padding": "1",
+            "input-channels": 8,
+            "output-channels": 16,
+            "batch-size": 2,
+            "tiles-per-ipu": 16,
+            "single-phase": "fwd",
+        },
+    )
     assert built.notes["macs"] == 2 * 6 * 5 * 16 * 8 * 9
     assert built.runs == [0]
     assert cli_main(["simulate", "--preset", "conv", "--field", "6,6,6", "-o", str(tmp_path / "bad")]) == 2
@@ -165,8 +204,10 @@ def _reference(column: str = "Cycles") -> dict[str, int]:
 CALIBRATION = {
     "gemm_200x64x10000": ("gemm", {"m": 200, "k": 64, "n": 10000}),
     "fc_layer_1440x100x200": ("fc", {"batch-size": 1440, "input-size": 100, "output-size": 200}),
-    "fc_layer_16_1000_1000_float": ("fc", {"batch-size": 16, "input-size": 1000, "output-size": 1000,
-                                           "dtype": "float"}),
+    "fc_layer_16_1000_1000_float": (
+        "fc",
+        {"batch-size": 16, "input-size": 1000, "output-size": 1000, "dtype": "float"},
+    ),
     "fc_layer_1_1000_1000_half": ("fc", {"batch-size": 1, "input-size": 1000, "output-size": 1000}),
     # small layers, where the fixed costs of syncs, exchanges and reduction stages dominate
     "fc_layer_1_1000_5_float": ("fc", {"batch-size": 1, "input-size": 1000, "output-size": 5, "dtype": "float"}),

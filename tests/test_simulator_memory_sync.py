@@ -29,6 +29,7 @@ def _reader(path):
     finally:
         r.close()
 
+
 TS = "2024-01-01T00:00:00Z"
 SAMPLES = Path(__file__).parent / "data" / "samples"
 TUT7 = SAMPLES / "graphcore_printProfileSummary_execution__examples-tut7-matrix-vector_doc2020-04.txt"
@@ -44,8 +45,13 @@ def _sample_figure(label: str) -> int:
 def tut7(tmp_path_factory):
     """Tutorial 7 as the sample ran it: a 10000 x 1000 matrix-vector product on a Mk1 IPU Model."""
     d = tmp_path_factory.mktemp("tut7")
-    run_preset("matrix-vector", {"rows": 10000, "cols": 1000, "arch": "ipu1", "streams": 1}, str(d), timestamp=TS,
-               functional=False)
+    run_preset(
+        "matrix-vector",
+        {"rows": 10000, "cols": 1000, "arch": "ipu1", "streams": 1},
+        str(d),
+        timestamp=TS,
+        functional=False,
+    )
     return d / "profile.pop"
 
 
@@ -58,9 +64,11 @@ def mnist(tmp_path_factory):
 
 def _totals(path) -> dict[str, int]:
     with _reader(path) as r:
-        row = r.query_one("SELECT sum(active_compute), sum(compute), sum(internal_exchange), sum(sync), "
-                          "sum(stream_copy_begin) + sum(stream_copy) + sum(stream_copy_end), sum(total) "
-                          "FROM cycle_totals")
+        row = r.query_one(
+            "SELECT sum(active_compute), sum(compute), sum(internal_exchange), sum(sync), "
+            "sum(stream_copy_begin) + sum(stream_copy) + sum(stream_copy_end), sum(total) "
+            "FROM cycle_totals"
+        )
         (cycles,) = r.query_one('SELECT max("end" - start) FROM run_cycles_by_ipu')
     keys = ("active_compute", "compute", "exchange", "sync", "host", "total")
     return dict(zip(keys, row)) | {"cycles": cycles}
@@ -83,9 +91,15 @@ def test_every_tile_cycle_is_accounted_for(tut7):
     with _reader(tut7) as r:
         (tiles,) = r.query_one("SELECT tiles_per_ipu FROM target")
     # the sample itself adds up: compute + exchange + host + sync = total cycles x 1,216 (to 0.01%)
-    sample = sum(_sample_figure(label) for label in (
-        "Total compute cycles (including idle threads)", "Total IPU exchange cycles", "Total host exchange cycles",
-        "Total sync cycles"))
+    sample = sum(
+        _sample_figure(label)
+        for label in (
+            "Total compute cycles (including idle threads)",
+            "Total IPU exchange cycles",
+            "Total host exchange cycles",
+            "Total sync cycles",
+        )
+    )
     assert sample == pytest.approx(_sample_figure("Total cycles") * 1216, rel=1e-4)
     assert got["total"] == pytest.approx(got["cycles"] * tiles, rel=1e-4)
 
@@ -94,8 +108,10 @@ def test_sync_holds_the_wait_for_the_slowest_tile(tmp_path):
     d = tmp_path / "r"
     run_preset("matrix-vector", {"rows": 60, "cols": 40, "tiles-per-ipu": 16, "streams": 1}, str(d), timestamp=TS)
     with _reader(d / "profile.pop") as r:
-        steps = r.query("SELECT s.id, s.type, s.sync_type, b.all_cycles_to_max FROM steps s "
-                        "JOIN steps_by_ipu b ON b.step_id = s.id ORDER BY s.id")
+        steps = r.query(
+            "SELECT s.id, s.type, s.sync_type, b.all_cycles_to_max FROM steps s "
+            "JOIN steps_by_ipu b ON b.step_id = s.id ORDER BY s.id"
+        )
         matrix = r.matrix("step_cycles_by_tile")
         rows = [np.asarray(matrix.row(sid)).astype(np.int64) for sid, _, _, _ in steps]
     # tutorial 7's IPU Model has no sync delay, so an internal sync on a tile is exactly the time
@@ -122,8 +138,9 @@ def test_exchange_never_exceeds_the_per_tile_bandwidth(mnist, tut7):
             bandwidth = 4  # bytes per cycle per tile, every architecture
             rows = {}
             for program, kind, row in r.query(
-                    "SELECT v.program, v.kind, v.row FROM program_vectors v JOIN programs p ON p.id = v.program "
-                    "WHERE p.type = 'DoExchange' AND v.kind IN ('bytes_received', 'bytes_sent', 'estimated_cycles')"):
+                "SELECT v.program, v.kind, v.row FROM program_vectors v JOIN programs p ON p.id = v.program "
+                "WHERE p.type = 'DoExchange' AND v.kind IN ('bytes_received', 'bytes_sent', 'estimated_cycles')"
+            ):
                 rows.setdefault(program, {})[kind] = np.asarray(r.matrix(f"program_{kind}_by_tile").row(row))
             assert rows, arch
             for program, found in rows.items():
@@ -164,8 +181,9 @@ def test_data_starts_in_the_memory_element_after_the_code(tmp_path):
     with _reader(d / "profile.pop") as r:
         rows = r.query("SELECT tile, total, total_including_gaps, interleaved FROM memory_by_tile")
         first_data = dict(r.query("SELECT tile, min(offset) FROM vars_info WHERE executable = 0 GROUP BY tile"))
-        code_end = dict(r.query("SELECT tile, max(offset + size_bytes) FROM vars_info WHERE executable = 1 "
-                                "GROUP BY tile"))
+        code_end = dict(
+            r.query("SELECT tile, max(offset + size_bytes) FROM vars_info WHERE executable = 1 GROUP BY tile")
+        )
     for tile, total, incl, inter in rows:
         assert code_end[tile] <= 16_384 and first_data[tile] == 16_384
         assert inter == 0 and 16_384 < incl <= 16_384 + total
@@ -182,8 +200,10 @@ def test_io_tiles_overlap_stream_copies_with_compute(tmp_path):
         assert check_report(d / "profile.pop") == []
         cycles[io] = _totals(d / "profile.pop")["cycles"]
         with _reader(d / "profile.pop") as r:
-            rows = r.query("SELECT s.id, s.type, s.name, b.all_cycles_from_min, b.all_cycles_to_max, "
-                           "b.active_tiles, s.run FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id ORDER BY s.id")
+            rows = r.query(
+                "SELECT s.id, s.type, s.name, b.all_cycles_from_min, b.all_cycles_to_max, "
+                "b.active_tiles, s.run FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id ORDER BY s.id"
+            )
         overlapped = 0
         for i, (_sid, kind, name, frm, _to, active, run) in enumerate(rows):
             if kind != "StreamCopyMid" or name != "images":

@@ -21,8 +21,9 @@ def _graph(tiles: int = 32, arch: str = "ipu2") -> Graph:
 
 
 def _run(g, prog, tmp_path, writes: dict, reads: list[str]):
-    with Engine(g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS,
-                functional=True) as e:
+    with Engine(
+        g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS, functional=True
+    ) as e:
         for name, value in writes.items():
             e.writeTensor(name, value)
         e.run(0)
@@ -115,8 +116,13 @@ def test_loss_and_gradients(tmp_path):
 
 #: Cycles of poplibs' gemm benchmarks on the IPU Model (Mk1, half data, float partials), from
 #: graphcore/poplibs tests/benchmark_results.csv; see the README section "The bundled IPU-Model simulator".
-PUBLISHED = {(200, 64, 10000): 11_597, (1000, 256, 10000): 113_300, (600, 512, 30000): 502_036,
-             (1000, 512, 30000): 941_961, (200, 256, 20000): 58_346}
+PUBLISHED = {
+    (200, 64, 10000): 11_597,
+    (1000, 256, 10000): 113_300,
+    (600, 512, 30000): 502_036,
+    (1000, 512, 30000): 941_961,
+    (200, 256, 20000): 58_346,
+}
 
 
 @pytest.mark.parametrize("shape", sorted(PUBLISHED))
@@ -135,11 +141,16 @@ def test_simulated_matmul_within_2x_of_published(tmp_path):
     B = poplin.createMatMulInputRHS(g, HALF, (200, 64), (64, 10000), "B")
     prog = Sequence()
     poplin.matMul(g, A, B, prog, "gemm")
-    with Engine(g, prog, {"autoReport.outputExecutionProfile": "true", "autoReport.directory": str(tmp_path)},
-                timestamp=TS, functional=False) as e:
+    with Engine(
+        g,
+        prog,
+        {"autoReport.outputExecutionProfile": "true", "autoReport.directory": str(tmp_path)},
+        timestamp=TS,
+        functional=False,
+    ) as e:
         e.run(0)
     r = ProfileReader(tmp_path / "profile.pop")
-    start, end = r.query_one("SELECT start, \"end\" FROM run_cycles_by_ipu")
+    start, end = r.query_one('SELECT start, "end" FROM run_cycles_by_ipu')
     ratio = (end - start) / PUBLISHED[(200, 64, 10000)]
     assert 0.5 <= ratio <= 2.0
     # the AMP vertex dominates and reaches a plausible share of the peak multiply-accumulate rate

@@ -29,8 +29,16 @@ SMALL = {
     "mnist-mlp": {"batch": 4, "hidden": 16, "steps": 2, "runs": 2, "tiles-per-ipu": 32},
     "cnn": {"batch": 2, "channels": 4, "layers": 2, "size": 6, "tiles-per-ipu": 16},
     "bert-encoder": {"layers": 2, "seq": 16, "hidden": 32, "heads": 2, "ipus": 2, "tiles-per-ipu": 16},
-    "large": {"ipus": 2, "layers": 2, "steps": 2, "seq": 8, "hidden": 16, "heads": 2, "tiles-per-layer": 8,
-              "tiles-per-ipu": 16},
+    "large": {
+        "ipus": 2,
+        "layers": 2,
+        "steps": 2,
+        "seq": 8,
+        "hidden": 16,
+        "heads": 2,
+        "tiles-per-layer": 8,
+        "tiles-per-ipu": 16,
+    },
 }
 
 
@@ -56,20 +64,46 @@ def test_preset_report_invariants(preset_reports, name):
     assert r.query_one("SELECT count(*) FROM steps")[0] > 0
     assert r.metadata["instrumentation_compute"] == "Tile"
     # every table the concept applies to is filled
-    for table in ("compute_sets", "compute_set_vertices", "compute_set_vars", "programs", "program_children",
-                  "program_vectors", "program_vars", "vars_info", "variables", "var_categories", "memory_by_tile",
-                  "memory_by_category", "vertex_memory", "liveness_steps", "liveness_step_ipus", "liveness_tiles",
-                  "always_live_vars", "equivalence_class_steps", "runs", "run_cycles_by_ipu", "run_parameters",
-                  "steps_by_ipu", "step_compute_sets", "cycle_totals", "debug_context_refs", "optimisation_metrics",
-                  "compilation_parameters", "target_parameters"):
+    for table in (
+        "compute_sets",
+        "compute_set_vertices",
+        "compute_set_vars",
+        "programs",
+        "program_children",
+        "program_vectors",
+        "program_vars",
+        "vars_info",
+        "variables",
+        "var_categories",
+        "memory_by_tile",
+        "memory_by_category",
+        "vertex_memory",
+        "liveness_steps",
+        "liveness_step_ipus",
+        "liveness_tiles",
+        "always_live_vars",
+        "equivalence_class_steps",
+        "runs",
+        "run_cycles_by_ipu",
+        "run_parameters",
+        "steps_by_ipu",
+        "step_compute_sets",
+        "cycle_totals",
+        "debug_context_refs",
+        "optimisation_metrics",
+        "compilation_parameters",
+        "target_parameters",
+    ):
         assert r.query_one(f"SELECT count(*) FROM {table}")[0] > 0, table
     r.close()
 
 
 def test_tutorial_outputs(preset_reports):
     assert preset_reports["tutorial1"][1].printed == [
-        "v1-debug: {1,1.5,2,2.5}", "v2-debug: {1,1.5,2,2.5}",
-        "v4-0: {0,1,2,3,4,5,6,7,8,9}", "v4-1: {10,11,12,13,14,15,16,17,18,19}",
+        "v1-debug: {1,1.5,2,2.5}",
+        "v2-debug: {1,1.5,2,2.5}",
+        "v4-0: {0,1,2,3,4,5,6,7,8,9}",
+        "v4-1: {10,11,12,13,14,15,16,17,18,19}",
     ]
     assert preset_reports["tutorial2"][1].printed[0] == "v3: {\n {5,4.5},\n {4,3.5}\n}"
     assert preset_reports["tutorial2"][1].printed[2] == "v5: {\n {5,3.5},\n {5,3.5}\n}"
@@ -82,7 +116,8 @@ def test_tutorial3_cycle_estimate(preset_reports):
     count, cycles, est_row, act_row = r.query_one(
         "SELECT v.count, v.estimated_cycles, c.estimated_cycles_row, c.active_cycles_row FROM compute_set_vertices v "
         "JOIN compute_sets c ON c.compute_set = v.compute_set JOIN vertex_types t ON t.id = v.vertex_type "
-        "WHERE t.name = 'SumVertex'")
+        "WHERE t.name = 'SumVertex'"
+    )
     assert (count, cycles) == (4, 80)
     # one vertex of 20 thread cycles alone on each of tiles 0..3: 120 tile cycles, 20 active
     assert r.matrix("compute_set_estimated_cycles_by_tile").row(est_row)[:5].tolist() == [120, 120, 120, 120, 0]
@@ -129,9 +164,32 @@ def test_cli_list(capsys):
 
 def test_cli_run_and_bad_knob(tmp_path, capsys):
     directory = tmp_path / "out"
-    assert cli_main(["simulate", "--preset", "matmul", "--m", "64", "--k", "32", "--n", "48", "--tiles-per-ipu", "16",
-                     "--arch", "ipu1", "-o", str(directory), "--timestamp", TS, "--engine-option",
-                     "debug.computeInstrumentationLevel=vertex"]) == 0
+    assert (
+        cli_main(
+            [
+                "simulate",
+                "--preset",
+                "matmul",
+                "--m",
+                "64",
+                "--k",
+                "32",
+                "--n",
+                "48",
+                "--tiles-per-ipu",
+                "16",
+                "--arch",
+                "ipu1",
+                "-o",
+                str(directory),
+                "--timestamp",
+                TS,
+                "--engine-option",
+                "debug.computeInstrumentationLevel=vertex",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "matmul:" in out and "profile.pop" in out
     r = ProfileReader(directory / "profile.pop")

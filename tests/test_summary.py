@@ -31,8 +31,21 @@ def test_golden_default_summary(sample, capsys):
 
 
 def test_golden_summary_with_every_option(sample, capsys):
-    assert main(["summary", sample.path, "--show-var-storage", "--show-optimizations", "--show-execution-steps",
-                 "--show-per-ipu-memory", "--colours", "false"]) == 0
+    assert (
+        main(
+            [
+                "summary",
+                sample.path,
+                "--show-var-storage",
+                "--show-optimizations",
+                "--show-execution-steps",
+                "--show-per-ipu-memory",
+                "--colours",
+                "false",
+            ]
+        )
+        == 0
+    )
     _golden("summary_sample_all_options.txt", capsys.readouterr().out)
 
 
@@ -54,13 +67,18 @@ def test_summary_numbers(sample, capsys):
     for run, _ipu, start, end in sample.rows("run_cycles_by_ipu"):
         run_lengths[run] = max(run_lengths.get(run, 0), end - start)
     total = sum(run_lengths.values())
-    assert f"  Total cycles:                                         {total:,} (approx {total / 1330:,.1f} microseconds)" in out
+    assert (
+        f"  Total cycles:                                         {total:,} (approx {total / 1330:,.1f} microseconds)"
+        in out
+    )
     # Tile averages over the 8 tiles, as a share of the total cycles (the newer layout).
     assert f"  Tile average compute cycles (including idle threads): 30.0 ({100 * 30 / total:.1f}% of total)" in out
     assert "Total compute cycles" not in out
     assert main(["summary", sample.path, "--execution-totals"]) == 0
     older = capsys.readouterr().out
-    assert f"  Total cycles:                                  {total:,} (approx {total / 1330:,.1f} microseconds)" in older
+    assert (
+        f"  Total cycles:                                  {total:,} (approx {total / 1330:,.1f} microseconds)" in older
+    )
     assert "  Total compute cycles (including idle threads): 240" in older
     assert "  Total thread balance:                          16.7%" in older
     assert "Tile average" not in older
@@ -151,7 +169,10 @@ def test_json_summary(sample, capsys):
     assert data["memory"]["excluding_gaps"] == sum(row[1] for row in sample.rows("memory_by_tile"))
     assert data["execution"]["tile_cycles"]["compute"] == 240
     assert data["execution"]["cycles_by_vertex_type"][0] == {
-        "vertex_type": "popops::ScaledAddSupervisor<float,float,true>", "instances": 9, "cycles": 400}
+        "vertex_type": "popops::ScaledAddSupervisor<float,float,true>",
+        "instances": 9,
+        "cycles": 400,
+    }
 
 
 def test_compile_only_report_says_so(compile_only, capsys):

@@ -21,16 +21,25 @@ ADDER = SAMPLES / "graphcore_printProfileSummary_graph__tf-docs_adder-example_SD
 #: thorbenlouw/lbm-graphcore experiments/halo-exchange-approaches/results.txt (real printProfileSummary
 #: output; the file itself is not redistributable, so only its labels are listed here).
 NEWER_EXECUTION = [
-    "Total cycles", "Tile average compute cycles (including idle threads)",
-    "Tile average compute cycles (excluding idle threads)", "Tile average IPU exchange cycles",
-    "Tile average global exchange cycles", "Tile average host exchange cycles", "Tile average sync cycles",
+    "Total cycles",
+    "Tile average compute cycles (including idle threads)",
+    "Tile average compute cycles (excluding idle threads)",
+    "Tile average IPU exchange cycles",
+    "Tile average global exchange cycles",
+    "Tile average host exchange cycles",
+    "Tile average sync cycles",
     "Cycles by vertex type",
 ]
 #: The older layout, as in the kept tutorial sample (examples-tut7-matrix-vector).
 OLDER_EXECUTION = [
-    "Total cycles", "Total compute cycles (including idle threads)", "Total compute cycles (excluding idle threads)",
-    "Total IPU exchange cycles", "Total global exchange cycles", "Total host exchange cycles",
-    "Total shared structure copy cycles", "Total sync cycles",
+    "Total cycles",
+    "Total compute cycles (including idle threads)",
+    "Total compute cycles (excluding idle threads)",
+    "Total IPU exchange cycles",
+    "Total global exchange cycles",
+    "Total host exchange cycles",
+    "Total shared structure copy cycles",
+    "Total sync cycles",
 ]
 
 _SKIP = {"rows", "notes", "histogram"}
@@ -103,9 +112,12 @@ def test_memory_usage_without_an_extra_memory_line_and_with_poplars_zero_rows(si
 def test_execution_headings_in_the_newer_layout_and_the_older_behind_a_flag(simulated, capsys):
     report = simulated / "profile.pop"
     text = _summary(report)
-    execution = text[text.index("Execution:"):]
-    labels = [line.strip().split(":")[0] for line in execution.splitlines()
-              if line.startswith("  ") and not line.startswith("    ") and ":" in line]
+    execution = text[text.index("Execution:") :]
+    labels = [
+        line.strip().split(":")[0]
+        for line in execution.splitlines()
+        if line.startswith("  ") and not line.startswith("    ") and ":" in line
+    ]
     assert labels == NEWER_EXECUTION
     assert "\n  Cycles by vertex type:\n" in execution
     note = execution.splitlines()[execution.splitlines().index("  Cycles by vertex type:") - 1]
@@ -115,13 +127,18 @@ def test_execution_headings_in_the_newer_layout_and_the_older_behind_a_flag(simu
     tiles = figures["target"]["num_tiles"]
     total = figures["execution"]["total_cycles"]
     sync = figures["execution"]["tile_cycles"]["sync"]
-    assert (f"  Tile average sync cycles:                             {sync / tiles:,.1f} "
-            f"({100 * sync / tiles / total:.1f}% of total)") in execution
+    assert (
+        f"  Tile average sync cycles:                             {sync / tiles:,.1f} "
+        f"({100 * sync / tiles / total:.1f}% of total)"
+    ) in execution
     assert main(["summary", str(report), "--execution-totals", "--colours", "false"]) == 0
     older = capsys.readouterr().out
-    older = older[older.index("Execution:"):]
-    labels = [line.strip().split(":")[0] for line in older.splitlines()
-              if line.startswith("  ") and not line.startswith("    ") and ":" in line]
+    older = older[older.index("Execution:") :]
+    labels = [
+        line.strip().split(":")[0]
+        for line in older.splitlines()
+        if line.startswith("  ") and not line.startswith("    ") and ":" in line
+    ]
     assert _is_subsequence(OLDER_EXECUTION, labels) and "Tile average sync cycles" not in labels
 
 
@@ -131,7 +148,7 @@ def test_steps_heading_is_indented_and_total_data_has_a_unit(simulated):
     assert "  Steps" in lines and "Steps" not in lines
     data = [line for line in lines if "Total Data:" in line]
     assert data and all(line.startswith("      Total Data:") and line.endswith(" B") for line in data)
-    steps = lines[lines.index("  Steps") + 1:]
+    steps = lines[lines.index("  Steps") + 1 :]
     assert all(line.startswith("    ") for line in steps if line)
 
 

@@ -44,8 +44,16 @@ def write_fixture(path) -> dict:
             main.append(w.add_event(100, 1, label, start, duration, channel=channel, parent=parent_id, args=args))
         ids["main"] = main
         ids["watchdog"] = [w.add_event(100, 2, "waiting", 50, None)]
-        ids["reader"] = list(w.add_events(7, 3, ["read", "decode", "read", "open"], [500, 520, 900, 480],
-                                          [300, 100, 50, 340], channels=["io", "cpu", "io", "io"]))
+        ids["reader"] = list(
+            w.add_events(
+                7,
+                3,
+                ["read", "decode", "read", "open"],
+                [500, 520, 900, 480],
+                [300, 100, 50, 340],
+                channels=["io", "cpu", "io", "io"],
+            )
+        )
         w.add_counter_samples(7, "queue", [500, 600, 700], [1, 3, 2])
     return ids
 
@@ -87,7 +95,14 @@ def test_root_events_and_members(trace, fixture_path):
     assert [e.label for e in events] == ["Epoch:0", "Epoch:1", "idle"]
     first = events[0]
     assert (first.pid, first.tid, first.label, first.channel, first.timestamp, first.duration, first.isComplete) == (
-        100, 1, "Epoch:0", "poptorch", 100, 1000, True)
+        100,
+        1,
+        "Epoch:0",
+        "poptorch",
+        100,
+        1000,
+        True,
+    )
     assert first.id == ids["main"][0]
     assert isinstance(first, pva.Event)
     assert events[2].duration == 0 and events[2].children() == []
@@ -97,10 +112,14 @@ def test_children_nest_in_start_order(trace):
     epoch = trace.process(100).thread(1).events[0]
     steps = epoch.children()
     assert isinstance(steps, list) and [(s.label, s.timestamp, s.duration) for s in steps] == [
-        ("step", 110, 400), ("step", 600, 450)]
+        ("step", 110, 400),
+        ("step", 600, 450),
+    ]
     inner = steps[0].children()
     assert [(e.label, e.channel, e.timestamp, e.duration) for e in inner] == [
-        ("forward", "popart", 120, 150), ("backward", "popart", 300, 200)]
+        ("forward", "popart", 120, 150),
+        ("backward", "popart", 300, 200),
+    ]
     assert inner[0].children() == [] and steps[1].children() == []
     assert epoch.children() == steps and epoch.children() is not steps  # a new list each call
 
@@ -165,7 +184,8 @@ def test_file_identity_schema_and_sql(fixture_path):
         assert metadata["producer"] == "tests" and metadata["clock"] == "steady"
         children = conn.execute(
             "SELECT c.label FROM events c JOIN events p ON c.parent = p.id WHERE p.label = 'Epoch:0' "
-            "ORDER BY c.timestamp").fetchall()
+            "ORDER BY c.timestamp"
+        ).fetchall()
         assert children == [("step",), ("step",)]
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     finally:
@@ -191,9 +211,13 @@ def test_reading_without_the_stored_thread_columns_gives_the_same_events(fixture
 
     def dump(path):
         with pva.openTrace(path) as t:
+
             def walk(events):
-                return [(e.label, e.channel, e.timestamp, e.duration, e.isComplete, e.id, walk(e.children()))
-                        for e in events]
+                return [
+                    (e.label, e.channel, e.timestamp, e.duration, e.isComplete, e.id, walk(e.children()))
+                    for e in events
+                ]
+
             return [(p.pid, th.tid, walk(th.events)) for p in t.processes for th in p.threads]
 
     assert dump(copy) == dump(fixture_path[0])
@@ -292,20 +316,34 @@ def _tampered(fixture_path, tmp_path, *statements):
     return path
 
 
-@pytest.mark.parametrize("statement, fragment", [
-    ("UPDATE events SET duration = -5 WHERE label = 'backward'",
-     "'backward' ends before it starts (start 300 µs, duration -5 µs)"),
-    ("UPDATE events SET duration = 900 WHERE label = 'forward'",
-     "'forward' [120, 1020] does not lie within its parent event"),
-    ("UPDATE events SET timestamp = 90 WHERE label = 'forward'", "'forward' [90, 240] does not lie within"),
-    ("UPDATE events SET parent = (SELECT id FROM events WHERE label = 'read' LIMIT 1) WHERE label = 'forward'",
-     "which is not an event of this thread"),
-    ("UPDATE events SET parent = (SELECT id FROM events WHERE label = 'idle') WHERE label = 'Epoch:1'",
-     "which does not begin before it"),
-    ("UPDATE events SET channel = 42 WHERE label = 'idle'", "is on channel 42, which is not in table channels"),
-    ("UPDATE events SET duration = NULL, complete = 1 WHERE label = 'idle'", "is marked complete but has no duration"),
-    ("UPDATE events SET timestamp = 'soon' WHERE label = 'idle'", "events must hold integers"),
-])
+@pytest.mark.parametrize(
+    "statement, fragment",
+    [
+        (
+            "UPDATE events SET duration = -5 WHERE label = 'backward'",
+            "'backward' ends before it starts (start 300 µs, duration -5 µs)",
+        ),
+        (
+            "UPDATE events SET duration = 900 WHERE label = 'forward'",
+            "'forward' [120, 1020] does not lie within its parent event",
+        ),
+        ("UPDATE events SET timestamp = 90 WHERE label = 'forward'", "'forward' [90, 240] does not lie within"),
+        (
+            "UPDATE events SET parent = (SELECT id FROM events WHERE label = 'read' LIMIT 1) WHERE label = 'forward'",
+            "which is not an event of this thread",
+        ),
+        (
+            "UPDATE events SET parent = (SELECT id FROM events WHERE label = 'idle') WHERE label = 'Epoch:1'",
+            "which does not begin before it",
+        ),
+        ("UPDATE events SET channel = 42 WHERE label = 'idle'", "is on channel 42, which is not in table channels"),
+        (
+            "UPDATE events SET duration = NULL, complete = 1 WHERE label = 'idle'",
+            "is marked complete but has no duration",
+        ),
+        ("UPDATE events SET timestamp = 'soon' WHERE label = 'idle'", "events must hold integers"),
+    ],
+)
 def test_mis_nested_or_impossible_events_are_reported(fixture_path, tmp_path, statement, fragment):
     path = _tampered(fixture_path, tmp_path, statement)
     with pva.openTrace(path) as t, pytest.raises(pva.InconsistentReportError) as info:
@@ -341,8 +379,10 @@ def test_hot_journal_is_rolled_back_in_a_copy(tmp_path):
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA cache_size = 1")
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO events (pid, tid, id, label, channel, timestamp, duration) VALUES (1, 1, ?, ?, 0, ?, 1)",
-                     [(100 + i, "x" * 200, 100 + i) for i in range(2000)])
+    conn.executemany(
+        "INSERT INTO events (pid, tid, id, label, channel, timestamp, duration) VALUES (1, 1, ?, ?, 0, ?, 1)",
+        [(100 + i, "x" * 200, 100 + i) for i in range(2000)],
+    )
     crashed = tmp_path / "crashed.pvti"
     shutil.copyfile(path, crashed)
     shutil.copyfile(str(path) + "-journal", str(crashed) + "-journal")
@@ -369,8 +409,11 @@ def test_writer_refuses_children_outside_their_parent(tmp_path):
     path = tmp_path / "bad.pvti"
     with TraceWriter(path) as w:
         parent = w.add_event(1, 1, "parent", 100, 50)
-        with pytest.raises(pva.InvalidInputError, match=r"event 'late' \[120, 200\] is not within its parent event "
-                                                        r"0 \[100, 150\]: it ends after it"):
+        with pytest.raises(
+            pva.InvalidInputError,
+            match=r"event 'late' \[120, 200\] is not within its parent event "
+            r"0 \[100, 150\]: it ends after it",
+        ):
             w.add_event(1, 1, "late", 120, 80, parent=parent)
         with pytest.raises(pva.InvalidInputError, match="it starts before it"):
             w.add_event(1, 1, "early", 90, 5, parent=parent)
@@ -383,12 +426,16 @@ def test_writer_refuses_children_outside_their_parent(tmp_path):
         w.add_event(1, 1, "inside", 110, 40, parent=parent)
     with pva.openTrace(path) as t:
         assert [(e.label, [c.label for c in e.children()]) for e in t.process(1).thread(1).events] == [
-            ("parent", ["inside"])]
+            ("parent", ["inside"])
+        ]
 
 
 def test_nesting_inference_refuses_partial_overlap():
-    with pytest.raises(pva.InvalidInputError, match=r"event 'b' \[5, 15\] starts inside event 'a' \[0, 10\] "
-                                                    r"but ends after it"):
+    with pytest.raises(
+        pva.InvalidInputError,
+        match=r"event 'b' \[5, 15\] starts inside event 'a' \[0, 10\] "
+        r"but ends after it",
+    ):
         nest_events([0, 5], [10, 15], ["a", "b"])
     order, parent = nest_events([0, 2, 3, 20], [10, 9, 4, 21])
     assert order.tolist() == [0, 1, 2, 3] and parent.tolist() == [-1, 0, 1, -1]
@@ -443,8 +490,14 @@ def test_damaged_pages_give_pva_errors_or_correct_reads(fixture_path, tmp_path):
                             stack = list(thread.events)
                             while stack:
                                 event = stack.pop()
-                                (event.label, event.channel, event.timestamp, event.duration, event.isComplete,
-                                 event.args)
+                                (
+                                    event.label,
+                                    event.channel,
+                                    event.timestamp,
+                                    event.duration,
+                                    event.isComplete,
+                                    event.args,
+                                )
                                 stack.extend(event.children())
                 outcomes["ok"] += 1
             except pva.PvaError as exc:

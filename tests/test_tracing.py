@@ -65,8 +65,13 @@ def test_nested_events_decorator_and_args(tmp_path):
         assert process.pid == os.getpid() and process.name == "my tool"
         thread = only_thread(trace)
         assert thread.tid == threading.get_native_id() and thread.name == threading.current_thread().name
-        assert walk(thread.events) == [(0, "outer"), (1, "test_nested_events_decorator_and_args.<locals>.work"),
-                                       (2, "inner"), (1, "custom label"), (0, "second")]
+        assert walk(thread.events) == [
+            (0, "outer"),
+            (1, "test_nested_events_decorator_and_args.<locals>.work"),
+            (2, "inner"),
+            (1, "custom label"),
+            (0, "second"),
+        ]
         outer, second = thread.events
         assert outer.channel == "io" and second.channel == "compute"
         assert outer.args == {"file": "data.bin"}
@@ -150,7 +155,9 @@ def test_asyncio_tasks_nest_by_task(tmp_path):
     with pva.openTrace(path) as trace:
         events = only_thread(trace).events
         assert sorted((e.label, [c.label for c in e.children()]) for e in events) == [
-            ("a", ["a/inner"]), ("b", ["b/inner"])]
+            ("a", ["a/inner"]),
+            ("b", ["b/inner"]),
+        ]
 
 
 def test_coroutine_functions_can_be_instrumented(tmp_path):

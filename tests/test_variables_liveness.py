@@ -54,14 +54,21 @@ def test_lowered_variable_members(comp, model):
         assert [v._id for v in lowered] == [v.id for v in expected]
         for got, want in zip(lowered, expected):
             assert (got.tileId, got.name, got.bytes, got.alignment, got.offset) == (
-                want.tile, want.name, want.size, want.alignment, want.offset)
+                want.tile,
+                want.name,
+                want.size,
+                want.alignment,
+                want.offset,
+            )
             assert got.category.name == want.category
             assert got.category.id == CATEGORY_NAMES.index(want.category)
             assert (got.allocated, got.constant, got.alwaysLive, got.executable, got.vertexCode) == tuple(
-                bool(x) for x in (want.allocated, want.constant, want.always_live, want.executable, want.vertex_code))
+                bool(x) for x in (want.allocated, want.constant, want.always_live, want.executable, want.vertex_code)
+            )
             assert (got.lowest256KBytes, got.startSection, got.inInterleavedMem, got.accessedInVertex) == tuple(
-                bool(x) for x in (want.lowest_256k, want.start_section, want.in_interleaved_mem,
-                                  want.accessed_in_vertex))
+                bool(x)
+                for x in (want.lowest_256k, want.start_section, want.in_interleaved_mem, want.accessed_in_vertex)
+            )
             assert got.equivalenceClass.id == want.equivalence_class
             assert [(i.start, i.end) for i in got.equivalenceClass.steps] == CLASSES[want.equivalence_class]
             assert got.hasUnloweredVar is (want.unlowered_var is not None)
@@ -116,15 +123,19 @@ def test_all_brief_vars(comp, model):
     brief = comp.loweredVariables.allBriefVars
     assert len(brief) == len(model.lowered)
     for got, want in zip(brief, model.lowered):
-        assert (got.id, got.bytes, got.tileId, got.equivalenceClass.id) == (want.id, want.size, want.tile,
-                                                                             want.equivalence_class)
+        assert (got.id, got.bytes, got.tileId, got.equivalenceClass.id) == (
+            want.id,
+            want.size,
+            want.tile,
+            want.equivalence_class,
+        )
         assert [(i.start, i.end) for i in got.equivalenceClass.steps] == CLASSES[want.equivalence_class]
     # popliner's use: mark the steps in which each class is live
     live = {}
     for var in brief:
         marks = live.setdefault(var.equivalenceClass.id, [0] * NUM_STEPS)
         for interval in var.equivalenceClass.steps:
-            marks[interval.start:interval.end] = [1] * (interval.end - interval.start)
+            marks[interval.start : interval.end] = [1] * (interval.end - interval.start)
     assert live[2] == [0] * 7 + [1] + [0, 0] + [1, 1, 1]
 
 
@@ -184,7 +195,9 @@ def test_not_always_live_per_tile(comp, model):
         assert peak == comp.tiles[tile].memory.notAlwaysLiveBytes
     step = comp.livenessProgramSteps[5]
     assert step.notAlwaysLiveMemoryForTile(comp.tiles[8]).bytes == step.notAlwaysLiveMemoryForTile(0).bytes
-    with pytest.raises(pva.NotPresentError, match=r"tile 3 has no per-tile liveness information; tiles with it: \[0, 5\]"):
+    with pytest.raises(
+        pva.NotPresentError, match=r"tile 3 has no per-tile liveness information; tiles with it: \[0, 5\]"
+    ):
         step.notAlwaysLiveMemoryForTile(3)
 
 
@@ -229,13 +242,19 @@ def test_liveness_variables_match_lowered_unlowered_vars(comp):
 
 def test_repr(comp):
     step = comp.livenessProgramSteps[7]
-    assert repr(step) == f"<LivenessProgramStep 7 OnTileExecute 'layer/fwd': {step.notAlwaysLiveMemory.bytes:,} B not always live>"
+    assert (
+        repr(step)
+        == f"<LivenessProgramStep 7 OnTileExecute 'layer/fwd': {step.notAlwaysLiveMemory.bytes:,} B not always live>"
+    )
     assert repr(step.notAlwaysLiveMemory) == f"<NotAlwaysLiveMemory {step.notAlwaysLiveMemory.bytes:,} B>"
     sized = step.notAlwaysLiveMemory.variables[-1]
     assert repr(sized) == f"<VariableSize 0 'weights' {sized.size:,} B>"
     brief = comp.loweredVariables.allBriefVars[10]
     assert repr(brief) == "<LoweredVariableBrief 10 tile 1 301 B class 5>"
-    assert repr(comp.loweredVariables.allBriefVars[6].equivalenceClass) == "<EquivalenceClass 2 live in steps [7..8, 10..13]>"
+    assert (
+        repr(comp.loweredVariables.allBriefVars[6].equivalenceClass)
+        == "<EquivalenceClass 2 live in steps [7..8, 10..13]>"
+    )
     assert repr(comp.loweredVariables.allBriefVars[6].equivalenceClass.steps[0]) == "<Interval 7..8>"
     assert repr(comp.loweredVariables) == "<LoweredVariables 59 on 8 tiles>"
 
@@ -258,6 +277,8 @@ def test_gapped_liveness_step_ids_are_reported(tmp_path):
         w.set_target(num_ipus=1, tiles_per_ipu=2, bytes_per_tile=1024)
         w.insert("programs", ("id", "type"), [(0, "Sequence")])
         w.insert("liveness_steps", ("id", "program", "not_always_live_bytes"), [(0, 0, 0), (2, 0, 0)])
-    with pva.openReport(path) as report, pytest.raises(pva.InconsistentReportError,
-                                                        match="liveness step ids must be 0..1, found id 2"):
+    with (
+        pva.openReport(path) as report,
+        pytest.raises(pva.InconsistentReportError, match="liveness step ids must be 0..1, found id 2"),
+    ):
         report.compilation.livenessProgramSteps

@@ -37,18 +37,44 @@ class Exporter:
 
 #: Every export format, by the name ``pva export --format`` takes.
 EXPORTERS: dict[str, Exporter] = {
-    "parquet": Exporter("a directory of Parquet files: every table, and every per-tile matrix",
-                        "parquet", "export_parquet", "directory"),
-    "hdf5": Exporter("one HDF5 file: per-tile matrices as chunked, compressed datasets (units and names as "
-                     "attributes)", "hdf5", "export_hdf5", "file"),
-    "csv": Exporter("a directory of CSV files: every table, and every per-tile matrix (one column per tile)",
-                    "csv", "export_csv", "directory"),
-    "chrome-trace": Exporter("Chrome trace event JSON (chrome://tracing, Perfetto UI): a report's execution or a "
-                             "trace file", "chrome", "export_chrome_trace", "file", streams=True),
-    "legacy-json": Exporter("legacy Poplar v1 graph and execution profiles in JSON", "legacy", "export_legacy",
-                            "file or directory", streams=True, options=(("encoding", "json"),)),
-    "legacy-cbor": Exporter("legacy Poplar v1 graph and execution profiles in CBOR", "legacy", "export_legacy",
-                            "file or directory", streams=True, options=(("encoding", "cbor"),)),
+    "parquet": Exporter(
+        "a directory of Parquet files: every table, and every per-tile matrix", "parquet", "export_parquet", "directory"
+    ),
+    "hdf5": Exporter(
+        "one HDF5 file: per-tile matrices as chunked, compressed datasets (units and names as attributes)",
+        "hdf5",
+        "export_hdf5",
+        "file",
+    ),
+    "csv": Exporter(
+        "a directory of CSV files: every table, and every per-tile matrix (one column per tile)",
+        "csv",
+        "export_csv",
+        "directory",
+    ),
+    "chrome-trace": Exporter(
+        "Chrome trace event JSON (chrome://tracing, Perfetto UI): a report's execution or a trace file",
+        "chrome",
+        "export_chrome_trace",
+        "file",
+        streams=True,
+    ),
+    "legacy-json": Exporter(
+        "legacy Poplar v1 graph and execution profiles in JSON",
+        "legacy",
+        "export_legacy",
+        "file or directory",
+        streams=True,
+        options=(("encoding", "json"),),
+    ),
+    "legacy-cbor": Exporter(
+        "legacy Poplar v1 graph and execution profiles in CBOR",
+        "legacy",
+        "export_legacy",
+        "file or directory",
+        streams=True,
+        options=(("encoding", "cbor"),),
+    ),
 }
 #: Export formats and a one-line description of each.
 FORMATS = {name: exporter.description for name, exporter in EXPORTERS.items()}

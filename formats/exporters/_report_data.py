@@ -40,8 +40,12 @@ def table_batches(reader: ProfileReader, table: str) -> tuple[pa.Schema, Iterato
     """The Arrow schema of a table and its rows as record batches."""
     schema = arrow_schema(table)
     fields = [
-        pa.field(f.name, f.type, nullable=f.nullable,
-                 metadata={**(f.metadata or {}), b"unit": unit_of((f.metadata or {}).get(b"description", b"").decode())})
+        pa.field(
+            f.name,
+            f.type,
+            nullable=f.nullable,
+            metadata={**(f.metadata or {}), b"unit": unit_of((f.metadata or {}).get(b"description", b"").decode())},
+        )
         for f in schema
     ]
     schema = pa.schema(fields, metadata=schema.metadata)
@@ -56,8 +60,9 @@ def table_batches(reader: ProfileReader, table: str) -> tuple[pa.Schema, Iterato
             try:
                 arrays = [pa.array(values, type=field.type) for field, values in zip(schema, columns)]
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-                raise CorruptReportError(f"{reader.path!r}: table {table!r} holds a value of the wrong type ({exc})",
-                                         reader.path) from None
+                raise CorruptReportError(
+                    f"{reader.path!r}: table {table!r} holds a value of the wrong type ({exc})", reader.path
+                ) from None
             yield pa.record_batch(arrays, schema=schema)
 
     return schema, batches()
@@ -81,9 +86,13 @@ def matrix_blocks(reader: ProfileReader, name: str) -> Iterator[tuple[int, np.nd
         yield first, block.astype(np.uint64, copy=False)
 
 
-def export_directory(report: str, output: str, fmt: str,
-                     write_table: Callable[[str, pa.Schema, Iterator[pa.RecordBatch]], int],
-                     write_matrix: Callable[[str, str, int, Iterator[tuple[int, np.ndarray]]], None]) -> list[str]:
+def export_directory(
+    report: str,
+    output: str,
+    fmt: str,
+    write_table: Callable[[str, pa.Schema, Iterator[pa.RecordBatch]], int],
+    write_matrix: Callable[[str, str, int, Iterator[tuple[int, np.ndarray]]], None],
+) -> list[str]:
     """Write `output`/tables/<table>.<fmt>, `output`/matrices/<matrix>.<fmt> and manifest.json, atomically.
 
     ``write_table(path, schema, batches)`` writes one table and returns its row count;
@@ -100,15 +109,23 @@ def export_directory(report: str, output: str, fmt: str,
                 schema, batches = table_batches(reader, table)
                 file = f"tables/{table}.{fmt}"
                 rows = write_table(os.path.join(out.path, file), schema, batches)
-                manifest["tables"][table] = {"file": file, "rows": rows,
-                                             "description": schema.metadata.get(b"description", b"").decode()}
+                manifest["tables"][table] = {
+                    "file": file,
+                    "rows": rows,
+                    "description": schema.metadata.get(b"description", b"").decode(),
+                }
             for name in matrix_names(reader):
                 matrix = reader.matrix(name)
                 file = f"matrices/{name}.{fmt}"
                 write_matrix(os.path.join(out.path, file), name, matrix.num_cols, matrix_blocks(reader, name))
                 info = matrix_info(name)
-                manifest["matrices"][name] = {"file": file, "rows": matrix.num_rows, "columns": matrix.num_cols,
-                                              "unit": info.get("unit", ""), "description": info.get("description", "")}
+                manifest["matrices"][name] = {
+                    "file": file,
+                    "rows": matrix.num_rows,
+                    "columns": matrix.num_cols,
+                    "unit": info.get("unit", ""),
+                    "description": info.get("description", ""),
+                }
             with open(os.path.join(out.path, "manifest.json"), "w", encoding="utf-8") as handle:
                 json.dump(manifest, handle, indent=2)
                 handle.write("\n")

@@ -25,7 +25,8 @@ def export_chrome_trace(source: str | os.PathLike[str], output: str | os.PathLik
         raise InvalidInputError(f"{name!r}: expected a pva report or trace file, found {kind.value}", name)
     with AtomicOutput(os.fspath(output), stream=True) as atomic, open(atomic.path, "wb") as handle:
         writer = ChromeTraceWriter(handle)
-        fields = (write_trace_file_events(name, writer) if kind is FileKind.TRACE
-                  else write_report_execution(name, writer))
+        fields = (
+            write_trace_file_events(name, writer) if kind is FileKind.TRACE else write_report_execution(name, writer)
+        )
         writer.close(fields)
     return [os.fspath(output)]

@@ -33,11 +33,14 @@ def export_hdf5(report: str, output: str, *, compression: str = "gzip", level: i
                 rows, cols = matrix.num_rows, matrix.num_cols
                 chunk_rows = max(1, min(rows or 1, CHUNK_BYTES // (8 * max(1, cols))))
                 dataset = group.create_dataset(
-                    name, shape=(rows, cols), dtype=np.uint64,
+                    name,
+                    shape=(rows, cols),
+                    dtype=np.uint64,
                     chunks=(chunk_rows, max(1, cols)) if rows and cols else None,
                     compression=compression if rows and cols else None,
                     compression_opts=level if compression == "gzip" and rows and cols else None,
-                    shuffle=bool(rows and cols))
+                    shuffle=bool(rows and cols),
+                )
                 for first, block in matrix_blocks(reader, name):
                     dataset[first : first + block.shape[0]] = block
                 info = matrix_info(name)

@@ -17,8 +17,13 @@ from ..legacy.exporter import (
 from ..profile_reader import ProfileReader
 
 
-def export_legacy(report: str | os.PathLike[str], output: str | os.PathLike[str], *, encoding: str = "json",
-                  combined: bool | None = None) -> list[str]:
+def export_legacy(
+    report: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    encoding: str = "json",
+    combined: bool | None = None,
+) -> list[str]:
     """Write the legacy graph and execution profiles of a report; return the files written.
 
     With ``combined`` (the default when `output` ends in .json or .cbor) one document

@@ -16,19 +16,37 @@ def matrix_schema(name: str, num_cols: int) -> pa.Schema:
     """Parquet schema of a matrix: the row number and its values as a fixed-size list."""
     info = matrix_info(name)
     return pa.schema(
-        [pa.field("row", pa.int64(), nullable=False, metadata={"description": f"row: {info.get('rows', '')}"}),
-         pa.field("values", pa.list_(pa.uint64(), num_cols), nullable=False,
-                  metadata={"description": f"one value per column: {info.get('columns', '')}",
-                            "unit": info.get("unit", "")})],
-        metadata={"matrix": name, "description": info.get("description", ""), "unit": info.get("unit", ""),
-                  "rows": info.get("rows", ""), "columns": info.get("columns", "")},
+        [
+            pa.field("row", pa.int64(), nullable=False, metadata={"description": f"row: {info.get('rows', '')}"}),
+            pa.field(
+                "values",
+                pa.list_(pa.uint64(), num_cols),
+                nullable=False,
+                metadata={
+                    "description": f"one value per column: {info.get('columns', '')}",
+                    "unit": info.get("unit", ""),
+                },
+            ),
+        ],
+        metadata={
+            "matrix": name,
+            "description": info.get("description", ""),
+            "unit": info.get("unit", ""),
+            "rows": info.get("rows", ""),
+            "columns": info.get("columns", ""),
+        },
     )
 
 
 def export_parquet(report: str, output: str, *, compression: str = "zstd") -> list[str]:
     """Write `output`/tables/<table>.parquet, `output`/matrices/<matrix>.parquet and manifest.json."""
-    return export_directory(report, output, "parquet", functools.partial(_write_table, compression=compression),
-                            functools.partial(_write_matrix, compression=compression))
+    return export_directory(
+        report,
+        output,
+        "parquet",
+        functools.partial(_write_table, compression=compression),
+        functools.partial(_write_matrix, compression=compression),
+    )
 
 
 def _write_table(path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, compression: str) -> int:
@@ -40,8 +58,9 @@ def _write_table(path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
     return rows
 
 
-def _write_matrix(path: str, name: str, num_cols: int, blocks: Iterator[tuple[int, np.ndarray]], *,
-                  compression: str) -> None:
+def _write_matrix(
+    path: str, name: str, num_cols: int, blocks: Iterator[tuple[int, np.ndarray]], *, compression: str
+) -> None:
     schema = matrix_schema(name, num_cols)
     with pq.ParquetWriter(path, schema, compression=compression) as writer:
         for first, block in blocks:

@@ -49,26 +49,39 @@ def refuse(info: InputInfo) -> None:
     if info.kind in (InputKind.LEGACY_PRE_2019, InputKind.LEGACY_V2, InputKind.LEGACY_V3):
         raise UnsupportedVersionError(
             f"{path!r}: is {info.describe()}; pva convert reads legacy v1 profiles (Poplar SDK 1.x graph and "
-            f"execution profiles in JSON or CBOR) but not this generation", path)
+            f"execution profiles in JSON or CBOR) but not this generation",
+            path,
+        )
     if info.kind is InputKind.PVA_REPORT:
         raise NotAReportError(f"{path!r}: is already a pva report (profile.pop); open it with pva.openReport", path)
     where = "$: " if info.encoding in ("json", "cbor") else "byte 0: "
-    raise NotAReportError(f"{path!r}: {where}expected a legacy Poplar v1 graph or execution profile (JSON or CBOR), "
-                          f"found {info.describe()}", path)
+    raise NotAReportError(
+        f"{path!r}: {where}expected a legacy Poplar v1 graph or execution profile (JSON or CBOR), "
+        f"found {info.describe()}",
+        path,
+    )
 
 
-def read_document(path: str | os.PathLike[str], encoding: str, spool: Spool | None,
-                  progress: Progress | None = None) -> Any:
+def read_document(
+    path: str | os.PathLike[str], encoding: str, spool: Spool | None, progress: Progress | None = None
+) -> Any:
     """The document tree of a JSON or CBOR file, number arrays as Runs (spooled when long)."""
     name = os.fspath(path)
     tick = progress.advance if progress is not None else None
     with open_binary(name) as raw:
-        events = json_events(raw, spool, progress=tick) if encoding == "json" else cbor_events(raw, spool, progress=tick)
+        events = (
+            json_events(raw, spool, progress=tick) if encoding == "json" else cbor_events(raw, spool, progress=tick)
+        )
         return build_tree(events, name)
 
 
-def convert_legacy(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str], *,
-                   progress: Progress | None = None, infos: Sequence[InputInfo] | None = None) -> ConversionResult:
+def convert_legacy(
+    inputs: Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+    infos: Sequence[InputInfo] | None = None,
+) -> ConversionResult:
     """Convert a legacy graph profile (and its execution profile) into a profile.pop at `output`.
 
     `inputs` is one combined document (``{"graphProfile": ..., "executionProfile": ...}``) or a
@@ -113,44 +126,64 @@ def convert_legacy(inputs: Sequence[str | os.PathLike[str]], output: str | os.Pa
             for key, value, kind in documents:
                 prefix = [key] if key else []
                 if not isinstance(value, dict):
-                    raise InvalidInputError(f"{info.path!r}: {json_path(prefix)}: expected an object, found "
-                                            f"{describe(value)}", info.path)
+                    raise InvalidInputError(
+                        f"{info.path!r}: {json_path(prefix)}: expected an object, found {describe(value)}", info.path
+                    )
                 if kind is InputKind.LEGACY_GRAPH:
                     if graph is not None:
-                        raise InvalidInputError(f"{info.path!r}: $: a second graph profile; {graph_name!r} is one "
-                                                f"already (convert one profile at a time)", info.path)
+                        raise InvalidInputError(
+                            f"{info.path!r}: $: a second graph profile; {graph_name!r} is one "
+                            f"already (convert one profile at a time)",
+                            info.path,
+                        )
                     graph, graph_name, graph_prefix = value, info.path, prefix
                 else:
                     if execution is not None:
-                        raise InvalidInputError(f"{info.path!r}: $: a second execution profile; {execution_name!r} "
-                                                f"is one already", info.path)
+                        raise InvalidInputError(
+                            f"{info.path!r}: $: a second execution profile; {execution_name!r} is one already",
+                            info.path,
+                        )
                     execution, execution_name, execution_prefix = value, info.path, prefix
         progress.finish()
         if graph is None:
             if execution_prefix:
                 raise InvalidInputError(
                     f"{execution_name!r}: $.graphProfile: missing; the document holds only an executionProfile, "
-                    f"which cannot be converted without its graph profile", execution_name)
+                    f"which cannot be converted without its graph profile",
+                    execution_name,
+                )
             raise InvalidInputError(
                 f"{execution_name!r}: $: an execution profile alone cannot be converted; give its graph profile too "
-                f"(pva convert graph.json execution.json -o profile.pop)", execution_name)
+                f"(pva convert graph.json execution.json -o profile.pop)",
+                execution_name,
+            )
         assert graph_name is not None, "set with graph"
         unknown = check_document(graph, "graph_profile", name=graph_name, prefix=graph_prefix).unknown
         for parts, value in unknown:
-            extras.keep("legacy-graph-profile", parts[len(graph_prefix):], value, unknown=True)
+            extras.keep("legacy-graph-profile", parts[len(graph_prefix) :], value, unknown=True)
         if execution is not None:
             assert execution_name is not None, "set with execution"
-            unknown_x = check_document(execution, "execution_profile", name=execution_name,
-                                       prefix=execution_prefix).unknown
+            unknown_x = check_document(
+                execution, "execution_profile", name=execution_name, prefix=execution_prefix
+            ).unknown
             for parts, value in unknown_x:
-                extras.keep("legacy-execution-profile", parts[len(execution_prefix):], value, unknown=True)
+                extras.keep("legacy-execution-profile", parts[len(execution_prefix) :], value, unknown=True)
             unknown = unknown + unknown_x
         encoding = infos[0].encoding
         with ProfileWriter(output, producer="pva convert") as writer:
-            writer.set_metadata(source_format=f"legacy Poplar v1 profile ({encoding.upper()})",
-                                legacy_combined="1" if graph_prefix else "0")
-            importer = LegacyImporter(writer, graph, execution, graph_name=graph_name, execution_name=execution_name,
-                                      extras=extras, input_bytes=input_size(names))
+            writer.set_metadata(
+                source_format=f"legacy Poplar v1 profile ({encoding.upper()})",
+                legacy_combined="1" if graph_prefix else "0",
+            )
+            importer = LegacyImporter(
+                writer,
+                graph,
+                execution,
+                graph_name=graph_name,
+                execution_name=execution_name,
+                extras=extras,
+                input_bytes=input_size(names),
+            )
             importer.run()
             extras.write(writer)
     result.unknown_keys = extras.unknown

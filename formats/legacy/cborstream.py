@@ -30,23 +30,42 @@ NUMBERS_PER_CALL = 1 << 16
 _SELF_DESCRIBE = 55799
 #: RFC 8746 typed array tags and their numpy dtypes.
 TYPED_ARRAYS = {
-    64: ">u1", 65: ">u2", 66: ">u4", 67: ">u8", 68: ">u1", 69: "<u2", 70: "<u4", 71: "<u8",
-    72: ">i1", 73: ">i2", 74: ">i4", 75: ">i8", 77: "<i2", 78: "<i4", 79: "<i8",
-    80: ">f2", 81: ">f4", 82: ">f8", 84: "<f2", 85: "<f4", 86: "<f8",
+    64: ">u1",
+    65: ">u2",
+    66: ">u4",
+    67: ">u8",
+    68: ">u1",
+    69: "<u2",
+    70: "<u4",
+    71: "<u8",
+    72: ">i1",
+    73: ">i2",
+    74: ">i4",
+    75: ">i8",
+    77: "<i2",
+    78: "<i4",
+    79: "<i8",
+    80: ">f2",
+    81: ">f4",
+    82: ">f8",
+    84: "<f2",
+    85: "<f4",
+    86: "<f8",
 }
 
 
 def _typed_array(tag: int, data: bytes) -> np.ndarray:
     dtype = np.dtype(TYPED_ARRAYS[tag])
     if len(data) % dtype.itemsize:
-        raise ValueError(f"typed array (tag {tag}) of {len(data)} bytes is not a whole number of "
-                         f"{dtype.itemsize}-byte values")
+        raise ValueError(
+            f"typed array (tag {tag}) of {len(data)} bytes is not a whole number of {dtype.itemsize}-byte values"
+        )
     array = np.frombuffer(data, dtype=dtype)
     return array.astype(dtype.newbyteorder("="), copy=False)
 
 
 def _is_number(value: Any) -> bool:
-    return (type(value) is int or type(value) is float)
+    return type(value) is int or type(value) is float
 
 
 class _Normaliser:
@@ -104,8 +123,7 @@ class _Normaliser:
 class CborWalker:
     """Yields parse events for one CBOR document read from a binary file."""
 
-    def __init__(self, raw: BinaryIO, spool: Spool | None, *,
-                 progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None) -> None:
         self._raw = raw
         self._progress = progress
         self._normalise = _Normaliser(spool)
@@ -175,9 +193,7 @@ class CborWalker:
     def _check_length(self, count: int, unit: int, what: str, at: int) -> None:
         left = self._remaining_bytes()
         if left is not None and count * unit > left:
-            raise InputProblem(
-                f"{what} declares {count:,} items but only {left:,} bytes of input remain", at
-            )
+            raise InputProblem(f"{what} declares {count:,} items but only {left:,} bytes of input remain", at)
 
     # -- bulk decoding --------------------------------------------------------------------
 
@@ -372,8 +388,9 @@ class CborWalker:
         self._check_length(length, 1, "typed array", at)
         dtype = np.dtype(TYPED_ARRAYS[tag])
         if length % dtype.itemsize:
-            raise InputProblem(f"typed array (tag {tag}) of {length} bytes is not a whole number of "
-                               f"{dtype.itemsize}-byte values", at)
+            raise InputProblem(
+                f"typed array (tag {tag}) of {length} bytes is not a whole number of {dtype.itemsize}-byte values", at
+            )
         run = Run(at)
         left = length
         step = (WINDOW // dtype.itemsize) * dtype.itemsize
@@ -391,7 +408,8 @@ class CborWalker:
         yield "value", run
 
 
-def cbor_events(raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None
-                ) -> Iterator[tuple[str, Any]]:
+def cbor_events(
+    raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[str, Any]]:
     """Parse events of a CBOR document (same vocabulary as json_events, plus ``value``)."""
     return CborWalker(raw, spool, progress=progress).events()

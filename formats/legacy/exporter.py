@@ -104,48 +104,65 @@ def _graph_profile(rep: _Report) -> dict:
         "minSyncDelay": int(t["min_sync_delay"]),
         "relativeSyncDelayByTile": np.array(
             r.column("SELECT relative_sync_delay FROM tiles WHERE id < ? ORDER BY id", (int(t["tiles_per_ipu"]),)),
-            dtype=np.int64),
+            dtype=np.int64,
+        ),
     }
     if t["type"] in M.TARGET_TYPES_BACK:
         target["type"] = M.TARGET_TYPES_BACK[t["type"]]
     doc["target"] = target
-    doc["optimizationInfo"] = {name: float(value) for name, value in r.query(
-        "SELECT name, value FROM optimisation_metrics ORDER BY name")}
+    doc["optimizationInfo"] = {
+        name: float(value) for name, value in r.query("SELECT name, value FROM optimisation_metrics ORDER BY name")
+    }
     g = r.graph
-    doc["graph"] = {"numComputeSets": int(g["num_compute_sets"]), "numEdges": int(g["num_edges"]),
-                    "numVars": int(g["num_vars"]), "numVertices": int(g["num_vertices"])}
+    doc["graph"] = {
+        "numComputeSets": int(g["num_compute_sets"]),
+        "numEdges": int(g["num_edges"]),
+        "numVars": int(g["num_vars"]),
+        "numVertices": int(g["num_vertices"]),
+    }
     types = r.query("SELECT id, name, size FROM vertex_types ORDER BY id")
     num_vt = len(types)
-    doc["vertexTypes"] = {"names": [name for _i, name, _s in types],
-                          "sizes": np.array([int(s) for _i, _n, s in types], dtype=np.int64)}
+    doc["vertexTypes"] = {
+        "names": [name for _i, name, _s in types],
+        "sizes": np.array([int(s) for _i, _n, s in types], dtype=np.int64),
+    }
     doc["computeSets"] = _compute_sets(rep, num_vt)
     programs, exchange_of = _exchange_ids(rep)
     doc.update(_exchanges(rep, exchange_of))
     doc["programs"] = _programs(rep, programs, exchange_of)
-    doc["controlPrograms"] = np.array(r.column("SELECT program FROM control_programs ORDER BY position"), dtype=np.int64)
-    doc["functionPrograms"] = np.array(r.column("SELECT program FROM function_programs ORDER BY position"),
-                                       dtype=np.int64)
+    doc["controlPrograms"] = np.array(
+        r.column("SELECT program FROM control_programs ORDER BY position"), dtype=np.int64
+    )
+    doc["functionPrograms"] = np.array(
+        r.column("SELECT program FROM function_programs ORDER BY position"), dtype=np.int64
+    )
     doc["memory"] = _memory(rep, num_vt)
     return doc
 
 
 def _compute_sets(rep: _Report, num_vt: int) -> dict:
     r = rep.r
-    rows = r.query("SELECT compute_set, name, estimated_cycles_row, active_cycles_row FROM compute_sets "
-                   "ORDER BY compute_set")
+    rows = r.query(
+        "SELECT compute_set, name, estimated_cycles_row, active_cycles_row FROM compute_sets ORDER BY compute_set"
+    )
     section: dict[str, Any] = {"names": [name for _cs, name, _e, _a in rows]}
     vertices: dict[int, list[tuple[int, int, int]]] = {}
     for cs, vt, count, estimate in r.query(
-            "SELECT compute_set, vertex_type, count, estimated_cycles FROM compute_set_vertices ORDER BY id"):
+        "SELECT compute_set, vertex_type, count, estimated_cycles FROM compute_set_vertices ORDER BY id"
+    ):
         vertices.setdefault(cs, []).append((vt, count, estimate))
     if vertices:
-        section["vertexCounts"] = [np.array([c for _v, c, _e in vertices.get(cs, [])], dtype=np.int64)
-                                   for cs, *_ in rows]
-        section["vertexTypes"] = [np.array([v for v, _c, _e in vertices.get(cs, [])], dtype=np.int64)
-                                  for cs, *_ in rows]
+        section["vertexCounts"] = [
+            np.array([c for _v, c, _e in vertices.get(cs, [])], dtype=np.int64) for cs, *_ in rows
+        ]
+        section["vertexTypes"] = [
+            np.array([v for v, _c, _e in vertices.get(cs, [])], dtype=np.int64) for cs, *_ in rows
+        ]
     estimates: dict[str, Any] = {}
-    for key, column, matrix in (("cyclesByTile", 2, "compute_set_estimated_cycles_by_tile"),
-                                ("activeCyclesByTile", 3, "compute_set_active_cycles_by_tile")):
+    for key, column, matrix in (
+        ("cyclesByTile", 2, "compute_set_estimated_cycles_by_tile"),
+        ("activeCyclesByTile", 3, "compute_set_active_cycles_by_tile"),
+    ):
         indexes = [row[column] for row in rows]
         if rows and all(i is not None for i in indexes) and r.has_matrix(matrix):
             estimates[key] = rep.matrix_rows(matrix, indexes)
@@ -184,8 +201,11 @@ def _exchange_ids(rep: _Report) -> tuple[list[tuple], dict[int, tuple[str, int]]
 
 def _has_legacy_exchange_ids(reader: ProfileReader) -> bool:
     """Whether exchange ids come from a legacy profile (else the exporter numbers exchange programs)."""
-    return bool(reader.query_one("SELECT (SELECT count(*) FROM exchanges) + "
-                                 "(SELECT count(*) FROM programs WHERE exchange IS NOT NULL)")[0])
+    return bool(
+        reader.query_one(
+            "SELECT (SELECT count(*) FROM exchanges) + (SELECT count(*) FROM programs WHERE exchange IS NOT NULL)"
+        )[0]
+    )
 
 
 def _exchanges(rep: _Report, exchange_of: dict[int, tuple[str, int]]) -> dict:
@@ -261,7 +281,10 @@ def _memory(rep: _Report, num_vt: int) -> dict:
     r = rep.r
     tiles = rep.tiles
     memory: dict[str, Any] = {}
-    columns = list(M.BY_TILE.items()) + [("alwaysLive", "always_live_bytes"), ("notAlwaysLive", "not_always_live_bytes")]
+    columns = list(M.BY_TILE.items()) + [
+        ("alwaysLive", "always_live_bytes"),
+        ("notAlwaysLive", "not_always_live_bytes"),
+    ]
     rows = r.query(f"SELECT tile, {', '.join(c for _k, c in columns)} FROM memory_by_tile ORDER BY tile")
     if rows:
         table = np.zeros((len(columns), tiles), dtype=np.int64)
@@ -288,14 +311,17 @@ def _memory(rep: _Report, num_vt: int) -> dict:
             entry["total"] = values[:tiles, 6 * i : 6 * i + 6].sum(axis=1).astype(np.int64)
         memory["byCategory"] = by_category
     num_cs = r.query_one("SELECT count(*) FROM compute_sets")[0]
-    for key, source, first, count in (("byComputeSet", "compute_set_memory", "compute_set", num_cs),
-                                      ("byVertexType", "vertex_memory", "vertex_type", num_vt)):
+    for key, source, first, count in (
+        ("byComputeSet", "compute_set_memory", "compute_set", num_cs),
+        ("byVertexType", "vertex_memory", "vertex_type", num_vt),
+    ):
         if not r.query_one(f"SELECT count(*) FROM {source}")[0]:
             continue
         section = {name: rep.grouped(source, first, column, count, tiles) for name, column in M.VERTEX_MEMORY.items()}
         total_sql = " + ".join(M.VERTEX_MEMORY.values())
-        section["totalBytes"] = rep.grouped(f"(SELECT {first}, tile, {total_sql} AS t FROM {source})", first, "t",
-                                            count, tiles)
+        section["totalBytes"] = rep.grouped(
+            f"(SELECT {first}, tile, {total_sql} AS t FROM {source})", first, "t", count, tiles
+        )
         memory[key] = section
     liveness: dict[str, Any] = {}
     if rows:
@@ -324,14 +350,19 @@ def _execution_profile(rep: _Report) -> dict | None:
         if not num_steps:
             return None
         compute = meta.get("instrumentation_compute", "Off")
-        mode = {"Tile": "COMPUTE_SETS", "Device": "SINGLE_TILE_COMPUTE_SETS", "Ipu": "SINGLE_TILE_COMPUTE_SETS",
-                "Vertex": "VERTICES"}.get(compute, "IPU_MODEL")
+        mode = {
+            "Tile": "COMPUTE_SETS",
+            "Device": "SINGLE_TILE_COMPUTE_SETS",
+            "Ipu": "SINGLE_TILE_COMPUTE_SETS",
+            "Vertex": "VERTICES",
+        }.get(compute, "IPU_MODEL")
     doc: dict[str, Any] = {"profilerMode": mode}
     if r.has_matrix("compute_set_cycles_by_tile"):
         matrix = r.matrix("compute_set_cycles_by_tile")
         doc["computeSetCyclesByTile"] = rep.matrix_rows("compute_set_cycles_by_tile", list(range(matrix.num_rows)))
-    measured = r.query("SELECT compute_set, measured_cycles FROM compute_sets WHERE measured_cycles IS NOT NULL "
-                       "ORDER BY compute_set")
+    measured = r.query(
+        "SELECT compute_set, measured_cycles FROM compute_sets WHERE measured_cycles IS NOT NULL ORDER BY compute_set"
+    )
     if measured:
         values = np.zeros(measured[-1][0] + 1, dtype=np.int64)
         for cs, value in measured:
@@ -344,8 +375,9 @@ def _execution_profile(rep: _Report) -> dict | None:
         doc["vertexComputeSet"] = array[:, 1]
         doc["vertexType"] = array[:, 2]
     for family, key in M.EXCHANGE_CYCLES.items():
-        rows = dict(r.query("SELECT exchange, row FROM exchanges WHERE family = ? AND kind = 'exchange_cycles'",
-                            (family,)))
+        rows = dict(
+            r.query("SELECT exchange, row FROM exchanges WHERE family = ? AND kind = 'exchange_cycles'", (family,))
+        )
         if rows and r.has_matrix("program_exchange_cycles_by_tile"):
             order = [rows.get(i) for i in range(max(rows) + 1)]
             doc[key] = _rows_with_gaps(rep, "program_exchange_cycles_by_tile", order)
@@ -356,16 +388,22 @@ def _execution_profile(rep: _Report) -> dict | None:
 
 def _simulation(rep: _Report) -> dict:
     r = rep.r
-    total = r.query_one("SELECT coalesce(sum(c), 0) FROM (SELECT max(\"end\" - start) AS c FROM run_cycles_by_ipu "
-                        "GROUP BY run)")[0]
+    total = r.query_one(
+        'SELECT coalesce(sum(c), 0) FROM (SELECT max("end" - start) AS c FROM run_cycles_by_ipu GROUP BY run)'
+    )[0]
     simulation: dict[str, Any] = {"cycles": int(total)}
-    totals = r.query_one("SELECT count(*), sum(active_compute), sum(compute), sum(internal_exchange), "
-                         "sum(inter_ipu_exchange), sum(stream_copy_begin + stream_copy + stream_copy_end), sum(sync) "
-                         "FROM cycle_totals")
+    totals = r.query_one(
+        "SELECT count(*), sum(active_compute), sum(compute), sum(internal_exchange), "
+        "sum(inter_ipu_exchange), sum(stream_copy_begin + stream_copy + stream_copy_end), sum(sync) "
+        "FROM cycle_totals"
+    )
     if totals[0]:
-        simulation["tileCycles"] = dict(zip(
-            ("activeCompute", "compute", "doExchange", "globalExchange", "streamCopy", "sync"),
-            (int(v or 0) for v in totals[1:])))
+        simulation["tileCycles"] = dict(
+            zip(
+                ("activeCompute", "compute", "doExchange", "globalExchange", "streamCopy", "sync"),
+                (int(v or 0) for v in totals[1:]),
+            )
+        )
     programs = {pid: (kind, exchange) for pid, kind, exchange in r.query("SELECT id, type, exchange FROM programs")}
     stored = _has_legacy_exchange_ids(r)
     exchange_of = {}
@@ -409,17 +447,39 @@ class _Steps:
         chunk: np.ndarray | None = None
         chunk_first = 0
         for row in r.export_rows(self.SQL):
-            (sid, kind, program, cs, name, sync_type, overlapped, cycles, active, first, last, thread, tile_balance,
-             active_balance, data_in, data_out, data_balance) = row
+            (
+                sid,
+                kind,
+                program,
+                cs,
+                name,
+                sync_type,
+                overlapped,
+                cycles,
+                active,
+                first,
+                last,
+                thread,
+                tile_balance,
+                active_balance,
+                data_in,
+                data_out,
+                data_balance,
+            ) = row
             legacy = M.PROGRAM_TYPES_BACK.get(kind, kind)
             step: dict[str, Any] = {"type": legacy}
             # Poplar's Sync steps hold only syncType; their timing, when known, is written too (readers
             # ignore keys they do not know), else tileCycles.sync has no steps to add up to.
             timed = legacy != "Sync" or bool(cycles) or bool(last)
             if timed:
-                step.update(tileBalance=float(tile_balance or 0.0), activeTiles=int(active or 0),
-                            activeTileBalance=float(active_balance or 0.0), cycles=int(cycles or 0),
-                            cyclesFrom=int(first or 0), cyclesTo=int(last or 0))
+                step.update(
+                    tileBalance=float(tile_balance or 0.0),
+                    activeTiles=int(active or 0),
+                    activeTileBalance=float(active_balance or 0.0),
+                    cycles=int(cycles or 0),
+                    cyclesFrom=int(first or 0),
+                    cyclesTo=int(last or 0),
+                )
             if program is not None:
                 step["program"] = int(program)
             if name:
@@ -529,8 +589,10 @@ def _plain(value: Any) -> Any:
 
 
 def _patches(reader: ProfileReader, source: str) -> list[tuple[str, Any]]:
-    return [(path, json.loads(value)) for path, value in reader.query(
-        "SELECT path, value FROM extras WHERE source = ? ORDER BY path", (source,))]
+    return [
+        (path, json.loads(value))
+        for path, value in reader.query("SELECT path, value FROM extras WHERE source = ? ORDER BY path", (source,))
+    ]
 
 
 # -- encoders -----------------------------------------------------------------------------------

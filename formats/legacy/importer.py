@@ -59,8 +59,9 @@ def ints(value: Any) -> np.ndarray:
     if isinstance(value, Run):
         array = value.array()
     else:
-        array = np.asarray(value if value else [], dtype=np.float64 if any(isinstance(v, float) for v in value or ())
-                           else np.int64)
+        array = np.asarray(
+            value if value else [], dtype=np.float64 if any(isinstance(v, float) for v in value or ()) else np.int64
+        )
     if array.dtype.kind == "f":
         array = array.astype(np.uint64 if array.size and array.min() >= 0 else np.int64)
     return array
@@ -76,8 +77,17 @@ def as_int(value: Any, default: int = 0) -> int:
 class LegacyImporter:
     """Maps one graph profile (and optionally its execution profile) into a ProfileWriter."""
 
-    def __init__(self, writer: ProfileWriter, graph: dict, execution: dict | None, *, graph_name: str,
-                 execution_name: str | None, extras: Extras, input_bytes: int) -> None:
+    def __init__(
+        self,
+        writer: ProfileWriter,
+        graph: dict,
+        execution: dict | None,
+        *,
+        graph_name: str,
+        execution_name: str | None,
+        extras: Extras,
+        input_bytes: int,
+    ) -> None:
         self.w = writer
         self.g = graph
         self.x = execution
@@ -116,14 +126,16 @@ class LegacyImporter:
         assert target is not None, "the target is written before anything per IPU"
         return int(target["num_ipus"])
 
-    def check_length(self, value: Any, expected: int, parts: Sequence[str | int], what: str,
-                     execution: bool = False) -> None:
+    def check_length(
+        self, value: Any, expected: int, parts: Sequence[str | int], what: str, execution: bool = False
+    ) -> None:
         count = len(value)
         if count != expected:
             raise self.fail(parts, f"expected {expected:,} values ({what}), found {count:,}", execution)
 
-    def matrix_rows(self, rows: list, parts: list, width: int, what: str, execution: bool = False
-                    ) -> Iterator[tuple[int, np.ndarray]]:
+    def matrix_rows(
+        self, rows: list, parts: list, width: int, what: str, execution: bool = False
+    ) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, block) of a 2-D array of per-tile rows, checked and batched."""
         for first in range(0, len(rows), ROW_BATCH):
             batch = rows[first : first + ROW_BATCH]
@@ -135,8 +147,9 @@ class LegacyImporter:
                     block[offset] = ints(row)
             yield first, block
 
-    def append_matrix(self, name: str, rows: list, parts: list, what: str, execution: bool = False
-                      ) -> list[tuple[int, int, int, int]]:
+    def append_matrix(
+        self, name: str, rows: list, parts: list, what: str, execution: bool = False
+    ) -> list[tuple[int, int, int, int]]:
         """Append a 2-D per-tile array to a matrix; (row, total, min, max) of each row."""
         out: list[tuple[int, int, int, int]] = []
         matrix = self.w.matrix(name)
@@ -177,19 +190,26 @@ class LegacyImporter:
             tiles_per_ipu = total // num_ipus
         num_tiles = num_ipus * tiles_per_ipu
         if "numTiles" in t and as_int(t["numTiles"]) != num_tiles:
-            raise self.fail(["target", "numTiles"],
-                            f"expected numIPUs * tilesPerIPU = {num_tiles:,}, found {as_int(t['numTiles']):,}")
+            raise self.fail(
+                ["target", "numTiles"],
+                f"expected numIPUs * tilesPerIPU = {num_tiles:,}, found {as_int(t['numTiles']):,}",
+            )
         if num_tiles > 1 << 24:
             raise self.fail(["target"], f"expected at most {1 << 24:,} tiles, found {num_tiles:,}")
         if num_tiles > FREE_TILES and num_tiles > self.input_bytes:
-            raise self.fail(["target", "tilesPerIPU"],
-                            f"declares {num_tiles:,} tiles, more than the input could describe "
-                            f"({self.input_bytes:,} bytes)")
+            raise self.fail(
+                ["target", "tilesPerIPU"],
+                f"declares {num_tiles:,} tiles, more than the input could describe ({self.input_bytes:,} bytes)",
+            )
         bytes_per_tile = as_int(t.get("bytesPerTile"))
         clock = float(t.get("clockFrequency", 0.0))
         if "bytesPerTile" not in t:
-            self.not_recorded += ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory",
-                                  "target.memory_per_replica"]
+            self.not_recorded += [
+                "target.bytes_per_tile",
+                "target.bytes_per_ipu",
+                "target.total_memory",
+                "target.memory_per_replica",
+            ]
         if "clockFrequency" not in t:
             self.not_recorded.append("target.clock_frequency")
         if "minSyncDelay" not in t:
@@ -205,11 +225,17 @@ class LegacyImporter:
                 per_ipu = array[:tiles_per_ipu]
                 self.keep(["target", "relativeSyncDelayByTile"], delays)
             else:
-                raise self.fail(["target", "relativeSyncDelayByTile"],
-                                f"expected {tiles_per_ipu:,} values (one per tile of an IPU), found {array.size:,}")
+                raise self.fail(
+                    ["target", "relativeSyncDelayByTile"],
+                    f"expected {tiles_per_ipu:,} values (one per tile of an IPU), found {array.size:,}",
+                )
         self.w.set_target(
-            num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu, bytes_per_tile=bytes_per_tile, clock_frequency=clock,
-            type=kind, architecture=M.guess_architecture(tiles_per_ipu, bytes_per_tile, clock),
+            num_ipus=num_ipus,
+            tiles_per_ipu=tiles_per_ipu,
+            bytes_per_tile=bytes_per_tile,
+            clock_frequency=clock,
+            type=kind,
+            architecture=M.guess_architecture(tiles_per_ipu, bytes_per_tile, clock),
             relative_sync_delay_by_tile=None if per_ipu is None else [int(v) for v in per_ipu],
             min_sync_delay=as_int(t.get("minSyncDelay")),
         )
@@ -224,11 +250,22 @@ class LegacyImporter:
         graph = dict(self.section(self.g, "graph"))
         if "numComputeSets" not in graph:
             graph["numComputeSets"] = self.compute_set_count
-        self.not_recorded += [f"graph.{column}" for key, column in (
-            ("numEdges", "num_edges"), ("numVars", "num_vars"), ("numVertices", "num_vertices")) if key not in graph]
-        self.w.set_graph(**{column: as_int(graph.get(key)) for key, column in (
-            ("numComputeSets", "num_compute_sets"), ("numEdges", "num_edges"), ("numVars", "num_vars"),
-            ("numVertices", "num_vertices"))})
+        self.not_recorded += [
+            f"graph.{column}"
+            for key, column in (("numEdges", "num_edges"), ("numVars", "num_vars"), ("numVertices", "num_vertices"))
+            if key not in graph
+        ]
+        self.w.set_graph(
+            **{
+                column: as_int(graph.get(key))
+                for key, column in (
+                    ("numComputeSets", "num_compute_sets"),
+                    ("numEdges", "num_edges"),
+                    ("numVars", "num_vars"),
+                    ("numVertices", "num_vertices"),
+                )
+            }
+        )
 
     def optimization_info(self) -> None:
         info = self.section(self.g, "optimizationInfo")
@@ -244,7 +281,9 @@ class LegacyImporter:
         else:
             sizes = [0] * len(names)
         self.num_vt = len(names)
-        self.w.insert("vertex_types", ("id", "name", "size"), [(i, n, int(s)) for i, (n, s) in enumerate(zip(names, sizes))])
+        self.w.insert(
+            "vertex_types", ("id", "name", "size"), [(i, n, int(s)) for i, (n, s) in enumerate(zip(names, sizes))]
+        )
 
     def compute_sets(self) -> None:
         section = self.section(self.g, "computeSets")
@@ -259,22 +298,37 @@ class LegacyImporter:
         num_cs = len(names) if names is not None else max(lengths, default=0)
         self.num_cs = num_cs
         base = ["computeSets"]
-        for _key, value, parts in (("vertexCounts", counts, base + ["vertexCounts"]),
-                                  ("vertexTypes", types, base + ["vertexTypes"]),
-                                  ("cyclesByTile", cycles, base + ["cycleEstimates", "cyclesByTile"]),
-                                  ("activeCyclesByTile", active, base + ["cycleEstimates", "activeCyclesByTile"]),
-                                  ("activeCyclesByVertexType", by_type,
-                                   base + ["cycleEstimates", "activeCyclesByVertexType"])):
+        for _key, value, parts in (
+            ("vertexCounts", counts, base + ["vertexCounts"]),
+            ("vertexTypes", types, base + ["vertexTypes"]),
+            ("cyclesByTile", cycles, base + ["cycleEstimates", "cyclesByTile"]),
+            ("activeCyclesByTile", active, base + ["cycleEstimates", "activeCyclesByTile"]),
+            ("activeCyclesByVertexType", by_type, base + ["cycleEstimates", "activeCyclesByVertexType"]),
+        ):
             if value is not None and len(value) != num_cs:
                 raise self.fail(parts, f"expected {num_cs:,} rows (one per compute set), found {len(value):,}")
         if (counts is None) != (types is None):
             raise self.fail(base, "vertexCounts and vertexTypes come together; found only one of them")
-        estimate_rows = (self.append_matrix("compute_set_estimated_cycles_by_tile", cycles,
-                                            base + ["cycleEstimates", "cyclesByTile"], "one per tile")
-                         if cycles is not None else None)
-        active_rows = (self.append_matrix("compute_set_active_cycles_by_tile", active,
-                                          base + ["cycleEstimates", "activeCyclesByTile"], "one per tile")
-                       if active is not None else None)
+        estimate_rows = (
+            self.append_matrix(
+                "compute_set_estimated_cycles_by_tile",
+                cycles,
+                base + ["cycleEstimates", "cyclesByTile"],
+                "one per tile",
+            )
+            if cycles is not None
+            else None
+        )
+        active_rows = (
+            self.append_matrix(
+                "compute_set_active_cycles_by_tile",
+                active,
+                base + ["cycleEstimates", "activeCyclesByTile"],
+                "one per tile",
+            )
+            if active is not None
+            else None
+        )
         cs_rows = []
         vertex_rows: list[tuple[int, int, int, int, int]] = []
         for cs in range(num_cs):
@@ -283,18 +337,24 @@ class LegacyImporter:
                 c = ints(counts[cs])
                 vt = ints(types[cs])
                 if c.size != vt.size:
-                    raise self.fail(base + ["vertexTypes", cs],
-                                    f"expected {c.size:,} values (one per entry of vertexCounts[{cs}]), found {vt.size:,}")
+                    raise self.fail(
+                        base + ["vertexTypes", cs],
+                        f"expected {c.size:,} values (one per entry of vertexCounts[{cs}]), found {vt.size:,}",
+                    )
                 if vt.size and self.num_vt and int(vt.max()) >= self.num_vt:
                     bad = int(np.argmax(vt >= self.num_vt))
-                    raise self.fail(base + ["vertexTypes", cs, bad],
-                                    f"expected a vertex type index below {self.num_vt}, found {int(vt[bad])}")
+                    raise self.fail(
+                        base + ["vertexTypes", cs, bad],
+                        f"expected a vertex type index below {self.num_vt}, found {int(vt[bad])}",
+                    )
                 dense = None
                 if by_type is not None:
                     dense = ints(by_type[cs])
                     if dense.size != self.num_vt:
-                        raise self.fail(base + ["cycleEstimates", "activeCyclesByVertexType", cs],
-                                        f"expected {self.num_vt:,} values (one per vertex type), found {dense.size:,}")
+                        raise self.fail(
+                            base + ["cycleEstimates", "activeCyclesByVertexType", cs],
+                            f"expected {self.num_vt:,} values (one per vertex type), found {dense.size:,}",
+                        )
                     present = np.zeros(self.num_vt, dtype=bool)
                     present[vt] = True
                     if dense[~present].any():
@@ -307,18 +367,40 @@ class LegacyImporter:
                 self.keep(base + ["cycleEstimates", "activeCyclesByVertexType", cs], by_type[cs])
             er = estimate_rows[cs] if estimate_rows is not None else None
             ar = active_rows[cs] if active_rows is not None else None
-            cs_rows.append((cs, names[cs] if names is not None else "", num_vertices,
-                            None if er is None else er[0], None if ar is None else ar[0],
-                            None if er is None else er[3], None if er is None else er[1]))
+            cs_rows.append(
+                (
+                    cs,
+                    names[cs] if names is not None else "",
+                    num_vertices,
+                    None if er is None else er[0],
+                    None if ar is None else ar[0],
+                    None if er is None else er[3],
+                    None if er is None else er[1],
+                )
+            )
         declared = self.section(self.g, "graph").get("numComputeSets")
         if cs_rows and declared is not None and as_int(declared) != len(cs_rows):
-            raise self.fail(["graph", "numComputeSets"],
-                            f"expected {len(cs_rows)} (the compute sets the profile lists), found {declared!r}")
+            raise self.fail(
+                ["graph", "numComputeSets"],
+                f"expected {len(cs_rows)} (the compute sets the profile lists), found {declared!r}",
+            )
         self.compute_set_count = len(cs_rows)
-        self.w.insert("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_row",
-                                       "active_cycles_row", "estimated_cycles_max", "estimated_cycles_total"), cs_rows)
-        self.w.insert("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles"),
-                      vertex_rows)
+        self.w.insert(
+            "compute_sets",
+            (
+                "compute_set",
+                "name",
+                "num_vertices",
+                "estimated_cycles_row",
+                "active_cycles_row",
+                "estimated_cycles_max",
+                "estimated_cycles_total",
+            ),
+            cs_rows,
+        )
+        self.w.insert(
+            "compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles"), vertex_rows
+        )
         if counts is None and by_type is not None and num_cs == 0:
             self.keep(base + ["cycleEstimates", "activeCyclesByVertexType"], by_type)
 
@@ -378,7 +460,9 @@ class LegacyImporter:
             if cs is not None:
                 cs = as_int(cs)
                 if cs >= self.num_cs:
-                    raise self.fail(parts + ["computeSet"], f"expected a compute set index below {self.num_cs}, found {cs}")
+                    raise self.fail(
+                        parts + ["computeSet"], f"expected a compute set index below {self.num_cs}, found {cs}"
+                    )
             exchange = program.get("exchange")
             if exchange is not None:
                 exchange = as_int(exchange)
@@ -386,18 +470,22 @@ class LegacyImporter:
                 if family is not None:
                     available = self.exchange_counts.get(family, 0)
                     if available and exchange >= available:
-                        raise self.fail(parts + ["exchange"],
-                                        f"expected an index below {available} into {M.EXCHANGE_SECTIONS[family][0]}, "
-                                        f"found {exchange}")
+                        raise self.fail(
+                            parts + ["exchange"],
+                            f"expected an index below {available} into {M.EXCHANGE_SECTIONS[family][0]}, "
+                            f"found {exchange}",
+                        )
                     for kind, (row, total, low, high) in sorted(self.exchange_rows.get((family, exchange), {}).items()):
                         vectors.append((index, kind, row, total, low, high))
             call_target = None
             if "target" in program:
                 position = as_int(program["target"])
                 if position >= len(self.function_programs):
-                    raise self.fail(parts + ["target"],
-                                    f"expected an index below {len(self.function_programs)} into functionPrograms, "
-                                    f"found {position}")
+                    raise self.fail(
+                        parts + ["target"],
+                        f"expected an index below {len(self.function_programs)} into functionPrograms, "
+                        f"found {position}",
+                    )
                 call_target = self.function_programs[position]
                 if self.function_programs.index(call_target) != position:
                     self.keep(parts + ["target"], position)
@@ -406,7 +494,9 @@ class LegacyImporter:
             kids = ints(program.get("children") or [])
             if kids.size and int(kids.max()) >= count:
                 bad = int(np.argmax(kids >= count))
-                raise self.fail(parts + ["children", bad], f"expected a program index below {count}, found {int(kids[bad])}")
+                raise self.fail(
+                    parts + ["children", bad], f"expected a program index below {count}, found {int(kids[bad])}"
+                )
             children_of.append(kids)
             children_rows.extend((index, position, int(child)) for position, child in enumerate(kids))
             if "memoryByInstruction" in program:
@@ -436,8 +526,10 @@ class LegacyImporter:
                     stack[-1] = (node, position + 1)
                     child = int(kids[position])
                     if state[child] == 1:
-                        raise self.fail(["programs", node, "children", position],
-                                        f"program {child} contains itself (a cycle through program {node})")
+                        raise self.fail(
+                            ["programs", node, "children", position],
+                            f"program {child} contains itself (a cycle through program {node})",
+                        )
                     if state[child] == 0:
                         state[child] = 1
                         stack.append((child, 0))
@@ -454,8 +546,10 @@ class LegacyImporter:
         self._memory_by_tile(memory)
         if by_category:
             self._memory_by_category(by_category, categories)
-        for key, table, limit, what in (("byComputeSet", "compute_set_memory", self.num_cs, "compute set"),
-                                        ("byVertexType", "vertex_memory", self.num_vt, "vertex type")):
+        for key, table, limit, what in (
+            ("byComputeSet", "compute_set_memory", self.num_cs, "compute set"),
+            ("byVertexType", "vertex_memory", self.num_vt, "vertex type"),
+        ):
             section = self.section(memory, key)
             if section:
                 self._vertex_memory(section, ["memory", key], table, limit, what)
@@ -468,10 +562,14 @@ class LegacyImporter:
         by_tile = self.section(memory, "byTile")
         liveness = self.section(memory, "liveness")
         arrays = {column: (by_tile.get(key), ["memory", "byTile", key]) for key, column in M.BY_TILE.items()}
-        arrays["always_live_bytes"] = (self.section(liveness, "alwaysLive").get("bytesByTile"),
-                                       ["memory", "liveness", "alwaysLive", "bytesByTile"])
-        arrays["not_always_live_bytes"] = (self.section(liveness, "notAlwaysLive").get("maxBytesByTile"),
-                                           ["memory", "liveness", "notAlwaysLive", "maxBytesByTile"])
+        arrays["always_live_bytes"] = (
+            self.section(liveness, "alwaysLive").get("bytesByTile"),
+            ["memory", "liveness", "alwaysLive", "bytesByTile"],
+        )
+        arrays["not_always_live_bytes"] = (
+            self.section(liveness, "notAlwaysLive").get("maxBytesByTile"),
+            ["memory", "liveness", "notAlwaysLive", "maxBytesByTile"],
+        )
         if all(value is None for value, _ in arrays.values()):
             return
         columns = []
@@ -527,8 +625,11 @@ class LegacyImporter:
         for c in total_mismatch:
             value, parts = totals[c]
             self.keep(parts, value)
-        self.w.insert("memory_by_category", ("category", "region", "overlapped", "total", "max"),
-                      [(c, M.REGIONS[ri], oi, s[0], s[1]) for (c, ri, oi), s in sorted(summary.items())])
+        self.w.insert(
+            "memory_by_category",
+            ("category", "region", "overlapped", "total", "max"),
+            [(c, M.REGIONS[ri], oi, s[0], s[1]) for (c, ri, oi), s in sorted(summary.items())],
+        )
 
     @staticmethod
     def _slice(value: Any, start: int, stop: int) -> np.ndarray:
@@ -596,24 +697,30 @@ class LegacyImporter:
         assert x is not None, "run() imports the execution profile only when there is one"
         mode = x["profilerMode"]
         compute, external = M.PROFILER_MODES[mode]
-        self.w.set_metadata(instrumentation_compute=compute, instrumentation_external_exchange=external,
-                            legacy_profiler_mode=mode)
+        self.w.set_metadata(
+            instrumentation_compute=compute, instrumentation_external_exchange=external, legacy_profiler_mode=mode
+        )
         cycles_by_tile = x.get("computeSetCyclesByTile")
         if cycles_by_tile is not None:
             if len(cycles_by_tile) > self.num_cs:
-                raise self.fail(["computeSetCyclesByTile"],
-                                f"expected at most {self.num_cs:,} rows (one per compute set), found {len(cycles_by_tile):,}",
-                                True)
-            self.append_matrix("compute_set_cycles_by_tile", cycles_by_tile, ["computeSetCyclesByTile"],
-                               "one per tile", True)
+                raise self.fail(
+                    ["computeSetCyclesByTile"],
+                    f"expected at most {self.num_cs:,} rows (one per compute set), found {len(cycles_by_tile):,}",
+                    True,
+                )
+            self.append_matrix(
+                "compute_set_cycles_by_tile", cycles_by_tile, ["computeSetCyclesByTile"], "one per tile", True
+            )
             self.cs_cycles_by_tile = cycles_by_tile
         measured = x.get("computeSetCycles")
         if measured is not None:
             values = ints(measured)
             if values.size > self.num_cs:
-                raise self.fail(["computeSetCycles"],
-                                f"expected at most {self.num_cs:,} values (one per compute set), found {values.size:,}",
-                                True)
+                raise self.fail(
+                    ["computeSetCycles"],
+                    f"expected at most {self.num_cs:,} values (one per compute set), found {values.size:,}",
+                    True,
+                )
             for cs, value in enumerate(values.tolist()):
                 self.w.execute("UPDATE compute_sets SET measured_cycles = ? WHERE compute_set = ?", (int(value), cs))
         self._vertex_cycles(x)
@@ -621,8 +728,11 @@ class LegacyImporter:
             trace = ints(x["programTrace"])
             if trace.size and int(trace.max()) >= self.num_programs:
                 bad = int(np.argmax(trace >= self.num_programs))
-                raise self.fail(["programTrace", bad],
-                                f"expected a program index below {self.num_programs}, found {int(trace[bad])}", True)
+                raise self.fail(
+                    ["programTrace", bad],
+                    f"expected a program index below {self.num_programs}, found {int(trace[bad])}",
+                    True,
+                )
             self.keep(["programTrace"], x["programTrace"], True)
         simulation = x.get("simulation")
         if isinstance(simulation, dict):
@@ -640,8 +750,10 @@ class LegacyImporter:
                 self.keep([k], x[k], True)
             return
         cs, vt = arrays["vertexComputeSet"], arrays["vertexType"]
-        for key, values, limit, what in (("vertexComputeSet", cs, self.num_cs, "compute set"),
-                                         ("vertexType", vt, self.num_vt, "vertex type")):
+        for key, values, limit, what in (
+            ("vertexComputeSet", cs, self.num_cs, "compute set"),
+            ("vertexType", vt, self.num_vt, "vertex type"),
+        ):
             if values.size and int(values.max()) >= limit:
                 bad = int(np.argmax(values >= limit))
                 raise self.fail([key, bad], f"expected a {what} index below {limit}, found {int(values[bad])}", True)
@@ -653,27 +765,43 @@ class LegacyImporter:
         num_ipus = self._num_ipus()
         total = as_int(simulation.get("cycles"))
         self.w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "", 0, len(steps))])
-        self.w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"), [(0, ipu, 0, total) for ipu in range(num_ipus)])
+        self.w.insert(
+            "run_cycles_by_ipu", ("run", "ipu", "start", "end"), [(0, ipu, 0, total) for ipu in range(num_ipus)]
+        )
         tile_cycles = simulation.get("tileCycles")
         if isinstance(tile_cycles, dict):
             values = {column: as_int(tile_cycles.get(key)) for key, column in M.TILE_CYCLES.items()}
-            self.not_recorded += [f"cycle_totals.{column}" for key, column in M.TILE_CYCLES.items()
-                                  if key not in tile_cycles]
+            self.not_recorded += [
+                f"cycle_totals.{column}" for key, column in M.TILE_CYCLES.items() if key not in tile_cycles
+            ]
             shared = as_int(tile_cycles.get("copySharedStructure"))
             if "copySharedStructure" in tile_cycles:
                 self.keep(["simulation", "tileCycles", "copySharedStructure"], tile_cycles["copySharedStructure"], True)
-            total_cycles = (values["compute"] + values["internal_exchange"] + values["inter_ipu_exchange"]
-                            + values["stream_copy"] + values["sync"] + shared)
+            total_cycles = (
+                values["compute"]
+                + values["internal_exchange"]
+                + values["inter_ipu_exchange"]
+                + values["stream_copy"]
+                + values["sync"]
+                + shared
+            )
         by_type = self._steps(steps)
         if isinstance(tile_cycles, dict):
             self._cycle_totals(values, shared, total_cycles, by_type, num_ipus)
 
-    def _cycle_totals(self, values: dict[str, int], shared: int, total: int, by_type: dict[tuple[int, str], int],
-                      num_ipus: int) -> None:
+    def _cycle_totals(
+        self, values: dict[str, int], shared: int, total: int, by_type: dict[tuple[int, str], int], num_ipus: int
+    ) -> None:
         """cycle_totals from tileCycles: per IPU when the steps split it exactly, else device-wide on IPU 0."""
-        columns = {"OnTileExecute": "compute", "DoExchange": "internal_exchange", "GlobalExchange": "inter_ipu_exchange",
-                   "StreamCopyBegin": "stream_copy_begin", "StreamCopyMid": "stream_copy",
-                   "StreamCopyEnd": "stream_copy_end", "Sync": "sync"}
+        columns = {
+            "OnTileExecute": "compute",
+            "DoExchange": "internal_exchange",
+            "GlobalExchange": "inter_ipu_exchange",
+            "StreamCopyBegin": "stream_copy_begin",
+            "StreamCopyMid": "stream_copy",
+            "StreamCopyEnd": "stream_copy_end",
+            "Sync": "sync",
+        }
         per_ipu = [dict.fromkeys(columns.values(), 0) for _ in range(num_ipus)]
         unmatched = 0
         for (ipu, kind), cycles in by_type.items():
@@ -683,19 +811,28 @@ class LegacyImporter:
                 unmatched += cycles
         device = {c: sum(row[c] for row in per_ipu) for c in columns.values()}
         stream = device["stream_copy_begin"] + device["stream_copy"] + device["stream_copy_end"]
-        exact = (not unmatched and not shared and stream == values["stream_copy"]
-                 and all(device[c] == values[c] for c in ("compute", "internal_exchange", "inter_ipu_exchange", "sync")))
+        exact = (
+            not unmatched
+            and not shared
+            and stream == values["stream_copy"]
+            and all(device[c] == values[c] for c in ("compute", "internal_exchange", "inter_ipu_exchange", "sync"))
+        )
         if num_ipus > 1 and exact and any(ipu for ipu, _kind in by_type):
             # activeCompute has no per-step figure: it is shared in proportion to compute cycles.
             shares = _shares(values["active_compute"], [row["compute"] for row in per_ipu])
-            rows = [dict(row, run=0, ipu=ipu, active_compute=shares[ipu], total=sum(row.values()))
-                    for ipu, row in enumerate(per_ipu)]
+            rows = [
+                dict(row, run=0, ipu=ipu, active_compute=shares[ipu], total=sum(row.values()))
+                for ipu, row in enumerate(per_ipu)
+            ]
         else:
             row = dict(values, run=0, ipu=0, stream_copy_begin=0, stream_copy_end=0, total=total)
             # tileCycles.streamCopy is begin + mid + end; the steps say how it splits when they add up to it.
             if (device["stream_copy_begin"] + device["stream_copy_end"]) and stream == values["stream_copy"]:
-                row.update(stream_copy_begin=device["stream_copy_begin"], stream_copy=device["stream_copy"],
-                           stream_copy_end=device["stream_copy_end"])
+                row.update(
+                    stream_copy_begin=device["stream_copy_begin"],
+                    stream_copy=device["stream_copy"],
+                    stream_copy_end=device["stream_copy_end"],
+                )
             rows = [row]
         names = list(rows[0])
         self.w.insert("cycle_totals", names, [tuple(r[n] for n in names) for r in rows])
@@ -741,14 +878,18 @@ class LegacyImporter:
             if program is not None:
                 program = as_int(program)
                 if program >= self.num_programs:
-                    raise self.fail(parts + ["program"],
-                                    f"expected a program index below {self.num_programs}, found {program}", True)
+                    raise self.fail(
+                        parts + ["program"],
+                        f"expected a program index below {self.num_programs}, found {program}",
+                        True,
+                    )
             cs = step.get("computeSet")
             if cs is not None:
                 cs = as_int(cs)
                 if cs >= self.num_cs:
-                    raise self.fail(parts + ["computeSet"], f"expected a compute set index below {self.num_cs}, found {cs}",
-                                    True)
+                    raise self.fail(
+                        parts + ["computeSet"], f"expected a compute set index below {self.num_cs}, found {cs}", True
+                    )
             name = step.get("name", "")
             if "name" in step and name == "":
                 self.keep(parts + ["name"], "", True)
@@ -763,8 +904,9 @@ class LegacyImporter:
                 # Poplar's Sync steps hold only syncType: their cycles are in tileCycles.sync alone.
                 untimed_sync = True
                 self.not_recorded.append("steps_by_ipu.cycles[Sync]")
-            step_rows.append((index, 0, pva_type, program, cs, name, step.get("syncType"),
-                              as_int(step.get("cyclesOverlapped"))))
+            step_rows.append(
+                (index, 0, pva_type, program, cs, name, step.get("syncType"), as_int(step.get("cyclesOverlapped")))
+            )
             cycles = as_int(step.get("cycles"))
             first = as_int(step.get("cyclesFrom"))
             last = as_int(step.get("cyclesTo"))
@@ -800,14 +942,41 @@ class LegacyImporter:
                     total, top, active = int(row.sum()), int(row.max()), int(np.count_nonzero(row))
                     type_key = (ipu, pva_type)
                     by_type[type_key] = by_type.get(type_key, 0) + total
-                    ipu_rows.append((index, ipu, 1, total, active, *spans, top, *balances,
-                                     data if ipu == 0 else 0, data if ipu == 0 else 0, data_balance))
+                    ipu_rows.append(
+                        (
+                            index,
+                            ipu,
+                            1,
+                            total,
+                            active,
+                            *spans,
+                            top,
+                            *balances,
+                            data if ipu == 0 else 0,
+                            data if ipu == 0 else 0,
+                            data_balance,
+                        )
+                    )
             else:
                 type_key = (0, pva_type)
                 by_type[type_key] = by_type.get(type_key, 0) + tile_cycles
-                ipu_rows.append((index, 0, 1, tile_cycles, as_int(step.get("activeTiles")), *spans, cycles, thread,
-                                 float(step.get("tileBalance", 0.0)), float(step.get("activeTileBalance", 0.0)),
-                                 data, data, data_balance))
+                ipu_rows.append(
+                    (
+                        index,
+                        0,
+                        1,
+                        tile_cycles,
+                        as_int(step.get("activeTiles")),
+                        *spans,
+                        cycles,
+                        thread,
+                        float(step.get("tileBalance", 0.0)),
+                        float(step.get("activeTileBalance", 0.0)),
+                        data,
+                        data,
+                        data_balance,
+                    )
+                )
                 ipu_rows.extend((index, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0) for ipu in range(1, num_ipus))
             if matrix is not None:
                 pending.append(np.zeros(self.num_tiles, dtype=np.uint64) if vector is None else vector)
@@ -822,14 +991,42 @@ class LegacyImporter:
         return by_type
 
     def _flush_steps(self, step_rows: list, ipu_rows: list) -> None:
-        self.w.insert("steps", ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
-                      step_rows)
-        self.w.insert("steps_by_ipu", (
-            "step_id", "ipu", "profiled", "cycles", "active_tiles", "cycles_base", "all_cycles_from_min",
-            "all_cycles_from_max", "all_cycles_from_avg", "all_cycles_to_min", "all_cycles_to_max", "all_cycles_to_avg",
-            "active_cycles_from_min", "active_cycles_from_max", "active_cycles_from_avg", "active_cycles_to_min",
-            "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max", "thread_balance", "tile_balance",
-            "active_tile_balance", "data_in", "data_out", "data_balance"), ipu_rows)
+        self.w.insert(
+            "steps",
+            ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
+            step_rows,
+        )
+        self.w.insert(
+            "steps_by_ipu",
+            (
+                "step_id",
+                "ipu",
+                "profiled",
+                "cycles",
+                "active_tiles",
+                "cycles_base",
+                "all_cycles_from_min",
+                "all_cycles_from_max",
+                "all_cycles_from_avg",
+                "all_cycles_to_min",
+                "all_cycles_to_max",
+                "all_cycles_to_avg",
+                "active_cycles_from_min",
+                "active_cycles_from_max",
+                "active_cycles_from_avg",
+                "active_cycles_to_min",
+                "active_cycles_to_max",
+                "active_cycles_to_avg",
+                "tile_cycles_max",
+                "thread_balance",
+                "tile_balance",
+                "active_tile_balance",
+                "data_in",
+                "data_out",
+                "data_balance",
+            ),
+            ipu_rows,
+        )
         step_rows.clear()
         ipu_rows.clear()
 

@@ -48,6 +48,8 @@ def _span_end(pattern: re.Pattern[bytes], buf: bytes, pos: int) -> int:
     match = pattern.match(buf, pos)
     assert match is not None, "the pattern matches the empty string"
     return match.end()
+
+
 _NUMBER_CHARS = b"0123456789,.eE+- \t\r\n"
 _NUMBER_START = frozenset(b"-0123456789")
 #: What JavaScript writes for non-finite numbers; JSON has no such literals (RFC 8259, section 6).
@@ -331,7 +333,8 @@ class RunFilter:
                 if before:
                     if not before.endswith(b","):
                         raise self._problem(
-                            f"expected ',' or ']' in an array of numbers, found {chr(terminator)!r}", self._base + end)
+                            f"expected ',' or ']' in an array of numbers, found {chr(terminator)!r}", self._base + end
+                        )
                     self._add_numbers(before[:-1], start)
                     self._emit(self._placeholder() + b",")
                 else:
@@ -369,8 +372,9 @@ class RunFilter:
         self._emit(self._buf[start : match.start()])
         self._pos = match.start()
         line, column = self.position(self._base + match.start())
-        self._fail(NonFiniteProblem(non_finite_message(match.group().decode()), self._base + match.start(), line,
-                                    column))
+        self._fail(
+            NonFiniteProblem(non_finite_message(match.group().decode()), self._base + match.start(), line, column)
+        )
         return False
 
     def _fail(self, problem: InputProblem) -> None:
@@ -393,8 +397,9 @@ class RunFilter:
         return data
 
 
-def json_events(raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None
-                ) -> Iterator[tuple[str, Any]]:
+def json_events(
+    raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[str, Any]]:
     """Parse events of a JSON document (ijson basic_parse vocabulary plus ``splice``)."""
     source = RunFilter(raw, spool, progress=progress)
     nonce = source.nonce
@@ -416,8 +421,9 @@ def json_events(raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int],
         first = text.strip().splitlines()[0] if text.strip() else "invalid JSON"
         offset = source.last_output_offset
         if "premature EOF" in first:
-            raise InputProblem("unexpected end of input (premature EOF): the file is truncated", offset,
-                               approximate=True) from None
+            raise InputProblem(
+                "unexpected end of input (premature EOF): the file is truncated", offset, approximate=True
+            ) from None
         if "integer overflow" in first:
             raise InputProblem("integer too large (it does not fit in 64 bits)", offset, approximate=True) from None
         raise InputProblem(f"invalid JSON ({first})", offset, approximate=True) from None

@@ -36,17 +36,51 @@ PROGRAM_TYPES = {
     "Copy": "Copy",
 }
 #: Program.Type names whose legacy tag differs from the name (the others are written as they are).
-PROGRAM_TYPES_BACK = {"StreamCopyMid": "StreamCopy", "OnTileSwitch": "Switch", "IfElse": "IfElse",
-                      "RepeatWhile": "RepeatWhile", "Unknown": "Unknown"}
+PROGRAM_TYPES_BACK = {
+    "StreamCopyMid": "StreamCopy",
+    "OnTileSwitch": "Switch",
+    "IfElse": "IfElse",
+    "RepeatWhile": "RepeatWhile",
+    "Unknown": "Unknown",
+}
 
 #: Every Program.Type name of the format (programs.type may hold any of them).
-PVA_PROGRAM_TYPES = frozenset({
-    "Unknown", "Sequence", "OnTileExecute", "Repeat", "RepeatWhile", "OnTileSwitch", "OnEveryTileSwitch", "IfElse",
-    "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd", "WriteUndef", "Sync",
-    "SetLocalConsensus", "SetLocalConsensusFromVar", "GetGlobalConsensus", "Sans", "Call", "SyncAns", "CodeCopy",
-    "Block", "Execute", "UnloweredWhile", "UnloweredExecuteDst", "UnloweredSwitch", "OnTileCopy", "Copy",
-    "CrossReplicaCopy", "StreamCopy", "InstrumentationPlaceholder",
-})
+PVA_PROGRAM_TYPES = frozenset(
+    {
+        "Unknown",
+        "Sequence",
+        "OnTileExecute",
+        "Repeat",
+        "RepeatWhile",
+        "OnTileSwitch",
+        "OnEveryTileSwitch",
+        "IfElse",
+        "DoExchange",
+        "GlobalExchange",
+        "StreamCopyBegin",
+        "StreamCopyMid",
+        "StreamCopyEnd",
+        "WriteUndef",
+        "Sync",
+        "SetLocalConsensus",
+        "SetLocalConsensusFromVar",
+        "GetGlobalConsensus",
+        "Sans",
+        "Call",
+        "SyncAns",
+        "CodeCopy",
+        "Block",
+        "Execute",
+        "UnloweredWhile",
+        "UnloweredExecuteDst",
+        "UnloweredSwitch",
+        "OnTileCopy",
+        "Copy",
+        "CrossReplicaCopy",
+        "StreamCopy",
+        "InstrumentationPlaceholder",
+    }
+)
 
 #: Step types of the legacy simulation, in their documented spelling.
 STEP_TYPES = ("OnTileExecute", "StreamCopy", "CopySharedStructure", "Sync", "DoExchange", "GlobalExchange")
@@ -57,12 +91,31 @@ STEP_EXCHANGE_FIELD = {"internal": "exchange", "external": "externalExchange", "
 
 #: Legacy exchange sections and the per-tile arrays each holds, with the program vector kind.
 EXCHANGE_SECTIONS = {
-    "internal": ("exchanges", {"bytesReceivedByTile": "bytes_received", "bytesSentByTile": "bytes_sent",
-                               "cyclesByTile": "estimated_cycles", "codeBytesByTile": "code_bytes"}),
-    "external": ("externalExchanges", {"bytesReceivedByTile": "bytes_received", "bytesSentByTile": "bytes_sent",
-                                       "estimatedCyclesByTile": "estimated_cycles"}),
-    "host": ("hostExchanges", {"bytesReceivedByTile": "bytes_received", "bytesSentByTile": "bytes_sent",
-                               "estimatedCyclesByTile": "estimated_cycles"}),
+    "internal": (
+        "exchanges",
+        {
+            "bytesReceivedByTile": "bytes_received",
+            "bytesSentByTile": "bytes_sent",
+            "cyclesByTile": "estimated_cycles",
+            "codeBytesByTile": "code_bytes",
+        },
+    ),
+    "external": (
+        "externalExchanges",
+        {
+            "bytesReceivedByTile": "bytes_received",
+            "bytesSentByTile": "bytes_sent",
+            "estimatedCyclesByTile": "estimated_cycles",
+        },
+    ),
+    "host": (
+        "hostExchanges",
+        {
+            "bytesReceivedByTile": "bytes_received",
+            "bytesSentByTile": "bytes_sent",
+            "estimatedCyclesByTile": "estimated_cycles",
+        },
+    ),
 }
 #: Measured exchange cycles of the execution profile, by family.
 EXCHANGE_CYCLES = {"external": "externalExchangeCycles", "host": "hostExchangeCycles"}
@@ -71,15 +124,23 @@ OVERLAPS = ("nonOverlapped", "overlapped")
 
 #: memory.byTile keys -> memory_by_tile columns.
 BY_TILE = {
-    "total": "total", "totalIncludingGaps": "total_including_gaps",
-    "interleaved": "interleaved", "interleavedIncludingGaps": "interleaved_including_gaps",
-    "nonInterleaved": "non_interleaved", "nonInterleavedIncludingGaps": "non_interleaved_including_gaps",
-    "overflowed": "overflowed", "overflowedIncludingGaps": "overflowed_including_gaps",
+    "total": "total",
+    "totalIncludingGaps": "total_including_gaps",
+    "interleaved": "interleaved",
+    "interleavedIncludingGaps": "interleaved_including_gaps",
+    "nonInterleaved": "non_interleaved",
+    "nonInterleavedIncludingGaps": "non_interleaved_including_gaps",
+    "overflowed": "overflowed",
+    "overflowedIncludingGaps": "overflowed_including_gaps",
 }
 #: memory.byComputeSet / byVertexType keys -> columns of compute_set_memory / vertex_memory.
 VERTEX_MEMORY = {
-    "codeBytes": "code_bytes", "copyPtrBytes": "copy_ptr_bytes", "descriptorBytes": "descriptor_bytes",
-    "edgePtrBytes": "edge_ptr_bytes", "paddingBytes": "padding_bytes", "vertexDataBytes": "vertex_data_bytes",
+    "codeBytes": "code_bytes",
+    "copyPtrBytes": "copy_ptr_bytes",
+    "descriptorBytes": "descriptor_bytes",
+    "edgePtrBytes": "edge_ptr_bytes",
+    "paddingBytes": "padding_bytes",
+    "vertexDataBytes": "vertex_data_bytes",
 }
 
 #: profilerMode -> (instrumentation_compute, instrumentation_external_exchange) metadata.
@@ -96,8 +157,12 @@ PROFILER_MODES = {
 
 #: tileCycles keys -> cycle_totals columns.
 TILE_CYCLES = {
-    "activeCompute": "active_compute", "compute": "compute", "doExchange": "internal_exchange",
-    "globalExchange": "inter_ipu_exchange", "streamCopy": "stream_copy", "sync": "sync",
+    "activeCompute": "active_compute",
+    "compute": "compute",
+    "doExchange": "internal_exchange",
+    "globalExchange": "inter_ipu_exchange",
+    "streamCopy": "stream_copy",
+    "sync": "sync",
 }
 
 

@@ -217,7 +217,7 @@ def run_slice(run: Run, start: int, stop: int) -> np.ndarray:
         return run._array[start:stop]
     pieces = []
     position = 0
-    for chunk in ([run._array] if run._array is not None else []):
+    for chunk in [run._array] if run._array is not None else []:
         if position < stop and position + chunk.size > start:
             pieces.append(chunk[max(0, start - position) : stop - position])
         position += chunk.size

@@ -50,8 +50,13 @@ class CheckResult:
 
 
 _JSON_TYPES = {
-    "object": "an object", "array": "an array", "string": "a string", "integer": "an integer",
-    "number": "a number", "boolean": "true or false", "null": "null",
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
 }
 
 
@@ -190,8 +195,11 @@ class Checker:
 def _same(value: Any, option: Any) -> bool:
     if isinstance(value, bool) or isinstance(option, bool):
         return value is option
-    return value == option and type(value) in (type(option), int, float) if isinstance(option, (int, float)) \
+    return (
+        value == option and type(value) in (type(option), int, float)
+        if isinstance(option, (int, float))
         else value == option
+    )
 
 
 def check_document(value: Any, schema_name: str, *, name: str, prefix: list | tuple = ()) -> CheckResult:

@@ -155,9 +155,14 @@ def parse_profile_summary(text: str, path: str = "<text>") -> list[Summary]:
             continue
         label_match = _LABELLED.match(stripped)
         top_label = label_match.group("label").strip() if label_match else None
-        if current is None or (stack and len(stack) == 1 and "" in current.sections
-                               and stack[0][1] is current.sections[""] and top_label in current.sections[""]
-                               and indent <= stack[0][0] + 2):
+        if current is None or (
+            stack
+            and len(stack) == 1
+            and "" in current.sections
+            and stack[0][1] is current.sections[""]
+            and top_label in current.sections[""]
+            and indent <= stack[0][0] + 2
+        ):
             current = Summary(pending_name)
             summaries.append(current)
             pending_name = ""
@@ -168,8 +173,11 @@ def parse_profile_summary(text: str, path: str = "<text>") -> list[Summary]:
         children_indent.setdefault(id(stack[-1][1]), indent)
         _add_line(stack[-1][1], stack, indent, stripped)
     if not summaries:
-        raise InvalidInputError(f"{path!r}: line 1, column 1: expected a Poplar profile summary: labelled values "
-                                f"or a {', '.join(s + ':' for s in SECTIONS)} section", path)
+        raise InvalidInputError(
+            f"{path!r}: line 1, column 1: expected a Poplar profile summary: labelled values "
+            f"or a {', '.join(s + ':' for s in SECTIONS)} section",
+            path,
+        )
     return summaries
 
 
@@ -180,8 +188,13 @@ def _add_line(parent: dict, stack: list, indent: int, stripped: str) -> None:
         instances = _INSTANCES.match(label)
         if instances and value is not None:
             rows = parent.setdefault("rows", [])
-            rows.append({"name": instances.group("name"), "instances": int(instances.group("count").replace(",", "")),
-                         "cycles": parse_value(value)})
+            rows.append(
+                {
+                    "name": instances.group("name"),
+                    "instances": int(instances.group("count").replace(",", "")),
+                    "cycles": parse_value(value),
+                }
+            )
             return
         if value is None or not value.strip():
             child: dict = {}
@@ -192,14 +205,19 @@ def _add_line(parent: dict, stack: list, indent: int, stripped: str) -> None:
         return
     histogram = _HISTOGRAM.match(stripped)
     if histogram:
-        parent.setdefault("histogram", []).append({
-            "from": parse_value(histogram.group("low")).number, "to": parse_value(histogram.group("high")).number,
-            "count": int(histogram.group("count").replace(",", ""))})
+        parent.setdefault("histogram", []).append(
+            {
+                "from": parse_value(histogram.group("low")).number,
+                "to": parse_value(histogram.group("high")).number,
+                "count": int(histogram.group("count").replace(",", "")),
+            }
+        )
         return
     sized = _SIZED_ROW.match(stripped)
     if sized:
-        parent.setdefault("rows", []).append({"name": sized.group("name"),
-                                              "size": parse_value(f"{sized.group('number')} {sized.group('unit')}")})
+        parent.setdefault("rows", []).append(
+            {"name": sized.group("name"), "size": parse_value(f"{sized.group('number')} {sized.group('unit')}")}
+        )
         return
     parent.setdefault("notes", []).append(stripped)
 
@@ -215,15 +233,23 @@ def summary_target(summary: Summary) -> dict | None:
     hertz = 0.0
     if clock is not None and clock.number is not None:
         hertz = float(clock.number) * {"MHz": 1e6, "GHz": 1e9, "kHz": 1e3, "Hz": 1.0}.get(clock.unit, 1.0)
-    return {"num_ipus": ipus.number, "tiles_per_ipu": tiles.number,
-            "bytes_per_tile": (per_tile.bytes or 0) if per_tile is not None else 0, "clock_frequency": hertz}
+    return {
+        "num_ipus": ipus.number,
+        "tiles_per_ipu": tiles.number,
+        "bytes_per_tile": (per_tile.bytes or 0) if per_tile is not None else 0,
+        "clock_frequency": hertz,
+    }
 
 
 def summary_graph(summary: Summary) -> dict:
     """ProfileWriter.set_graph arguments from a summary's Graph section (0 where absent)."""
     out = {}
-    for key, label in (("num_vertices", "Number of vertices"), ("num_edges", "Number of edges"),
-                       ("num_vars", "Number of variables"), ("num_compute_sets", "Number of compute sets")):
+    for key, label in (
+        ("num_vertices", "Number of vertices"),
+        ("num_edges", "Number of edges"),
+        ("num_vars", "Number of variables"),
+        ("num_compute_sets", "Number of compute sets"),
+    ):
         value = summary.value("Graph", label)
         out[key] = int(value.number) if value is not None and value.number is not None else 0
     return out
@@ -231,17 +257,29 @@ def summary_graph(summary: Summary) -> dict:
 
 #: "By Data Type" labels of the summary -> storage category names (formats.categories).
 DATA_TYPE_CATEGORIES = {
-    "Variables": "variable", "Constants": "constant", "Internal Exchange Message Buffers": "message",
-    "Global Exchange Message Buffers": "globalMessage", "Host Exchange Message Buffers": "hostMessage",
-    "Data Rearrangement Buffers": "rearrangement", "Output Edge Buffers": "outputEdge",
+    "Variables": "variable",
+    "Constants": "constant",
+    "Internal Exchange Message Buffers": "message",
+    "Global Exchange Message Buffers": "globalMessage",
+    "Host Exchange Message Buffers": "hostMessage",
+    "Data Rearrangement Buffers": "rearrangement",
+    "Output Edge Buffers": "outputEdge",
     "Host Exchange Packet Headers": "hostExchangePacketHeader",
-    "Global Exchange Packet Headers": "globalExchangePacketHeader", "Stack": "stack",
-    "Vertex Instances": "vertexInstanceState", "Copy Descriptors": "copyDescriptor",
-    "VectorList Descriptors": "vectorListDescriptor", "Vertex Field Data": "vertexFieldData",
-    "Control Table": "controlTable", "Control Code": "controlCode", "Control IDs": "controlId",
-    "Vertex Code": "vertexCode", "Internal Exchange Code": "internalExchangeCode",
-    "Host Exchange Code": "hostExchangeCode", "Global Exchange Code": "globalExchangeCode",
-    "Instrumentation Results": "instrumentationResults", "Shared Code Storage": "sharedCodeStorage",
+    "Global Exchange Packet Headers": "globalExchangePacketHeader",
+    "Stack": "stack",
+    "Vertex Instances": "vertexInstanceState",
+    "Copy Descriptors": "copyDescriptor",
+    "VectorList Descriptors": "vectorListDescriptor",
+    "Vertex Field Data": "vertexFieldData",
+    "Control Table": "controlTable",
+    "Control Code": "controlCode",
+    "Control IDs": "controlId",
+    "Vertex Code": "vertexCode",
+    "Internal Exchange Code": "internalExchangeCode",
+    "Host Exchange Code": "hostExchangeCode",
+    "Global Exchange Code": "globalExchangeCode",
+    "Instrumentation Results": "instrumentationResults",
+    "Shared Code Storage": "sharedCodeStorage",
     "Shared Data Storage": "sharedDataStorage",
 }
 _ON_TILE = re.compile(r"^(?P<bytes>[\d,]+)\b.*\bon tile (?P<tile>\d+)$")
@@ -260,8 +298,11 @@ def summary_memory(summary: Summary) -> dict:
     if including is not None and including.bytes is not None:
         out["total_including_gaps"] = including.bytes
     regions = {}
-    for label, key in (("Non-interleaved", "non_interleaved"), ("Interleaved", "interleaved"),
-                       ("Overflowed", "overflowed")):
+    for label, key in (
+        ("Non-interleaved", "non_interleaved"),
+        ("Interleaved", "interleaved"),
+        ("Overflowed", "overflowed"),
+    ):
         value = summary.value(*base, "Excluding Gaps", "By Memory Region", label)
         if value is not None and value.bytes is not None:
             regions[key] = value.bytes
@@ -280,8 +321,10 @@ def summary_memory(summary: Summary) -> dict:
                 categories[name] = value.bytes
         if categories:
             out["by_category"] = categories
-    for label, key in (("Maximum (Including Gaps)", "max_tile_including_gaps"),
-                       ("Maximum (Excluding Gaps)", "max_tile")):
+    for label, key in (
+        ("Maximum (Including Gaps)", "max_tile_including_gaps"),
+        ("Maximum (Excluding Gaps)", "max_tile"),
+    ):
         value = summary.value("Memory Usage", "By Tile (Excluding Gaps)", label)
         match = _ON_TILE.match(value.text) if value is not None else None
         if match:
@@ -293,13 +336,16 @@ def not_recorded(summary: Summary) -> list[str]:
     """The target and graph columns a converted summary fills with a placeholder: the text lacks them."""
     missing = []
     if summary.value("Target", "Memory Per-Tile") is None:
-        missing += ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory",
-                    "target.memory_per_replica"]
+        missing += ["target.bytes_per_tile", "target.bytes_per_ipu", "target.total_memory", "target.memory_per_replica"]
     clock = summary.value("Target", "Clock Speed (approx)")
     if clock is None or clock.number is None:
         missing.append("target.clock_frequency")
-    for key, label in (("num_vertices", "Number of vertices"), ("num_edges", "Number of edges"),
-                       ("num_vars", "Number of variables"), ("num_compute_sets", "Number of compute sets")):
+    for key, label in (
+        ("num_vertices", "Number of vertices"),
+        ("num_edges", "Number of edges"),
+        ("num_vars", "Number of variables"),
+        ("num_compute_sets", "Number of compute sets"),
+    ):
         value = summary.value("Graph", label)
         if value is None or value.number is None:
             missing.append(f"graph.{key}")
@@ -332,7 +378,8 @@ def convert_text_summary(path: str | os.PathLike[str], output: str | os.PathLike
         raise NotAReportError(
             f"{name!r}: line 1: a Poplar text profile summary without a Target section (a fragment or an "
             f"execution-only log) cannot become a report; read its values with formats.legacy.text_summary.read_profile_summary",
-            name)
+            name,
+        )
     vertex_types: list[str] = []
     for summary in summaries:
         for rows in _find_rows(summary.sections):
@@ -340,17 +387,26 @@ def convert_text_summary(path: str | os.PathLike[str], output: str | os.PathLike
                 if row.get("name") and row["name"] not in vertex_types:
                     vertex_types.append(row["name"])
     with ProfileWriter(output, producer="pva convert") as writer:
-        writer.set_metadata(source_format="Poplar text profile summary",
-                            not_recorded=json.dumps(not_recorded(summaries[0])))
+        writer.set_metadata(
+            source_format="Poplar text profile summary", not_recorded=json.dumps(not_recorded(summaries[0]))
+        )
         memory = summary_memory(summaries[0])
         if memory:
             writer.set_metadata(memory_totals=json.dumps(memory, separators=(",", ":")))
-        writer.set_target(type="Unknown", architecture=guess_architecture(
-            target["tiles_per_ipu"], target["bytes_per_tile"], target["clock_frequency"]), **target)
+        writer.set_target(
+            type="Unknown",
+            architecture=guess_architecture(
+                target["tiles_per_ipu"], target["bytes_per_tile"], target["clock_frequency"]
+            ),
+            **target,
+        )
         writer.set_graph(**summary_graph(summaries[0]))
         writer.insert("vertex_types", ("id", "name"), list(enumerate(vertex_types)))
-        writer.insert("extras", ("source", "path", "value"),
-                      [("poplar-text-summary", "$", json.dumps([s.to_json() for s in summaries]))])
+        writer.insert(
+            "extras",
+            ("source", "path", "value"),
+            [("poplar-text-summary", "$", json.dumps([s.to_json() for s in summaries]))],
+        )
     return summaries
 
 

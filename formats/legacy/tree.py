@@ -28,8 +28,14 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class InputProblem(Exception):  # noqa: N818 (an event-source signal, turned into InvalidInputError)
     """Raised by an event source: what is wrong with the bytes, and where (if known)."""
 
-    def __init__(self, message: str, offset: int | None = None, line: int | None = None,
-                 column: int | None = None, approximate: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        offset: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        approximate: bool = False,
+    ) -> None:
         super().__init__(message)
         self.offset = offset
         self.line = line
@@ -53,8 +59,16 @@ class NonFiniteProblem(InputProblem):
     among numbers that follow the items already read into the current array.
     """
 
-    def __init__(self, message: str, offset: int | None = None, line: int | None = None,
-                 column: int | None = None, *, parts: list | None = None, index: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        offset: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        *,
+        parts: list | None = None,
+        index: int | None = None,
+    ) -> None:
         super().__init__(message, offset, line, column)
         self.parts = parts or []
         self.index = index
@@ -148,8 +162,9 @@ def _finish_array(items: list) -> Any:
     return out
 
 
-def build_tree(events: Iterable[tuple[str, Any]], name: str, *, max_depth: int = MAX_DEPTH,
-               prefix: Iterable[str | int] = ()) -> Any:
+def build_tree(
+    events: Iterable[tuple[str, Any]], name: str, *, max_depth: int = MAX_DEPTH, prefix: Iterable[str | int] = ()
+) -> Any:
     """The document the events describe; arrays of numbers become `Run` objects.
 
     Raises InvalidInputError naming `name` (the input path) and the JSON location of the fault
@@ -171,8 +186,7 @@ def build_tree(events: Iterable[tuple[str, Any]], name: str, *, max_depth: int =
                 if problem.index is not None and stack and isinstance(stack[-1][0], list):
                     parts[-1] += problem.index
                 parts += problem.parts
-            where = (location(parts) if have_root or stack or prefix or parts
-                     else "the start of the document")
+            where = location(parts) if have_root or stack or prefix or parts else "the start of the document"
             raise InvalidInputError(f"{name!r}: {where}{problem.where()}: {problem}", name) from None
         try:
             if event == "map_key":

@@ -29,8 +29,10 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         except ValueError as error:
             raise InvalidInputError(f"{self.path!r}: metadata not_recorded is not JSON: {error}") from None  # type: ignore[attr-defined]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise InvalidInputError(f"{self.path!r}: metadata not_recorded: expected a JSON array of strings, "  # type: ignore[attr-defined]
-                                    f"found {text[:80]!r}")
+            raise InvalidInputError(
+                f"{self.path!r}: metadata not_recorded: expected a JSON array of strings, "  # type: ignore[attr-defined]
+                f"found {text[:80]!r}"
+            )
         return frozenset(names)
 
     def summary_memory_totals(self) -> dict | None:
@@ -43,8 +45,10 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         except ValueError as error:
             raise InvalidInputError(f"{self.path!r}: metadata memory_totals is not JSON: {error}") from None  # type: ignore[attr-defined]
         if not isinstance(totals, dict):
-            raise InvalidInputError(f"{self.path!r}: metadata memory_totals: expected a JSON object, "  # type: ignore[attr-defined]
-                                    f"found {text[:80]!r}")
+            raise InvalidInputError(
+                f"{self.path!r}: metadata memory_totals: expected a JSON object, "  # type: ignore[attr-defined]
+                f"found {text[:80]!r}"
+            )
         return totals
 
     # -- programs -------------------------------------------------------------------------------
@@ -52,7 +56,8 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
     def program_structure(self) -> list[tuple]:
         """(id, type, compute set, repeat count, call target) of every program."""
         return self.file.query(  # type: ignore[attr-defined]
-            "SELECT id, type, compute_set, repeat_count, call_target FROM programs")
+            "SELECT id, type, compute_set, repeat_count, call_target FROM programs"
+        )
 
     def programs_labelled(self, max_chars: int | None = None, type_chars: int | None = None) -> list[tuple]:
         """(id, type, label, repeat count, call target) of every program by id; the label is its name, else its
@@ -60,34 +65,41 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         return self.file.query(  # type: ignore[attr-defined]
             f"SELECT p.id, {_name('p.type', type_chars)}, {_name(_PROGRAM_LABEL, max_chars)}, p.repeat_count, "
             "p.call_target "
-            "FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY p.id")
+            "FROM programs p LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY p.id"
+        )
 
     def program_label(self, program: int) -> tuple[str, str] | None:
         """(type, label) of one program, or None if there is no such program."""
         return self.file.query_one(  # type: ignore[attr-defined]
             f"SELECT p.type, {_PROGRAM_LABEL} FROM programs p LEFT JOIN compute_sets cs "
-            "ON cs.compute_set = p.compute_set WHERE p.id = ?", (int(program),))
+            "ON cs.compute_set = p.compute_set WHERE p.id = ?",
+            (int(program),),
+        )
 
     def program_child_links(self) -> list[tuple[int, int]]:
         """(parent, child) of every link of the program tree, by parent and position."""
         return self.file.query(  # type: ignore[attr-defined]
-            "SELECT parent, child FROM program_children ORDER BY parent, position")
+            "SELECT parent, child FROM program_children ORDER BY parent, position"
+        )
 
     def program_vector_rows_of_kinds(self, kinds: Iterable[str]) -> list[tuple[int, str, int]]:
         """(program, kind, matrix row) of the per-tile vectors of the given kinds."""
         wanted = tuple(kinds)
         return self.file.query(  # type: ignore[attr-defined]
-            f"SELECT program, kind, row FROM program_vectors WHERE kind IN ({','.join('?' * len(wanted))})", wanted)
+            f"SELECT program, kind, row FROM program_vectors WHERE kind IN ({','.join('?' * len(wanted))})", wanted
+        )
 
     def program_debug_contexts(self) -> list[tuple[int, int]]:
         """(program, debug context) of every reference from a program to a debug context, by program."""
         return self.file.query(  # type: ignore[attr-defined]
-            "SELECT object, debug_context FROM debug_context_refs WHERE kind = 'program' ORDER BY object, debug_context")
+            "SELECT object, debug_context FROM debug_context_refs WHERE kind = 'program' ORDER BY object, debug_context"
+        )
 
     def compute_set_estimate_rows(self) -> list[tuple[int, str, int | None]]:
         """(compute set, name, row of its estimated cycles per tile or None) of every compute set."""
         return self.file.query(  # type: ignore[attr-defined]
-            "SELECT compute_set, name, estimated_cycles_row FROM compute_sets")
+            "SELECT compute_set, name, estimated_cycles_row FROM compute_sets"
+        )
 
     def optimisation_metrics_by_name(self) -> list[tuple[str, float]]:
         """(name, value) of the compiler's optimisation metrics, by name."""
@@ -99,8 +111,7 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         tables = self.file.tables  # type: ignore[attr-defined]
         if table not in tables:
             path = self.file.path  # type: ignore[attr-defined]
-            raise InvalidInputError(
-                f"{path!r}: no table {table!r}; expected one of {', '.join(sorted(tables))}", path)
+            raise InvalidInputError(f"{path!r}: no table {table!r}; expected one of {', '.join(sorted(tables))}", path)
         return table
 
     def table_columns(self, table: str) -> tuple[str, ...]:
@@ -116,8 +127,11 @@ class AnalysisQueries(MemoryQueries, CycleQueries):
         from ..errors import CorruptReportError
 
         names = list(self.file.tables) if tables is None else [self._table_name(t) for t in tables]  # type: ignore[attr-defined]
-        database = sqlite_utils.Database(self.file.conn, recursive_triggers=False,  # type: ignore[attr-defined]
-                                         execute_plugins=False)
+        database = sqlite_utils.Database(
+            self.file.conn,
+            recursive_triggers=False,  # type: ignore[attr-defined]
+            execute_plugins=False,
+        )
         try:
             with self.file._lock:  # type: ignore[attr-defined]  # one statement at a time on the shared connection
                 return {name: database.table(name).count for name in names}

@@ -8,9 +8,24 @@ from typing import Any
 
 #: Columns of vars_info in the order of every lowered-variable row the queries return.
 LOWERED_VARIABLE_COLUMNS = (
-    "id", "tile", "name", "size_bytes", "alignment", "offset", "category", "allocated", "constant", "always_live",
-    "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved_mem", "accessed_in_vertex",
-    "equivalence_class", "unlowered_var",
+    "id",
+    "tile",
+    "name",
+    "size_bytes",
+    "alignment",
+    "offset",
+    "category",
+    "allocated",
+    "constant",
+    "always_live",
+    "executable",
+    "vertex_code",
+    "lowest_256k",
+    "start_section",
+    "in_interleaved_mem",
+    "accessed_in_vertex",
+    "equivalence_class",
+    "unlowered_var",
 )
 _LOWERED = f"SELECT {', '.join(LOWERED_VARIABLE_COLUMNS)} FROM vars_info"
 
@@ -44,7 +59,8 @@ class CompilationQueries:
         """(name, rows, columns, chunks, bytes stored) of every per-tile matrix, by name."""
         return self.file.query(
             "SELECT m.name, m.num_rows, m.num_cols, count(c.first_row), coalesce(sum(length(c.data)), 0) "
-            "FROM matrices m LEFT JOIN matrix_chunks c ON c.matrix = m.name GROUP BY m.name ORDER BY m.name")
+            "FROM matrices m LEFT JOIN matrix_chunks c ON c.matrix = m.name GROUP BY m.name ORDER BY m.name"
+        )
 
     # -- graph, target and hardware ---------------------------------------------------------
 
@@ -105,8 +121,7 @@ class CompilationQueries:
 
     def compute_sets(self) -> list[tuple[Any, Any, Any]]:
         """(compute set id, name, row of its estimated cycles) of every compute set, by id."""
-        return self.file.query(
-            "SELECT compute_set, name, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
+        return self.file.query("SELECT compute_set, name, estimated_cycles_row FROM compute_sets ORDER BY compute_set")
 
     def compute_set_vertices(self, compute_set: int) -> list[tuple[int, int, int, int | None]]:
         """(vertex type, count, estimated cycles, count-by-tile row) of a compute set's vertex types."""
@@ -119,7 +134,8 @@ class CompilationQueries:
     def vertex_count_rows(self) -> list:
         """Every row of vertex_count_by_tile that compute_set_vertices refers to."""
         return self.file.column(
-            "SELECT count_by_tile_row FROM compute_set_vertices WHERE count_by_tile_row IS NOT NULL")
+            "SELECT count_by_tile_row FROM compute_set_vertices WHERE count_by_tile_row IS NOT NULL"
+        )
 
     def vertex_types(self) -> list[tuple[Any, Any, Any, Any]]:
         """(id, name, size, source) of every vertex type."""
@@ -150,7 +166,8 @@ class CompilationQueries:
         """The type name of every program, by id (None where it is not text), decoded in one piece."""
         (text,) = self.file.query_one(
             "SELECT json_group_array(CASE WHEN typeof(type) = 'text' THEN type END) "
-            "FROM (SELECT type FROM programs ORDER BY id)")
+            "FROM (SELECT type FROM programs ORDER BY id)"
+        )
         return json.loads(text)
 
     def program_kinds(self) -> list[tuple[Any, Any]]:
@@ -184,7 +201,8 @@ class CompilationQueries:
     def lowered_variables_of_program(self, program: int) -> list[tuple]:
         """Lowered-variable rows (LOWERED_VARIABLE_COLUMNS) of the variables a program uses, by id."""
         return self.file.query(
-            f"{_LOWERED} WHERE id IN (SELECT var FROM program_vars WHERE program = ?) ORDER BY id", (program,))
+            f"{_LOWERED} WHERE id IN (SELECT var FROM program_vars WHERE program = ?) ORDER BY id", (program,)
+        )
 
     # -- variables --------------------------------------------------------------------------
 
@@ -229,7 +247,8 @@ class CompilationQueries:
     def lowered_variable_constraints(self, var_id: int, kind: str) -> list:
         """Ids of the lowered variables that may not share a memory `kind` ("element" or "region") with one."""
         return self.file.column(
-            "SELECT other FROM lowered_var_constraints WHERE var = ? AND kind = ? ORDER BY other", (var_id, kind))
+            "SELECT other FROM lowered_var_constraints WHERE var = ? AND kind = ? ORDER BY other", (var_id, kind)
+        )
 
     def equivalence_class_steps(self) -> Iterator[tuple[Any, Any, Any]]:
         """(class, first step, step after the last) of every live interval, by class then start."""
@@ -272,19 +291,23 @@ class CompilationQueries:
         else:
             where, params = "v.tile >= ?2 AND v.tile < ?3 AND ", (step, *tiles)
         return self.file.query_one(
-            f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE {where}{_LIVE}", params)[0]
+            f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE {where}{_LIVE}", params
+        )[0]
 
     def not_always_live_bytes_of_variable(self, step: int, var_id: int) -> Any:
         """Bytes of an unlowered variable live but not always live in a step."""
         return self.file.query_one(
             f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE v.unlowered_var = ?2 AND {_LIVE}",
-            (step, var_id))[0]
+            (step, var_id),
+        )[0]
 
     def not_always_live_bytes_named(self, step: int, name: str) -> Any:
         """Bytes of the lowered variables called `name` without an unlowered variable, live but not always live."""
         return self.file.query_one(
             f"SELECT coalesce(sum(v.size_bytes), 0) FROM vars_info v WHERE v.unlowered_var IS NULL AND v.name = ?2 "
-            f"AND {_LIVE}", (step, name))[0]
+            f"AND {_LIVE}",
+            (step, name),
+        )[0]
 
     def not_always_live_variables(self, step: int, *, tiles: tuple[int, int] | None = None) -> list[tuple]:
         """(unlowered id or None, lowered name, bytes) live but not always live in a step, on tiles lo..hi-1 or all.
@@ -309,4 +332,5 @@ class CompilationQueries:
     def debug_context_refs(self) -> Iterator[tuple[Any, Any, Any]]:
         """(kind, object id, debug context id) of every reference, by kind, object and context."""
         return self.file.iterate(
-            "SELECT kind, object, debug_context FROM debug_context_refs ORDER BY kind, object, debug_context")
+            "SELECT kind, object, debug_context FROM debug_context_refs ORDER BY kind, object, debug_context"
+        )

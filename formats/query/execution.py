@@ -30,8 +30,12 @@ STEP_IPU_FIGURES = {
     "data_in": "data_in",
     "data_out": "data_out",
     "data_balance": "data_balance",
-    **{f"{span}_cycles_{end}_{stat}": f"cycles_base + {span}_cycles_{end}_{stat}"
-       for span in ("all", "active") for end in ("from", "to") for stat in ("min", "max", "avg")},
+    **{
+        f"{span}_cycles_{end}_{stat}": f"cycles_base + {span}_cycles_{end}_{stat}"
+        for span in ("all", "active")
+        for end in ("from", "to")
+        for stat in ("min", "max", "avg")
+    },
 }
 
 #: Columns of steps that `step_column` reads whole.
@@ -48,7 +52,8 @@ class ExecutionQueries:
     def runs(self) -> list[tuple]:
         """(id, name, first and last microsecond, first step, number of steps) of every run, by id."""
         return self.file.query(
-            "SELECT id, name, microseconds_start, microseconds_end, first_step, num_steps FROM runs ORDER BY id")
+            "SELECT id, name, microseconds_start, microseconds_end, first_step, num_steps FROM runs ORDER BY id"
+        )
 
     def run_cycles_by_ipu(self, run: int) -> list[tuple[Any, Any]]:
         """(start, end) of each IPU's cycle counter over a run, by IPU."""
@@ -86,7 +91,9 @@ class ExecutionQueries:
         """One column of steps ("type", "program", "name" or "compute_set") for every step, by id."""
         if column not in _STEP_COLUMNS:
             raise ValueError(f"steps has no column {column!r} to read whole; expected one of {sorted(_STEP_COLUMNS)}")
-        (text,) = self.file.query_one(f"SELECT json_group_array({column}) FROM (SELECT {column} FROM steps ORDER BY id)")
+        (text,) = self.file.query_one(
+            f"SELECT json_group_array({column}) FROM (SELECT {column} FROM steps ORDER BY id)"
+        )
         return json.loads(text)
 
     def step_compute_set(self, step: int) -> Any:
@@ -97,7 +104,8 @@ class ExecutionQueries:
     def step_compute_sets(self, step: int) -> list[tuple[Any, Any]]:
         """(compute set, row of its per-tile cycles) of each compute set a step executes, in order."""
         return self.file.query(
-            "SELECT compute_set, cycles_row FROM step_compute_sets WHERE step_id = ? ORDER BY position", (step,))
+            "SELECT compute_set, cycles_row FROM step_compute_sets WHERE step_id = ? ORDER BY position", (step,)
+        )
 
     def step_vertex_instances(self, step: int, compute_set: int) -> list[tuple]:
         """(vertex type, count, cycles, estimated cycles, count-by-tile row) executed in a step's compute set."""
@@ -113,8 +121,9 @@ class ExecutionQueries:
 
     # -- per-IPU figures of steps -----------------------------------------------------------
 
-    def step_ipu_figure(self, ipu: int, figure: str, *, step_types: Collection[str] | None = None,
-                        real: bool = False) -> tuple[int, Any, Any, list]:
+    def step_ipu_figure(
+        self, ipu: int, figure: str, *, step_types: Collection[str] | None = None, real: bool = False
+    ) -> tuple[int, Any, Any, list]:
         """One STEP_IPU_FIGURES figure of an IPU for each step it has a row for, by step.
 
         Returns (rows, lowest step, highest step, values). Except for "profiled", steps not
@@ -131,17 +140,21 @@ class ExecutionQueries:
             expression = f"CASE WHEN {condition} THEN {expression} ELSE {'0.0' if real else '0'} END"
         count, low, high, text = self.file.query_one(
             "SELECT count(*), min(step_id), max(step_id), json_group_array(v) FROM "
-            f"(SELECT step_id, {expression} AS v FROM steps_by_ipu WHERE ipu = ? ORDER BY step_id)", (*params, ipu))
+            f"(SELECT step_id, {expression} AS v FROM steps_by_ipu WHERE ipu = ? ORDER BY step_id)",
+            (*params, ipu),
+        )
         return count, low, high, json.loads(text)
 
     def step_ids_of_ipu(self, ipu: int) -> list:
         """The steps an IPU has a row of steps_by_ipu for, ascending."""
         (text,) = self.file.query_one(
             "SELECT json_group_array(step_id) FROM (SELECT step_id FROM steps_by_ipu WHERE ipu = ? ORDER BY step_id)",
-            (ipu,))
+            (ipu,),
+        )
         return json.loads(text)
 
     def step_ipu_outside(self, num_ipus: int) -> tuple[Any, Any] | None:
         """(step, IPU) of a row of steps_by_ipu for an IPU outside 0..num_ipus-1, or None."""
-        return self.file.query_one("SELECT step_id, ipu FROM steps_by_ipu WHERE ipu < 0 OR ipu >= ? LIMIT 1",
-                                   (num_ipus,))
+        return self.file.query_one(
+            "SELECT step_id, ipu FROM steps_by_ipu WHERE ipu < 0 OR ipu >= ? LIMIT 1", (num_ipus,)
+        )

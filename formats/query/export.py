@@ -39,10 +39,11 @@ class ExportQueries:
             tests = []
             for column in columns:
                 kinds = allowed[column.type] + (() if column.not_null else ("null",))
-                tests.append(f"typeof(\"{column.name}\") NOT IN ({', '.join(repr(k) for k in kinds)})")
+                tests.append(f'typeof("{column.name}") NOT IN ({", ".join(repr(k) for k in kinds)})')
             names = ", ".join(f'"{c.name}"' for c in columns)
             row = self.file.query_one(  # type: ignore[attr-defined]
-                f'SELECT {names} FROM "{table}" WHERE {" OR ".join(tests)} LIMIT 1')
+                f'SELECT {names} FROM "{table}" WHERE {" OR ".join(tests)} LIMIT 1'
+            )
             if row is None:
                 continue
             for column, value in zip(columns, row):
@@ -50,4 +51,6 @@ class ExportQueries:
                 if kind not in allowed[column.type] + (() if column.not_null else ("null",)):
                     raise CorruptReportError(
                         f"{self.path!r}: {table}.{column.name} holds {kind} {value!r:.60}, expected "  # type: ignore[attr-defined]
-                        f"{column.type}{' NOT NULL' if column.not_null else ''}", self.path)  # type: ignore[attr-defined]
+                        f"{column.type}{' NOT NULL' if column.not_null else ''}",
+                        self.path,
+                    )  # type: ignore[attr-defined]

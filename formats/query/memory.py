@@ -29,8 +29,15 @@ class MemoryQueries:
 
     def tile_memory(self) -> list[tuple]:
         """(tile, total, total_including_gaps, interleaved, non_interleaved, overflowed, always_live_bytes) by tile."""
-        columns = ("tile", "total", "total_including_gaps", "interleaved", "non_interleaved", "overflowed",
-                   "always_live_bytes")
+        columns = (
+            "tile",
+            "total",
+            "total_including_gaps",
+            "interleaved",
+            "non_interleaved",
+            "overflowed",
+            "always_live_bytes",
+        )
         rows = self.file.query(f"SELECT {', '.join(columns)} FROM memory_by_tile ORDER BY tile")  # type: ignore[attr-defined]
         return typed(self.file.path, rows, *(f"memory_by_tile.{c}" for c in columns))  # type: ignore[attr-defined]
 
@@ -38,42 +45,49 @@ class MemoryQueries:
         """(bytes including gaps, bytes excluding gaps, largest tile including gaps) over all tiles."""
         return self.file.query_one(  # type: ignore[attr-defined]
             "SELECT coalesce(sum(total_including_gaps), 0), coalesce(sum(total), 0), "
-            "coalesce(max(total_including_gaps), 0) FROM memory_by_tile")
+            "coalesce(max(total_including_gaps), 0) FROM memory_by_tile"
+        )
 
     def always_live_bytes(self) -> int:
         """Always-live bytes summed over all tiles."""
         return self.file.query_one(  # type: ignore[attr-defined]
-            "SELECT coalesce(sum(always_live_bytes), 0) FROM memory_by_tile")[0]
+            "SELECT coalesce(sum(always_live_bytes), 0) FROM memory_by_tile"
+        )[0]
 
     def tiles_over(self, limit: int) -> int:
         """Number of tiles whose memory including gaps exceeds `limit` bytes."""
         return self.file.query_one(  # type: ignore[attr-defined]
-            "SELECT count(*) FROM memory_by_tile WHERE total_including_gaps > ?", (limit,))[0]
+            "SELECT count(*) FROM memory_by_tile WHERE total_including_gaps > ?", (limit,)
+        )[0]
 
     def memory_by_ipu(self, tiles_per_ipu: int) -> list[tuple]:
         """(IPU, bytes including gaps) for each IPU with tiles."""
         return self.file.query(  # type: ignore[attr-defined]
             "SELECT tile / ?, sum(total_including_gaps) FROM memory_by_tile GROUP BY tile / ?",
-            (tiles_per_ipu, tiles_per_ipu))
+            (tiles_per_ipu, tiles_per_ipu),
+        )
 
     # -- by category ----------------------------------------------------------------------------
 
     def category_id_names(self, max_chars: int | None = None) -> list[tuple[int, str]]:
         """(id, name) of every storage category, by id."""
         rows = self.file.query(  # type: ignore[attr-defined]
-            f"SELECT id, {_name('name', max_chars)} FROM var_categories ORDER BY id")
+            f"SELECT id, {_name('name', max_chars)} FROM var_categories ORDER BY id"
+        )
         return typed(self.file.path, rows, "var_categories.id", "var_categories.name")  # type: ignore[attr-defined]
 
     def memory_by_category_and_overlap(self) -> list[tuple]:
         """(category id, overlapped, bytes) summed over tiles."""
         return self.file.query(  # type: ignore[attr-defined]
-            "SELECT category, overlapped, sum(total) FROM memory_by_category GROUP BY category, overlapped")
+            "SELECT category, overlapped, sum(total) FROM memory_by_category GROUP BY category, overlapped"
+        )
 
     def memory_by_category_name(self) -> list[tuple[str, int]]:
         """(category name, bytes) summed over tiles and overlap."""
         return self.file.query(  # type: ignore[attr-defined]
             "SELECT c.name, sum(m.total) FROM memory_by_category m JOIN var_categories c ON c.id = m.category "
-            "GROUP BY c.name")
+            "GROUP BY c.name"
+        )
 
     # -- vertex memory --------------------------------------------------------------------------
 
@@ -83,16 +97,21 @@ class MemoryQueries:
         return self.file.query_one(  # type: ignore[attr-defined]
             "SELECT coalesce(sum(vertex_data_bytes), 0), coalesce(sum(edge_ptr_bytes), 0), "
             "coalesce(sum(copy_ptr_bytes), 0), coalesce(sum(padding_bytes), 0), coalesce(sum(descriptor_bytes), 0) "
-            f"FROM vertex_memory{where}", params)
+            f"FROM vertex_memory{where}",
+            params,
+        )
 
-    def vertex_memory_by_type(self, tiles: Sequence[int] | None = None,
-                              max_chars: int | None = None) -> list[tuple[str, int]]:
+    def vertex_memory_by_type(
+        self, tiles: Sequence[int] | None = None, max_chars: int | None = None
+    ) -> list[tuple[str, int]]:
         """(vertex type name, code and data bytes), largest first, over the given tiles or all."""
         where, params = _tile_filter(tiles, "m.tile")
         rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT {_name('t.name', max_chars)}, sum(m.code_bytes + m.vertex_data_bytes + m.edge_ptr_bytes + "
             "m.copy_ptr_bytes + m.padding_bytes + m.descriptor_bytes) AS b FROM vertex_memory m JOIN vertex_types t "
-            f"ON t.id = m.vertex_type{where} GROUP BY t.id ORDER BY b DESC, t.id", params)
+            f"ON t.id = m.vertex_type{where} GROUP BY t.id ORDER BY b DESC, t.id",
+            params,
+        )
         return typed(self.file.path, rows, "vertex_types.name", None)  # type: ignore[attr-defined]
 
     # -- liveness -------------------------------------------------------------------------------
@@ -100,19 +119,22 @@ class MemoryQueries:
     def peak_not_always_live_bytes(self) -> int:
         """The largest not-always-live bytes of any liveness step (0 without steps)."""
         return self.file.query_one(  # type: ignore[attr-defined]
-            "SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps")[0]
+            "SELECT coalesce(max(not_always_live_bytes), 0) FROM liveness_steps"
+        )[0]
 
     def always_live_variables(self, max_chars: int | None = None) -> list[tuple[str, int]]:
         """(variable name, always-live bytes over all tiles), by name."""
         rows = self.file.query(  # type: ignore[attr-defined]
             f"SELECT {_name('v.name', max_chars)} AS n, sum(a.b) FROM (SELECT var, sum(bytes) AS b "
-            "FROM always_live_vars GROUP BY var) a JOIN variables v ON v.id = a.var GROUP BY n ORDER BY n")
+            "FROM always_live_vars GROUP BY var) a JOIN variables v ON v.id = a.var GROUP BY n ORDER BY n"
+        )
         return typed(self.file.path, rows, "variables.name", None)  # type: ignore[attr-defined]
 
     def liveness_step_summaries(self) -> list[tuple]:
         """(step id, program id or -1, depth, not-always-live bytes) of every liveness step, by id."""
         return self.file.query(  # type: ignore[attr-defined]
-            "SELECT id, coalesce(program, -1), depth, not_always_live_bytes FROM liveness_steps ORDER BY id")
+            "SELECT id, coalesce(program, -1), depth, not_always_live_bytes FROM liveness_steps ORDER BY id"
+        )
 
     def liveness_step_ids(self) -> list[int]:
         """Ids of the liveness steps, in order."""
@@ -124,7 +146,8 @@ class MemoryQueries:
             "SELECT l.id, l.depth, l.not_always_live_bytes, p.type, "
             f"{_name(_PROGRAM_LABEL, max_chars)} "
             "FROM liveness_steps l LEFT JOIN programs p ON p.id = l.program "
-            "LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY l.id")
+            "LEFT JOIN compute_sets cs ON cs.compute_set = p.compute_set ORDER BY l.id"
+        )
 
     def not_always_live_bytes_by_class(self, max_chars: int | None = None) -> list[tuple[int, str, int]]:
         """(equivalence class, variable name, bytes) of the variables that are not always live.
@@ -136,12 +159,14 @@ class MemoryQueries:
             f"SELECT g.cls, {_name('coalesce(v.name, g.lname)', max_chars)} AS n, sum(g.b) FROM "
             "(SELECT equivalence_class AS cls, unlowered_var AS uv, CASE WHEN unlowered_var IS NULL THEN "
             f"{lowered} END AS lname, sum(size_bytes) AS b FROM vars_info WHERE always_live = 0 "
-            "GROUP BY cls, uv, lname) g LEFT JOIN variables v ON v.id = g.uv GROUP BY g.cls, n")
+            "GROUP BY cls, uv, lname) g LEFT JOIN variables v ON v.id = g.uv GROUP BY g.cls, n"
+        )
 
     def equivalence_class_intervals(self) -> list[tuple[int, int, int]]:
         """(class, first step, end step) of every interval in which an equivalence class is live, by start."""
         return self.file.query(  # type: ignore[attr-defined]
-            'SELECT class, start, "end" FROM equivalence_class_steps ORDER BY start')
+            'SELECT class, start, "end" FROM equivalence_class_steps ORDER BY start'
+        )
 
     def live_variables_at_step(self, step: int, limit: int) -> list[tuple[str, int]]:
         """The `limit` largest not-always-live variables live in a liveness step: (name, bytes over all tiles)."""
@@ -149,4 +174,6 @@ class MemoryQueries:
             "SELECT coalesce(v.name, l.name) AS n, sum(l.size_bytes) AS b FROM vars_info l "
             "LEFT JOIN variables v ON v.id = l.unlowered_var WHERE l.always_live = 0 AND l.equivalence_class IN "
             '(SELECT class FROM equivalence_class_steps WHERE start <= ? AND "end" > ?) '
-            "GROUP BY n ORDER BY b DESC, n LIMIT ?", (int(step), int(step), int(limit)))
+            "GROUP BY n ORDER BY b DESC, n LIMIT ?",
+            (int(step), int(step), int(limit)),
+        )

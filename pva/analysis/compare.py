@@ -10,8 +10,16 @@ from formats.profile_reader import ProfileReader
 from .sources import query_layer
 
 #: Sections in the order they are printed; in all of them a larger number is worse.
-SECTIONS = ("target", "memory", "memory by category", "memory by IPU", "liveness", "execution",
-            "steps by program type", "compute set cycles")
+SECTIONS = (
+    "target",
+    "memory",
+    "memory by category",
+    "memory by IPU",
+    "liveness",
+    "execution",
+    "steps by program type",
+    "compute set cycles",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,15 +57,28 @@ class Difference:
 
 def _target(reader: ProfileReader) -> dict[str, object]:
     t = reader.target
-    return {k: t[k] for k in ("type", "architecture", "num_ipus", "tiles_per_ipu", "bytes_per_tile",
-                              "clock_frequency", "num_replicas")}
+    return {
+        k: t[k]
+        for k in (
+            "type",
+            "architecture",
+            "num_ipus",
+            "tiles_per_ipu",
+            "bytes_per_tile",
+            "clock_frequency",
+            "num_replicas",
+        )
+    }
 
 
 def _memory(reader: ProfileReader) -> dict[str, int]:
     including, excluding, largest = reader.memory_totals()
-    return {"total including gaps": including, "total excluding gaps": excluding,
-            "largest tile including gaps": largest,
-            "tiles out of memory": reader.tiles_over(reader.target["bytes_per_tile"])}
+    return {
+        "total including gaps": including,
+        "total excluding gaps": excluding,
+        "largest tile including gaps": largest,
+        "tiles out of memory": reader.tiles_over(reader.target["bytes_per_tile"]),
+    }
 
 
 def _memory_by_category(reader: ProfileReader) -> dict[str, int]:
@@ -76,11 +97,15 @@ def _liveness(reader: ProfileReader) -> dict[str, int]:
 
 def _execution(reader: ProfileReader) -> dict[str, int]:
     totals = reader.cycle_totals_by_kind()
-    return {"total cycles": reader.total_run_cycles(), "compute tile-cycles": totals["compute"],
-            "internal exchange tile-cycles": totals["internal_exchange"],
-            "global exchange tile-cycles": totals["inter_ipu_exchange"],
-            "host exchange tile-cycles": totals["stream_copy"], "sync tile-cycles": totals["sync"],
-            "steps": reader.row_count("steps")}
+    return {
+        "total cycles": reader.total_run_cycles(),
+        "compute tile-cycles": totals["compute"],
+        "internal exchange tile-cycles": totals["internal_exchange"],
+        "global exchange tile-cycles": totals["inter_ipu_exchange"],
+        "host exchange tile-cycles": totals["stream_copy"],
+        "sync tile-cycles": totals["sync"],
+        "steps": reader.row_count("steps"),
+    }
 
 
 def _steps_by_type(reader: ProfileReader) -> dict[str, int]:

@@ -111,10 +111,19 @@ class Estimate:
             "transmission_samples_per_second": self.transmission_samples_per_second,
             "active_pes_percent": 100 * self.active_pes_fraction,
             "compute_utilization_percent": 100 * self.compute_utilization,
-            "kernels": [{"name": k.name, "compute_delta_t": k.compute_dt, "transmission_delta_t": k.transmission_dt,
-                         "overlaps": k.overlaps, "delta_t": k.delta_t, "active_pes": k.active_pes,
-                         "executions": k.executions, "compute_utilization_percent": 100 * k.utilization}
-                        for k in self.kernels],
+            "kernels": [
+                {
+                    "name": k.name,
+                    "compute_delta_t": k.compute_dt,
+                    "transmission_delta_t": k.transmission_dt,
+                    "overlaps": k.overlaps,
+                    "delta_t": k.delta_t,
+                    "active_pes": k.active_pes,
+                    "executions": k.executions,
+                    "compute_utilization_percent": 100 * k.utilization,
+                }
+                for k in self.kernels
+            ],
         }
 
     def compile_report(self) -> str:
@@ -173,7 +182,10 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     program_rows = reader.program_structure()
     info = {pid: (ptype, cs) for pid, ptype, cs, _repeat, _target in program_rows}
     cs_rows = {cs: (name, row) for cs, name, row in reader.compute_set_estimate_rows()}
-    vectors = {(p, k): r for p, k, r in reader.program_vector_rows_of_kinds(("estimated_cycles", "bytes_sent", "bytes_received"))}
+    vectors = {
+        (p, k): r
+        for p, k, r in reader.program_vector_rows_of_kinds(("estimated_cycles", "bytes_sent", "bytes_received"))
+    }
     estimates = reader.matrix("compute_set_estimated_cycles_by_tile")
     exchange_cycles = reader.matrix("program_estimated_cycles_by_tile")
     sent = reader.matrix("program_bytes_sent_by_tile")
@@ -203,9 +215,13 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
         kernel = kernels.get(cs)
         if kernel is None:
             kernels[cs] = Kernel(
-                name=as_text(name), compute_dt=int(per_tile.max(initial=0)), transmission_dt=pending_cycles,
+                name=as_text(name),
+                compute_dt=int(per_tile.max(initial=0)),
+                transmission_dt=pending_cycles,
                 overlaps=bool(pending_cycles) and not bool((pending_tiles & compute_tiles).any()),
-                active_pes=int(compute_tiles.sum()), compute_cycles=int(per_tile.sum()), executions=times,
+                active_pes=int(compute_tiles.sum()),
+                compute_cycles=int(per_tile.sum()),
+                executions=times,
             )
         else:
             kernel.executions += times
@@ -213,8 +229,11 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
         pending_cycles = 0
         pending_tiles = np.zeros(tiles, dtype=bool)
     return Estimate(
-        clock=float(reader.target["clock_frequency"]), batch_size=batch_size, total_pes=tiles,
-        active_pes=int(used.sum()), kernels=list(kernels.values()),
+        clock=float(reader.target["clock_frequency"]),
+        batch_size=batch_size,
+        total_pes=tiles,
+        active_pes=int(used.sum()),
+        kernels=list(kernels.values()),
     )
 
 
@@ -237,19 +256,27 @@ def format_compile_report(est: Estimate) -> str:
         f"{'Active PEs:':<30}{round(100 * est.active_pes_fraction)}%",
         f"{'Compute Utilization:':<30}{round(100 * est.compute_utilization)}%",
     ]
-    headers = ("Kernel Name", "Samples/s", "Compute Samples/s", "Transmission Samples/s", "Active PEs",
-               "Compute Utilization")
+    headers = (
+        "Kernel Name",
+        "Samples/s",
+        "Compute Samples/s",
+        "Transmission Samples/s",
+        "Active PEs",
+        "Compute Utilization",
+    )
     rows = []
     for k in est.kernels:
         rate = est.clock * est.batch_size
-        rows.append((
-            k.name,
-            _rate_text(rate / k.delta_t if k.delta_t else None),
-            _rate_text(rate / k.compute_dt if k.compute_dt else None),
-            _rate_text(rate / k.transmission_dt if k.transmission_dt else None),
-            str(k.active_pes),
-            f"{round(100 * k.utilization)}%",
-        ))
+        rows.append(
+            (
+                k.name,
+                _rate_text(rate / k.delta_t if k.delta_t else None),
+                _rate_text(rate / k.compute_dt if k.compute_dt else None),
+                _rate_text(rate / k.transmission_dt if k.transmission_dt else None),
+                str(k.active_pes),
+                f"{round(100 * k.utilization)}%",
+            )
+        )
     widths = [max(len(h), 91 if i == 0 else 14) for i, h in enumerate(headers)]
     for row in rows:
         widths = [max(w, len(v)) for w, v in zip(widths, row)]

@@ -22,8 +22,9 @@ def find_reports(root: str | os.PathLike[str]) -> list[pathlib.Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise InvalidInputError(f"{os.fspath(root)!r}: no such directory; expected a directory of reports",
-                                os.fspath(root))
+        raise InvalidInputError(
+            f"{os.fspath(root)!r}: no such directory; expected a directory of reports", os.fspath(root)
+        )
     return sorted(p for p in path.rglob("*.pop") if p.is_file())
 
 

@@ -108,7 +108,9 @@ def _operator_name(kind: str, name: str, sync_type, program, cs) -> str:
     return f"{kind} (program {program})" if program is not None else kind
 
 
-def operator_times(reader: ProfileReader, mode: str = "total", op_types: dict[int, str] | None = None) -> list[OperatorTime]:
+def operator_times(
+    reader: ProfileReader, mode: str = "total", op_types: dict[int, str] | None = None
+) -> list[OperatorTime]:
     """Operator time shares: by type in descending order (total), or per operator in program order (each).
 
     `op_types` maps program ids to operator types taken from debug contexts, when known.

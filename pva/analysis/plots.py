@@ -44,7 +44,8 @@ def _figure(width: float, height: float, dpi: float):
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
         raise MissingDependencyError(
-            "pva plot needs matplotlib, which is not installed: pip install 'pva[plot]'") from exc
+            "pva plot needs matplotlib, which is not installed: pip install 'pva[plot]'"
+        ) from exc
     figure = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -53,7 +54,7 @@ def _figure(width: float, height: float, dpi: float):
 def _byte_axis(ax, top: float, count: int = 5) -> None:
     """Ticks at 1, 2 or 5 times a power of ten of one unit (B, kB, MB, ... of 1024), all labelled in that unit."""
     unit, name = 1.0, 0
-    while top / unit >= 4096 and unit < 1024.0 ** 4:
+    while top / unit >= 4096 and unit < 1024.0**4:
         unit *= 1024
         name += 1
     raw = top / unit / count
@@ -77,8 +78,16 @@ def _no_data(path: str, kind: str, what: str) -> InvalidInputError:
     return InvalidInputError(f"{path!r}: cannot draw --kind {kind}: the report has {what}", path)
 
 
-def plot_memory(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                limits: Limits = Limits(max_tiles=736), including_gaps: bool = False, title: str | None = None):
+def plot_memory(
+    reader: ProfileReader,
+    *,
+    width: float = 12.0,
+    height: float | None = None,
+    dpi: float = 100,
+    limits: Limits = Limits(max_tiles=736),
+    including_gaps: bool = False,
+    title: str | None = None,
+):
     """Memory per tile, stacked by category, one panel per IPU, with the tile limit and out-of-memory tiles.
 
     Gaps are left out unless `including_gaps`; the scale fits the bars drawn (and the tile limit
@@ -91,8 +100,10 @@ def plot_memory(reader: ProfileReader, *, width: float = 12.0, height: float | N
     figure = _figure(width, height or 1.0 + 2.3 * len(ipus), dpi)
     axes = figure.subplots(len(ipus), 1, squeeze=False)[:, 0]
     maxima_key = "max" if including_gaps else "max_excluding"
-    largest = max([mem["largest"] if including_gaps else mem["largest_excluding"]]
-                  + [int(np.max(ipu[maxima_key])) for ipu in ipus if len(ipu[maxima_key])])
+    largest = max(
+        [mem["largest"] if including_gaps else mem["largest_excluding"]]
+        + [int(np.max(ipu[maxima_key])) for ipu in ipus if len(ipu[maxima_key])]
+    )
     show_limit = including_gaps or largest >= 0.25 * mem["limit"]
     top = (max(mem["limit"], largest) if show_limit else largest) * 1.06 or 1
     for ax, ipu in zip(axes, ipus):
@@ -113,16 +124,19 @@ def plot_memory(reader: ProfileReader, *, width: float = 12.0, height: float | N
         oom = np.flatnonzero(np.asarray(ipu["oom"]) > 0)
         if oom.size:
             centres = (x[oom] + x[oom + 1]) / 2
-            ax.plot(centres, np.minimum(maxima[oom], top), "v", color=LIMIT_COLOUR, markersize=6,
-                    label="out of memory")
+            ax.plot(centres, np.minimum(maxima[oom], top), "v", color=LIMIT_COLOUR, markersize=6, label="out of memory")
         ax.set_xlim(x[0], x[-1])
         _byte_axis(ax, top)
         ax.set_ylabel("memory per tile")
         oom_text = f", {ipu['oom_count']} tile(s) out of memory" if ipu["oom_count"] else ""
         ax.set_title(f"IPU {ipu['ipu']}{oom_text}", fontsize=10, loc="left")
         if not show_limit:
-            ax.set_title(f"tile limit {format_size(mem['limit'])} is above this scale", fontsize=8, loc="right",
-                         color=LIMIT_COLOUR)
+            ax.set_title(
+                f"tile limit {format_size(mem['limit'])} is above this scale",
+                fontsize=8,
+                loc="right",
+                color=LIMIT_COLOUR,
+            )
         ax.margins(x=0)
     axes[-1].set_xlabel("tile")
     handles, labels = axes[0].get_legend_handles_labels()
@@ -130,16 +144,25 @@ def plot_memory(reader: ProfileReader, *, width: float = 12.0, height: float | N
     for ax in axes[1:]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, handle)
-    figure.legend(seen.values(), seen.keys(), loc="outside lower center", ncols=min(6, len(seen)), fontsize=8,
-                  frameon=False)
+    figure.legend(
+        seen.values(), seen.keys(), loc="outside lower center", ncols=min(6, len(seen)), fontsize=8, frameon=False
+    )
     note = f" (bars of {mem['bucket']} tiles: mean per tile)" if mem["bucket"] > 1 else ""
     gaps = "including gaps" if including_gaps else "excluding gaps"
     figure.suptitle(f"Memory per tile, {gaps}: {title or report_title(reader)}{note}", fontsize=11)
     return figure
 
 
-def plot_liveness(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                  limits: Limits = Limits(), not_always_live_only: bool = False, title: str | None = None):
+def plot_liveness(
+    reader: ProfileReader,
+    *,
+    width: float = 12.0,
+    height: float | None = None,
+    dpi: float = 100,
+    limits: Limits = Limits(),
+    not_always_live_only: bool = False,
+    title: str | None = None,
+):
     """Always-live plus not-always-live memory over the liveness steps (or the not-always-live part alone),
     with the peak marked."""
     live = liveness(reader, limits)
@@ -152,10 +175,25 @@ def plot_liveness(reader: ProfileReader, *, width: float = 12.0, height: float |
     base = 0.0 if not_always_live_only else float(live["always_live"])
     always = np.full(values.size, base)
     if not not_always_live_only:
-        ax.stairs(always, x, baseline=0, fill=True, color=live["colours"]["always_live"], alpha=0.8,
-                  label="always live", linewidth=0)
-    ax.stairs(always + values, x, baseline=always, fill=True, color=live["colours"]["not_always_live"],
-              label="not always live", linewidth=0)
+        ax.stairs(
+            always,
+            x,
+            baseline=0,
+            fill=True,
+            color=live["colours"]["always_live"],
+            alpha=0.8,
+            label="always live",
+            linewidth=0,
+        )
+    ax.stairs(
+        always + values,
+        x,
+        baseline=always,
+        fill=True,
+        color=live["colours"]["not_always_live"],
+        label="not always live",
+        linewidth=0,
+    )
     peak = live["peak"]
     peak_value = peak["not_always_live"] if not_always_live_only else peak["total"]
     px = peak["step"] + 0.5
@@ -167,10 +205,18 @@ def plot_liveness(reader: ProfileReader, *, width: float = 12.0, height: float |
     # The label sits above the plot area, on the side of the peak with more room, so it neither
     # covers the bars nor runs off the figure.
     right_half = px > (x[0] + x[-1]) / 2
-    ax.annotate(f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B",
-                (px, 1.0), xycoords=("data", "axes fraction"), xytext=(-6 if right_half else 6, 4),
-                textcoords="offset points", fontsize=8, color=LIMIT_COLOUR, va="bottom",
-                ha="right" if right_half else "left", annotation_clip=False)
+    ax.annotate(
+        f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B",
+        (px, 1.0),
+        xycoords=("data", "axes fraction"),
+        xytext=(-6 if right_half else 6, 4),
+        textcoords="offset points",
+        fontsize=8,
+        color=LIMIT_COLOUR,
+        va="bottom",
+        ha="right" if right_half else "left",
+        annotation_clip=False,
+    )
     ax.set_xlim(x[0], x[-1])
     _byte_axis(ax, peak_value * 1.08 or 1)
     ax.set_xlabel("liveness step")
@@ -182,8 +228,15 @@ def plot_liveness(reader: ProfileReader, *, width: float = 12.0, height: float |
     return figure
 
 
-def plot_timeline(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                  limits: Limits = Limits(timeline_resolution=4096), title: str | None = None):
+def plot_timeline(
+    reader: ProfileReader,
+    *,
+    width: float = 12.0,
+    height: float | None = None,
+    dpi: float = 100,
+    limits: Limits = Limits(timeline_resolution=4096),
+    title: str | None = None,
+):
     """Execution steps per IPU on a cycle axis, coloured by program type."""
     from matplotlib.patches import Patch
 
@@ -200,23 +253,39 @@ def plot_timeline(reader: ProfileReader, *, width: float = 12.0, height: float |
         kinds = np.asarray(row["kind"])
         for k in np.unique(kinds):
             mask = kinds == k
-            ax.broken_barh(np.column_stack([start[mask], np.maximum(duration[mask], tl["span"] / 4000)]),
-                           (r - 0.4, 0.8), facecolors=tl["colours"][int(k)], linewidth=0)
+            ax.broken_barh(
+                np.column_stack([start[mask], np.maximum(duration[mask], tl["span"] / 4000)]),
+                (r - 0.4, 0.8),
+                facecolors=tl["colours"][int(k)],
+                linewidth=0,
+            )
             used.add(int(k))
     ax.set_yticks(range(len(rows)), [f"IPU {row['ipu']}" for row in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, tl["span"])
     clock = f" (clock {tl['clock_frequency'] / 1e6:,.0f} MHz)" if tl["clock_frequency"] else ""
     ax.set_xlabel(f"cycles from the first step{clock}")
-    figure.legend([Patch(color=tl["colours"][k]) for k in sorted(used)], [tl["types"][k] for k in sorted(used)],
-                  loc="outside lower center", ncols=min(7, len(used)), fontsize=8, frameon=False)
+    figure.legend(
+        [Patch(color=tl["colours"][k]) for k in sorted(used)],
+        [tl["types"][k] for k in sorted(used)],
+        loc="outside lower center",
+        ncols=min(7, len(used)),
+        fontsize=8,
+        frameon=False,
+    )
     merged = " (short steps merged)" if tl["downsampled"] else ""
     ax.set_title(f"Execution timeline: {title or report_title(reader)}{merged}", fontsize=11)
     return figure
 
 
-def plot_vertex_types(reader: ProfileReader, *, width: float = 12.0, height: float | None = None, dpi: float = 100,
-                      title: str | None = None):
+def plot_vertex_types(
+    reader: ProfileReader,
+    *,
+    width: float = 12.0,
+    height: float | None = None,
+    dpi: float = 100,
+    title: str | None = None,
+):
     """Cycles of the vertex types with the most cycles, as horizontal bars."""
     from matplotlib.ticker import FuncFormatter
 
@@ -242,13 +311,26 @@ def plot_vertex_types(reader: ProfileReader, *, width: float = 12.0, height: flo
     return figure
 
 
-_PLOTTERS = {"memory": plot_memory, "liveness": plot_liveness, "timeline": plot_timeline,
-             "vertex-types": plot_vertex_types}
+_PLOTTERS = {
+    "memory": plot_memory,
+    "liveness": plot_liveness,
+    "timeline": plot_timeline,
+    "vertex-types": plot_vertex_types,
+}
 
 
-def write_plot(report, kind: str, output: str | os.PathLike[str], *, width: float = 12.0,
-               height: float | None = None, dpi: float = 100, title: str | None = None,
-               including_gaps: bool = False, not_always_live_only: bool = False) -> int:
+def write_plot(
+    report,
+    kind: str,
+    output: str | os.PathLike[str],
+    *,
+    width: float = 12.0,
+    height: float | None = None,
+    dpi: float = 100,
+    title: str | None = None,
+    including_gaps: bool = False,
+    not_always_live_only: bool = False,
+) -> int:
     """Draw one chart of a report (a Report or a path) into `output`, in the format its extension names.
 
     `kind` is one of PLOT_KINDS; `title` names the report in the chart's title (default: its directory
@@ -262,7 +344,8 @@ def write_plot(report, kind: str, output: str | os.PathLike[str], *, width: floa
     if extension not in FORMATS:
         raise InvalidInputError(
             f"cannot write {target!r}: expected a file name ending in {', '.join(FORMATS)}, found {extension or 'none'!r}",
-            target)
+            target,
+        )
     if not (0 < width <= 100 and (height is None or 0 < height <= 100) and 10 <= dpi <= 1200):
         raise InvalidInputError(f"figure size must be 0-100 inches and dpi 10-1200; got {width} x {height} at {dpi}")
     with opened(report) as reader:

@@ -45,10 +45,26 @@ DATA_TYPE_LABELS = {
 }
 
 #: Rows Poplar prints in "By Data Type" even when they are zero (the SDK 0.9 sample shows them).
-ALWAYS_SHOWN = ("variable", "constant", "hostExchangePacketHeader", "globalExchangePacketHeader", "stack",
-                "vertexInstanceState", "copyDescriptor", "vectorListDescriptor", "vertexFieldData", "controlTable",
-                "controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode", "globalExchangeCode",
-                "instrumentationResults", "sharedCodeStorage", "sharedDataStorage")
+ALWAYS_SHOWN = (
+    "variable",
+    "constant",
+    "hostExchangePacketHeader",
+    "globalExchangePacketHeader",
+    "stack",
+    "vertexInstanceState",
+    "copyDescriptor",
+    "vectorListDescriptor",
+    "vertexFieldData",
+    "controlTable",
+    "controlCode",
+    "vertexCode",
+    "internalExchangeCode",
+    "hostExchangeCode",
+    "globalExchangeCode",
+    "instrumentationResults",
+    "sharedCodeStorage",
+    "sharedDataStorage",
+)
 
 #: Characters of a name shown where names repeat for every step (longer ones are cut).
 MAX_NAME = 1000
@@ -84,7 +100,9 @@ class SummaryOptions:
             for key, value in source.items():
                 field = _OPTION_NAMES.get(key, key)
                 if field not in cls.__dataclass_fields__:
-                    raise ValueError(f"unknown profile summary option {key!r}; expected one of {', '.join(_OPTION_NAMES)}")
+                    raise ValueError(
+                        f"unknown profile summary option {key!r}; expected one of {', '.join(_OPTION_NAMES)}"
+                    )
                 if isinstance(value, str):
                     if value.lower() not in ("true", "false"):
                         raise ValueError(f"option {key!r} must be 'true' or 'false', got {value!r}")
@@ -200,8 +218,12 @@ class _Data:
     def vertex_memory(self, tiles: np.ndarray | None = None) -> tuple[dict[str, int], list[tuple[str, int]]]:
         """Vertex data bytes by category and total vertex memory by type."""
         row = self.r.vertex_memory_totals(tiles)
-        by_category = dict(zip(("Internal vertex state", "Edge pointers", "Copy pointers", "Padding", "Descriptors"),
-                               (int(v) for v in row)))
+        by_category = dict(
+            zip(
+                ("Internal vertex state", "Edge pointers", "Copy pointers", "Padding", "Descriptors"),
+                (int(v) for v in row),
+            )
+        )
         by_type = self.r.vertex_memory_by_type(tiles, MAX_NAME)
         return by_category, [(name, int(b)) for name, b in by_type]
 
@@ -238,8 +260,12 @@ def _graph_lines(d: _Data, s: _Style) -> Iterator[str]:
         ("Number of variables:", g["num_vars"]),
         ("Number of compute sets:", g["num_compute_sets"]),
     ):
-        column = {"Number of vertices:": "num_vertices", "Number of edges:": "num_edges",
-                  "Number of variables:": "num_vars", "Number of compute sets:": "num_compute_sets"}[label]
+        column = {
+            "Number of vertices:": "num_vertices",
+            "Number of edges:": "num_edges",
+            "Number of variables:": "num_vars",
+            "Number of compute sets:": "num_compute_sets",
+        }[label]
         yield f"  {label:<24} {_n(value) if d.recorded('graph', column) else NOT_RECORDED:>12}"
 
 
@@ -260,10 +286,14 @@ def _memory_usage_lines(d: _Data, s: _Style, tiles: np.ndarray | None, indent: s
     by_overlap = d.categories_by_overlap(tiles)
     if d.totals is not None and tiles is None:
         totals = d.totals
-        total, including, interleaved, non_interleaved, overflowed = (int(totals.get(k) or 0) for k in (
-            "total", "total_including_gaps", "interleaved", "non_interleaved", "overflowed"))
-        by_overlap = {0: defaultdict(int, {k: int(v) for k, v in (totals.get("by_category") or {}).items()}),
-                      1: defaultdict(int)}
+        total, including, interleaved, non_interleaved, overflowed = (
+            int(totals.get(k) or 0)
+            for k in ("total", "total_including_gaps", "interleaved", "non_interleaved", "overflowed")
+        )
+        by_overlap = {
+            0: defaultdict(int, {k: int(v) for k, v in (totals.get("by_category") or {}).items()}),
+            1: defaultdict(int),
+        }
     yield indent + s.heading("Memory Usage:")
     yield indent + "  Total:"
     yield indent + f"    Including Gaps:    {_n(including):>15} B"
@@ -279,8 +309,11 @@ def _memory_usage_lines(d: _Data, s: _Style, tiles: np.ndarray | None, indent: s
     for overlapped, title in ((0, "Not Overlapped"), (1, "Overlapped")):
         values = by_overlap[overlapped]
         shown = values if overlapped else {**dict.fromkeys(ALWAYS_SHOWN, 0), **values}
-        rows = [(DATA_TYPE_LABELS.get(name, name), shown[name]) for name in _category_order(shown)
-                if shown[name] or (not overlapped and name in ALWAYS_SHOWN)]
+        rows = [
+            (DATA_TYPE_LABELS.get(name, name), shown[name])
+            for name in _category_order(shown)
+            if shown[name] or (not overlapped and name in ALWAYS_SHOWN)
+        ]
         if not rows and overlapped:
             continue
         yield indent + f"        {title}"
@@ -289,7 +322,9 @@ def _memory_usage_lines(d: _Data, s: _Style, tiles: np.ndarray | None, indent: s
         subtotal = sum(v for _, v in rows)
         yield indent + f"          {'Total:':<38} {_n(subtotal):>13} B"
         if overlapped:
-            yield indent + f"          {'Total After Overlapping:':<38} {_n(max(0, total - not_overlapped_total)):>13} B"
+            yield (
+                indent + f"          {'Total After Overlapping:':<38} {_n(max(0, total - not_overlapped_total)):>13} B"
+            )
         else:
             not_overlapped_total = subtotal
     by_category, by_type = d.vertex_memory(tiles)
@@ -451,13 +486,20 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool, totals_layout: bool 
     total_cycles = int(r.total_run_cycles())
     clock = d.t["clock_frequency"] if d.recorded("target", "clock_frequency") else 0
     time = f" (approx {total_cycles / (clock / 1e6):,.1f} microseconds)" if clock else ""
-    columns = {"active_compute": ("active_compute",), "compute": ("compute",),
-               "internal_exchange": ("internal_exchange",), "inter_ipu_exchange": ("inter_ipu_exchange",),
-               "stream_copy": ("stream_copy_begin", "stream_copy", "stream_copy_end"), "sync": ("sync",)}
+    columns = {
+        "active_compute": ("active_compute",),
+        "compute": ("compute",),
+        "internal_exchange": ("internal_exchange",),
+        "inter_ipu_exchange": ("inter_ipu_exchange",),
+        "stream_copy": ("stream_copy_begin", "stream_copy", "stream_copy_end"),
+        "sync": ("sync",),
+    }
     unknown = {kind for kind, cols in columns.items() if any(not d.recorded("cycle_totals", c) for c in cols)}
     totals = r.cycle_totals_by_kind()
-    active, compute, internal, global_, host, sync, have_totals = (int(totals[k]) for k in (
-        "active_compute", "compute", "internal_exchange", "inter_ipu_exchange", "stream_copy", "sync", "rows"))
+    active, compute, internal, global_, host, sync, have_totals = (
+        int(totals[k])
+        for k in ("active_compute", "compute", "internal_exchange", "inter_ipu_exchange", "stream_copy", "sync", "rows")
+    )
     tiles = d.t["num_tiles"] if d.recorded("target", "tiles_per_ipu") and d.recorded("target", "num_ipus") else 0
 
     def total(value: int, kind: str) -> str:
@@ -474,13 +516,26 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool, totals_layout: bool 
                 ("Total host exchange cycles:", total(host, "stream_copy")),
                 ("Total shared structure copy cycles:", "0"),
                 ("Total sync cycles:", total(sync, "sync")),
-                ("Total tile balance:", NOT_RECORDED if "compute" in unknown or not tiles else
-                 _pct(compute / (total_cycles * tiles)) if total_cycles else "0.0%"),
-                ("Total thread balance:", NOT_RECORDED if unknown & {"compute", "active_compute"} else
-                 _pct(active / compute) if compute else "0.0%"),
+                (
+                    "Total tile balance:",
+                    NOT_RECORDED
+                    if "compute" in unknown or not tiles
+                    else _pct(compute / (total_cycles * tiles))
+                    if total_cycles
+                    else "0.0%",
+                ),
+                (
+                    "Total thread balance:",
+                    NOT_RECORDED
+                    if unknown & {"compute", "active_compute"}
+                    else _pct(active / compute)
+                    if compute
+                    else "0.0%",
+                ),
             ]
         width = 46
     else:
+
         def average(value: int, kind: str) -> str:
             if kind in unknown:
                 return NOT_RECORDED
@@ -503,8 +558,11 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool, totals_layout: bool 
     by_type, estimated = _cycles_by_vertex_type(r)
     if by_type:
         yield ""
-        yield ("  (Cycles by vertex type are estimated from the cycle estimates, not measured.)" if estimated
-               else "  (Cycles by vertex type are measured by vertex instrumentation.)")
+        yield (
+            "  (Cycles by vertex type are estimated from the cycle estimates, not measured.)"
+            if estimated
+            else "  (Cycles by vertex type are measured by vertex instrumentation.)"
+        )
         yield "  Cycles by vertex type:"
         width = max(len(name) for name, _, _ in by_type)
         inst_width = max(len(f"({count} instances):") for _, count, _ in by_type)
@@ -536,8 +594,10 @@ def _step_lines(d: _Data, s: _Style) -> Iterator[str]:
     vertex_cycles: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
     for step, name, count, cycles in r.vertex_cycles_by_step(MAX_NAME):
         vertex_cycles[step].append((name, count, cycles))
-    steps = [(sid, kind, name, sync_type, overlapped)
-             for sid, kind, _program, _cs, name, sync_type, overlapped in r.steps_labelled(MAX_NAME)]
+    steps = [
+        (sid, kind, name, sync_type, overlapped)
+        for sid, kind, _program, _cs, name, sync_type, overlapped in r.steps_labelled(MAX_NAME)
+    ]
     per_ipu = r.step_ipu_figures()
     by_step: dict[int, list[tuple]] = defaultdict(list)
     for row in per_ipu:
@@ -609,8 +669,9 @@ def summary_lines(reader: ProfileReader, options: SummaryOptions, colour: bool =
     yield from _execution_lines(d, s, options.show_execution_steps, options.execution_totals)
 
 
-def printProfileSummary(report, file: TextIO | None = None, options: Mapping[str, object] | None = None,
-                        **kwargs: object) -> None:
+def printProfileSummary(
+    report, file: TextIO | None = None, options: Mapping[str, object] | None = None, **kwargs: object
+) -> None:
     """Print the profile summary of a report (a pva Report or a path) as Poplar's printProfileSummary does.
 
     Options use Poplar's names, as a dict or keywords: showVarStorage, showOptimizations,
@@ -647,55 +708,98 @@ def summary_data(reader: ProfileReader) -> dict:
         return {k: (v if d.recorded(table, k) else None) for k, v in values.items()}
 
     data: dict = {
-        "target": known("target", {
-            "num_ipus": t["num_ipus"], "tiles_per_ipu": t["tiles_per_ipu"], "num_tiles": t["num_tiles"],
-            "bytes_per_tile": t["bytes_per_tile"], "total_memory": t["total_memory"],
-            "clock_frequency": t["clock_frequency"], "num_replicas": t["num_replicas"],
-            "ipus_per_replica": t["ipus_per_replica"], "tiles_per_replica": t["tiles_per_replica"],
-            "memory_per_replica": t["memory_per_replica"],
-        }),
+        "target": known(
+            "target",
+            {
+                "num_ipus": t["num_ipus"],
+                "tiles_per_ipu": t["tiles_per_ipu"],
+                "num_tiles": t["num_tiles"],
+                "bytes_per_tile": t["bytes_per_tile"],
+                "total_memory": t["total_memory"],
+                "clock_frequency": t["clock_frequency"],
+                "num_replicas": t["num_replicas"],
+                "ipus_per_replica": t["ipus_per_replica"],
+                "tiles_per_replica": t["tiles_per_replica"],
+                "memory_per_replica": t["memory_per_replica"],
+            },
+        ),
         "graph": known("graph", dict(d.g)),
         "memory": {
-            "including_gaps": int(mem[:, 1].sum()), "excluding_gaps": int(mem[:, 0].sum()),
-            "interleaved": int(mem[:, 2].sum()), "non_interleaved": int(mem[:, 3].sum()),
+            "including_gaps": int(mem[:, 1].sum()),
+            "excluding_gaps": int(mem[:, 0].sum()),
+            "interleaved": int(mem[:, 2].sum()),
+            "non_interleaved": int(mem[:, 3].sum()),
             "overflowed": int(mem[:, 4].sum()),
             "not_overlapped": {k: v for k, v in by_overlap[0].items() if v},
             "overlapped": {k: v for k, v in by_overlap[1].items() if v},
-            "vertex_data": by_category, "vertex_memory_by_type": dict(by_type),
-            "max_tile_including_gaps": _max_tile(d, mem, 1), "max_tile_excluding_gaps": _max_tile(d, mem, 0),
+            "vertex_data": by_category,
+            "vertex_memory_by_type": dict(by_type),
+            "max_tile_including_gaps": _max_tile(d, mem, 1),
+            "max_tile_excluding_gaps": _max_tile(d, mem, 0),
             "tiles_out_of_memory": int((mem[:, 1] > t["bytes_per_tile"]).sum()) if mem.size else 0,
         },
         "not_recorded": sorted(d.missing),
-        "liveness": {"always_live_bytes": always, "peak_not_always_live_bytes": int(peak),
-                     "max_live_bytes": always + int(peak)},
+        "liveness": {
+            "always_live_bytes": always,
+            "peak_not_always_live_bytes": int(peak),
+            "max_live_bytes": always + int(peak),
+        },
     }
     if d.totals is not None:
         totals_ = d.totals
         memory = data["memory"]
-        memory.update({"including_gaps": totals_.get("total_including_gaps"), "excluding_gaps": totals_.get("total"),
-                       "interleaved": totals_.get("interleaved"), "non_interleaved": totals_.get("non_interleaved"),
-                       "overflowed": totals_.get("overflowed"),
-                       "not_overlapped": {k: v for k, v in (totals_.get("by_category") or {}).items() if v},
-                       "max_tile_including_gaps": totals_.get("max_tile_including_gaps"),
-                       "max_tile_excluding_gaps": totals_.get("max_tile"), "tiles_out_of_memory": None})
+        memory.update(
+            {
+                "including_gaps": totals_.get("total_including_gaps"),
+                "excluding_gaps": totals_.get("total"),
+                "interleaved": totals_.get("interleaved"),
+                "non_interleaved": totals_.get("non_interleaved"),
+                "overflowed": totals_.get("overflowed"),
+                "not_overlapped": {k: v for k, v in (totals_.get("by_category") or {}).items() if v},
+                "max_tile_including_gaps": totals_.get("max_tile_including_gaps"),
+                "max_tile_excluding_gaps": totals_.get("max_tile"),
+                "tiles_out_of_memory": None,
+            }
+        )
     cycle_totals = reader.cycle_totals_by_kind()
-    totals = [cycle_totals[k] for k in ("active_compute", "compute", "internal_exchange", "inter_ipu_exchange",
-                                        "stream_copy", "sync", "total")]
+    totals = [
+        cycle_totals[k]
+        for k in (
+            "active_compute",
+            "compute",
+            "internal_exchange",
+            "inter_ipu_exchange",
+            "stream_copy",
+            "sync",
+            "total",
+        )
+    ]
     total_cycles = int(reader.total_run_cycles())
     by_vertex, estimated = _cycles_by_vertex_type(reader)
     clock = t["clock_frequency"] if d.recorded("target", "clock_frequency") else 0
-    kind_columns = dict(zip(("active_compute", "compute", "internal_exchange", "global_exchange", "host_exchange",
-                             "sync", "total"), (("active_compute",), ("compute",), ("internal_exchange",),
-                                                ("inter_ipu_exchange",),
-                                                ("stream_copy_begin", "stream_copy", "stream_copy_end"), ("sync",),
-                                                ("total",))))
+    kind_columns = dict(
+        zip(
+            ("active_compute", "compute", "internal_exchange", "global_exchange", "host_exchange", "sync", "total"),
+            (
+                ("active_compute",),
+                ("compute",),
+                ("internal_exchange",),
+                ("inter_ipu_exchange",),
+                ("stream_copy_begin", "stream_copy", "stream_copy_end"),
+                ("sync",),
+                ("total",),
+            ),
+        )
+    )
     data["execution"] = {
         "runs": reader.row_count("runs"),
         "steps": reader.row_count("steps"),
         "total_cycles": total_cycles,
         "microseconds": total_cycles / (clock / 1e6) if clock else None,
-        "tile_cycles": {kind: (int(v) if all(d.recorded("cycle_totals", c) for c in kind_columns[kind]) else None)
-                        for kind, v in zip(kind_columns, totals)},
+        "tile_cycles": {
+            kind: (int(v) if all(d.recorded("cycle_totals", c) for c in kind_columns[kind]) else None)
+            for kind, v in zip(kind_columns, totals)
+        },
         "cycles_by_vertex_type": [{"vertex_type": n, "instances": c, "cycles": cy} for n, c, cy in by_vertex],
         "cycles_by_vertex_type_estimated": estimated,
     }

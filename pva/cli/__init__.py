@@ -23,6 +23,7 @@ def command_modules() -> list[str]:
     found = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
     return [n for n in _FIRST if n in found] + sorted(found - set(_FIRST))
 
+
 EXIT_OK = 0
 EXIT_FLAGGED = 1
 EXIT_BAD_INPUT = 2
@@ -90,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("PVA_DEBUG"):
             raise
-        print(f"pva {args.command}: internal error: {type(exc).__name__}: {exc} (this is a bug in pva; "
-              f"set PVA_DEBUG=1 for the traceback and please report it)", file=sys.stderr)
+        print(
+            f"pva {args.command}: internal error: {type(exc).__name__}: {exc} (this is a bug in pva; "
+            f"set PVA_DEBUG=1 for the traceback and please report it)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -25,8 +25,9 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str = "table",
-               out: TextIO | None = None) -> int:
+def write_rows(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str = "table", out: TextIO | None = None
+) -> int:
     """Write rows in `fmt` (table, csv or json); returns the number of rows written."""
     out = out or sys.stdout
     count = 0
@@ -50,11 +51,14 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str =
     widths = [len(c) for c in columns]
     for row in materialised:
         widths = [max(w, len(v)) for w, v in zip(widths, row)]
-    right = [all(_is_number(row[i]) for row in materialised if row[i]) and any(row[i] for row in materialised)
-             for i in range(len(columns))]
+    right = [
+        all(_is_number(row[i]) for row in materialised if row[i]) and any(row[i] for row in materialised)
+        for i in range(len(columns))
+    ]
 
     def line(values):
         return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
+
     out.write(line(list(columns)) + "\n")
     out.write("  ".join("-" * w for w in widths) + "\n")
     for row in materialised:

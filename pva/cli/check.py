@@ -19,9 +19,12 @@ def register(sub) -> None:
         epilog="Example: pva check profile.pop || echo 'report is damaged'",
     )
     parser.add_argument("report", help="a profile.pop file")
-    parser.add_argument("--quick", action="store_true",
-                        help="check only the structure and the counts (tables, columns, every stored count against "
-                             "its rows, every matrix shape against its table): seconds on any size")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="check only the structure and the counts (tables, columns, every stored count against "
+        "its rows, every matrix shape against its table): seconds on any size",
+    )
     add_json_flag(parser)
     parser.set_defaults(run=run)
 
@@ -33,16 +36,25 @@ def run(args) -> int:
     problems = check_report(args.report, Progress(), quick=args.quick)
     notes = check_notes(args.report)
     if args.json:
-        print_json({"path": args.report, "ok": not problems, "quick": args.quick, "notes": notes,
-                    "problems": [{"check": p.check, "location": p.location, "message": p.message} for p in problems]})
+        print_json(
+            {
+                "path": args.report,
+                "ok": not problems,
+                "quick": args.quick,
+                "notes": notes,
+                "problems": [{"check": p.check, "location": p.location, "message": p.message} for p in problems],
+            }
+        )
         return 1 if problems else 0
     if problems:
         print(f"{args.report}: {len(problems)} problem(s)")
         for problem in problems:
             print(f"  {problem}")
     else:
-        print(f"{args.report}: ok" + (" (structure and counts; run without --quick for every check)"
-                                       if args.quick else ""))
+        print(
+            f"{args.report}: ok"
+            + (" (structure and counts; run without --quick for every check)" if args.quick else "")
+        )
     for note in notes:
         print(f"  note: {note}")
     return 1 if problems else 0

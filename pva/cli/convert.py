@@ -24,8 +24,13 @@ def register(sub) -> None:
     parser.add_argument("inputs", nargs="+", metavar="IN", help="input files")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the file to write")
     progress = parser.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="show a progress bar (default: when standard error is a terminal)")
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar (default: when standard error is a terminal)",
+    )
     progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
     add_json_flag(parser)
     parser.set_defaults(run=run)
@@ -41,8 +46,15 @@ def run(args) -> int:
     finally:
         bar.finish()
     if args.json:
-        print_json({"output": result.output, "inputs": result.inputs, "kinds": result.kinds,
-                    "unknown_keys": result.unknown_keys, "warnings": result.warnings})
+        print_json(
+            {
+                "output": result.output,
+                "inputs": result.inputs,
+                "kinds": result.kinds,
+                "unknown_keys": result.unknown_keys,
+                "warnings": result.warnings,
+            }
+        )
     else:
         for warning in result.warnings:
             print(f"pva convert: warning: {warning}", file=sys.stderr)

@@ -32,39 +32,68 @@ def register(sub) -> None:
     sub_commands.required = True
 
     add = sub_commands.add_parser(
-        "add", help="add reports to a dataset (created if absent)",
-        description=("Add reports, each whole or not at all. A report already in the dataset is left as it is. "
-                     "A file that is not a sound report is skipped with a reason; the exit status is then 1."),
-        epilog="Example: pva dataset add fleet/ --from runs/ --label sdk=3.1 --label model=bert")
+        "add",
+        help="add reports to a dataset (created if absent)",
+        description=(
+            "Add reports, each whole or not at all. A report already in the dataset is left as it is. "
+            "A file that is not a sound report is skipped with a reason; the exit status is then 1."
+        ),
+        epilog="Example: pva dataset add fleet/ --from runs/ --label sdk=3.1 --label model=bert",
+    )
     add.add_argument("dataset", help="the dataset directory")
     add.add_argument("reports", nargs="*", metavar="REPORT", help="profile.pop files to add")
-    add.add_argument("--from", dest="source", action="append", default=[], metavar="DIR",
-                     help="add every *.pop file under DIR, recursively (repeatable)")
-    add.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                     help="a label recorded with every report added (repeatable)")
+    add.add_argument(
+        "--from",
+        dest="source",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="add every *.pop file under DIR, recursively (repeatable)",
+    )
+    add.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label recorded with every report added (repeatable)",
+    )
     add.add_argument("--json", action="store_true", help="print the outcome as JSON")
-    add.add_argument("--progress", dest="progress", action="store_true", default=None,
-                     help="show progress on standard error even when it is not a terminal")
+    add.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show progress on standard error even when it is not a terminal",
+    )
     add.add_argument("--no-progress", dest="progress", action="store_false", help="never show progress")
     add.set_defaults(run=run_add)
 
     trend = sub_commands.add_parser(
-        "trend", help="a metric per report, ordered by a reports column or a label",
+        "trend",
+        help="a metric per report, ordered by a reports column or a label",
         description="Metrics: " + "; ".join(f"{k}: {v[1]}" for k, v in dataset.METRICS.items()) + ".",
-        epilog="Example: pva dataset trend fleet/ compute_set_cycles --by sdk")
+        epilog="Example: pva dataset trend fleet/ compute_set_cycles --by sdk",
+    )
     trend.add_argument("dataset")
     trend.add_argument("metric", choices=list(dataset.METRICS))
-    trend.add_argument("--by", default="created",
-                       help="a reports column (created, added, poplar_version, ...) or a label key (default created)")
+    trend.add_argument(
+        "--by",
+        default="created",
+        help="a reports column (created, added, poplar_version, ...) or a label key (default created)",
+    )
     add_format_options(trend)
     trend.set_defaults(run=run_trend)
 
     reg = sub_commands.add_parser(
-        "regressions", help="compare two labelled groups of reports; exit 1 when a key regressed",
-        description=("Mean of a metric per key (compute set) over the reports labelled BASELINE and CANDIDATE "
-                     "(both KEY=VALUE), worst ratio first. Exit status 1 when any key of the candidate exceeds the "
-                     "baseline by more than the threshold, so a CI pipeline can gate on it."),
-        epilog="Example: pva dataset regressions fleet/ sdk=3.0 sdk=3.1 --threshold 0.02")
+        "regressions",
+        help="compare two labelled groups of reports; exit 1 when a key regressed",
+        description=(
+            "Mean of a metric per key (compute set) over the reports labelled BASELINE and CANDIDATE "
+            "(both KEY=VALUE), worst ratio first. Exit status 1 when any key of the candidate exceeds the "
+            "baseline by more than the threshold, so a CI pipeline can gate on it."
+        ),
+        epilog="Example: pva dataset regressions fleet/ sdk=3.0 sdk=3.1 --threshold 0.02",
+    )
     reg.add_argument("dataset")
     reg.add_argument("baseline", metavar="BASELINE")
     reg.add_argument("candidate", metavar="CANDIDATE")
@@ -87,16 +116,29 @@ def run_add(args) -> int:
     bar = Progress(enabled=args.progress if args.progress is not None else None)
     sizes = {p: _size(p) for p in paths}
     bar.start("adding", sum(sizes.values()))
-    outcomes = dataset.add_reports(args.dataset, paths, labels,
-                                   progress=lambda o: bar.advance(sizes.get(o.path, 0)))
+    outcomes = dataset.add_reports(args.dataset, paths, labels, progress=lambda o: bar.advance(sizes.get(o.path, 0)))
     bar.finish()
     added = [o for o in outcomes if o.status == "added"]
     present = [o for o in outcomes if o.status == "present"]
     skipped = [o for o in outcomes if o.status == "skipped"]
     if args.json:
-        print_json({"dataset": args.dataset, "added": len(added), "present": len(present), "skipped": len(skipped),
-                    "reports": [{"path": o.path, "status": o.status, "report_id": o.report_id,
-                                 **({"reason": o.reason} if o.reason else {})} for o in outcomes]})
+        print_json(
+            {
+                "dataset": args.dataset,
+                "added": len(added),
+                "present": len(present),
+                "skipped": len(skipped),
+                "reports": [
+                    {
+                        "path": o.path,
+                        "status": o.status,
+                        "report_id": o.report_id,
+                        **({"reason": o.reason} if o.reason else {}),
+                    }
+                    for o in outcomes
+                ],
+            }
+        )
     else:
         print(f"{args.dataset}: {len(added)} added, {len(present)} already present, {len(skipped)} skipped")
         for o in skipped:
@@ -135,5 +177,3 @@ def _size(path) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
-
-

@@ -21,11 +21,17 @@ def register(sub) -> None:
     )
     parser.add_argument("a", help="the baseline report")
     parser.add_argument("b", help="the report to compare with it")
-    parser.add_argument("--threshold", type=float, default=5.0, metavar="PERCENT",
-                        help="growth (percent) above which a figure is a regression (default 5)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        metavar="PERCENT",
+        help="growth (percent) above which a figure is a regression (default 5)",
+    )
     parser.add_argument("--all", action="store_true", help="also list figures that did not change")
-    parser.add_argument("--top", type=int, default=20, metavar="N",
-                        help="rows per section at most (default 20; 0 for all)")
+    parser.add_argument(
+        "--top", type=int, default=20, metavar="N", help="rows per section at most (default 20; 0 for all)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -45,12 +51,26 @@ def run(args) -> int:
     shown = [d for d in differences if args.all or d.change is None or d.change != 0]
     flagged = [d for d in shown if d.is_regression(threshold)]
     if args.json:
-        print_json({
-            "a": args.a, "b": args.b, "threshold_percent": args.threshold, "regressions": len(flagged),
-            "differences": [{"section": d.section, "item": d.item, "a": d.a, "b": d.b, "change": d.change,
-                             "percent": None if d.relative is None else 100 * d.relative,
-                             "regression": d.is_regression(threshold)} for d in shown],
-        })
+        print_json(
+            {
+                "a": args.a,
+                "b": args.b,
+                "threshold_percent": args.threshold,
+                "regressions": len(flagged),
+                "differences": [
+                    {
+                        "section": d.section,
+                        "item": d.item,
+                        "a": d.a,
+                        "b": d.b,
+                        "change": d.change,
+                        "percent": None if d.relative is None else 100 * d.relative,
+                        "regression": d.is_regression(threshold),
+                    }
+                    for d in shown
+                ],
+            }
+        )
         return 1 if flagged else 0
     print(f"A: {args.a}\nB: {args.b}")
     if not shown:

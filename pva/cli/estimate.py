@@ -20,8 +20,13 @@ def register(sub) -> None:
         epilog="Example: pva estimate profile.pop -o out/ && cat out/compile_report.txt",
     )
     parser.add_argument("report", help="a profile.pop file")
-    parser.add_argument("-o", "--output", default=".", metavar="PATH",
-                        help="directory (or file name) for compile_report.txt (default: current directory)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=".",
+        metavar="PATH",
+        help="directory (or file name) for compile_report.txt (default: current directory)",
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="samples per execution of the program (default 1)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of writing the file")
     parser.set_defaults(run=run)

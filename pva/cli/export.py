@@ -24,8 +24,13 @@ def register(sub) -> None:
         epilog="Example: pva export profile.pop --format parquet -o profile-parquet",
     )
     parser.add_argument("report", help="a profile.pop report (or, for chrome-trace, a trace file)")
-    parser.add_argument("--format", "-f", required=True, choices=tuple(EXPORTERS),
-                        help="the format to write: " + "; ".join(f"{k}: {e.description}" for k, e in EXPORTERS.items()))
+    parser.add_argument(
+        "--format",
+        "-f",
+        required=True,
+        choices=tuple(EXPORTERS),
+        help="the format to write: " + "; ".join(f"{k}: {e.description}" for k, e in EXPORTERS.items()),
+    )
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the file or directory to write")
     add_json_flag(parser)
     parser.set_defaults(run=run)

@@ -47,23 +47,29 @@ def collect(path: str) -> dict:
             "producer_version": meta.get("producer_version", ""),
             "created": meta.get("created", ""),
             "poplar_version": report.poplarVersion.string,
-            "target": known("target", {
-                "type": t.type.name,
-                "architecture": t.architecture.name,
-                "num_ipus": t.numIPUs,
-                "tiles_per_ipu": t.tilesPerIpu,
-                "num_tiles": t.numTiles,
-                "bytes_per_tile": t.bytesPerTile,
-                "total_memory": t.totalMemory,
-                "clock_frequency": t.clockFrequency,
-                "num_replicas": t.numReplicas,
-            }),
-            "graph": known("graph", {
-                "num_vertices": g.numVertices,
-                "num_edges": g.numEdges,
-                "num_vars": g.numVars,
-                "num_compute_sets": g.numComputeSets,
-            }),
+            "target": known(
+                "target",
+                {
+                    "type": t.type.name,
+                    "architecture": t.architecture.name,
+                    "num_ipus": t.numIPUs,
+                    "tiles_per_ipu": t.tilesPerIpu,
+                    "num_tiles": t.numTiles,
+                    "bytes_per_tile": t.bytesPerTile,
+                    "total_memory": t.totalMemory,
+                    "clock_frequency": t.clockFrequency,
+                    "num_replicas": t.numReplicas,
+                },
+            ),
+            "graph": known(
+                "graph",
+                {
+                    "num_vertices": g.numVertices,
+                    "num_edges": g.numEdges,
+                    "num_vars": g.numVars,
+                    "num_compute_sets": g.numComputeSets,
+                },
+            ),
             "not_recorded": sorted(missing),
             "num_programs": num_programs,
             "num_runs": num_runs,
@@ -91,8 +97,11 @@ def run(args) -> int:
         f"  Poplar version:   {info['poplar_version'] or 'unknown'}",
         f"  Target:           {t['type']} {t['architecture']}, {n(t['num_ipus'])} IPU(s) x {n(t['tiles_per_ipu'])} "
         f"tiles = {n(t['num_tiles'])} tiles, "
-        + ("memory per tile not recorded, " if t["bytes_per_tile"] is None else
-           f"{pva.format_size(t['bytes_per_tile'])} per tile, ")
+        + (
+            "memory per tile not recorded, "
+            if t["bytes_per_tile"] is None
+            else f"{pva.format_size(t['bytes_per_tile'])} per tile, "
+        )
         + ("clock not recorded" if t["clock_frequency"] is None else f"{n(t['clock_frequency'], 1e6)} MHz")
         + f", {n(t['num_replicas'])} replica(s)",
         f"  Graph:            {n(g['num_vertices'])} vertices, {n(g['num_edges'])} edges, "

@@ -24,8 +24,11 @@ def register(sub) -> None:
     )
     parser.add_argument("report", help="a profile.pop file")
     parser.add_argument("--mode", choices=("total", "each"), default="total", help="total (default) or each")
-    parser.add_argument("--debug", metavar="DEBUG_CBOR",
-                        help="debug information for operator types (default: debug.cbor beside the report, if any)")
+    parser.add_argument(
+        "--debug",
+        metavar="DEBUG_CBOR",
+        help="debug information for operator types (default: debug.cbor beside the report, if any)",
+    )
     parser.add_argument("--no-debug", action="store_true", help="ignore debug information: types are vertex types")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
@@ -41,8 +44,18 @@ def run(args) -> int:
     with pva.openReport(args.report, debug or None) as report:
         rows = report.operator_times(args.mode)
     if args.json:
-        print_json([{"index": r.index, "type": r.type, "name": r.name, "cycles": round(r.cycles, 3),
-                     "percent": round(100 * r.share, 3)} for r in rows])
+        print_json(
+            [
+                {
+                    "index": r.index,
+                    "type": r.type,
+                    "name": r.name,
+                    "cycles": round(r.cycles, 3),
+                    "percent": round(100 * r.share, 3),
+                }
+                for r in rows
+            ]
+        )
         return 0
     if not rows:
         print("no execution steps: the report holds compilation information only")

@@ -27,23 +27,37 @@ def register(sub) -> None:
     parser.add_argument("--kind", required=True, choices=pva.PLOT_KINDS, help="which chart to draw")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the image to write (.png, .svg or .pdf)")
     parser.add_argument("--width", type=float, default=12.0, metavar="INCHES", help="figure width (default 12)")
-    parser.add_argument("--height", type=float, default=None, metavar="INCHES",
-                        help="figure height (default: from the chart's content)")
+    parser.add_argument(
+        "--height", type=float, default=None, metavar="INCHES", help="figure height (default: from the chart's content)"
+    )
     parser.add_argument("--dpi", type=float, default=100, help="pixels per inch (default 100)")
-    parser.add_argument("--title", help="how the chart's title names the report (default: its directory and "
-                                        "program name)")
-    parser.add_argument("--including-gaps", action="store_true",
-                        help="memory: stack the gaps too (default: memory excluding gaps, the scale fitting it)")
-    parser.add_argument("--not-always-live-only", action="store_true",
-                        help="liveness: draw the not-always-live memory alone")
+    parser.add_argument(
+        "--title", help="how the chart's title names the report (default: its directory and program name)"
+    )
+    parser.add_argument(
+        "--including-gaps",
+        action="store_true",
+        help="memory: stack the gaps too (default: memory excluding gaps, the scale fitting it)",
+    )
+    parser.add_argument(
+        "--not-always-live-only", action="store_true", help="liveness: draw the not-always-live memory alone"
+    )
     parser.add_argument("--json", action="store_true", help="print the path and size written as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
-    size = pva.write_plot(args.report, args.kind, args.output, width=args.width, height=args.height, dpi=args.dpi,
-                          title=args.title, including_gaps=args.including_gaps,
-                          not_always_live_only=args.not_always_live_only)
+    size = pva.write_plot(
+        args.report,
+        args.kind,
+        args.output,
+        width=args.width,
+        height=args.height,
+        dpi=args.dpi,
+        title=args.title,
+        including_gaps=args.including_gaps,
+        not_always_live_only=args.not_always_live_only,
+    )
     if args.json:
         print_json({"path": os.path.abspath(args.output), "bytes": size})
         return 0

@@ -26,16 +26,27 @@ def register(sub) -> None:
             "relative to DIR). One statement only; no file access, no extensions; time and memory are limited."
         ),
         epilog=(
-            "Example: pva query fleet/ \"SELECT r.path, sum(m.total_including_gaps) AS bytes FROM memory_by_tile m "
-            "JOIN reports r USING (report_id) GROUP BY r.path ORDER BY bytes DESC\""
+            'Example: pva query fleet/ "SELECT r.path, sum(m.total_including_gaps) AS bytes FROM memory_by_tile m '
+            'JOIN reports r USING (report_id) GROUP BY r.path ORDER BY bytes DESC"'
         ),
     )
-    parser.add_argument("directory", help="a dataset, a directory searched recursively for *.pop reports, or one report")
+    parser.add_argument(
+        "directory", help="a dataset, a directory searched recursively for *.pop reports, or one report"
+    )
     parser.add_argument("query", help="one SELECT statement in DuckDB's dialect")
-    parser.add_argument("--timeout", type=float, default=Limits.timeout, metavar="SECONDS",
-                        help=f"stop a query that runs longer (default {Limits.timeout:g}; 0: no limit)")
-    parser.add_argument("--memory-limit", default=Limits.memory, metavar="SIZE",
-                        help=f"DuckDB's memory limit, e.g. 512MB or 8GB (default {Limits.memory})")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=Limits.timeout,
+        metavar="SECONDS",
+        help=f"stop a query that runs longer (default {Limits.timeout:g}; 0: no limit)",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        default=Limits.memory,
+        metavar="SIZE",
+        help=f"DuckDB's memory limit, e.g. 512MB or 8GB (default {Limits.memory})",
+    )
     add_format_options(parser)
     parser.set_defaults(run=run)
 
@@ -52,7 +63,10 @@ def run(args) -> int:
         result.close()
     if stats["kind"] == "reports" and stats["reports"] >= SUGGEST_DATASET_REPORTS:
         seconds = time.perf_counter() - started
-        print(f"note: read {stats['reports']} reports ({stats['bytes'] / 1e6:,.1f} MB) in {seconds:.2f} s; "
-              f"a dataset answers such queries from Parquet without reading the reports again: "
-              f"pva dataset add DATASET --from {args.directory}", file=sys.stderr)
+        print(
+            f"note: read {stats['reports']} reports ({stats['bytes'] / 1e6:,.1f} MB) in {seconds:.2f} s; "
+            f"a dataset answers such queries from Parquet without reading the reports again: "
+            f"pva dataset add DATASET --from {args.directory}",
+            file=sys.stderr,
+        )
     return 0

@@ -20,22 +20,38 @@ def register(sub) -> None:
             "Poplar's autoReport.directory. Preset knobs follow the preset name; see --list."
         ),
         epilog="Examples: pva simulate --list\n"
-               "          pva simulate --preset matmul --m 512 --k 256 --n 1024 --dtype half --arch ipu2 -o out",
+        "          pva simulate --preset matmul --m 512 --k 256 --n 1024 --dtype half --arch ipu2 -o out",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,  # a preset knob such as --n must never be read as an abbreviation of --no-progress
     )
     parser.add_argument("--list", action="store_true", help="list the presets and their knobs")
     parser.add_argument("--preset", metavar="NAME", help="the preset to run")
     parser.add_argument("-o", "--output", metavar="DIR", default=".", help="report directory (default: .)")
-    parser.add_argument("--engine-option", metavar="KEY=VALUE", action="append", default=[],
-                        help="a Poplar engine option, e.g. debug.computeInstrumentationLevel=vertex (repeatable)")
-    parser.add_argument("--timestamp", metavar="ISO8601",
-                        help="creation time recorded in the report (for byte-identical reruns)")
-    parser.add_argument("--progress", dest="progress", action="store_true", default=None,
-                        help="show a progress bar on standard error even when it is not a terminal")
+    parser.add_argument(
+        "--engine-option",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a Poplar engine option, e.g. debug.computeInstrumentationLevel=vertex (repeatable)",
+    )
+    parser.add_argument(
+        "--timestamp", metavar="ISO8601", help="creation time recorded in the report (for byte-identical reruns)"
+    )
+    parser.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar on standard error even when it is not a terminal",
+    )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
-    parser.add_argument("--functional", dest="functional", action="store_true", default=None,
-                        help="run vertices on data (the tutorials do by default)")
+    parser.add_argument(
+        "--functional",
+        dest="functional",
+        action="store_true",
+        default=None,
+        help="run vertices on data (the tutorials do by default)",
+    )
     parser.add_argument("--no-functional", dest="functional", action="store_false", help="time the model only")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     # Preset knobs (--m, --batch-size, ...) are parsed in run(), so that building the parser, and
@@ -48,10 +64,25 @@ def _listing(as_json: bool) -> int:
 
     items = listing()
     if as_json:
-        print_json([{"name": name, "summary": summary,
-                     "knobs": [{"name": k.name, "type": k.type.__name__, "default": k.default, "help": k.help,
-                                "choices": list(k.choices) if k.choices else None} for k in knobs]}
-                    for name, summary, knobs in items])
+        print_json(
+            [
+                {
+                    "name": name,
+                    "summary": summary,
+                    "knobs": [
+                        {
+                            "name": k.name,
+                            "type": k.type.__name__,
+                            "default": k.default,
+                            "help": k.help,
+                            "choices": list(k.choices) if k.choices else None,
+                        }
+                        for k in knobs
+                    ],
+                }
+                for name, summary, knobs in items
+            ]
+        )
         return 0
     for name, summary, knobs in items:
         print(f"{name}: {summary}")
@@ -98,10 +129,18 @@ def run(args) -> int:
         options[key.strip()] = value.strip()
     directory = os.path.abspath(args.output)
     if os.path.lexists(directory) and not os.path.isdir(directory):
-        raise InvalidInputError(f"{directory!r}: is a file; expected a directory to write the reports to "
-                                f"(or nothing there)", directory)
-    engine = run_preset(args.preset, knobs, directory, options, timestamp=args.timestamp, progress=args.progress,
-                        functional=args.functional)
+        raise InvalidInputError(
+            f"{directory!r}: is a file; expected a directory to write the reports to (or nothing there)", directory
+        )
+    engine = run_preset(
+        args.preset,
+        knobs,
+        directory,
+        options,
+        timestamp=args.timestamp,
+        progress=args.progress,
+        functional=args.functional,
+    )
     exe = engine.exe
     summary = {
         "preset": args.preset,
@@ -118,8 +157,10 @@ def run(args) -> int:
         return 0
     for line in engine.printed:
         print(line)
-    print(f"{args.preset}: {summary['programs']:,} programs, {summary['compute_sets']:,} compute sets, "
-          f"{summary['runs']} run(s), {summary['cycles']:,} cycles on the busiest IPU")
+    print(
+        f"{args.preset}: {summary['programs']:,} programs, {summary['compute_sets']:,} compute sets, "
+        f"{summary['runs']} run(s), {summary['cycles']:,} cycles on the busiest IPU"
+    )
     print(f"reports in {directory}: {', '.join(summary['files'])}")
     return 0
 

@@ -18,20 +18,30 @@ def register(sub) -> None:
             "streamed as they are found. `pva tables REPORT` lists the tables."
         ),
         epilog=(
-            "Example: pva sql profile.pop \"SELECT cs.name, sum(s.cycles) AS cycles FROM steps_by_ipu s "
+            'Example: pva sql profile.pop "SELECT cs.name, sum(s.cycles) AS cycles FROM steps_by_ipu s '
             "JOIN steps ON steps.id = s.step_id JOIN compute_sets cs ON cs.compute_set = steps.compute_set "
-            "GROUP BY cs.name ORDER BY cycles DESC LIMIT 10\""
+            'GROUP BY cs.name ORDER BY cycles DESC LIMIT 10"'
         ),
     )
     parser.add_argument("report", help="a profile.pop file (or a pva trace file)")
     parser.add_argument("query", help="one SQL statement (SELECT, WITH or a read-only PRAGMA)")
-    parser.add_argument("--param", action="append", default=[], metavar="VALUE",
-                        help="a value for a ? placeholder (repeat for several)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help=f"stop a query that runs longer (default {DEFAULT_TIMEOUT:g}; 0 for no limit); exit 2")
-    parser.add_argument("--memory-limit", type=float, default=DEFAULT_MEMORY_LIMIT / 2**20, metavar="MB",
-                        help=f"stop a query that needs more memory (default {DEFAULT_MEMORY_LIMIT // 2**20}; "
-                             f"0 for no limit); exit 2")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="VALUE", help="a value for a ? placeholder (repeat for several)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop a query that runs longer (default {DEFAULT_TIMEOUT:g}; 0 for no limit); exit 2",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=float,
+        default=DEFAULT_MEMORY_LIMIT / 2**20,
+        metavar="MB",
+        help=f"stop a query that needs more memory (default {DEFAULT_MEMORY_LIMIT // 2**20}; 0 for no limit); exit 2",
+    )
     add_format_options(parser)
     parser.set_defaults(run=run)
 
@@ -49,8 +59,13 @@ def open_sqlite(path: str):
 def run(args) -> int:
     reader = open_sqlite(args.report)
     try:
-        result = run_readonly(reader.file, args.query, args.param, timeout=args.timeout or None,
-                              memory_limit=int(args.memory_limit * 2**20) or None)
+        result = run_readonly(
+            reader.file,
+            args.query,
+            args.param,
+            timeout=args.timeout or None,
+            memory_limit=int(args.memory_limit * 2**20) or None,
+        )
         write_rows(result.columns, result.rows, args.format)
     finally:
         reader.close()

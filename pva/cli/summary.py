@@ -25,10 +25,18 @@ def register(sub) -> None:
     parser.add_argument("--show-optimizations", action="store_true", help="show compile optimisation metrics")
     parser.add_argument("--show-execution-steps", action="store_true", help="show every execution step")
     parser.add_argument("--show-per-ipu-memory", action="store_true", help="show memory usage of each IPU")
-    parser.add_argument("--execution-totals", action="store_true",
-                        help="print Execution as totals over all tiles (the older layout) instead of tile averages")
-    parser.add_argument("--colours", "--colors", choices=("auto", "true", "false"), default="auto",
-                        help="colour the output (default: when writing to a terminal)")
+    parser.add_argument(
+        "--execution-totals",
+        action="store_true",
+        help="print Execution as totals over all tiles (the older layout) instead of tile averages",
+    )
+    parser.add_argument(
+        "--colours",
+        "--colors",
+        choices=("auto", "true", "false"),
+        default="auto",
+        help="colour the output (default: when writing to a terminal)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary figures as JSON")
     parser.set_defaults(run=run)
 
@@ -39,7 +47,8 @@ def run(args) -> int:
             print_json(report.summary())
             return 0
         pva.printProfileSummary(
-            report, sys.stdout,
+            report,
+            sys.stdout,
             showVarStorage=args.show_var_storage,
             showOptimizations=args.show_optimizations,
             showExecutionSteps=args.show_execution_steps,

@@ -34,7 +34,10 @@ from .base import (
 
 #: vertex template name -> (template arguments, builder(full name, arguments) -> VertexType | None)
 REGISTRY: dict[str, tuple[int, Callable[[str, list[str]], VertexType | None]]] = {
-    **poplin.VERTICES, **popops.VERTICES, **popnn.VERTICES, **poplar_rt.VERTICES,
+    **poplin.VERTICES,
+    **popops.VERTICES,
+    **popnn.VERTICES,
+    **poplar_rt.VERTICES,
 }
 
 #: The libraries whose vertices a graph may use after the matching addCodelets call.
@@ -84,9 +87,30 @@ def non_linearity(kind: str, dtype: Type, grad: bool = False) -> str:
 
 def reduce_vertex(op: str, in_type: Type, out_type: Type, scaled: bool = False, specialisation: int = 2) -> str:
     base = "ScaledReduce" if scaled else "Reduce"
-    return f"popops::{base}<popops::{op},{in_type.name},{out_type.name},{'true' if scaled else 'false'},{specialisation}>"
+    return (
+        f"popops::{base}<popops::{op},{in_type.name},{out_type.name},{'true' if scaled else 'false'},{specialisation}>"
+    )
 
 
-__all__ = ["DEFAULT_WORKER_STACK", "LIBRARIES", "REGISTRY", "SUPERVISOR_STACK", "CostModel", "Field", "InOut", "Input",
-           "Output", "Param", "Vertex", "VertexType", "binary_op", "conv_partial_1x1", "default_cost",
-           "library_vertex", "non_linearity", "reduce_vertex", "unary_op", "work_array"]
+__all__ = [
+    "DEFAULT_WORKER_STACK",
+    "LIBRARIES",
+    "REGISTRY",
+    "SUPERVISOR_STACK",
+    "CostModel",
+    "Field",
+    "InOut",
+    "Input",
+    "Output",
+    "Param",
+    "Vertex",
+    "VertexType",
+    "binary_op",
+    "conv_partial_1x1",
+    "default_cost",
+    "library_vertex",
+    "non_linearity",
+    "reduce_vertex",
+    "unary_op",
+    "work_array",
+]

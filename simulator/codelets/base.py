@@ -139,8 +139,10 @@ class Vertex:
         declared = []
         for name, spec in cls.fields.items():
             if not isinstance(spec, Field):
-                raise GraphError(f"codelet {cls.__name__}: field {name!r} must be Input(...), Output(...), "
-                                 f"InOut(...) or Param(...), got {spec!r}")
+                raise GraphError(
+                    f"codelet {cls.__name__}: field {name!r} must be Input(...), Output(...), "
+                    f"InOut(...) or Param(...), got {spec!r}"
+                )
             declared.append(Field(name, spec.direction, spec.dtype, spec.kind, spec.optional))
         instance = cls()
         compute = instance.compute if type(instance).compute is not Vertex.compute else None

@@ -43,20 +43,38 @@ _BYTES = (("src", "in", "unsigned char", "vector"), ("dst", "out", "unsigned cha
 
 def _copy(code_bytes: int, cost, supervisor: bool = False):
     def build(name, args):
-        return VertexType(name, fields(*_BYTES), supervisor=supervisor, code_bytes=code_bytes, library="poplar_rt",
-                          copy=True, cost=cost)
+        return VertexType(
+            name,
+            fields(*_BYTES),
+            supervisor=supervisor,
+            code_bytes=code_bytes,
+            library="poplar_rt",
+            copy=True,
+            cost=cost,
+        )
 
     return build
 
 
 def _memset(name, args):
-    return VertexType(name, fields(("dst", "out", "unsigned char", "vector")), code_bytes=72, library="poplar_rt",
-                      cost=copy_cost(8, 2, 8))
+    return VertexType(
+        name,
+        fields(("dst", "out", "unsigned char", "vector")),
+        code_bytes=72,
+        library="poplar_rt",
+        cost=copy_cost(8, 2, 8),
+    )
 
 
 def _set_seed(name, args):
-    return VertexType(name, fields(("seed", "in", "unsigned int", "vector")), supervisor=True, code_bytes=212,
-                      library="poprand", cost=constant_cost(140))
+    return VertexType(
+        name,
+        fields(("seed", "in", "unsigned int", "vector")),
+        supervisor=True,
+        code_bytes=212,
+        library="poprand",
+        cost=constant_cost(140),
+    )
 
 
 VERTICES = {

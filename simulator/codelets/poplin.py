@@ -85,8 +85,16 @@ def _amp_1x1_inner(elems: np.ndarray, zeroing: bool, float_act: bool, float_part
     return np.maximum(worst, best + 14)
 
 
-def conv_partial_1x1_cycles(arch, in_type: str, partials_type: str, out_elems, in_groups, out_groups,
-                            conv_groups=1, use_128bit_load: bool = False) -> np.ndarray:
+def conv_partial_1x1_cycles(
+    arch,
+    in_type: str,
+    partials_type: str,
+    out_elems,
+    in_groups,
+    out_groups,
+    conv_groups=1,
+    use_128bit_load: bool = False,
+) -> np.ndarray:
     """Tile cycles of poplin::ConvPartial1x1Out
     (PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate and
     getConvPartial1x1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartial1x1Out)."""
@@ -105,13 +113,29 @@ def conv_partial_1x1_cycles(arch, in_type: str, partials_type: str, out_elems, i
     # getConvPartialAmpSupervisorWeightLoadCycleEstimate (filter height 1)
     loads = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load)
     saving_total, saving_in = (10, 2) if (not float_act and (float_part or units == 16)) else (0, 0)
-    return (50 + WORKERS * (saving_total + saving_in * (in_g * conv_g - 1))
-            + conv_g * (12 + (in_g - 1) * (15 + 1 + out_g * (19 + passes * (6 + loads + without_zero)))
-                        + (10 + 1 + out_g * (19 + passes * (7 + loads + with_zero)))))
+    return (
+        50
+        + WORKERS * (saving_total + saving_in * (in_g * conv_g - 1))
+        + conv_g
+        * (
+            12
+            + (in_g - 1) * (15 + 1 + out_g * (19 + passes * (6 + loads + without_zero)))
+            + (10 + 1 + out_g * (19 + passes * (7 + loads + with_zero)))
+        )
+    )
 
 
-def conv_partial_nx1_cycles(arch, in_type: str, partials_type: str, out_elems, in_groups, out_groups,
-                            kernel, conv_groups=1, use_128bit_load: bool = False) -> np.ndarray:
+def conv_partial_nx1_cycles(
+    arch,
+    in_type: str,
+    partials_type: str,
+    out_elems,
+    in_groups,
+    out_groups,
+    kernel,
+    conv_groups=1,
+    use_128bit_load: bool = False,
+) -> np.ndarray:
     """Tile cycles of poplin::ConvPartialnx1 with a kernel of `kernel` positions, filter height 1
     (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate and
     getConvPartialnx1SupervisorOuterLoopCycleEstimate, plus the zeroing of
@@ -129,8 +153,15 @@ def conv_partial_nx1_cycles(arch, in_type: str, partials_type: str, out_elems, i
     innermost = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load) + 15 + 3
 
     def worker(n):
-        c = np.where(n == 0, 17, np.where(n == 1, 33 if float_act else 29, np.where(
-            n == 2, 44 if float_act else 33, (45 if float_act else 34) + np.maximum(n - 3, 0) * core)))
+        c = np.where(
+            n == 0,
+            17,
+            np.where(
+                n == 1,
+                33 if float_act else 29,
+                np.where(n == 2, 44 if float_act else 33, (45 if float_act else 34) + np.maximum(n - 3, 0) * core),
+            ),
+        )
         return 17 + (0 if float_part else 1) + c - 6  # convnx1WorkerRetentionSavings
 
     small, large, uneven = _worker_split(elems)
@@ -138,9 +169,15 @@ def conv_partial_nx1_cycles(arch, in_type: str, partials_type: str, out_elems, i
     best = WORKERS * np.where(uneven, np.minimum(worker(small), worker(large)), worker(small))
     per_position = 12 + innermost + np.maximum(worst, best + 9)  # one out-channel pass per kernel position
     inner = 14 + k * per_position  # one kernel row (kernelOuterElems = 1) of k positions
-    outer = (103 + WORKERS * 6 + WORKERS * (9 if float_part else 10)
-             + conv_g * (out_g * 17 + (out_g - 1) * 6 + 1) + (conv_g - 1) * 6 + 1
-             + conv_g * (16 + in_g * (14 + out_g * (14 + inner))))
+    outer = (
+        103
+        + WORKERS * 6
+        + WORKERS * (9 if float_part else 10)
+        + conv_g * (out_g * 17 + (out_g - 1) * 6 + 1)
+        + (conv_g - 1) * 6
+        + 1
+        + conv_g * (16 + in_g * (14 + out_g * (14 + inner)))
+    )
     # getZeroSupervisorVertexCycleEstimate: partials zeroed by the workers first
     vector = 2 if float_part else 4
     per_worker = -(-(elems * units) // WORKERS)
@@ -173,8 +210,15 @@ def conv_partial_hmac_cycles(in_type: str, partials_type: str, out_elems, in_cha
     return overhead + WORKERS * (9 if float_part else 10) + 23 + 15 + 10 + WORKERS * worker
 
 
-def reduce_add_cycles(out_size, partials, out_float: bool, partials_float: bool, data_path_width: int = 64,
-                      single_input: bool = False, constrain_partials: bool = False) -> np.ndarray:
+def reduce_add_cycles(
+    out_size,
+    partials,
+    out_float: bool,
+    partials_float: bool,
+    data_path_width: int = 64,
+    single_input: bool = False,
+    constrain_partials: bool = False,
+) -> np.ndarray:
     """Tile cycles of the poplin::ReduceAdd supervisor vertex
     (PerformanceEstimation.hpp, getReduceCycleEstimate; poplinCycleEstimators.cpp, ReduceAdd)."""
     out_size = np.asarray(out_size, dtype=np.int64)
@@ -211,8 +255,9 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
         args = (work_array(work, "out_elems", n), work_array(work, "in_groups", n), work_array(work, "out_groups", n))
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
         if nx1:
-            cycles = conv_partial_nx1_cycles(arch, in_type, partials_type, *args,
-                                             np.maximum(work_array(work, "kernel", n), 1), conv_groups)
+            cycles = conv_partial_nx1_cycles(
+                arch, in_type, partials_type, *args, np.maximum(work_array(work, "kernel", n), 1), conv_groups
+            )
         else:
             cycles = conv_partial_1x1_cycles(arch, in_type, partials_type, *args, conv_groups)
         cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
@@ -223,9 +268,14 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
 
 def _hmac_cost(in_type: str, partials_type: str):
     def cost(work, n, target):
-        cycles = conv_partial_hmac_cycles(in_type, partials_type, work_array(work, "out_elems", n),
-                                          work_array(work, "in_chans", n), work_array(work, "out_chans", n),
-                                          np.maximum(work_array(work, "kernel", n), 1))
+        cycles = conv_partial_hmac_cycles(
+            in_type,
+            partials_type,
+            work_array(work, "out_elems", n),
+            work_array(work, "in_chans", n),
+            work_array(work, "out_chans", n),
+            np.maximum(work_array(work, "kernel", n), 1),
+        )
         cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
         return cycles, cycles
 
@@ -236,8 +286,9 @@ def _reduce_add_cost(out_type: str, partials_type: str):
     def cost(work, n, target):
         outputs = work_array(work, "outputs", n)
         partials = np.maximum(work_array(work, "partials", n), 1)
-        cycles = reduce_add_cycles(outputs, partials, out_type == "float", partials_type == "float",
-                                   target.arch.data_path_width)
+        cycles = reduce_add_cycles(
+            outputs, partials, out_type == "float", partials_type == "float", target.arch.data_path_width
+        )
         return cycles, cycles
 
     return cost
@@ -259,30 +310,56 @@ def _transpose_cost(dtype: str):
 def _conv_partial(kind: str, code_bytes: int):
     def build(name, args):
         t_in, t_part = args[0], args[1]
-        return VertexType(name, fields(("in", "in", t_in, "deltan"), ("weights", "in", t_in, "vectorlist"),
-                                       ("out", "out", t_part, "deltan")),
-                          supervisor=True, code_bytes=code_bytes, library="poplin",
-                          cost=_amp_cost(t_in, t_part, kind == "nx1"))
+        return VertexType(
+            name,
+            fields(
+                ("in", "in", t_in, "deltan"), ("weights", "in", t_in, "vectorlist"), ("out", "out", t_part, "deltan")
+            ),
+            supervisor=True,
+            code_bytes=code_bytes,
+            library="poplin",
+            cost=_amp_cost(t_in, t_part, kind == "nx1"),
+        )
 
     return build
 
 
 def _hmac(name, args):
     t_in, t_part = args[0], args[1]
-    return VertexType(name, fields(("in", "in", t_in, "vectorlist"), ("weights", "in", t_in, "vectorlist"),
-                                   ("out", "out", t_part, "vectorlist")),
-                      supervisor=True, code_bytes=1_312, library="poplin", cost=_hmac_cost(t_in, t_part))
+    return VertexType(
+        name,
+        fields(
+            ("in", "in", t_in, "vectorlist"),
+            ("weights", "in", t_in, "vectorlist"),
+            ("out", "out", t_part, "vectorlist"),
+        ),
+        supervisor=True,
+        code_bytes=1_312,
+        library="poplin",
+        cost=_hmac_cost(t_in, t_part),
+    )
 
 
 def _reduce_add(name, args):
     t_out, t_part = args[0], args[1]
-    return VertexType(name, fields(("partials", "in", t_part, "vectorlist"), ("out", "out", t_out, "vector")),
-                      supervisor=True, code_bytes=412, library="poplin", cost=_reduce_add_cost(t_out, t_part))
+    return VertexType(
+        name,
+        fields(("partials", "in", t_part, "vectorlist"), ("out", "out", t_out, "vector")),
+        supervisor=True,
+        code_bytes=412,
+        library="poplin",
+        cost=_reduce_add_cost(t_out, t_part),
+    )
 
 
 def _transpose(name, args):
-    return VertexType(name, fields(("src", "in", args[0], "vectorlist"), ("dst", "out", args[0], "vectorlist")),
-                      code_bytes=356, library="poplin", cost=_transpose_cost(args[0]))
+    return VertexType(
+        name,
+        fields(("src", "in", args[0], "vectorlist"), ("dst", "out", args[0], "vectorlist")),
+        code_bytes=356,
+        library="poplin",
+        cost=_transpose_cost(args[0]),
+    )
 
 
 #: poplin vertex templates: name -> (number of template arguments, builder).

@@ -67,20 +67,44 @@ def _non_linearity(grad: bool):
         if kind not in OP_CYCLES:
             return None
         if grad:
-            def cost(work, n, target):
-                return _same(np.broadcast_to(non_linearity_grad_cycles(dtype, work_array(work, "elems", n),
-                                                                       target.arch.data_path_width), (n,)))
 
-            return VertexType(name, fields(("outGrad", "in", dtype, "vector"), ("out", "in", dtype, "vector"),
-                                           ("inGrad", "out", dtype, "vector")),
-                              supervisor=True, code_bytes=524, library="popnn", cost=cost)
+            def cost(work, n, target):
+                return _same(
+                    np.broadcast_to(
+                        non_linearity_grad_cycles(dtype, work_array(work, "elems", n), target.arch.data_path_width),
+                        (n,),
+                    )
+                )
+
+            return VertexType(
+                name,
+                fields(
+                    ("outGrad", "in", dtype, "vector"),
+                    ("out", "in", dtype, "vector"),
+                    ("inGrad", "out", dtype, "vector"),
+                ),
+                supervisor=True,
+                code_bytes=524,
+                library="popnn",
+                cost=cost,
+            )
 
         def cost(work, n, target):
-            return _same(np.broadcast_to(non_linearity_cycles(kind, dtype, work_array(work, "elems", n),
-                                                              target.arch.data_path_width), (n,)))
+            return _same(
+                np.broadcast_to(
+                    non_linearity_cycles(kind, dtype, work_array(work, "elems", n), target.arch.data_path_width), (n,)
+                )
+            )
 
-        return VertexType(name, fields(("data", "inout", dtype, "vector")), supervisor=True, code_bytes=596,
-                          library="popnn", shared_data_bytes=128 if kind != "RELU" else 0, cost=cost)
+        return VertexType(
+            name,
+            fields(("data", "inout", dtype, "vector")),
+            supervisor=True,
+            code_bytes=596,
+            library="popnn",
+            shared_data_bytes=128 if kind != "RELU" else 0,
+            cost=cost,
+        )
 
     return build
 
@@ -88,29 +112,58 @@ def _non_linearity(grad: bool):
 def _linear(field_spec, code_bytes: int, overhead: int, per_vector: float, shared_data: int = 0, cost_type=None):
     def build(name, args):
         dtype = args[0]
-        spec = tuple((fname, direction, dtype if ftype == "T" else args[1] if ftype == "U" else ftype, kind)
-                     for fname, direction, ftype, kind in field_spec)
+        spec = tuple(
+            (fname, direction, dtype if ftype == "T" else args[1] if ftype == "U" else ftype, kind)
+            for fname, direction, ftype, kind in field_spec
+        )
 
         def cost(work, n, target):
             return _same(linear_worker_cycles(overhead, per_vector, cost_type or dtype, work_array(work, "elems", n)))
 
-        return VertexType(name, fields(*spec), code_bytes=code_bytes, library="popnn", shared_data_bytes=shared_data,
-                          cost=cost)
+        return VertexType(
+            name, fields(*spec), code_bytes=code_bytes, library="popnn", shared_data_bytes=shared_data, cost=cost
+        )
 
     return build
 
 
-_LOSS = (("probs", "in", "T", "vector"), ("expected", "in", "T", "vector"), ("deltas", "out", "T", "vector"),
-         ("transformed", "out", "T", "vector"))
+_LOSS = (
+    ("probs", "in", "T", "vector"),
+    ("expected", "in", "T", "vector"),
+    ("deltas", "out", "T", "vector"),
+    ("transformed", "out", "T", "vector"),
+)
 
 VERTICES = {
     "popnn::NonLinearitySupervisor": (2, _non_linearity(False)),
     "popnn::NonLinearityGradSupervisor": (2, _non_linearity(True)),
     "popnn::LossSumSquaredTransform": (1, _linear(_LOSS, 276, 12, 3.0)),
     "popnn::LossCrossEntropyTransform": (1, _linear(_LOSS, 332, 16, 10.0, shared_data=64)),
-    "popnn::ReduceMaxClassGather": (2, _linear((("activations", "in", "T", "vector"), ("maxValue", "out", "T", "vector"),
-                                                ("maxIndex", "out", "unsigned int", "vector")), 388, 30, 2.0)),
-    "popnn::CalcAccuracy": (1, _linear((("maxPerBatch", "in", "T", "vector"), ("expected", "in", "T", "vector"),
-                                        ("numCorrect", "inout", "unsigned int", "scalar")), 168, 20, 2.0,
-                                       cost_type="int")),
+    "popnn::ReduceMaxClassGather": (
+        2,
+        _linear(
+            (
+                ("activations", "in", "T", "vector"),
+                ("maxValue", "out", "T", "vector"),
+                ("maxIndex", "out", "unsigned int", "vector"),
+            ),
+            388,
+            30,
+            2.0,
+        ),
+    ),
+    "popnn::CalcAccuracy": (
+        1,
+        _linear(
+            (
+                ("maxPerBatch", "in", "T", "vector"),
+                ("expected", "in", "T", "vector"),
+                ("numCorrect", "inout", "unsigned int", "scalar"),
+            ),
+            168,
+            20,
+            2.0,
+            cost_type="int",
+        ),
+    ),
 }

@@ -19,25 +19,42 @@ WORKERS = 6
 #: (popopsCycleEstimators.hpp, binaryOpPerfInfo / unaryOpPerfInfo; the in-place tables are alike
 #: for these operations except where the second entry differs).
 BINARY_PERF = {
-    ("ADD", "float"): (1, True, 0), ("ADD", "half"): (1, True, 0),
-    ("SUBTRACT", "float"): (1, True, 0), ("SUBTRACT", "half"): (1, True, 0),
-    ("MULTIPLY", "float"): (1, True, 0), ("MULTIPLY", "half"): (1, True, 0),
-    ("DIVIDE", "float"): (10, False, 2), ("DIVIDE", "half"): (21, False, 4),
-    ("MAXIMUM", "float"): (4, False, 2), ("MAXIMUM", "half"): (4, False, 4),
-    ("MINIMUM", "float"): (4, False, 2), ("MINIMUM", "half"): (4, False, 4),
-    ("POWER", "float"): (312, False, 1), ("POWER", "half"): (325, False, 1),
+    ("ADD", "float"): (1, True, 0),
+    ("ADD", "half"): (1, True, 0),
+    ("SUBTRACT", "float"): (1, True, 0),
+    ("SUBTRACT", "half"): (1, True, 0),
+    ("MULTIPLY", "float"): (1, True, 0),
+    ("MULTIPLY", "half"): (1, True, 0),
+    ("DIVIDE", "float"): (10, False, 2),
+    ("DIVIDE", "half"): (21, False, 4),
+    ("MAXIMUM", "float"): (4, False, 2),
+    ("MAXIMUM", "half"): (4, False, 4),
+    ("MINIMUM", "float"): (4, False, 2),
+    ("MINIMUM", "half"): (4, False, 4),
+    ("POWER", "float"): (312, False, 1),
+    ("POWER", "half"): (325, False, 1),
 }
 UNARY_PERF = {
-    ("ABSOLUTE", "float"): (1, False, 0), ("ABSOLUTE", "half"): (1, False, 0),
-    ("INVERSE", "float"): (8, False, 2), ("INVERSE", "half"): (19, False, 4),
-    ("EXPONENT", "float"): (8, False, 2), ("EXPONENT", "half"): (6, False, 4),
-    ("LOGARITHM", "float"): (14, False, 2), ("LOGARITHM", "half"): (6, False, 4),
-    ("NEGATE", "float"): (3, False, 2), ("NEGATE", "half"): (3, False, 4),
-    ("SQRT", "float"): (12, False, 2), ("SQRT", "half"): (27, False, 4),
-    ("SQUARE", "float"): (3, False, 2), ("SQUARE", "half"): (3, False, 4),
-    ("TANH", "float"): (12, False, 2), ("TANH", "half"): (4, False, 4),
-    ("SIGMOID", "float"): (12, False, 2), ("SIGMOID", "half"): (6, False, 4),
-    ("RSQRT", "float"): (10, False, 2), ("RSQRT", "half"): (23, False, 4),
+    ("ABSOLUTE", "float"): (1, False, 0),
+    ("ABSOLUTE", "half"): (1, False, 0),
+    ("INVERSE", "float"): (8, False, 2),
+    ("INVERSE", "half"): (19, False, 4),
+    ("EXPONENT", "float"): (8, False, 2),
+    ("EXPONENT", "half"): (6, False, 4),
+    ("LOGARITHM", "float"): (14, False, 2),
+    ("LOGARITHM", "half"): (6, False, 4),
+    ("NEGATE", "float"): (3, False, 2),
+    ("NEGATE", "half"): (3, False, 4),
+    ("SQRT", "float"): (12, False, 2),
+    ("SQRT", "half"): (27, False, 4),
+    ("SQUARE", "float"): (3, False, 2),
+    ("SQUARE", "half"): (3, False, 4),
+    ("TANH", "float"): (12, False, 2),
+    ("TANH", "half"): (4, False, 4),
+    ("SIGMOID", "float"): (12, False, 2),
+    ("SIGMOID", "half"): (6, False, 4),
+    ("RSQRT", "float"): (10, False, 2),
+    ("RSQRT", "half"): (23, False, 4),
 }
 
 
@@ -86,19 +103,25 @@ def binary_op_1d_supervisor_cycles(op: str, dtype: str, elems, in_place: bool, d
     """popopsCycleEstimators.cpp, BinaryOp1DSupervisor and getBinaryOp1DInPlaceSupervisorEstimate."""
     per_worker = -(-np.asarray(elems, dtype=np.int64) // WORKERS)
     base = 58 if in_place else (41 if dtype == "float" else 32)
-    return WORKERS * (base + binary_op_inner_loop(op, dtype, per_worker, data_path_width)) + basic_op_supervisor_overhead()
+    return (
+        WORKERS * (base + binary_op_inner_loop(op, dtype, per_worker, data_path_width)) + basic_op_supervisor_overhead()
+    )
 
 
 def unary_op_1d_supervisor_cycles(op: str, dtype: str, elems, in_place: bool, data_path_width: int = 64):
     """popopsCycleEstimators.cpp, UnaryOp1DSupervisor and UnaryOp1DInPlaceSupervisor."""
     per_worker = -(-np.asarray(elems, dtype=np.int64) // WORKERS)
     base = 55 if in_place else 28
-    return (WORKERS * (base + unary_op_inner_loop(op, dtype, per_worker, data_path_width)) + 9
-            + basic_op_supervisor_overhead())
+    return (
+        WORKERS * (base + unary_op_inner_loop(op, dtype, per_worker, data_path_width))
+        + 9
+        + basic_op_supervisor_overhead()
+    )
 
 
-def scaled_add_supervisor_cycles(a_type: str, b_type: str, elems, constant: bool = True,
-                                 mem_constrained: bool = False, data_path_width: int = 64):
+def scaled_add_supervisor_cycles(
+    a_type: str, b_type: str, elems, constant: bool = True, mem_constrained: bool = False, data_path_width: int = 64
+):
     """popopsCycleEstimators.cpp, scaledArithmeticSupervisorCycleEstimate (ADD, float/half data):
     a supervisor preamble, then the slowest of six workers sharing the vectors."""
     elems = np.asarray(elems, dtype=np.int64)
@@ -114,8 +137,14 @@ def scaled_add_supervisor_cycles(a_type: str, b_type: str, elems, constant: bool
         inner = 2 if mem_constrained else 3
         n = per_worker + (extra > 0)
         loop = np.where(n == 0, 0, np.where(n < 3, 8 + 4 * np.maximum(n - 1, 0), 16 + inner * np.maximum(n - 3, 0)))
-        worker = 16 + loop + 2 + 1 + np.where(remaining > 0, 5 + np.where(remaining >= 2, 7, 0)
-                                              + np.where(remaining == 3, 6, 0), 0) + 1
+        worker = (
+            16
+            + loop
+            + 2
+            + 1
+            + np.where(remaining > 0, 5 + np.where(remaining >= 2, 7, 0) + np.where(remaining == 3, 6, 0), 0)
+            + 1
+        )
     else:
         inner = 2 if mem_constrained else (3 if a_type == b_type else 4)
         n = per_worker + (extra > 0)
@@ -128,8 +157,9 @@ def scaled_add_supervisor_cycles(a_type: str, b_type: str, elems, constant: bool
     return sup + worker * WORKERS
 
 
-def scaled_add_2d_cycles(dtype: str, elems, regions, constant: bool = True, mem_constrained: bool = False,
-                         data_path_width: int = 64):
+def scaled_add_2d_cycles(
+    dtype: str, elems, regions, constant: bool = True, mem_constrained: bool = False, data_path_width: int = 64
+):
     """popopsCycleEstimators.cpp, ScaledArithmetic2DCycleEstimate (ADD), with the elements of a
     vertex spread evenly over its regions."""
     elems = np.asarray(elems, dtype=np.int64)
@@ -139,8 +169,11 @@ def scaled_add_2d_cycles(dtype: str, elems, regions, constant: bool = True, mem_
     row = elems // regions
     rem = row % grain
     per_row = 15 + np.where(row // grain != 0, 5, 0) + (row // grain) * inner
-    per_row = per_row + (np.where(rem != 0, 7, 0) if dtype == "float" else
-                         np.where(rem > 0, 4, 0) + np.where(rem >= 2, 6, 0) + np.where(rem % 2 == 1, 7, 0))
+    per_row = per_row + (
+        np.where(rem != 0, 7, 0)
+        if dtype == "float"
+        else np.where(rem > 0, 4, 0) + np.where(rem >= 2, 6, 0) + np.where(rem % 2 == 1, 7, 0)
+    )
     return 9 + (0 if constant else 1) + regions * per_row
 
 
@@ -179,14 +212,22 @@ def transpose2d_cycles(dtype: str, rows, cols, matrices):
     matrices = np.asarray(matrices, dtype=np.int64)
     if dtype in ("float", "int", "unsigned int"):
         fast = (rows % 2 == 0) & (cols % 2 == 0) & (cols // 2 < 4096) & (rows * (cols - 2) // 2 < 512) & (rows < 512)
-        return np.where(fast, 27 + matrices * (11 + (rows // 2) * (6 + 3 * (cols // 2 - 1))),
-                        13 + matrices * (8 + cols * (5 + (rows * 4) // 2)))
+        return np.where(
+            fast,
+            27 + matrices * (11 + (rows // 2) * (6 + 3 * (cols // 2 - 1))),
+            13 + matrices * (8 + cols * (5 + (rows * 4) // 2)),
+        )
     wide = (rows % 4 == 0) & (cols % 4 == 0) & (cols >= 8) & (cols // 4 < 4096) & (1 + 3 * (cols // 4) < 512)
     narrow = (rows % 4 == 0) & (cols == 4) & (rows // 4 < 4096) & (1 + 3 * (rows // 4) < 512)
-    return np.where(wide, 39 + matrices * (12 + (rows // 4) * (15 + 4 * (cols // 4 - 2))),
-                    np.where(narrow, np.where(rows == 4, 34 + 15 * matrices,
-                                              30 + matrices * (17 + (20 + 4 * (rows // 4 - 2)))),
-                             15 + matrices * (8 + cols * (5 + (rows * 5) // 2))))
+    return np.where(
+        wide,
+        39 + matrices * (12 + (rows // 4) * (15 + 4 * (cols // 4 - 2))),
+        np.where(
+            narrow,
+            np.where(rows == 4, 34 + 15 * matrices, 30 + matrices * (17 + (20 + 4 * (rows // 4 - 2)))),
+            15 + matrices * (8 + cols * (5 + (rows * 5) // 2)),
+        ),
+    )
 
 
 def reduce_cycles(outputs, partials, dtype: str, per_output: int, overhead: int, data_path_width: int = 64):
@@ -219,11 +260,20 @@ def _binary(in_place: bool):
         dtype = args[1]
         if _perf(BINARY_PERF, op, dtype) is None:
             return None
-        spec = ((("in1Out", "inout", dtype, "vector"), ("in2", "in", dtype, "vector")) if in_place else
-                (("in1", "in", dtype, "vector"), ("in2", "in", dtype, "vector"), ("out", "out", dtype, "vector")))
-        return VertexType(name, fields(*spec), supervisor=True, code_bytes=248 if in_place else 264,
-                          library="popops", shared_code_bytes=96,
-                          cost=_elems_cost(lambda e, w: binary_op_1d_supervisor_cycles(op, dtype, e, in_place, w)))
+        spec = (
+            (("in1Out", "inout", dtype, "vector"), ("in2", "in", dtype, "vector"))
+            if in_place
+            else (("in1", "in", dtype, "vector"), ("in2", "in", dtype, "vector"), ("out", "out", dtype, "vector"))
+        )
+        return VertexType(
+            name,
+            fields(*spec),
+            supervisor=True,
+            code_bytes=248 if in_place else 264,
+            library="popops",
+            shared_code_bytes=96,
+            cost=_elems_cost(lambda e, w: binary_op_1d_supervisor_cycles(op, dtype, e, in_place, w)),
+        )
 
     return build
 
@@ -233,29 +283,51 @@ def _unary(name, args):
     dtype = args[1]
     if _perf(UNARY_PERF, op, dtype) is None:
         return None
-    return VertexType(name, fields(("in", "in", dtype, "vector"), ("out", "out", dtype, "vector")), supervisor=True,
-                      code_bytes=236, library="popops", shared_code_bytes=96,
-                      cost=_elems_cost(lambda e, w: unary_op_1d_supervisor_cycles(op, dtype, e, False, w)))
+    return VertexType(
+        name,
+        fields(("in", "in", dtype, "vector"), ("out", "out", dtype, "vector")),
+        supervisor=True,
+        code_bytes=236,
+        library="popops",
+        shared_code_bytes=96,
+        cost=_elems_cost(lambda e, w: unary_op_1d_supervisor_cycles(op, dtype, e, False, w)),
+    )
 
 
 def _scaled_add_supervisor(name, args):
     a_type, b_type = args[0], args[1]
     constant = args[-1] == "true"
-    return VertexType(name, fields(("A", "inout", a_type, "vector"), ("B", "in", b_type, "vector"),
-                                   ("scaleB", "param", "float", "scalar")),
-                      supervisor=True, code_bytes=292, library="popops", shared_code_bytes=96,
-                      cost=_elems_cost(lambda e, w: scaled_add_supervisor_cycles(a_type, b_type, e, constant, False, w)))
+    return VertexType(
+        name,
+        fields(("A", "inout", a_type, "vector"), ("B", "in", b_type, "vector"), ("scaleB", "param", "float", "scalar")),
+        supervisor=True,
+        code_bytes=292,
+        library="popops",
+        shared_code_bytes=96,
+        cost=_elems_cost(lambda e, w: scaled_add_supervisor_cycles(a_type, b_type, e, constant, False, w)),
+    )
 
 
 def _axpby_supervisor(name, args):
     dtype = args[0]
     constant = args[-1] == "true"
-    return VertexType(name, fields(("A", "inout", dtype, "vector"), ("B", "in", dtype, "vector"),
-                                   ("scaleA", "param", "float", "scalar"), ("scaleB", "param", "float", "scalar")),
-                      supervisor=True, code_bytes=340, library="popops", shared_code_bytes=96,
-                      # aXPlusbYSupervisor: scaledArithmeticSupervisorCycleEstimate plus 4 (constant) or 6 cycles
-                      cost=_elems_cost(lambda e, w: scaled_add_supervisor_cycles(dtype, dtype, e, constant, False, w)
-                                       + (4 if constant else 6)))
+    return VertexType(
+        name,
+        fields(
+            ("A", "inout", dtype, "vector"),
+            ("B", "in", dtype, "vector"),
+            ("scaleA", "param", "float", "scalar"),
+            ("scaleB", "param", "float", "scalar"),
+        ),
+        supervisor=True,
+        code_bytes=340,
+        library="popops",
+        shared_code_bytes=96,
+        # aXPlusbYSupervisor: scaledArithmeticSupervisorCycleEstimate plus 4 (constant) or 6 cycles
+        cost=_elems_cost(
+            lambda e, w: scaled_add_supervisor_cycles(dtype, dtype, e, constant, False, w) + (4 if constant else 6)
+        ),
+    )
 
 
 def _scaled_add_2d(name, args):
@@ -263,18 +335,37 @@ def _scaled_add_2d(name, args):
     constant = args[-1] == "true"
 
     def cost(work, n, target):
-        return _same(scaled_add_2d_cycles(dtype, work_array(work, "elems", n), work_array(work, "regions", n), constant,
-                                          False, target.arch.data_path_width))
+        return _same(
+            scaled_add_2d_cycles(
+                dtype,
+                work_array(work, "elems", n),
+                work_array(work, "regions", n),
+                constant,
+                False,
+                target.arch.data_path_width,
+            )
+        )
 
-    return VertexType(name, fields(("A", "inout", dtype, "vectorlist"), ("B", "in", dtype, "vectorlist")),
-                      code_bytes=318, library="popops", shared_code_bytes=96, cost=cost)
+    return VertexType(
+        name,
+        fields(("A", "inout", dtype, "vectorlist"), ("B", "in", dtype, "vectorlist")),
+        code_bytes=318,
+        library="popops",
+        shared_code_bytes=96,
+        cost=cost,
+    )
 
 
 def _cast(name, args):
     src, dst = args[0], args[1]
-    return VertexType(name, fields(("src", "in", src, "vector"), ("dst", "out", dst, "vector")), supervisor=True,
-                      code_bytes=228, library="popops",
-                      cost=_elems_cost(lambda e, w: cast_supervisor_cycles(src, dst, e, w)))
+    return VertexType(
+        name,
+        fields(("src", "in", src, "vector"), ("dst", "out", dst, "vector")),
+        supervisor=True,
+        code_bytes=228,
+        library="popops",
+        cost=_elems_cost(lambda e, w: cast_supervisor_cycles(src, dst, e, w)),
+    )
 
 
 def _reduce(scaled: bool):
@@ -287,11 +378,20 @@ def _reduce(scaled: bool):
             spec.append(("k", "param", "float", "scalar"))
 
         def cost(work, n, target):
-            return _same(reduce_cycles(work_array(work, "outputs", n), work_array(work, "partials", n), t_in,
-                                       6 if scaled else 4, 24 if scaled else 20, target.arch.data_path_width))
+            return _same(
+                reduce_cycles(
+                    work_array(work, "outputs", n),
+                    work_array(work, "partials", n),
+                    t_in,
+                    6 if scaled else 4,
+                    24 if scaled else 20,
+                    target.arch.data_path_width,
+                )
+            )
 
-        return VertexType(name, fields(*spec), code_bytes=420 if scaled else 388, library="popops",
-                          shared_code_bytes=64, cost=cost)
+        return VertexType(
+            name, fields(*spec), code_bytes=420 if scaled else 388, library="popops", shared_code_bytes=64, cost=cost
+        )
 
     return build
 
@@ -301,11 +401,22 @@ def _fill(kind: str):
         dtype = args[0]
 
         def cost(work, n, target):
-            return _same(fill_cycles(dtype, work_array(work, "elems", n), np.maximum(work_array(work, "regions", n), 1),
-                                     target.arch.data_path_width))
+            return _same(
+                fill_cycles(
+                    dtype,
+                    work_array(work, "elems", n),
+                    np.maximum(work_array(work, "regions", n), 1),
+                    target.arch.data_path_width,
+                )
+            )
 
-        return VertexType(name, fields(("out", "out", dtype, "vectorlist" if kind == "Zero2d" else "vector")),
-                          code_bytes=132, library="popops", cost=cost)
+        return VertexType(
+            name,
+            fields(("out", "out", dtype, "vectorlist" if kind == "Zero2d" else "vector")),
+            code_bytes=132,
+            library="popops",
+            cost=cost,
+        )
 
     return build
 
@@ -314,12 +425,22 @@ def _transpose2d(name, args):
     dtype = args[0]
 
     def cost(work, n, target):
-        return _same(transpose2d_cycles(dtype, np.maximum(work_array(work, "rows", n), 1),
-                                        np.maximum(work_array(work, "cols", n), 1),
-                                        np.maximum(work_array(work, "matrices", n), 1)))
+        return _same(
+            transpose2d_cycles(
+                dtype,
+                np.maximum(work_array(work, "rows", n), 1),
+                np.maximum(work_array(work, "cols", n), 1),
+                np.maximum(work_array(work, "matrices", n), 1),
+            )
+        )
 
-    return VertexType(name, fields(("src", "in", dtype, "vectorlist"), ("dst", "out", dtype, "vectorlist")),
-                      code_bytes=356, library="popops", cost=cost)
+    return VertexType(
+        name,
+        fields(("src", "in", dtype, "vectorlist"), ("dst", "out", dtype, "vectorlist")),
+        code_bytes=356,
+        library="popops",
+        cost=cost,
+    )
 
 
 def _one_hot(name, args):
@@ -327,11 +448,18 @@ def _one_hot(name, args):
 
     def cost(work, n, target):
         # EncodeOneHot: not ported; zeroing the output then one store per index
-        return _same(fill_cycles(dtype, work_array(work, "elems", n), 1, target.arch.data_path_width)
-                     + work_array(work, "in_elems", n))
+        return _same(
+            fill_cycles(dtype, work_array(work, "elems", n), 1, target.arch.data_path_width)
+            + work_array(work, "in_elems", n)
+        )
 
-    return VertexType(name, fields(("indices", "in", index_type, "vector"), ("out", "out", dtype, "vector")),
-                      code_bytes=304, library="popops", cost=cost)
+    return VertexType(
+        name,
+        fields(("indices", "in", index_type, "vector"), ("out", "out", dtype, "vector")),
+        code_bytes=304,
+        library="popops",
+        cost=cost,
+    )
 
 
 VERTICES = {

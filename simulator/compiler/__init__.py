@@ -65,11 +65,26 @@ def _validate(state) -> None:
 def _always_live_items(exe: Executable, instrumentation: dict) -> dict[str, np.ndarray]:
     """Bytes by tile of every always-live category the compiler creates."""
     n = exe.n_tiles
-    items = {name: np.zeros(n, dtype=np.int64) for name in (
-        "controlCode", "vertexCode", "vertexInstanceState", "vertexFieldData", "vectorListDescriptor",
-        "copyDescriptor", "internalExchangeCode", "globalExchangeCode", "globalExchangePacketHeader",
-        "hostExchangeCode", "hostExchangePacketHeader", "stack", "instrumentationResults", "sharedCodeStorage",
-        "sharedDataStorage")}
+    items = {
+        name: np.zeros(n, dtype=np.int64)
+        for name in (
+            "controlCode",
+            "vertexCode",
+            "vertexInstanceState",
+            "vertexFieldData",
+            "vectorListDescriptor",
+            "copyDescriptor",
+            "internalExchangeCode",
+            "globalExchangeCode",
+            "globalExchangePacketHeader",
+            "hostExchangeCode",
+            "hostExchangePacketHeader",
+            "stack",
+            "instrumentationResults",
+            "sharedCodeStorage",
+            "sharedDataStorage",
+        )
+    }
     worker_stack = np.full(n, lib.DEFAULT_WORKER_STACK, dtype=np.int64)
     shared_code: dict[str, np.ndarray] = {}
     for vtype, memory in zip(exe.types.types, exe.types.memory):
@@ -128,8 +143,9 @@ def _always_live_items(exe: Executable, instrumentation: dict) -> dict[str, np.n
     return items
 
 
-def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, progress=None,
-                  tracer=None) -> Executable:
+def compile_graph(
+    graph: Graph, programs, instrumentation: dict | None = None, progress=None, tracer=None
+) -> Executable:
     """Compile `graph` with its control programs (a program or a list of programs)."""
     import time
 
@@ -180,7 +196,7 @@ def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, p
             # the control program: read the program id from the host, broadcast it, switch on it
             program_id = exe.classes.new("programId", "controlId", Sparse([0], [4], n))
             lowered_user = []
-            for i, p in enumerate(user):
+            for p in user:
                 lowered = lowerer.lower(p)
                 node = lowered[0] if len(lowered) == 1 else lowerer._single(lowered, lowerer._debug(p))
                 lowered_user.append(node)
@@ -195,13 +211,22 @@ def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, p
             end = lowerer.new("StreamCopyEnd", "programId", root_debug, plan=plan, code=(0, code))
             mid.defs = mid.kills = 1 << program_id
             mid.classes = [program_id]
-            bcast, bcast_class = lowerer.broadcast(0, 4, 1 << program_id, "switchControlBroadcast/ExchangePre",
-                                                   root_debug, "broadcastProgramId")
-            switch = lowerer.new("OnEveryTileSwitch", "", root_debug, code=(8 + 4 * len(user), None),
-                                 extra=("program", len(user)), uses=1 << bcast_class)
+            bcast, bcast_class = lowerer.broadcast(
+                0, 4, 1 << program_id, "switchControlBroadcast/ExchangePre", root_debug, "broadcastProgramId"
+            )
+            switch = lowerer.new(
+                "OnEveryTileSwitch",
+                "",
+                root_debug,
+                code=(8 + 4 * len(user), None),
+                extra=("program", len(user)),
+                uses=1 << bcast_class,
+            )
             switch.classes = [bcast_class]
             switch.children = lowered_user
-            root.children = lowerer._with_syncs([begin, mid, end, lowerer._sync("Internal", root_debug)] + bcast + [switch])
+            root.children = lowerer._with_syncs(
+                [begin, mid, end, lowerer._sync("Internal", root_debug)] + bcast + [switch]
+            )
     finally:
         state.frozen_mapping = None
     lowerer.compact([root] + [lowerer.function_roots[fn.id] for fn in state.functions])
@@ -214,7 +239,7 @@ def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, p
 
     with phase("liveness"):
         always = 0
-        for kind, tensor in state.host_handles.values():
+        for _kind, tensor in state.host_handles.values():
             for v in tensor.variable_ids():
                 always |= 1 << v
         liveness = Liveness(exe.progs, exe.classes.liveness_classes(), n, target.tiles_per_ipu, always)
@@ -235,8 +260,15 @@ def compile_graph(graph: Graph, programs, instrumentation: dict | None = None, p
         inter = np.zeros(num_classes, dtype=np.int64)
         inter[: len(exe.classes)] = np.array(exe.classes.interleaved, dtype=np.int64)
         lanes = assign_lanes(num_classes, exe.liveness.intervals, nal, inter)
-        exe.memory = allocate(exe.lowered, lanes, n, target.bytesPerTile, target.arch.interleaved_memory_start,
-                              exe.liveness.peak_by_tile, target.arch.memory_element_bytes)
+        exe.memory = allocate(
+            exe.lowered,
+            lanes,
+            n,
+            target.bytesPerTile,
+            target.arch.interleaved_memory_start,
+            exe.liveness.peak_by_tile,
+            target.arch.memory_element_bytes,
+        )
     return exe
 
 

@@ -50,9 +50,27 @@ class VertexStats:
 class CSInfo:
     """What the compiler knows about one compute set."""
 
-    __slots__ = ("id", "name", "debug", "origin", "num_vertices", "cycles", "active", "vertices", "reads", "writes",
-                 "kills", "pre", "pre_global", "post", "post_global", "lv_keys", "functional", "rearrangement",
-                 "vertex_tiles")
+    __slots__ = (
+        "id",
+        "name",
+        "debug",
+        "origin",
+        "num_vertices",
+        "cycles",
+        "active",
+        "vertices",
+        "reads",
+        "writes",
+        "kills",
+        "pre",
+        "pre_global",
+        "post",
+        "post_global",
+        "lv_keys",
+        "functional",
+        "rearrangement",
+        "vertex_tiles",
+    )
 
     def __init__(self, cs_id: int, name: str, debug: int, origin: str, n: int) -> None:
         self.id = cs_id
@@ -117,8 +135,12 @@ def _singles_to_batches(state: GraphState, cs: ComputeSetDef) -> list[VertexBatc
             if not conns:
                 continue
             vidx = np.concatenate([np.full(t.vars.size, k, dtype=np.int64) for k, t in conns])
-            fields[fname] = (vidx, np.concatenate([t.vars for _, t in conns]),
-                             np.concatenate([t.starts for _, t in conns]), np.concatenate([t.lengths for _, t in conns]))
+            fields[fname] = (
+                vidx,
+                np.concatenate([t.vars for _, t in conns]),
+                np.concatenate([t.starts for _, t in conns]),
+                np.concatenate([t.lengths for _, t in conns]),
+            )
         override = None if (cycles < 0).all() else cycles
         batch = VertexBatch(vtype, tiles, fields, None, override, params)
         batches.append(batch)
@@ -159,8 +181,9 @@ def _vertex_cycles(state: GraphState, batch: VertexBatch, target) -> tuple[np.nd
     work = {"in_elems": in_elems, "out_elems": out_elems, "elems": elems, "regions": regions, "bytes": out_bytes}
     work.update(batch.work)
     if vtype.estimator is not None:
-        cycles = np.array([int(vtype.estimator({k: int(v[i]) for k, v in sizes.items()})) for i in range(n)],
-                          dtype=np.int64)
+        cycles = np.array(
+            [int(vtype.estimator({k: int(v[i]) for k, v in sizes.items()})) for i in range(n)], dtype=np.int64
+        )
         active = cycles.copy()
     elif vtype.cost is not None:
         cycles, active = vtype.cost(work, n, target)
@@ -219,8 +242,9 @@ def _unique_first(*columns: np.ndarray) -> np.ndarray:
     return np.sort(order[diff])
 
 
-def analyse(state: GraphState, cs: ComputeSetDef, target, types: VertexTypeTable, n_tiles: int,
-            elem_size: np.ndarray) -> CSInfo:
+def analyse(
+    state: GraphState, cs: ComputeSetDef, target, types: VertexTypeTable, n_tiles: int, elem_size: np.ndarray
+) -> CSInfo:
     """Everything the compiler needs about one compute set (`elem_size`: bytes per element by variable)."""
     info = CSInfo(cs.id, cs.name, cs.debug, cs.origin, n_tiles)
     batches = list(cs.batches) + _singles_to_batches(state, cs)
@@ -233,7 +257,9 @@ def analyse(state: GraphState, cs: ComputeSetDef, target, types: VertexTypeTable
         if n == 0:
             continue
         if int(batch.tiles.min()) < 0 or int(batch.tiles.max()) >= n_tiles:
-            raise GraphError(f"compute set {cs.name!r}: a {vtype.name} vertex is mapped to a tile outside 0..{n_tiles - 1}")
+            raise GraphError(
+                f"compute set {cs.name!r}: a {vtype.name} vertex is mapped to a tile outside 0..{n_tiles - 1}"
+            )
         for fld in vtype.fields:
             if fld.is_edge and not fld.optional and fld.name not in batch.fields and fld.kind in ("scalar", "vector"):
                 raise GraphError(
@@ -263,8 +289,15 @@ def analyse(state: GraphState, cs: ComputeSetDef, target, types: VertexTypeTable
                 continue
             vidx, var, start, length = batch.fields[fld.name]
             region_tiles = batch.tiles[vidx]
-            column = ("copy_ptr" if vtype.copy else "edge_ptr" if fld.kind == "vectorlist" else
-                      "descriptor" if fld.kind == "deltan" else None)
+            column = (
+                "copy_ptr"
+                if vtype.copy
+                else "edge_ptr"
+                if fld.kind == "vectorlist"
+                else "descriptor"
+                if fld.kind == "deltan"
+                else None
+            )
             if column is not None:
                 np.add.at(memory[column], region_tiles, 4)
                 if column == "descriptor":
@@ -280,8 +313,9 @@ def analyse(state: GraphState, cs: ComputeSetDef, target, types: VertexTypeTable
     if all_tiles:
         info.vertex_tiles = Sparse.from_pairs(np.concatenate(all_tiles), 1, n_tiles)
     cat = lambda arrays: np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)  # noqa: E731
-    info.cycles, info.active = schedule(n_tiles, cat(w_tiles), cat(w_cycles), cat(s_tiles), cat(s_cycles),
-                                        cat(s_active))
+    info.cycles, info.active = schedule(
+        n_tiles, cat(w_tiles), cat(w_cycles), cat(s_tiles), cat(s_cycles), cat(s_active)
+    )
     keys = []
     for rows_list, is_read in ((read_rows, True), (write_rows, False)):
         if not rows_list:
@@ -307,8 +341,9 @@ def analyse(state: GraphState, cs: ComputeSetDef, target, types: VertexTypeTable
         if is_read:
             keep = _unique_first(rt, rv, rs, rl)
             send_key = group_ids(rv[keep], rs[keep], rl[keep])
-            info.pre, info.pre_global = pieces_plan(target, n_tiles, ro[keep], rt[keep], nbytes[keep],
-                                                    send_key.reshape(-1), message=True)
+            info.pre, info.pre_global = pieces_plan(
+                target, n_tiles, ro[keep], rt[keep], nbytes[keep], send_key.reshape(-1), message=True
+            )
         else:
             post, post_global = pieces_plan(target, n_tiles, rt, ro, nbytes)
             for plan in (post, post_global):

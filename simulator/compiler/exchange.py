@@ -11,11 +11,31 @@ from .regions import Sparse, group_ids
 class ExchangePlan:
     """Per-tile figures of one exchange (tiles of one replica)."""
 
-    __slots__ = ("kind", "recv", "sent", "cycles", "code", "regions", "sync", "exchange_cycles", "message",
-                 "message_category", "packets")
+    __slots__ = (
+        "kind",
+        "recv",
+        "sent",
+        "cycles",
+        "code",
+        "regions",
+        "sync",
+        "exchange_cycles",
+        "message",
+        "message_category",
+        "packets",
+    )
 
-    def __init__(self, kind: str, recv: Sparse, sent: Sparse, cycles: Sparse, code: Sparse, regions: Sparse,
-                 message: Sparse | None = None, message_category: str = "message") -> None:
+    def __init__(
+        self,
+        kind: str,
+        recv: Sparse,
+        sent: Sparse,
+        cycles: Sparse,
+        code: Sparse,
+        regions: Sparse,
+        message: Sparse | None = None,
+        message_category: str = "message",
+    ) -> None:
         self.kind = kind  # internal, global, host
         self.recv = recv
         self.sent = sent
@@ -45,8 +65,16 @@ EXCHANGE_CODE_FIXED_BYTES = 16
 EXCHANGE_CODE_BYTES_PER_REGION = 8
 
 
-def internal_plan(target, n: int, recv: Sparse, sent: Sparse, recv_regions: Sparse, send_regions: Sparse,
-                  message: Sparse | None = None, message_category: str = "message") -> ExchangePlan:
+def internal_plan(
+    target,
+    n: int,
+    recv: Sparse,
+    sent: Sparse,
+    recv_regions: Sparse,
+    send_regions: Sparse,
+    message: Sparse | None = None,
+    message_category: str = "message",
+) -> ExchangePlan:
     """A statically scheduled exchange inside each IPU.
 
     A tile's transfers take its set-up and fabric latency plus its bytes at the per-tile
@@ -67,27 +95,52 @@ def internal_plan(target, n: int, recv: Sparse, sent: Sparse, recv_regions: Spar
     cycles = span[ipu]
     regions = recv_regions.at(tiles) + send_regions.at(tiles)
     code = EXCHANGE_CODE_FIXED_BYTES + EXCHANGE_CODE_BYTES_PER_REGION * regions
-    return ExchangePlan("internal", recv, sent, Sparse(tiles, cycles, n), Sparse(tiles, code, n),
-                        Sparse(tiles, regions, n), message, message_category)
+    return ExchangePlan(
+        "internal",
+        recv,
+        sent,
+        Sparse(tiles, cycles, n),
+        Sparse(tiles, code, n),
+        Sparse(tiles, regions, n),
+        message,
+        message_category,
+    )
 
 
-def global_plan(target, n: int, recv: Sparse, sent: Sparse, recv_regions: Sparse, send_regions: Sparse,
-                message: Sparse | None = None) -> ExchangePlan:
+def global_plan(
+    target,
+    n: int,
+    recv: Sparse,
+    sent: Sparse,
+    recv_regions: Sparse,
+    send_regions: Sparse,
+    message: Sparse | None = None,
+) -> ExchangePlan:
     """An exchange between the IPUs of a replica, preceded by a global sync."""
     a = target.arch
     tiles, r, s = _participants(recv, sent, n)
     per_tile = np.maximum(r, s)
     ipu = tiles // target.tiles_per_ipu
     num_ipus = max(1, n // target.tiles_per_ipu)
-    ipu_bytes = np.maximum(np.bincount(ipu, weights=r, minlength=num_ipus), np.bincount(ipu, weights=s, minlength=num_ipus))
+    ipu_bytes = np.maximum(
+        np.bincount(ipu, weights=r, minlength=num_ipus), np.bincount(ipu, weights=s, minlength=num_ipus)
+    )
     link = np.ceil(ipu_bytes / a.global_exchange_bytes_per_cycle).astype(np.int64)
     own = a.global_exchange_setup_cycles + (per_tile + 3) // 4
     cycles = np.maximum(own, a.global_exchange_setup_cycles + link[ipu])
     packets = (per_tile + a.global_exchange_packet_bytes - 1) // a.global_exchange_packet_bytes
     regions = recv_regions.at(tiles) + send_regions.at(tiles)
     code = 24 + 8 * regions + 4 * packets
-    plan = ExchangePlan("global", recv, sent, Sparse(tiles, cycles, n), Sparse(tiles, code, n),
-                        Sparse(tiles, regions, n), message, "globalMessage")
+    plan = ExchangePlan(
+        "global",
+        recv,
+        sent,
+        Sparse(tiles, cycles, n),
+        Sparse(tiles, code, n),
+        Sparse(tiles, regions, n),
+        message,
+        "globalMessage",
+    )
     plan.exchange_cycles = Sparse(tiles, cycles, n)
     delays = target.relative_sync_delays()
     all_tiles = np.arange(n)
@@ -112,8 +165,16 @@ def host_plan(target, n: int, recv: Sparse, sent: Sparse, regions: Sparse) -> Ex
     return plan
 
 
-def pieces_plan(target, n: int, src_tile: np.ndarray, dst_tile: np.ndarray, nbytes: np.ndarray,
-                send_key: np.ndarray | None = None, message: bool = False, message_category: str = "message"):
+def pieces_plan(
+    target,
+    n: int,
+    src_tile: np.ndarray,
+    dst_tile: np.ndarray,
+    nbytes: np.ndarray,
+    send_key: np.ndarray | None = None,
+    message: bool = False,
+    message_category: str = "message",
+):
     """Internal and global plans for pieces moving src_tile -> dst_tile (src != dst).
 
     `send_key` identifies identical data so one send can reach several tiles (broadcast).

@@ -18,8 +18,17 @@ import numpy as np
 from .lowering import LProg
 from .regions import Sparse
 
-_LEAVES = {"OnTileExecute", "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd",
-           "Sync", "WriteUndef", "SetLocalConsensusFromVar"}
+_LEAVES = {
+    "OnTileExecute",
+    "DoExchange",
+    "GlobalExchange",
+    "StreamCopyBegin",
+    "StreamCopyMid",
+    "StreamCopyEnd",
+    "Sync",
+    "WriteUndef",
+    "SetLocalConsensusFromVar",
+}
 
 
 class LivenessResult:
@@ -42,8 +51,9 @@ class LivenessResult:
 class Liveness:
     """Runs the analysis over one lowered program forest."""
 
-    def __init__(self, progs: list[LProg], class_bytes: list[Sparse], n_tiles: int, tiles_per_ipu: int,
-                 always: int = 0) -> None:
+    def __init__(
+        self, progs: list[LProg], class_bytes: list[Sparse], n_tiles: int, tiles_per_ipu: int, always: int = 0
+    ) -> None:
         self.progs = progs
         self.class_bytes = class_bytes
         self.n = n_tiles
@@ -206,8 +216,11 @@ class Liveness:
         count: dict[int, int] = {}
         for cls, _, _ in r.intervals:
             count[cls] = count.get(cls, 0) + 1
-        promoted = [cls for cls, start, stop in r.intervals
-                    if start == 0 and stop >= end and count[cls] == 1 and self.class_bytes[cls]]
+        promoted = [
+            cls
+            for cls, start, stop in r.intervals
+            if start == 0 and stop >= end and count[cls] == 1 and self.class_bytes[cls]
+        ]
         if not promoted:
             return []
         chosen = set(promoted)

@@ -21,8 +21,28 @@ from .regions import Sparse, align_regions, fully_covered, split_by_mapping
 class LProg:
     """One lowered program: a row of the programs table plus what the engine needs to run it."""
 
-    __slots__ = ("id", "type", "name", "children", "cs", "repeat", "sync", "sct", "call", "num_tiles", "debug",
-                 "plan", "code", "uses", "defs", "kills", "lv_keys", "op", "extra", "classes")
+    __slots__ = (
+        "id",
+        "type",
+        "name",
+        "children",
+        "cs",
+        "repeat",
+        "sync",
+        "sct",
+        "call",
+        "num_tiles",
+        "debug",
+        "plan",
+        "code",
+        "uses",
+        "defs",
+        "kills",
+        "lv_keys",
+        "op",
+        "extra",
+        "classes",
+    )
 
     def __init__(self, prog_id: int, type_: str, name: str, debug: list[int]) -> None:
         self.id = prog_id
@@ -88,8 +108,15 @@ class Lowerer:
             parent = None
             if program.scope is not None and program.scope[0] is self.state.debug:
                 parent = program.scope[1]
-            ctx = [self.state.debug.new(program.name or program.kind, "poplar", {"kind": program.kind}, parent=parent,
-                                        location=program.location)]
+            ctx = [
+                self.state.debug.new(
+                    program.name or program.kind,
+                    "poplar",
+                    {"kind": program.kind},
+                    parent=parent,
+                    location=program.location,
+                )
+            ]
             program._debug_ids = ctx
         return ctx
 
@@ -119,10 +146,22 @@ class Lowerer:
 
     def _exchange(self, plan: ExchangePlan, name: str, debug: list[int]) -> list[LProg]:
         if plan.kind == "internal":
-            prog = self.new("DoExchange", name, debug, plan=plan, code=(0, Sparse(plan.code.idx, np.full(plan.code.idx.size, 8), self.n)))
+            prog = self.new(
+                "DoExchange",
+                name,
+                debug,
+                plan=plan,
+                code=(0, Sparse(plan.code.idx, np.full(plan.code.idx.size, 8), self.n)),
+            )
             return [self._sync("Internal", debug), prog]
-        prog = self.new("GlobalExchange", name, debug, plan=plan, sync=self._global_sync(),
-                        code=(0, Sparse(plan.code.idx, np.full(plan.code.idx.size, 12), self.n)))
+        prog = self.new(
+            "GlobalExchange",
+            name,
+            debug,
+            plan=plan,
+            sync=self._global_sync(),
+            code=(0, Sparse(plan.code.idx, np.full(plan.code.idx.size, 12), self.n)),
+        )
         return [self._sync(self._global_sync(), debug), prog]
 
     def message_class(self, cs_id: int, kind: str, plan: ExchangePlan) -> int:
@@ -166,10 +205,11 @@ class Lowerer:
         if found is not None:
             return found
         if fn.id in self._in_progress:
-            cycle = self._in_progress[self._in_progress.index(fn.id):] + [fn.id]
+            cycle = self._in_progress[self._in_progress.index(fn.id) :] + [fn.id]
             names = " -> ".join(repr(self.state.functions[i].name) for i in cycle)
-            raise GraphError(f"function calls form a cycle: {names}; a function may not call itself directly or "
-                             f"indirectly")
+            raise GraphError(
+                f"function calls form a cycle: {names}; a function may not call itself directly or indirectly"
+            )
         self._in_progress.append(fn.id)
         debug = [fn.debug]
         lowered = self.lower(fn.program)
@@ -209,14 +249,20 @@ class Lowerer:
 
     def _consensus(self, predicate: Tensor, debug: list[int]) -> list[LProg]:
         var_ids = predicate.variable_ids()
-        node = self.new("SetLocalConsensusFromVar", "", debug, code=self._all_tiles(8), uses=_bits(var_ids),
-                        extra=predicate)
+        node = self.new(
+            "SetLocalConsensusFromVar", "", debug, code=self._all_tiles(8), uses=_bits(var_ids), extra=predicate
+        )
         return [node, self._sync(self._global_sync() if self.multi_ipu else "Internal", debug)]
 
     def _lower_RepeatWhileTrue(self, p: P.RepeatWhileTrue) -> list[LProg]:
         debug = self._debug(p)
-        node = self.new("RepeatWhile", p.name, debug, code=self._all_tiles(24),
-                        extra=(p.predicate, p.until, p.simulated_iterations, p.max_iterations))
+        node = self.new(
+            "RepeatWhile",
+            p.name,
+            debug,
+            code=self._all_tiles(24),
+            extra=(p.predicate, p.until, p.simulated_iterations, p.max_iterations),
+        )
         cond = self.lower(p.cond) + self._consensus(p.predicate, debug)
         cond_seq = self.new("Sequence", "", debug)
         cond_seq.children = self._with_syncs(cond)
@@ -287,8 +333,15 @@ class Lowerer:
                     f"stream {stream.name!r} carries {stream.numel} x {stream.dtype} but the tensor has "
                     f"{tensor.numElements()} x {tensor.dtype}"
                 )
-            return self._stream_copy(p, tensor, to_device=isinstance(src, DataStream), name=p.name or stream.name,
-                                     debug=debug + [stream.debug], sct="Host", endpoint=stream)
+            return self._stream_copy(
+                p,
+                tensor,
+                to_device=isinstance(src, DataStream),
+                name=p.name or stream.name,
+                debug=debug + [stream.debug],
+                sct="Host",
+                endpoint=stream,
+            )
         buffer = src if isinstance(src, RemoteBuffer) else dst
         tensor = dst if isinstance(src, RemoteBuffer) else src
         if tensor.numElements() != buffer.numel or tensor.dtype != buffer.dtype:
@@ -298,11 +351,19 @@ class Lowerer:
             )
         if not 0 <= p.offset < buffer.repeats:
             raise GraphError(f"remote buffer {buffer.name!r} has {buffer.repeats} rows; row {p.offset} does not exist")
-        return self._stream_copy(p, tensor, to_device=isinstance(src, RemoteBuffer), name=p.name or buffer.name,
-                                 debug=debug + [buffer.debug], sct="RemoteBuffer", endpoint=buffer)
+        return self._stream_copy(
+            p,
+            tensor,
+            to_device=isinstance(src, RemoteBuffer),
+            name=p.name or buffer.name,
+            debug=debug + [buffer.debug],
+            sct="RemoteBuffer",
+            endpoint=buffer,
+        )
 
-    def _stream_copy(self, p, tensor: Tensor, to_device: bool, name: str, debug: list[int], sct: str,
-                     endpoint, op=None) -> list[LProg]:
+    def _stream_copy(
+        self, p, tensor: Tensor, to_device: bool, name: str, debug: list[int], sct: str, endpoint, op=None
+    ) -> list[LProg]:
         row, tiles, _, plen = split_by_mapping(self.state, tensor.vars, tensor.starts, tensor.lengths)
         nbytes = plen * tensor.dtype.size
         data = Sparse.from_pairs(tiles, nbytes, self.n)
@@ -349,18 +410,33 @@ class Lowerer:
         defs = _bits(dst.variable_ids())
         keys = np.unique(np.concatenate((piece_sv * self.n + stile, piece_dv * self.n + piece_dt)))
         if local.any():
-            cs = self._copy_compute_set(base, debug, stile[local], piece_sv[local], sps2[local], piece_dv[local],
-                                        piece_ds[local], spl2[local], elem)
+            cs = self._copy_compute_set(
+                base,
+                debug,
+                stile[local],
+                piece_sv[local],
+                sps2[local],
+                piece_dv[local],
+                piece_ds[local],
+                spl2[local],
+                elem,
+            )
             info = self.analyse(cs.id)
             counts = info.vertex_tiles
-            ote = self.new("OnTileExecute", cs.name, debug + [cs.debug], cs=cs.id,
-                           code=(0, Sparse(counts.idx, 12 + 4 * counts.val, self.n)))
+            ote = self.new(
+                "OnTileExecute",
+                cs.name,
+                debug + [cs.debug],
+                cs=cs.id,
+                code=(0, Sparse(counts.idx, 12 + 4 * counts.val, self.n)),
+            )
             ote.lv_keys = info.lv_keys
             out.append(ote)
         remote = ~local
         if remote.any():
-            internal, glob = pieces_plan(self.target, self.n, stile[remote], piece_dt[remote], spl2[remote] * elem,
-                                         message=False)
+            internal, glob = pieces_plan(
+                self.target, self.n, stile[remote], piece_dt[remote], spl2[remote] * elem, message=False
+            )
             if internal is not None:
                 out.extend(self._exchange(internal, f"{base}/Exchange", debug))
                 out[-1].lv_keys = keys
@@ -408,8 +484,11 @@ class Lowerer:
             batch_type = state.vertex_type(type_name)
             from ..graph import VertexBatch
 
-            cs.batches.append(VertexBatch(batch_type, vertex_tiles[chosen], fields,
-                                          {"bytes": nbytes[chosen], "regions": regions[chosen]}))
+            cs.batches.append(
+                VertexBatch(
+                    batch_type, vertex_tiles[chosen], fields, {"bytes": nbytes[chosen], "regions": regions[chosen]}
+                )
+            )
             state.num_edges += 2 * rows.size
         return cs
 
@@ -420,13 +499,15 @@ class Lowerer:
         node.children = [self._single(self.lower(p.then), debug), self._single(self.lower(p.else_), debug)]
         return out + [node]
 
-    def broadcast(self, owner: int, nbytes: int, uses: int, name: str, debug: list[int],
-                  class_name: str) -> tuple[list[LProg], int]:
+    def broadcast(
+        self, owner: int, nbytes: int, uses: int, name: str, debug: list[int], class_name: str
+    ) -> tuple[list[LProg], int]:
         """Send a one-element control value from `owner` to every tile (switch control broadcast)."""
         dst = np.array([t for t in range(self.n) if t != owner], dtype=np.int64)
         sizes = np.full(dst.size, max(4, nbytes), dtype=np.int64)
-        internal, glob = pieces_plan(self.target, self.n, np.full(dst.size, owner), dst, sizes,
-                                     send_key=np.zeros(dst.size, dtype=np.int64))
+        internal, glob = pieces_plan(
+            self.target, self.n, np.full(dst.size, owner), dst, sizes, send_key=np.zeros(dst.size, dtype=np.int64)
+        )
         cls = self.classes.new(class_name, "controlId", Sparse.constant(4, self.n))
         out: list[LProg] = []
         for plan in (internal, glob):
@@ -443,10 +524,22 @@ class Lowerer:
         debug = self._debug(p)
         control = p.control
         _, tiles, _, _ = split_by_mapping(self.state, control.vars, control.starts, control.lengths)
-        out, cls = self.broadcast(int(tiles[0]), control.dtype.size, _bits(control.variable_ids()),
-                                  f"switchControlBroadcast{len(self.progs)}/ExchangePre", debug, "broadcastControl")
-        node = self.new("OnEveryTileSwitch", p.name, debug, code=self._all_tiles(8 + 4 * (len(p.cases) + 1)),
-                        extra=(p.control, [v for v, _ in p.cases], p.simulated_value), uses=1 << cls)
+        out, cls = self.broadcast(
+            int(tiles[0]),
+            control.dtype.size,
+            _bits(control.variable_ids()),
+            f"switchControlBroadcast{len(self.progs)}/ExchangePre",
+            debug,
+            "broadcastControl",
+        )
+        node = self.new(
+            "OnEveryTileSwitch",
+            p.name,
+            debug,
+            code=self._all_tiles(8 + 4 * (len(p.cases) + 1)),
+            extra=(p.control, [v for v, _ in p.cases], p.simulated_value),
+            uses=1 << cls,
+        )
         node.classes = [cls]
         node.children = [self._single(self.lower(c), debug) for c in p.children()]
         return out + [node]
@@ -459,7 +552,9 @@ class Lowerer:
     def _lower_WriteUndef(self, p: P.WriteUndef) -> list[LProg]:
         debug = self._debug(p)
         t = p.tensor
-        return [self.new("WriteUndef", p.name, debug, kills=_bits(fully_covered(self.state, t.vars, t.starts, t.lengths)))]
+        return [
+            self.new("WriteUndef", p.name, debug, kills=_bits(fully_covered(self.state, t.vars, t.starts, t.lengths)))
+        ]
 
     def _lower_Sync(self, p: P.Sync) -> list[LProg]:
         debug = self._debug(p)
@@ -468,8 +563,16 @@ class Lowerer:
 
     def _lower_PrintTensor(self, p: P.PrintTensor) -> list[LProg]:
         debug = self._debug(p)
-        return self._stream_copy(p, p.tensor, to_device=False, name=p.name or f"print/{p.title}", debug=debug,
-                                 sct="Host", endpoint=None, op=("print", p.title, p.tensor))
+        return self._stream_copy(
+            p,
+            p.tensor,
+            to_device=False,
+            name=p.name or f"print/{p.title}",
+            debug=debug,
+            sct="Host",
+            endpoint=None,
+            op=("print", p.title, p.tensor),
+        )
 
 
 class _Holder:

@@ -24,10 +24,24 @@ from .regions import Sparse
 
 CAT = {name: i for i, name in enumerate(CATEGORIES)}
 DESCRIPTIONS = CATEGORY_DESCRIPTIONS
-_EXECUTABLE = {"controlCode", "vertexCode", "internalExchangeCode", "hostExchangeCode", "globalExchangeCode",
-               "sharedCodeStorage"}
-_FLAGS = ("always_live", "constant", "executable", "vertex_code", "lowest_256k", "start_section", "in_interleaved",
-          "accessed")
+_EXECUTABLE = {
+    "controlCode",
+    "vertexCode",
+    "internalExchangeCode",
+    "hostExchangeCode",
+    "globalExchangeCode",
+    "sharedCodeStorage",
+}
+_FLAGS = (
+    "always_live",
+    "constant",
+    "executable",
+    "vertex_code",
+    "lowest_256k",
+    "start_section",
+    "in_interleaved",
+    "accessed",
+)
 
 
 class ClassTable:
@@ -52,7 +66,9 @@ class ClassTable:
         self.synthetic.append(name)
         return self.num_user + len(self.synthetic) - 1
 
-    def new(self, name: str, category: str, nbytes: Sparse, always_live: bool = False, interleaved: bool = False) -> int:
+    def new(
+        self, name: str, category: str, nbytes: Sparse, always_live: bool = False, interleaved: bool = False
+    ) -> int:
         cls = len(self.names)
         self.names.append(name)
         self.categories.append(category)
@@ -100,8 +116,15 @@ class LoweredVars:
             self._name_index[name] = found
         return found
 
-    _DTYPES = {"tile": np.int32, "size": np.int64, "align": np.int16, "category": np.int16, "eq_class": np.int64,
-               "unlowered": np.int64, "name_id": np.int32}
+    _DTYPES = {
+        "tile": np.int32,
+        "size": np.int64,
+        "align": np.int16,
+        "category": np.int16,
+        "eq_class": np.int64,
+        "unlowered": np.int64,
+        "name_id": np.int32,
+    }
 
     def add(self, **cols) -> None:
         n = len(cols["tile"])
@@ -130,8 +153,9 @@ class LoweredVars:
         return self.class_base + np.searchsorted(self.class_keys, keys)
 
 
-def build_lowered_vars(classes: ClassTable, n_tiles: int, always_live_items: dict[str, np.ndarray],
-                       accessed: set[int]) -> tuple[LoweredVars, dict[str, int]]:
+def build_lowered_vars(
+    classes: ClassTable, n_tiles: int, always_live_items: dict[str, np.ndarray], accessed: set[int]
+) -> tuple[LoweredVars, dict[str, int]]:
     """One lowered variable per (variable, tile), per (compiler buffer, tile) and per (category, tile)."""
     state = classes.state
     lv = LoweredVars()
@@ -160,9 +184,19 @@ def build_lowered_vars(classes: ClassTable, n_tiles: int, always_live_items: dic
         if accessed:
             acc[np.fromiter(accessed, dtype=np.int64)] = 1
         name_ids = np.array([lv.name_id(v.name) for v in state.vars], dtype=np.int64)
-        lv.add(tile=ukeys % n_tiles, size=sizes, align=np.maximum(4, dtype_size[uvar]), category=cats[uvar],
-               eq_class=uvar, unlowered=uvar, name_id=name_ids[uvar], always_live=is_always[uvar],
-               constant=is_const[uvar], in_interleaved=inter[uvar], accessed=acc[uvar])
+        lv.add(
+            tile=ukeys % n_tiles,
+            size=sizes,
+            align=np.maximum(4, dtype_size[uvar]),
+            category=cats[uvar],
+            eq_class=uvar,
+            unlowered=uvar,
+            name_id=name_ids[uvar],
+            always_live=is_always[uvar],
+            constant=is_const[uvar],
+            in_interleaved=inter[uvar],
+            accessed=acc[uvar],
+        )
     n_user = int(lv.user_keys.size)
     # compiler buffers with liveness (message buffers, control ids, ...)
     lv.class_base = n_user
@@ -182,9 +216,18 @@ def build_lowered_vars(classes: ClassTable, n_tiles: int, always_live_items: dic
         unl = np.array(classes.unlowered, dtype=np.int64)
         inter = np.array(classes.interleaved, dtype=np.int64)
         names = np.array([lv.name_id(n) for n in classes.names], dtype=np.int64)
-        lv.add(tile=keys % n_tiles, size=sizes, align=8, category=cat_of[ccls], eq_class=ccls, unlowered=unl[ccls],
-               name_id=names[ccls], always_live=al[ccls], in_interleaved=inter[ccls],
-               accessed=np.isin(cat_of[ccls], [CAT["message"], CAT["outputEdge"], CAT["rearrangement"]]).astype(np.int64))
+        lv.add(
+            tile=keys % n_tiles,
+            size=sizes,
+            align=8,
+            category=cat_of[ccls],
+            eq_class=ccls,
+            unlowered=unl[ccls],
+            name_id=names[ccls],
+            always_live=al[ccls],
+            in_interleaved=inter[ccls],
+            accessed=np.isin(cat_of[ccls], [CAT["message"], CAT["outputEdge"], CAT["rearrangement"]]).astype(np.int64),
+        )
     # always-live compiler items, one class per category
     item_classes: dict[str, int] = {}
     next_class = len(classes)
@@ -196,10 +239,20 @@ def build_lowered_vars(classes: ClassTable, n_tiles: int, always_live_items: dic
         next_class += 1
         item_classes[category] = cls
         unl = classes.synthetic_var(category)
-        lv.add(tile=tiles_with, size=dense[tiles_with], align=8 if category in ("stack", "vertexCode") else 4,
-               category=CAT[category], eq_class=cls, unlowered=unl, name_id=lv.name_id(category), always_live=1,
-               executable=int(category in _EXECUTABLE), vertex_code=int(category == "vertexCode"),
-               lowest_256k=int(category == "vertexInstanceState"), start_section=int(category == "controlCode"))
+        lv.add(
+            tile=tiles_with,
+            size=dense[tiles_with],
+            align=8 if category in ("stack", "vertexCode") else 4,
+            category=CAT[category],
+            eq_class=cls,
+            unlowered=unl,
+            name_id=lv.name_id(category),
+            always_live=1,
+            executable=int(category in _EXECUTABLE),
+            vertex_code=int(category == "vertexCode"),
+            lowest_256k=int(category == "vertexInstanceState"),
+            start_section=int(category == "controlCode"),
+        )
     lv.finish()
     return lv, item_classes
 
@@ -264,8 +317,15 @@ def _group_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return before - base
 
 
-def allocate(lv: LoweredVars, lanes_of_class: np.ndarray, n_tiles: int, bytes_per_tile: int,
-             interleaved_start: int, peak_by_tile: np.ndarray, element_bytes: int = 0) -> MemoryResult:
+def allocate(
+    lv: LoweredVars,
+    lanes_of_class: np.ndarray,
+    n_tiles: int,
+    bytes_per_tile: int,
+    interleaved_start: int,
+    peak_by_tile: np.ndarray,
+    element_bytes: int = 0,
+) -> MemoryResult:
     """Place every lowered variable on its tile and account memory by region and category."""
     result = MemoryResult(n_tiles)
     B, I = int(bytes_per_tile), int(interleaved_start)

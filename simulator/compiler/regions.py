@@ -18,12 +18,12 @@ class Sparse:
         self.n = int(n)
 
     @classmethod
-    def from_dense(cls, dense: np.ndarray) -> "Sparse":
+    def from_dense(cls, dense: np.ndarray) -> Sparse:
         idx = np.flatnonzero(dense)
         return cls(idx, dense[idx], dense.size)
 
     @classmethod
-    def from_pairs(cls, tiles, values, n: int) -> "Sparse":
+    def from_pairs(cls, tiles, values, n: int) -> Sparse:
         """Sum of values per tile (tiles may repeat); zero entries dropped."""
         tiles = np.asarray(tiles, dtype=np.int64)
         if tiles.size == 0:
@@ -44,7 +44,7 @@ class Sparse:
         return np.where(self.idx[pos] == tiles, self.val[pos], 0)
 
     @classmethod
-    def constant(cls, value: int, n: int) -> "Sparse":
+    def constant(cls, value: int, n: int) -> Sparse:
         if value == 0:
             return cls([], [], n)
         return cls(np.arange(n), np.full(n, value), n)
@@ -72,7 +72,7 @@ class Sparse:
     def active(self) -> int:
         return int(np.count_nonzero(self.val))
 
-    def add(self, other: "Sparse") -> "Sparse":
+    def add(self, other: Sparse) -> Sparse:
         return Sparse.from_pairs(np.concatenate((self.idx, other.idx)), np.concatenate((self.val, other.val)), self.n)
 
     def __bool__(self) -> bool:
@@ -143,8 +143,7 @@ def split_by_mapping(state, var_ids, starts, lengths) -> tuple[np.ndarray, np.nd
         out_tiles.append(mt[interval])
         out_starts.append(ps)
         out_lens.append(pe - ps)
-    return (np.concatenate(out_rows), np.concatenate(out_tiles), np.concatenate(out_starts),
-            np.concatenate(out_lens))
+    return (np.concatenate(out_rows), np.concatenate(out_tiles), np.concatenate(out_starts), np.concatenate(out_lens))
 
 
 def fully_covered(state, var_ids, starts, lengths) -> set[int]:
@@ -185,8 +184,13 @@ def align_regions(src_vars, src_starts, src_lens, dst_vars, dst_starts, dst_lens
     di = np.searchsorted(dst_end, seg_start, side="right")
     s_off = seg_start - (src_end[si] - src_lens[si])
     d_off = seg_start - (dst_end[di] - dst_lens[di])
-    return (np.asarray(src_vars)[si], np.asarray(src_starts)[si] + s_off, np.asarray(dst_vars)[di],
-            np.asarray(dst_starts)[di] + d_off, seg_len)
+    return (
+        np.asarray(src_vars)[si],
+        np.asarray(src_starts)[si] + s_off,
+        np.asarray(dst_vars)[di],
+        np.asarray(dst_starts)[di] + d_off,
+        seg_len,
+    )
 
 
 def group_ids(*columns: np.ndarray) -> np.ndarray:

@@ -4,6 +4,6 @@
 `popnn` (non-linearities, losses, accuracy), `poprand` (seeds), `poputil` (tile mapping).
 """
 
-from . import popnn, poplin, popops, poprand, poputil
+from . import poplin, popnn, popops, poprand, poputil
 
 __all__ = ["popnn", "poplin", "popops", "poprand", "poputil"]

@@ -14,7 +14,9 @@ from ..graph import ComputeSet, Graph
 from ..tensor import Tensor
 
 
-def linear_intervals(numel: int, num_tiles: int, grain: int = 1, min_per_tile: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def linear_intervals(
+    numel: int, num_tiles: int, grain: int = 1, min_per_tile: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split `numel` elements into contiguous chunks (multiples of `grain`) over up to `num_tiles`
     tiles, at least `min_per_tile` each: (starts, ends, tile numbers)."""
     if numel == 0:
@@ -106,8 +108,9 @@ def dedupe_regions(vidx, var, start, length):
     return vidx[keep], var[keep], start[keep], length[keep]
 
 
-def add_vertices(graph: Graph, cs: ComputeSet, type_name: str, tiles, fields: dict, work=None, params=None,
-                 cycles=None):
+def add_vertices(
+    graph: Graph, cs: ComputeSet, type_name: str, tiles, fields: dict, work=None, params=None, cycles=None
+):
     """Add a batch of vertices, merging adjacent regions of each field; `tiles` are graph tiles."""
     merged = {}
     for name, spec in fields.items():

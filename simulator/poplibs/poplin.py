@@ -26,8 +26,42 @@ from ..tensor import Tensor
 from ..types import FLOAT, HALF, Type, as_type
 from ._util import add_vertices, poplibs_op, regions_at, require_codelets
 
-_CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512,
-               640, 768, 1024, 1216, 1472, 2048, 2944, 4096, 5888)
+_CANDIDATES = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    12,
+    16,
+    20,
+    24,
+    32,
+    40,
+    48,
+    64,
+    80,
+    96,
+    128,
+    160,
+    192,
+    256,
+    320,
+    384,
+    512,
+    640,
+    768,
+    1024,
+    1216,
+    1472,
+    2048,
+    2944,
+    4096,
+    5888,
+)
 
 
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
@@ -106,23 +140,51 @@ def _groups(arch, in_type: Type, partials_type: Type) -> tuple[int, int]:
     return (amp.weights_per_conv_unit(in_type.name), amp.num_conv_units(arch, in_type.name, partials_type.name))
 
 
-def plan_matmul(graph: Graph, m: int, k: int, n: int, in_type: Type, partials_type: Type = FLOAT,
-                out_type: Type | None = None, conv_kernel: int = 1) -> MatMulPlan:
+def plan_matmul(
+    graph: Graph,
+    m: int,
+    k: int,
+    n: int,
+    in_type: Type,
+    partials_type: Type = FLOAT,
+    out_type: Type | None = None,
+    conv_kernel: int = 1,
+) -> MatMulPlan:
     """The cheapest grid for this shape on the graph's tiles, by the vertex cycle model."""
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
-    grid, estimate = _best_grid(target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type,
-                                conv_kernel)
+    grid, estimate = _best_grid(
+        target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type, conv_kernel
+    )
     count = grid[0] * grid[1] * grid[2]
     cell_tiles = (np.arange(count, dtype=np.int64) * tiles) // count
-    return MatMulPlan(m, k, n, *grid, in_type, partials_type, out_type,
-                      np.asarray(graph.tile(cell_tiles), dtype=np.int64), dict(estimate))
+    return MatMulPlan(
+        m,
+        k,
+        n,
+        *grid,
+        in_type,
+        partials_type,
+        out_type,
+        np.asarray(graph.tile(cell_tiles), dtype=np.int64),
+        dict(estimate),
+    )
 
 
 @functools.lru_cache(maxsize=4096)
-def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, n: int, in_type: Type, partials_type: Type,
-               out_type: Type, conv_kernel: int):
+def _best_grid(
+    arch_name: str,
+    bytes_per_tile: int,
+    tiles: int,
+    m: int,
+    k: int,
+    n: int,
+    in_type: Type,
+    partials_type: Type,
+    out_type: Type,
+    conv_kernel: int,
+):
     from ..target import architecture
 
     arch = architecture(arch_name)
@@ -143,11 +205,13 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
     e = in_type.size
     # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
     if conv_kernel > 1:
-        compute = amp.conv_partial_nx1_cycles(arch, in_type.name, partials_type.name, mb, -(-kb // icpg),
-                                              -(-nb // ocpg), conv_kernel)
+        compute = amp.conv_partial_nx1_cycles(
+            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), conv_kernel
+        )
     else:
-        compute = amp.conv_partial_1x1_cycles(arch, in_type.name, partials_type.name, mb, -(-kb // icpg),
-                                              -(-nb // ocpg))
+        compute = amp.conv_partial_1x1_cycles(
+            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg)
+        )
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
     reduce_needed = pk > 1
@@ -165,8 +229,13 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
             slice_elems = -(-(mb[sel] * nb[sel] * small) // big)
             stage_recv = (parts - 1) * slice_elems * partials_type.size
             red_exchange[sel] += arch.exchange_setup_cycles + stage_recv // arch.exchange_bytes_per_cycle
-            red_compute[sel] += amp.reduce_add_cycles(slice_elems, parts, (out_type if small == 1 else partials_type).name
-                                                      == "float", partials_type.name == "float", arch.data_path_width)
+            red_compute[sel] += amp.reduce_add_cycles(
+                slice_elems,
+                parts,
+                (out_type if small == 1 else partials_type).name == "float",
+                partials_type.name == "float",
+                arch.data_path_width,
+            )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay
     total = compute + exchange + red_exchange + red_compute + syncs
@@ -177,14 +246,19 @@ def _best_grid(arch_name: str, bytes_per_tile: int, tiles: int, m: int, k: int, 
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
     best = int(np.lexsort((pm * pn * pk, total))[0])
-    estimate = (("compute", int(compute[best])), ("exchange", int(exchange[best])),
-                ("reduceExchange", int(red_exchange[best])), ("reduceCompute", int(red_compute[best])),
-                ("total", int(total[best])))
+    estimate = (
+        ("compute", int(compute[best])),
+        ("exchange", int(exchange[best])),
+        ("reduceExchange", int(red_exchange[best])),
+        ("reduceCompute", int(red_compute[best])),
+        ("total", int(total[best])),
+    )
     return (int(pm[best]), int(pn[best]), int(pk[best])), estimate
 
 
-def _blocked_view(graph: Graph, var_tensor: Tensor, rows: int, cols: int, row_parts: int, col_parts: int,
-                  plan: MatMulPlan) -> tuple[Tensor, np.ndarray]:
+def _blocked_view(
+    graph: Graph, var_tensor: Tensor, rows: int, cols: int, row_parts: int, col_parts: int, plan: MatMulPlan
+) -> tuple[Tensor, np.ndarray]:
     """A [rows, cols] view of a variable stored block by block; returns (view, block offsets)."""
     rb = -(-rows // row_parts)
     cb = -(-cols // col_parts)
@@ -202,8 +276,9 @@ def _blocked_view(graph: Graph, var_tensor: Tensor, rows: int, cols: int, row_pa
     return view, offsets
 
 
-def createMatMulInputLHS(graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/lhs",
-                         options: dict | None = None) -> Tensor:
+def createMatMulInputLHS(
+    graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/lhs", options: dict | None = None
+) -> Tensor:
     """A left operand laid out for the planned matmul: each (rows, k) block on the tile that uses it."""
     dtype = as_type(dtype)
     m, k = aShape
@@ -217,8 +292,9 @@ def createMatMulInputLHS(graph: Graph, dtype, aShape, bShape, debugPrefix: str =
     return view
 
 
-def createMatMulInputRHS(graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/rhs",
-                         options: dict | None = None) -> Tensor:
+def createMatMulInputRHS(
+    graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/rhs", options: dict | None = None
+) -> Tensor:
     """A right operand laid out for the planned matmul: each (k, cols) block on a tile using it."""
     dtype = as_type(dtype)
     m, k = aShape
@@ -233,8 +309,15 @@ def createMatMulInputRHS(graph: Graph, dtype, aShape, bShape, debugPrefix: str =
 
 
 @poplibs_op("MatMul")
-def matMul(graph: Graph, A: Tensor, B: Tensor, prog: Sequence, debugPrefix: str = "matmul",
-           options: dict | None = None, outputType=None) -> Tensor:
+def matMul(
+    graph: Graph,
+    A: Tensor,
+    B: Tensor,
+    prog: Sequence,
+    debugPrefix: str = "matmul",
+    options: dict | None = None,
+    outputType=None,
+) -> Tensor:
     """C = A B for A [m, k] and B [k, n] (poplin::matMul); appends its programs to `prog`."""
     require_codelets(graph, "poplin")
     if A.rank() != 2 or B.rank() != 2 or A.shape[1] != B.shape[0]:
@@ -282,12 +365,19 @@ def _reduce_slices(block: np.ndarray, size: np.ndarray, base: np.ndarray, p_off:
     n_vertices = v_cell.size
     v_parts = parts[v_cell]
     rows_v = np.repeat(np.arange(n_vertices), v_parts)
-    member = np.repeat(start_of[v_cell], v_parts) + (np.arange(int(v_parts.sum())) -
-                                                      np.repeat(np.cumsum(v_parts) - v_parts, v_parts))
+    member = np.repeat(start_of[v_cell], v_parts) + (
+        np.arange(int(v_parts.sum())) - np.repeat(np.cumsum(v_parts) - v_parts, v_parts)
+    )
     part_start = p_off[member] + np.repeat(w0, v_parts)
     part_len = np.repeat(w1 - w0, v_parts)
-    return ((map_s, map_e, map_t), tiles[v_cell], (rows_v, part_start, part_len),
-            (np.arange(n_vertices), base[v_cell] + w0, w1 - w0), w1 - w0, v_parts)
+    return (
+        (map_s, map_e, map_t),
+        tiles[v_cell],
+        (rows_v, part_start, part_len),
+        (np.arange(n_vertices), base[v_cell] + w0, w1 - w0),
+        w1 - w0,
+        v_parts,
+    )
 
 
 def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Sequence, name: str) -> Tensor:
@@ -317,8 +407,11 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     rb, var_b, st_b, ln_b = regions_at(B, row_b * n + np.repeat(c0, rows_b), np.repeat(c1 - c0, rows_b))
     block_sizes = (r1 - r0) * (c1 - c0)
     reduce = plan.needs_reduction()
-    partials = graph.addVariable(plan.partials_type if reduce else plan.out_type, [int(block_sizes.sum())],
-                                 f"{name}/partials" if reduce else f"{name}/out")
+    partials = graph.addVariable(
+        plan.partials_type if reduce else plan.out_type,
+        [int(block_sizes.sum())],
+        f"{name}/partials" if reduce else f"{name}/out",
+    )
     pvar = int(partials.vars[0])
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
     graph.state.set_mapping(pvar, p_off, p_off + block_sizes, tiles)
@@ -327,10 +420,18 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     state.vars[pvar].interleaved = True
     icpg, ocpg = _groups(graph.target.arch, plan.in_type, plan.partials_type)
     cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
-    add_vertices(graph, cs, lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type), tiles,
-                 {"in": (va[ra], var_a, st_a, ln_a), "weights": (vb[rb], var_b, st_b, ln_b),
-                  "out": (v, np.full(v.size, pvar), p_off, block_sizes)},
-                 work={"out_elems": r1 - r0, "in_groups": -(-(k1 - k0) // icpg), "out_groups": -(-(c1 - c0) // ocpg)})
+    add_vertices(
+        graph,
+        cs,
+        lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type),
+        tiles,
+        {
+            "in": (va[ra], var_a, st_a, ln_a),
+            "weights": (vb[rb], var_b, st_b, ln_b),
+            "out": (v, np.full(v.size, pvar), p_off, block_sizes),
+        },
+        work={"out_elems": r1 - r0, "in_groups": -(-(k1 - k0) // icpg), "out_groups": -(-(c1 - c0) // ocpg)},
+    )
     blocks = list(zip(r0.tolist(), r1.tolist(), c0.tolist(), c1.tolist(), k0.tolist(), k1.tolist(), p_off.tolist()))
 
     def convolve(data):
@@ -379,14 +480,19 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
             inter = graph.addVariable(plan.partials_type, [int(key_sizes.sum())], f"{name}/partials{stage + 1}")
             target_var, t_type, base_of = int(inter.vars[0]), plan.partials_type, key_base[key_index]
         (map_s, map_e, map_t), red_tiles, (pv, ps, pl), (ov, os_, ol), outputs, nparts = _reduce_slices(
-            key, c_size, base_of, c_poff, c_tiles)
+            key, c_size, base_of, c_poff, c_tiles
+        )
         graph.setTileMappingIntervals(out if final else inter, map_s, map_e, graph_tiles_inverse(graph, map_t))
         label = "Reduce" if not depths else f"ReduceStage{stage}" if not final else "ReduceFinalStage"
         cs2 = graph.addComputeSet(f"{name}/Conv_1/{label}")
-        add_vertices(graph, cs2, f"poplin::ReduceAdd<{t_type},{plan.partials_type}>", red_tiles,
-                     {"partials": (pv, np.full(pv.size, c_var), ps, pl),
-                      "out": (ov, np.full(ov.size, target_var), os_, ol)},
-                     work={"outputs": outputs, "partials": nparts})
+        add_vertices(
+            graph,
+            cs2,
+            f"poplin::ReduceAdd<{t_type},{plan.partials_type}>",
+            red_tiles,
+            {"partials": (pv, np.full(pv.size, c_var), ps, pl), "out": (ov, np.full(ov.size, target_var), os_, ol)},
+            work={"outputs": outputs, "partials": nparts},
+        )
         prog.add(Execute(cs2))
         for done in pending:
             prog.add(WriteUndef(done))
@@ -428,7 +534,9 @@ class ConvParams:
 
     @property
     def out_field(self) -> tuple[int, int]:
-        return tuple((f + 2 * p - kk) // s + 1 for f, p, kk, s in zip(self.field, self.padding, self.kernel, self.stride))
+        return tuple(
+            (f + 2 * p - kk) // s + 1 for f, p, kk, s in zip(self.field, self.padding, self.kernel, self.stride)
+        )
 
     @property
     def macs(self) -> int:
@@ -458,8 +566,15 @@ def createWeights(graph: Graph, params: ConvParams, debugPrefix: str = "conv/wei
 
 
 @poplibs_op("Convolution")
-def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, prog: Sequence,
-                debugPrefix: str = "conv", options: dict | None = None) -> Tensor:
+def convolution(
+    graph: Graph,
+    inp: Tensor,
+    weights: Tensor,
+    params: ConvParams,
+    prog: Sequence,
+    debugPrefix: str = "conv",
+    options: dict | None = None,
+) -> Tensor:
     """A 2-D convolution (poplin::convolution): partial sums on the AMP units, then reduced."""
     require_codelets(graph, "poplin")
     b, c, o = params.batch, params.in_chans, params.out_chans
@@ -469,8 +584,10 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     ph, pw = params.padding
     oh, ow = params.out_field
     if tuple(inp.shape) != (b, c, h, w) or tuple(weights.shape) != (o, c, kh, kw):
-        raise GraphError(f"convolution expects input {[b, c, h, w]} and weights {[o, c, kh, kw]}, got "
-                         f"{list(inp.shape)} and {list(weights.shape)}")
+        raise GraphError(
+            f"convolution expects input {[b, c, h, w]} and weights {[o, c, kh, kw]}, got "
+            f"{list(inp.shape)} and {list(weights.shape)}"
+        )
     if oh <= 0 or ow <= 0:
         raise GraphError(f"convolution output field {oh}x{ow} is empty; check kernel, stride and padding")
     options = options or {}
@@ -487,9 +604,15 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     c_per = -(-c // pk)
     state = graph.state
     small_channels = c < 4
-    type_name = (f"poplin::ConvPartialHorizontalMac<{params.dtype},{partials_type},true>" if small_channels else
-                 (lib.conv_partial_1x1(params.dtype, partials_type) if kh * kw == 1 else
-                  f"poplin::ConvPartialnx1<{params.dtype},{partials_type},true,false>"))
+    type_name = (
+        f"poplin::ConvPartialHorizontalMac<{params.dtype},{partials_type},true>"
+        if small_channels
+        else (
+            lib.conv_partial_1x1(params.dtype, partials_type)
+            if kh * kw == 1
+            else f"poplin::ConvPartialnx1<{params.dtype},{partials_type},true,false>"
+        )
+    )
     cells = []
     for im in range(pm):
         p0, p1 = im * rows_per, min(positions, (im + 1) * rows_per)
@@ -529,12 +652,26 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     rw, vw, sw_, lw = regions_at(weights, wr[:, 1], wr[:, 2])
     v = np.arange(len(cells), dtype=np.int64)
     cs = graph.addComputeSet(f"{debugPrefix}/Conv_1/Convolve")
-    add_vertices(graph, cs, type_name, tiles,
-                 {"in": (ir[ri, 0], vi_, si, li), "weights": (wr[rw, 0], vw, sw_, lw),
-                  "out": (v, np.full(v.size, pvar), offsets, sizes)},
-                 work={"out_elems": np.array(work_out), "in_groups": np.array(work_in),
-                       "out_groups": np.array(work_og), "macs": np.array(macs), "kernel": kh * kw,
-                       "in_chans": c_per, "out_chans": o_per})
+    add_vertices(
+        graph,
+        cs,
+        type_name,
+        tiles,
+        {
+            "in": (ir[ri, 0], vi_, si, li),
+            "weights": (wr[rw, 0], vw, sw_, lw),
+            "out": (v, np.full(v.size, pvar), offsets, sizes),
+        },
+        work={
+            "out_elems": np.array(work_out),
+            "in_groups": np.array(work_in),
+            "out_groups": np.array(work_og),
+            "macs": np.array(macs),
+            "kernel": kh * kw,
+            "in_chans": c_per,
+            "out_chans": o_per,
+        },
+    )
     # output: blocks of (o range x positions x ow), summed over the input-channel split
     out = graph.addVariable(params.dtype, [b * o * oh * ow], f"{debugPrefix}/out")
     ovar = int(out.vars[0])
@@ -577,10 +714,17 @@ def convolution(graph: Graph, inp: Tensor, weights: Tensor, params: ConvParams, 
     pr = np.array(part_rows, dtype=np.int64).reshape(-1, 3)
     orow = np.array(out_rows, dtype=np.int64).reshape(-1, 3)
     cs2 = graph.addComputeSet(f"{debugPrefix}/Conv_1/Reduce")
-    add_vertices(graph, cs2, f"poplin::ReduceAdd<{params.dtype},{partials_type}>", red_tiles,
-                 {"partials": (pr[:, 0], np.full(pr.shape[0], pvar), pr[:, 1], pr[:, 2]),
-                  "out": (orow[:, 0], np.full(orow.shape[0], ovar), orow[:, 1], orow[:, 2])},
-                 work={"outputs": np.array(outputs), "partials": np.array(nparts)})
+    add_vertices(
+        graph,
+        cs2,
+        f"poplin::ReduceAdd<{params.dtype},{partials_type}>",
+        red_tiles,
+        {
+            "partials": (pr[:, 0], np.full(pr.shape[0], pvar), pr[:, 1], pr[:, 2]),
+            "out": (orow[:, 0], np.full(orow.shape[0], ovar), orow[:, 1], orow[:, 2]),
+        },
+        work={"outputs": np.array(outputs), "partials": np.array(nparts)},
+    )
     # the [b, o, oh, ow] view of the blocked output
     idx = np.zeros((b, o, oh, ow), dtype=np.int64)
     for (im, jn), members in groups.items():
@@ -688,10 +832,20 @@ def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPre
     cols = b_w[v_block]
     dv = np.repeat(v, cols)
     col = np.arange(int(cols.sum())) - np.repeat(np.cumsum(cols) - cols, cols)
-    dst = (dv, np.full(dv.size, tvar), np.repeat(b_off[v_block] + r0, cols) + col * np.repeat(b_h[v_block], cols),
-           np.repeat(r1 - r0, cols))
-    add_vertices(graph, cs, f"popops::Transpose2d<{W.dtype}>", block_tiles[keep][v_block], {"src": src, "dst": dst},
-                 work={"rows": r1 - r0, "cols": cols, "matrices": 1})
+    dst = (
+        dv,
+        np.full(dv.size, tvar),
+        np.repeat(b_off[v_block] + r0, cols) + col * np.repeat(b_h[v_block], cols),
+        np.repeat(r1 - r0, cols),
+    )
+    add_vertices(
+        graph,
+        cs,
+        f"popops::Transpose2d<{W.dtype}>",
+        block_tiles[keep][v_block],
+        {"src": src, "dst": dst},
+        work={"rows": r1 - r0, "cols": cols, "matrices": 1},
+    )
 
     def run(data):
         data.write(view, data.read(W).T)
@@ -701,8 +855,16 @@ def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPre
     return view
 
 
-def matMulAcc(graph: Graph, C: Tensor, k: float, A: Tensor, B: Tensor, prog: Sequence, debugPrefix: str = "matMulAcc",
-              options: dict | None = None) -> None:
+def matMulAcc(
+    graph: Graph,
+    C: Tensor,
+    k: float,
+    A: Tensor,
+    B: Tensor,
+    prog: Sequence,
+    debugPrefix: str = "matMulAcc",
+    options: dict | None = None,
+) -> None:
     """C += k A B (poplin::matMulAcc): the product, then a scaled add into C."""
     from .popops import scaledAddTo
 

@@ -17,7 +17,7 @@ _FORWARD = {
     "RELU": lambda x: np.maximum(x, 0),
     "SIGMOID": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "TANH": np.tanh,
-    "GELU": lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3))),
+    "GELU": lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3))),
 }
 _GRADIENT = {  # d out / d in, from the output y (and the input for GELU, approximated from y)
     "RELU": lambda y: (y > 0).astype(np.float64),
@@ -40,8 +40,9 @@ def _kind(nonLinearityType) -> str:
 
 
 @poplibs_op("NonLinearity")
-def nonLinearityInPlace(graph: Graph, nonLinearityType, t: Tensor, prog: Sequence,
-                        debugPrefix: str = "nonLinearity") -> None:
+def nonLinearityInPlace(
+    graph: Graph, nonLinearityType, t: Tensor, prog: Sequence, debugPrefix: str = "nonLinearity"
+) -> None:
     """Apply a non-linearity to `t` in place (popnn::nonLinearityInPlace)."""
     require_codelets(graph, "popnn")
     kind = _kind(nonLinearityType)
@@ -55,7 +56,9 @@ def nonLinearityInPlace(graph: Graph, nonLinearityType, t: Tensor, prog: Sequenc
 
 
 @poplibs_op("NonLinearity")
-def nonLinearity(graph: Graph, nonLinearityType, t: Tensor, prog: Sequence, debugPrefix: str = "nonLinearity") -> Tensor:
+def nonLinearity(
+    graph: Graph, nonLinearityType, t: Tensor, prog: Sequence, debugPrefix: str = "nonLinearity"
+) -> Tensor:
     """A non-linearity applied to a copy of `t` (popnn::nonLinearity)."""
     from ..programs import Copy
 
@@ -66,8 +69,14 @@ def nonLinearity(graph: Graph, nonLinearityType, t: Tensor, prog: Sequence, debu
 
 
 @poplibs_op("NonLinearityGrad")
-def nonLinearityInputGradient(graph: Graph, nonLinearityType, out: Tensor, outGradient: Tensor, prog: Sequence,
-                              debugPrefix: str = "nonLinearityGrad") -> Tensor:
+def nonLinearityInputGradient(
+    graph: Graph,
+    nonLinearityType,
+    out: Tensor,
+    outGradient: Tensor,
+    prog: Sequence,
+    debugPrefix: str = "nonLinearityGrad",
+) -> Tensor:
     """The gradient at the non-linearity's input from its output and output gradient."""
     require_codelets(graph, "popnn")
     kind = _kind(nonLinearityType)
@@ -77,26 +86,35 @@ def nonLinearityInputGradient(graph: Graph, nonLinearityType, out: Tensor, outGr
     vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
     rg, vg, sg, lg = regions_at(outGradient, pos, length)
     ro, vo, so, lo = regions_at(out, pos, length)
-    add_vertices(graph, cs, lib.non_linearity(kind, out.dtype, grad=True), vertex_tiles,
-                 {"outGrad": (vidx[rg], vg, sg, lg), "out": (vidx[ro], vo, so, lo), "inGrad": (vidx, var, start, length)})
+    add_vertices(
+        graph,
+        cs,
+        lib.non_linearity(kind, out.dtype, grad=True),
+        vertex_tiles,
+        {"outGrad": (vidx[rg], vg, sg, lg), "out": (vidx[ro], vo, so, lo), "inGrad": (vidx, var, start, length)},
+    )
     fn = _GRADIENT[kind]
     graph.state.compute_sets[cs.id].functional.append(
-        lambda data: data.write(in_grad, data.read(outGradient) * fn(data.read(out).astype(np.float64))))
+        lambda data: data.write(in_grad, data.read(outGradient) * fn(data.read(out).astype(np.float64)))
+    )
     prog.add(Execute(cs))
     return in_grad
 
 
 @poplibs_op("Loss")
-def calcLoss(graph: Graph, probs: Tensor, expected: Tensor, lossType: str, prog: Sequence,
-             debugPrefix: str = "loss") -> tuple[Tensor, Tensor]:
+def calcLoss(
+    graph: Graph, probs: Tensor, expected: Tensor, lossType: str, prog: Sequence, debugPrefix: str = "loss"
+) -> tuple[Tensor, Tensor]:
     """Loss deltas (same shape as `probs`) and the scalar loss; lossType SUM_SQUARED or CROSS_ENTROPY."""
     require_codelets(graph, "popnn")
     kind = str(lossType).upper()
     if kind not in ("SUM_SQUARED", "CROSS_ENTROPY"):
         raise GraphError(f"unknown loss type {lossType!r}; expected SUM_SQUARED or CROSS_ENTROPY")
     if probs.shape != expected.shape:
-        raise GraphError(f"calcLoss needs probabilities and expected values of one shape, got "
-                         f"{list(probs.shape)} and {list(expected.shape)}")
+        raise GraphError(
+            f"calcLoss needs probabilities and expected values of one shape, got "
+            f"{list(probs.shape)} and {list(expected.shape)}"
+        )
     deltas = graph.clone(probs, f"{debugPrefix}/deltas")
     transformed = graph.clone(probs, f"{debugPrefix}/transformed")
     name = "LossSumSquared" if kind == "SUM_SQUARED" else "LossCrossEntropy"
@@ -106,9 +124,18 @@ def calcLoss(graph: Graph, probs: Tensor, expected: Tensor, lossType: str, prog:
     rp, vp, sp, lp = regions_at(probs, pos, length)
     re, ve, se, le = regions_at(expected, pos, length)
     rt, vt, st, lt = regions_at(transformed, pos, length)
-    add_vertices(graph, cs, f"popnn::{name}Transform<{probs.dtype}>", vertex_tiles,
-                 {"probs": (vidx[rp], vp, sp, lp), "expected": (vidx[re], ve, se, le),
-                  "deltas": (vidx, var, start, length), "transformed": (vidx[rt], vt, st, lt)})
+    add_vertices(
+        graph,
+        cs,
+        f"popnn::{name}Transform<{probs.dtype}>",
+        vertex_tiles,
+        {
+            "probs": (vidx[rp], vp, sp, lp),
+            "expected": (vidx[re], ve, se, le),
+            "deltas": (vidx, var, start, length),
+            "transformed": (vidx[rt], vt, st, lt),
+        },
+    )
 
     def run(data):
         p = data.read(probs).astype(np.float64)
@@ -118,14 +145,16 @@ def calcLoss(graph: Graph, probs: Tensor, expected: Tensor, lossType: str, prog:
 
     graph.state.compute_sets[cs.id].functional.append(run)
     prog.add(Execute(cs))
-    loss = popops.reduce(graph, transformed, list(range(transformed.rank())), prog, "ADD",
-                         debugPrefix=f"{debugPrefix}/reduce_loss")
+    loss = popops.reduce(
+        graph, transformed, list(range(transformed.rank())), prog, "ADD", debugPrefix=f"{debugPrefix}/reduce_loss"
+    )
     return deltas, loss
 
 
 @poplibs_op("Accuracy")
-def calcAccuracy(graph: Graph, activations: Tensor, labels: Tensor, numCorrect: Tensor, prog: Sequence,
-                 debugPrefix: str = "accuracy") -> None:
+def calcAccuracy(
+    graph: Graph, activations: Tensor, labels: Tensor, numCorrect: Tensor, prog: Sequence, debugPrefix: str = "accuracy"
+) -> None:
     """Count correct predictions of a [batch, classes] activation tensor into numCorrect."""
     require_codelets(graph, "popnn")
     batch = activations.shape[0]
@@ -141,17 +170,31 @@ def calcAccuracy(graph: Graph, activations: Tensor, labels: Tensor, numCorrect: 
     vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
     n = vertex_tiles.size
     mi, mv = int(max_index.vars[0]), int(max_value.vars[0])
-    add_vertices(graph, cs, f"popnn::ReduceMaxClassGather<{activations.dtype},unsigned int>", vertex_tiles,
-                 {"activations": (vidx, var, start, length),
-                  "maxValue": (np.arange(n), np.full(n, mv), np.zeros(n, np.int64), np.full(n, batch)),
-                  "maxIndex": (np.arange(n), np.full(n, mi), np.zeros(n, np.int64), np.full(n, batch))})
+    add_vertices(
+        graph,
+        cs,
+        f"popnn::ReduceMaxClassGather<{activations.dtype},unsigned int>",
+        vertex_tiles,
+        {
+            "activations": (vidx, var, start, length),
+            "maxValue": (np.arange(n), np.full(n, mv), np.zeros(n, np.int64), np.full(n, batch)),
+            "maxIndex": (np.arange(n), np.full(n, mi), np.zeros(n, np.int64), np.full(n, batch)),
+        },
+    )
     cs2 = graph.addComputeSet(f"{debugPrefix}/CalcAccuracy")
     lt, lp, lv, ls, ll = tile_pieces(graph, labels)
     cv = numCorrect
-    add_vertices(graph, cs2, "popnn::CalcAccuracy<unsigned int>", [first_tile],
-                 {"maxPerBatch": (np.zeros(1, np.int64), [mi], [0], [batch]),
-                  "expected": (np.zeros(lv.size, np.int64), lv, ls, ll),
-                  "numCorrect": (np.zeros(cv.vars.size, np.int64), cv.vars, cv.starts, cv.lengths)})
+    add_vertices(
+        graph,
+        cs2,
+        "popnn::CalcAccuracy<unsigned int>",
+        [first_tile],
+        {
+            "maxPerBatch": (np.zeros(1, np.int64), [mi], [0], [batch]),
+            "expected": (np.zeros(lv.size, np.int64), lv, ls, ll),
+            "numCorrect": (np.zeros(cv.vars.size, np.int64), cv.vars, cv.starts, cv.lengths),
+        },
+    )
 
     def gather(data):
         a = data.read(activations).reshape(batch, -1)

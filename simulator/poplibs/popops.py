@@ -16,12 +16,24 @@ from ..types import FLOAT, Type, as_type
 from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets, tile_pieces
 
 _BINARY_NUMPY = {
-    "ADD": np.add, "SUBTRACT": np.subtract, "MULTIPLY": np.multiply, "DIVIDE": np.divide,
-    "MAXIMUM": np.maximum, "MINIMUM": np.minimum, "POWER": np.power,
+    "ADD": np.add,
+    "SUBTRACT": np.subtract,
+    "MULTIPLY": np.multiply,
+    "DIVIDE": np.divide,
+    "MAXIMUM": np.maximum,
+    "MINIMUM": np.minimum,
+    "POWER": np.power,
 }
 _UNARY_NUMPY = {
-    "NEGATE": np.negative, "ABSOLUTE": np.abs, "SQUARE": np.square, "EXPONENT": np.exp, "SQRT": np.sqrt,
-    "INVERSE": lambda x: 1.0 / x, "LOGARITHM": np.log, "RSQRT": lambda x: 1.0 / np.sqrt(x), "TANH": np.tanh,
+    "NEGATE": np.negative,
+    "ABSOLUTE": np.abs,
+    "SQUARE": np.square,
+    "EXPONENT": np.exp,
+    "SQRT": np.sqrt,
+    "INVERSE": lambda x: 1.0 / x,
+    "LOGARITHM": np.log,
+    "RSQRT": lambda x: 1.0 / np.sqrt(x),
+    "TANH": np.tanh,
     "SIGMOID": lambda x: 1.0 / (1.0 + np.exp(-x)),
 }
 
@@ -93,7 +105,7 @@ def div(graph, a, b, prog, debugPrefix: str = "div") -> Tensor:
     return _binary(graph, "DIVIDE", a, b, prog, debugPrefix)
 
 
-def max(graph, a, b, prog, debugPrefix: str = "max") -> Tensor:  # noqa: A001 - Poplibs name
+def max(graph, a, b, prog, debugPrefix: str = "max") -> Tensor:
     return _binary(graph, "MAXIMUM", a, b, prog, debugPrefix)
 
 
@@ -124,8 +136,13 @@ def map_unary(graph: Graph, op: str, a: Tensor, prog: Sequence, debugPrefix: str
     cs = graph.addComputeSet(f"{name}/Op/{op.title()}")
     vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out)
     r1, v1, s1, l1 = regions_at(a, pos, length)
-    add_vertices(graph, cs, lib.unary_op(op, a.dtype), vertex_tiles,
-                 {"in": (vidx[r1], v1, s1, l1), "out": (vidx, var, start, length)})
+    add_vertices(
+        graph,
+        cs,
+        lib.unary_op(op, a.dtype),
+        vertex_tiles,
+        {"in": (vidx[r1], v1, s1, l1), "out": (vidx, var, start, length)},
+    )
     fn = _UNARY_NUMPY[op]
     _functional(graph, cs, lambda data: data.write(out, fn(data.read(a).astype(np.float64))))
     prog.add(Execute(cs))
@@ -149,8 +166,15 @@ def sqrt(graph, a, prog, debugPrefix: str = "sqrt") -> Tensor:
 
 
 @poplibs_op("ScaledAdd")
-def scaledAddTo(graph: Graph, A: Tensor, B: Tensor, scaleB: float, prog: Sequence,
-                debugPrefix: str = "scaledAdd", scaleA: float = 1.0) -> None:
+def scaledAddTo(
+    graph: Graph,
+    A: Tensor,
+    B: Tensor,
+    scaleB: float,
+    prog: Sequence,
+    debugPrefix: str = "scaledAdd",
+    scaleA: float = 1.0,
+) -> None:
     """A = scaleA * A + scaleB * B in place (popops::scaledAddTo), e.g. a weight update; with scaleA
     other than 1 it runs popops::aXPlusbYSupervisor vertices, as popops does."""
     require_codelets(graph, "popops")
@@ -161,11 +185,23 @@ def scaledAddTo(graph: Graph, A: Tensor, B: Tensor, scaleB: float, prog: Sequenc
     rb, vb, sb, lb = regions_at(B, pos, length)
     fields = {"A": (vidx, var, start, length), "B": (vidx[rb], vb, sb, lb)}
     if scaleA == 1.0:
-        add_vertices(graph, cs, f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},true>", vertex_tiles, fields,
-                     params={"scaleB": [scaleB] * vertex_tiles.size})
+        add_vertices(
+            graph,
+            cs,
+            f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},true>",
+            vertex_tiles,
+            fields,
+            params={"scaleB": [scaleB] * vertex_tiles.size},
+        )
     else:
-        add_vertices(graph, cs, f"popops::aXPlusbYSupervisor<{A.dtype},{A.dtype},true>", vertex_tiles, fields,
-                     params={"scaleA": [scaleA] * vertex_tiles.size, "scaleB": [scaleB] * vertex_tiles.size})
+        add_vertices(
+            graph,
+            cs,
+            f"popops::aXPlusbYSupervisor<{A.dtype},{A.dtype},true>",
+            vertex_tiles,
+            fields,
+            params={"scaleA": [scaleA] * vertex_tiles.size, "scaleB": [scaleB] * vertex_tiles.size},
+        )
     _functional(graph, cs, lambda data: data.write(A, scaleA * data.read(A) + scaleB * data.read(B)))
     prog.add(Execute(cs))
 
@@ -198,8 +234,13 @@ def cast(graph: Graph, t: Tensor, dtype, prog: Sequence, debugPrefix: str = "cas
     cs = graph.addComputeSet(f"{debugPrefix}/Cast")
     vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out)
     r1, v1, s1, l1 = regions_at(t, pos, length)
-    add_vertices(graph, cs, f"popops::Cast1DSupervisor<{t.dtype},{dtype}>", vertex_tiles,
-                 {"src": (vidx[r1], v1, s1, l1), "dst": (vidx, var, start, length)})
+    add_vertices(
+        graph,
+        cs,
+        f"popops::Cast1DSupervisor<{t.dtype},{dtype}>",
+        vertex_tiles,
+        {"src": (vidx[r1], v1, s1, l1), "dst": (vidx, var, start, length)},
+    )
     _functional(graph, cs, lambda data: data.write(out, data.read(t).astype(dtype.numpy)))
     prog.add(Execute(cs))
     return out
@@ -207,8 +248,12 @@ def cast(graph: Graph, t: Tensor, dtype, prog: Sequence, debugPrefix: str = "cas
 
 # -- reductions ---------------------------------------------------------------------------------
 
-_REDUCE = {"ADD": ("ReduceAdd", np.add), "MAX": ("ReduceMax", np.maximum), "MIN": ("ReduceMin", np.minimum),
-           "SQUARE_ADD": ("ReduceSquareAdd", np.add)}
+_REDUCE = {
+    "ADD": ("ReduceAdd", np.add),
+    "MAX": ("ReduceMax", np.maximum),
+    "MIN": ("ReduceMin", np.minimum),
+    "SQUARE_ADD": ("ReduceSquareAdd", np.add),
+}
 
 
 def _group_reduce(values: np.ndarray, groups: np.ndarray, count: int, op: str) -> np.ndarray:
@@ -239,8 +284,15 @@ def _reduce_numpy(values: np.ndarray, dims, op: str) -> np.ndarray:
 
 
 @poplibs_op("Reduce")
-def reduce(graph: Graph, a: Tensor, dims: _Seq[int], prog: Sequence, op: str = "ADD", out_type=None,
-           debugPrefix: str = "reduce") -> Tensor:
+def reduce(
+    graph: Graph,
+    a: Tensor,
+    dims: _Seq[int],
+    prog: Sequence,
+    op: str = "ADD",
+    out_type=None,
+    debugPrefix: str = "reduce",
+) -> Tensor:
     """Reduce `a` over `dims` (popops::reduce): partials on each tile, then across tiles."""
     require_codelets(graph, "popops")
     if op not in _REDUCE:
@@ -252,7 +304,7 @@ def reduce(graph: Graph, a: Tensor, dims: _Seq[int], prog: Sequence, op: str = "
     num_out = int(np.prod(out_shape)) if out_shape else 1
     numel = a.numElements()
     coords = np.indices(a.shape, dtype=np.int64).reshape(a.rank(), -1) if a.rank() else np.zeros((0, 1), np.int64)
-    out_index = (np.ravel_multi_index(coords[kept], out_shape) if kept else np.zeros(numel, dtype=np.int64))
+    out_index = np.ravel_multi_index(coords[kept], out_shape) if kept else np.zeros(numel, dtype=np.int64)
     var, idx = a.element_arrays()
     tiles_el = _element_tiles(graph.state, var, idx)
     kind, fn = _REDUCE[op]
@@ -277,15 +329,26 @@ def reduce(graph: Graph, a: Tensor, dims: _Seq[int], prog: Sequence, op: str = "
     partial_fields = (el_vertex[run_first], sv[run_first], si[run_first], run_len)
     outputs_per_vertex = np.bincount(pair_vertex, minlength=vertex_tiles.size)
     partials_per_vertex = np.bincount(el_vertex, minlength=vertex_tiles.size)
-    work = {"outputs": outputs_per_vertex, "partials": np.maximum(1, partials_per_vertex // np.maximum(outputs_per_vertex, 1))}
+    work = {
+        "outputs": outputs_per_vertex,
+        "partials": np.maximum(1, partials_per_vertex // np.maximum(outputs_per_vertex, 1)),
+    }
     in_dtype = a.dtype
     if single_stage:
         # outputs live where their inputs are
         order_out = np.argsort(pair_out, kind="stable")
-        graph.setTileMappingIntervals(out, pair_out[order_out], pair_out[order_out] + 1, graph_tiles_inverse(graph, pair_tile[order_out]))
+        graph.setTileMappingIntervals(
+            out, pair_out[order_out], pair_out[order_out] + 1, graph_tiles_inverse(graph, pair_tile[order_out])
+        )
         out_fields = (pair_vertex, np.full(pair_out.size, out_var), pair_out, np.ones(pair_out.size, dtype=np.int64))
-        add_vertices(graph, cs1, lib.reduce_vertex(kind, in_dtype, out_type, specialisation=1), vertex_tiles,
-                     {"partials": partial_fields, "out": out_fields}, work=work)
+        add_vertices(
+            graph,
+            cs1,
+            lib.reduce_vertex(kind, in_dtype, out_type, specialisation=1),
+            vertex_tiles,
+            {"partials": partial_fields, "out": out_fields},
+            work=work,
+        )
 
         def run_single(data, a=a, out=out):
             values = data.read(a).astype(np.float64)
@@ -296,17 +359,25 @@ def reduce(graph: Graph, a: Tensor, dims: _Seq[int], prog: Sequence, op: str = "
         _functional(graph, cs1, run_single)
         prog.add(Execute(cs1))
         return out
-    partials = graph.addVariable(FLOAT if out_type.name in ("half", "float") else out_type, [upairs.size],
-                                 f"{debugPrefix}/partials")
+    partials = graph.addVariable(
+        FLOAT if out_type.name in ("half", "float") else out_type, [upairs.size], f"{debugPrefix}/partials"
+    )
     pvar = int(partials.vars[0])
     bounds = np.flatnonzero(np.diff(pair_tile)) + 1
     p_starts = np.concatenate(([0], bounds))
     p_ends = np.concatenate((bounds, [upairs.size]))
     graph.setTileMappingIntervals(partials, p_starts, p_ends, graph_tiles_inverse(graph, pair_tile[p_starts]))
-    add_vertices(graph, cs1, lib.reduce_vertex(kind, in_dtype, partials.dtype, specialisation=2), vertex_tiles,
-                 {"partials": partial_fields,
-                  "out": (pair_vertex, np.full(upairs.size, pvar), np.arange(upairs.size), np.ones(upairs.size, np.int64))},
-                 work=work)
+    add_vertices(
+        graph,
+        cs1,
+        lib.reduce_vertex(kind, in_dtype, partials.dtype, specialisation=2),
+        vertex_tiles,
+        {
+            "partials": partial_fields,
+            "out": (pair_vertex, np.full(upairs.size, pvar), np.arange(upairs.size), np.ones(upairs.size, np.int64)),
+        },
+        work=work,
+    )
     # stage 2: outputs spread over the tiles, each reading its partials from every source tile
     o_starts, o_ends, o_tiles = linear_intervals(num_out, graph.num_tiles, 1, 1)
     graph.setTileMappingIntervals(out, o_starts, o_ends, o_tiles)
@@ -320,12 +391,22 @@ def reduce(graph: Graph, a: Tensor, dims: _Seq[int], prog: Sequence, op: str = "
     l2 = np.diff(np.concatenate((f2, [p_pos.size])))
     cs2 = graph.addComputeSet(f"{debugPrefix}/Reduce")
     graph_out_tiles = np.asarray(graph.tile(o_tiles), dtype=np.int64)
-    add_vertices(graph, cs2, lib.reduce_vertex(kind, partials.dtype, out_type, specialisation=2), graph_out_tiles,
-                 {"partials": (p_owner[f2], np.full(f2.size, pvar), p_pos[f2], l2),
-                  "out": (np.arange(o_starts.size), np.full(o_starts.size, out_var), o_starts, o_ends - o_starts)},
-                 work={"outputs": o_ends - o_starts,
-                       "partials": np.maximum(1, np.bincount(p_owner, minlength=o_starts.size) //
-                                              np.maximum(o_ends - o_starts, 1))})
+    add_vertices(
+        graph,
+        cs2,
+        lib.reduce_vertex(kind, partials.dtype, out_type, specialisation=2),
+        graph_out_tiles,
+        {
+            "partials": (p_owner[f2], np.full(f2.size, pvar), p_pos[f2], l2),
+            "out": (np.arange(o_starts.size), np.full(o_starts.size, out_var), o_starts, o_ends - o_starts),
+        },
+        work={
+            "outputs": o_ends - o_starts,
+            "partials": np.maximum(
+                1, np.bincount(p_owner, minlength=o_starts.size) // np.maximum(o_ends - o_starts, 1)
+            ),
+        },
+    )
 
     shape = a.shape
 

@@ -23,8 +23,19 @@ def setSeed(graph: Graph, masterSeed: Tensor, seedModifier: int, prog: Sequence,
     tiles = np.asarray(graph.tile(np.arange(graph.num_tiles, dtype=np.int64)), dtype=np.int64)
     n = tiles.size
     seed = masterSeed
-    add_vertices(graph, cs, "poprand::SetSeedSupervisor", tiles,
-                 {"seed": (np.repeat(np.arange(n), seed.vars.size), np.tile(seed.vars, n), np.tile(seed.starts, n),
-                           np.tile(seed.lengths, n))})
+    add_vertices(
+        graph,
+        cs,
+        "poprand::SetSeedSupervisor",
+        tiles,
+        {
+            "seed": (
+                np.repeat(np.arange(n), seed.vars.size),
+                np.tile(seed.vars, n),
+                np.tile(seed.starts, n),
+                np.tile(seed.lengths, n),
+            )
+        },
+    )
     graph.state.compute_sets[cs.id].functional.append(lambda data: None)
     prog.add(Execute(cs))

@@ -48,8 +48,11 @@ def digest(report) -> str:
     for table in sorted(reader.file.tables):
         if table == "matrix_chunks":
             continue
-        rows = sorted(repr(row) for row in reader.query(f'SELECT * FROM "{table}"')
-                      if not (table == "metadata" and row[0] == "created"))
+        rows = sorted(
+            repr(row)
+            for row in reader.query(f'SELECT * FROM "{table}"')
+            if not (table == "metadata" and row[0] == "created")
+        )
         h.update(table.encode() + b"\n" + "\n".join(rows).encode())
     for name in sorted(reader._load_matrices()):
         matrix = reader.matrix(name)

@@ -37,7 +37,7 @@ def _alarm(_signum, _frame):
 
 
 def _open_and_walk(path: str, debug: str | None) -> None:
-    with (pva.openReport(path, debug) if debug else pva.openReport(path)) as report:
+    with pva.openReport(path, debug) if debug else pva.openReport(path) as report:
         walk(report, WALK_BUDGET)
         report.compilation.target.numTiles
         if debug:
@@ -59,8 +59,11 @@ def _check(path: str) -> None:
     check_report(path)
 
 
-OPERATIONS = [("open+walk", _open_and_walk), ("matrices", lambda path, debug: _matrices(path)),
-              ("check", lambda path, debug: _check(path))]
+OPERATIONS = [
+    ("open+walk", _open_and_walk),
+    ("matrices", lambda path, debug: _matrices(path)),
+    ("check", lambda path, debug: _check(path)),
+]
 
 
 def serve(seconds: int) -> None:
@@ -81,8 +84,10 @@ def serve(seconds: int) -> None:
             except _Timeout:
                 outcome, detail = "timeout", f"more than {seconds} s"
             except BaseException as exc:
-                outcome, detail = "unexpected", "".join(
-                    traceback.format_exception(type(exc), exc, exc.__traceback__))[-2500:]
+                outcome, detail = (
+                    "unexpected",
+                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-2500:],
+                )
             finally:
                 signal.alarm(0)
             outcomes.append({"op": op, "outcome": outcome, "detail": detail})

@@ -31,7 +31,7 @@ _ABSURD = [
     ("steps", "program", None, [999999]),
     ("memory_by_tile", "total", None, [(1 << 63) - 1]),
     ("memory_by_tile", "tile", None, [-1]),
-    ("liveness_steps", "depth", None, [10 ** 9]),
+    ("liveness_steps", "depth", None, [10**9]),
     ("liveness_steps", "parent", None, [-2]),
     ("vars_info", "size_bytes", None, [-10]),
     ("vars_info", "equivalence_class", None, [1 << 50]),
@@ -79,12 +79,20 @@ def _sql(path: pathlib.Path, *statements: str, writable_schema: bool = False) ->
 
 def _without_constraints(path: pathlib.Path, table: str) -> None:
     """Recreate a table with the same columns but no constraints (so NULLs and duplicates fit)."""
-    _sql(path, f'CREATE TABLE "tmp_{table}" AS SELECT * FROM "{table}"', f'DROP TABLE "{table}"',
-         f'ALTER TABLE "tmp_{table}" RENAME TO "{table}"')
+    _sql(
+        path,
+        f'CREATE TABLE "tmp_{table}" AS SELECT * FROM "{table}"',
+        f'DROP TABLE "{table}"',
+        f'ALTER TABLE "tmp_{table}" RENAME TO "{table}"',
+    )
 
 
-def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str], seed: int = 1,
-               debug: str | os.PathLike[str] | None = None) -> list[dict]:
+def make_cases(
+    source: str | os.PathLike[str],
+    directory: str | os.PathLike[str],
+    seed: int = 1,
+    debug: str | os.PathLike[str] | None = None,
+) -> list[dict]:
     """Write damaged copies of the report `source` into `directory`; returns the cases."""
     source = pathlib.Path(source)
     out = pathlib.Path(directory)
@@ -100,8 +108,21 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
         cases.append(case)
 
     # truncations
-    offsets = sorted({0, 1, 99, 100, 101, 4095, 4096, 4097, 8192, *(int(len(data) * f) for f in np.linspace(0.05, 0.98, 12)),
-                      len(data) - 1})
+    offsets = sorted(
+        {
+            0,
+            1,
+            99,
+            100,
+            101,
+            4095,
+            4096,
+            4097,
+            8192,
+            *(int(len(data) * f) for f in np.linspace(0.05, 0.98, 12)),
+            len(data) - 1,
+        }
+    )
     for offset in offsets:
         path = out / f"truncated-{offset}.pop"
         path.write_bytes(data[:offset])
@@ -112,8 +133,12 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
     roots = conn.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0 ORDER BY name").fetchall()
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     chunks = conn.execute("SELECT matrix, first_row FROM matrix_chunks WHERE first_row = 0 ORDER BY matrix").fetchall()
-    tables = [name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    tables = [
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+    ]
     conn.close()
     for name, root in roots:
         flipped = bytearray(data)
@@ -139,13 +164,15 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
     for matrix, first in chunks:
         path = _copy(source, out, f"chunk-{matrix}")
         conn = sqlite3.connect(path)
-        (blob,) = conn.execute("SELECT data FROM matrix_chunks WHERE matrix = ? AND first_row = ?",
-                               (matrix, first)).fetchone()
+        (blob,) = conn.execute(
+            "SELECT data FROM matrix_chunks WHERE matrix = ? AND first_row = ?", (matrix, first)
+        ).fetchone()
         damaged = bytearray(blob)
         for position in rng.integers(0, len(damaged), max(1, len(damaged) // 50)):
             damaged[position] ^= int(rng.integers(1, 256))
-        conn.execute("UPDATE matrix_chunks SET data = ? WHERE matrix = ? AND first_row = ?",
-                     (bytes(damaged), matrix, first))
+        conn.execute(
+            "UPDATE matrix_chunks SET data = ? WHERE matrix = ? AND first_row = ?", (bytes(damaged), matrix, first)
+        )
         conn.commit()
         conn.close()
         add(f"flipped bytes in an Arrow chunk of {matrix}", path)
@@ -163,9 +190,17 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
         add(f"{table}.{column} set to {value}", path)
 
     # NULLs in NOT NULL columns
-    for table, column in (("programs", "type"), ("target", "num_tiles"), ("steps", "type"), ("runs", "first_step"),
-                          ("metadata", "value"), ("memory_by_tile", "total"), ("liveness_steps", "program"),
-                          ("vertex_types", "name"), ("tiles", "ipu")):
+    for table, column in (
+        ("programs", "type"),
+        ("target", "num_tiles"),
+        ("steps", "type"),
+        ("runs", "first_step"),
+        ("metadata", "value"),
+        ("memory_by_tile", "total"),
+        ("liveness_steps", "program"),
+        ("vertex_types", "name"),
+        ("tiles", "ipu"),
+    ):
         path = _copy(source, out, f"null-{table}-{column}")
         _without_constraints(path, table)
         _sql(path, f'UPDATE "{table}" SET "{column}" = NULL')
@@ -180,8 +215,14 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
             add(f"{table}.{column} = {value}", path)
 
     # duplicate ids
-    for table, key in (("programs", "id"), ("compute_sets", "compute_set"), ("steps", "id"), ("vertex_types", "id"),
-                       ("runs", "id"), ("tiles", "id")):
+    for table, key in (
+        ("programs", "id"),
+        ("compute_sets", "compute_set"),
+        ("steps", "id"),
+        ("vertex_types", "id"),
+        ("runs", "id"),
+        ("tiles", "id"),
+    ):
         path = _copy(source, out, f"duplicate-{table}")
         _without_constraints(path, table)
         _sql(path, f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE "{key}" < 3')
@@ -189,8 +230,11 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
 
     # reference cycles among programs
     path = _copy(source, out, "cycle-programs")
-    _sql(path, "INSERT OR REPLACE INTO program_children (parent, position, child) "
-               "SELECT child, 99, parent FROM program_children LIMIT 1")
+    _sql(
+        path,
+        "INSERT OR REPLACE INTO program_children (parent, position, child) "
+        "SELECT child, 99, parent FROM program_children LIMIT 1",
+    )
     add("a program that contains itself", path)
     path = _copy(source, out, "cycle-call")
     _sql(path, "UPDATE programs SET call_target = id WHERE type = 'Call'")
@@ -200,11 +244,19 @@ def make_cases(source: str | os.PathLike[str], directory: str | os.PathLike[str]
     add("liveness steps that are their own parents", path)
 
     # very long names
-    for table, column in (("programs", "name"), ("compute_sets", "name"), ("vertex_types", "name"),
-                          ("variables", "name"), ("runs", "name")):
+    for table, column in (
+        ("programs", "name"),
+        ("compute_sets", "name"),
+        ("vertex_types", "name"),
+        ("variables", "name"),
+        ("runs", "name"),
+    ):
         path = _copy(source, out, f"long-{table}")
-        _sql(path, f"UPDATE \"{table}\" SET \"{column}\" = printf('%.*c', 5000000, 'x') "
-                   f"WHERE rowid IN (SELECT rowid FROM \"{table}\" LIMIT 3)")
+        _sql(
+            path,
+            f"UPDATE \"{table}\" SET \"{column}\" = printf('%.*c', 5000000, 'x') "
+            f'WHERE rowid IN (SELECT rowid FROM "{table}" LIMIT 3)',
+        )
         add(f"5,000,000-character {table}.{column}", path)
 
     # bombs: small files that would make a decoder allocate without bound (issue 17)
@@ -283,8 +335,9 @@ def _matrix_shape(path: pathlib.Path, matrix: str) -> tuple[int, int]:
         conn.close()
 
 
-def ipc_compression_bomb(source, out, *, batch_bytes: int = 512 << 20, batches: int = 3,
-                         matrix: str = "step_cycles_by_tile") -> pathlib.Path:
+def ipc_compression_bomb(
+    source, out, *, batch_bytes: int = 512 << 20, batches: int = 3, matrix: str = "step_cycles_by_tile"
+) -> pathlib.Path:
     """Issue 17 item 2: a chunk stored with codec `none` that holds an IPC stream with IPC-level zstd
     body compression, `batches` batches of `batch_bytes` zeros each (a few hundred kB on disk)."""
     import pyarrow as pa
@@ -302,8 +355,11 @@ def ipc_compression_bomb(source, out, *, batch_bytes: int = 512 << 20, batches: 
     blob = _zeros_stream(schema, rows, batches, make, "zstd")
     path = out / "bomb-ipc-compression.pop"
     shutil.copyfile(source, path)
-    _sql(path, f"UPDATE matrix_chunks SET codec = 'none', raw_size = {len(blob)}, data = x'{blob.hex()}' "
-               f"WHERE matrix = '{matrix}' AND first_row = 0")
+    _sql(
+        path,
+        f"UPDATE matrix_chunks SET codec = 'none', raw_size = {len(blob)}, data = x'{blob.hex()}' "
+        f"WHERE matrix = '{matrix}' AND first_row = 0",
+    )
     return path
 
 
@@ -319,8 +375,10 @@ def declared_rows_bomb(source, out, *, rows: int = 2_000_000, matrix: str = "ste
     conn = sqlite3.connect(path)
     try:
         conn.execute("DELETE FROM matrix_chunks WHERE matrix = ?", (matrix,))
-        conn.execute("INSERT INTO matrix_chunks (matrix, first_row, num_rows, codec, raw_size, data) "
-                     "VALUES (?, 0, ?, ?, ?, ?)", (matrix, rows, codec, raw_size, blob))
+        conn.execute(
+            "INSERT INTO matrix_chunks (matrix, first_row, num_rows, codec, raw_size, data) VALUES (?, 0, ?, ?, ?, ?)",
+            (matrix, rows, codec, raw_size, blob),
+        )
         conn.execute("UPDATE matrices SET num_rows = ?, rows_per_chunk = ? WHERE name = ?", (rows, rows, matrix))
         conn.commit()
     finally:
@@ -364,8 +422,14 @@ def debug_sharing_bomb(levels: int = 25) -> bytes:
     for key, value in (("id", 1), ("layer", "poplar"), ("name", "bomb"), ("parentIds", [])):
         context += cbor2.dumps(key) + cbor2.dumps(value)
     context += cbor2.dumps("shared") + bytes(dag)
-    return (b"\xa2" + cbor2.dumps("pva_debug_info") + cbor2.dumps("1.0") + cbor2.dumps("contexts") + b"\x81"
-            + bytes(context))
+    return (
+        b"\xa2"
+        + cbor2.dumps("pva_debug_info")
+        + cbor2.dumps("1.0")
+        + cbor2.dumps("contexts")
+        + b"\x81"
+        + bytes(context)
+    )
 
 
 def graph_count_bomb(source, out) -> pathlib.Path:
@@ -373,8 +437,7 @@ def graph_count_bomb(source, out) -> pathlib.Path:
     path = pathlib.Path(out) / "bomb-graph-counts.pop"
     shutil.copyfile(source, path)
     top = (1 << 63) - 1
-    _sql(path, f"UPDATE graph SET num_compute_sets = {top}, num_edges = {top}, num_vars = {top}, "
-               f"num_vertices = {top}")
+    _sql(path, f"UPDATE graph SET num_compute_sets = {top}, num_edges = {top}, num_vars = {top}, num_vertices = {top}")
     return path
 
 

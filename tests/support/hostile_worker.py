@@ -52,8 +52,11 @@ def _children(obj):
                 sig = inspect.signature(bound)
             except (TypeError, ValueError):
                 continue
-            required = [p for p in sig.parameters.values()
-                        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            required = [
+                p
+                for p in sig.parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
             if not required:
                 yield name + "()", bound()
             elif len(required) == 1:
@@ -122,8 +125,13 @@ def _operations(case, scratch):
     if not case.get("all_ops", True):
         return
     if "export" in command_modules():
-        for fmt, name in (("csv", "csv"), ("parquet", "parquet"), ("hdf5", "out.h5"), ("chrome-trace", "trace.json"),
-                          ("legacy-json", "legacy.json")):
+        for fmt, name in (
+            ("csv", "csv"),
+            ("parquet", "parquet"),
+            ("hdf5", "out.h5"),
+            ("chrome-trace", "trace.json"),
+            ("legacy-json", "legacy.json"),
+        ):
             out = os.path.join(scratch, name)
             yield f"export-{fmt}", lambda fmt=fmt, out=out: _cli("export", path, "--format", fmt, "-o", out)
     if "html" in command_modules():
@@ -139,8 +147,9 @@ def main(cases_path: str, results_path: str, start: int, seconds: int) -> None:
             case = cases[index]
             with tempfile.TemporaryDirectory() as scratch:
                 for op, run in _operations(case, scratch):
-                    results.write(json.dumps({"index": index, "case": case["name"], "op": op, "outcome": "started"})
-                                  + "\n")
+                    results.write(
+                        json.dumps({"index": index, "case": case["name"], "op": op, "outcome": "started"}) + "\n"
+                    )
                     results.flush()
                     signal.alarm(seconds)
                     try:
@@ -151,15 +160,25 @@ def main(cases_path: str, results_path: str, start: int, seconds: int) -> None:
                     except _Timeout:
                         outcome, detail = "timeout", f"more than {seconds} s"
                     except BaseException as exc:
-                        outcome, detail = "unexpected", "".join(
-                            traceback.format_exception(type(exc), exc, exc.__traceback__))[-2000:]
+                        outcome, detail = (
+                            "unexpected",
+                            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-2000:],
+                        )
                     finally:
                         signal.alarm(0)
-                    results.write(json.dumps({"index": index, "case": case["name"], "op": op, "outcome": outcome,
-                                              "detail": detail}) + "\n")
+                    results.write(
+                        json.dumps(
+                            {"index": index, "case": case["name"], "op": op, "outcome": outcome, "detail": detail}
+                        )
+                        + "\n"
+                    )
                     results.flush()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0,
-         int(sys.argv[4]) if len(sys.argv) > 4 else 30)
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]) if len(sys.argv) > 3 else 0,
+        int(sys.argv[4]) if len(sys.argv) > 4 else 30,
+    )

@@ -16,8 +16,9 @@ HEAD, TAIL = 12, 2
 
 
 def _is_model_object(value) -> bool:
-    return type(value).__module__.startswith("pva") and not isinstance(value, (int, float, str, bytes, list,
-                                                                              tuple, dict, set))
+    return type(value).__module__.startswith("pva") and not isinstance(
+        value, (int, float, str, bytes, list, tuple, dict, set)
+    )
 
 
 def _sample(values) -> list:

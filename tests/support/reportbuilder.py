@@ -66,22 +66,47 @@ class _Recorder:
         )
 
 
-def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = True, seed: int = 7,
-                        chunk_bytes: int = 2 << 20, compression: str | None = "zstd") -> SampleReport:
+def write_sample_report(
+    path: str | os.PathLike[str],
+    *,
+    with_execution: bool = True,
+    seed: int = 7,
+    chunk_bytes: int = 2 << 20,
+    compression: str | None = "zstd",
+) -> SampleReport:
     """Write the sample report to `path` and return everything written."""
     rng = np.random.default_rng(seed)
     sample = SampleReport(path=os.fspath(path))
     tiles = TILES_PER_IPU * NUM_IPUS
-    with ProfileWriter(path, producer="pva-tests", producer_version="1", poplar_version="3.1.0 (a027fa0bd5)",
-                       chunk_bytes=chunk_bytes, compression=compression) as w:
+    with ProfileWriter(
+        path,
+        producer="pva-tests",
+        producer_version="1",
+        poplar_version="3.1.0 (a027fa0bd5)",
+        chunk_bytes=chunk_bytes,
+        compression=compression,
+    ) as w:
         r = _Recorder(w, sample)
-        w.set_metadata(instrumentation_compute="Tile", instrumentation_external_exchange="Off",
-                       compilation_timestamp="2026-11-20T10:00:00Z")
+        w.set_metadata(
+            instrumentation_compute="Tile",
+            instrumentation_external_exchange="Off",
+            compilation_timestamp="2026-11-20T10:00:00Z",
+        )
         sample.target = w.set_target(
-            num_ipus=NUM_IPUS, tiles_per_ipu=TILES_PER_IPU, bytes_per_tile=BYTES_PER_TILE, clock_frequency=CLOCK,
-            type="IpuModel", architecture="Ipu2", relative_sync_delay_by_tile=[0, 1, 2, 3], min_sync_delay=17,
-            num_worker_contexts=6, exchange_bytes_per_cycle=4, memory_element_offsets=[0, 65536],
-            memory_region_offsets=[0, 524288], supports_super_tile_send_receive=1, tiles_per_super_tile=2,
+            num_ipus=NUM_IPUS,
+            tiles_per_ipu=TILES_PER_IPU,
+            bytes_per_tile=BYTES_PER_TILE,
+            clock_frequency=CLOCK,
+            type="IpuModel",
+            architecture="Ipu2",
+            relative_sync_delay_by_tile=[0, 1, 2, 3],
+            min_sync_delay=17,
+            num_worker_contexts=6,
+            exchange_bytes_per_cycle=4,
+            memory_element_offsets=[0, 65536],
+            memory_region_offsets=[0, 524288],
+            supports_super_tile_send_receive=1,
+            tiles_per_super_tile=2,
         )
         w.set_graph(num_compute_sets=3, num_edges=40, num_vars=12, num_vertices=20)
         r.put("optimisation_metrics", ("name", "value"), [("mergedCopies", 3.0), ("removedVars", 1.5)])
@@ -89,11 +114,15 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
         r.put("target_parameters", ("name", "value"), [("ipuLinkDomainSize", "64")])
 
         # vertex types, compute sets and their vertices
-        r.put("vertex_types", ("id", "name", "size", "source"), [
-            (0, "poplar_rt::DstStridedCopyDA32", 12, "Asm"),
-            (1, "popops::ScaledAddSupervisor<float,float,true>", 16, "Asm"),
-            (2, "SumVertex", 8, "CPlusPlus"),
-        ])
+        r.put(
+            "vertex_types",
+            ("id", "name", "size", "source"),
+            [
+                (0, "poplar_rt::DstStridedCopyDA32", 12, "Asm"),
+                (1, "popops::ScaledAddSupervisor<float,float,true>", 16, "Asm"),
+                (2, "SumVertex", 8, "CPlusPlus"),
+            ],
+        )
         cs_rows, vertex_rows = [], []
         for cs, name in enumerate(["init/copy", "layer1/fwd", "layer1/bwd"]):
             estimate = rng.integers(10, 500, size=tiles, dtype=np.uint64)
@@ -105,10 +134,24 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
                 counts = rng.integers(0, 3, size=tiles, dtype=np.uint64)
                 cr = r.vector("vertex_count_by_tile", counts)
                 vertex_rows.append((len(vertex_rows), cs, vt, int(counts.sum()), 100 * (k + 1), cr))
-        r.put("compute_sets", ("compute_set", "name", "num_vertices", "estimated_cycles_row", "active_cycles_row",
-                               "estimated_cycles_max", "estimated_cycles_total"), cs_rows)
-        r.put("compute_set_vertices", ("id", "compute_set", "vertex_type", "count", "estimated_cycles",
-                                       "count_by_tile_row"), vertex_rows)
+        r.put(
+            "compute_sets",
+            (
+                "compute_set",
+                "name",
+                "num_vertices",
+                "estimated_cycles_row",
+                "active_cycles_row",
+                "estimated_cycles_max",
+                "estimated_cycles_total",
+            ),
+            cs_rows,
+        )
+        r.put(
+            "compute_set_vertices",
+            ("id", "compute_set", "vertex_type", "count", "estimated_cycles", "count_by_tile_row"),
+            vertex_rows,
+        )
 
         # programs
         programs = [
@@ -131,11 +174,27 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
             (16, "SyncAns", "", None, None, None, None, None, 4),
             (17, "Repeat", "whileish", None, None, None, None, None, None),
         ]
-        r.put("programs", ("id", "type", "name", "compute_set", "repeat_count", "sync_type", "stream_copy_type",
-                           "call_target", "num_tiles"), programs)
+        r.put(
+            "programs",
+            (
+                "id",
+                "type",
+                "name",
+                "compute_set",
+                "repeat_count",
+                "sync_type",
+                "stream_copy_type",
+                "call_target",
+                "num_tiles",
+            ),
+            programs,
+        )
         children = {0: [1, 2, 3, 4, 5, 6, 10, 13, 14, 15, 16, 17], 6: [7], 7: [8, 9], 11: [12]}
-        r.put("program_children", ("parent", "position", "child"),
-              [(p, i, c) for p, cs in children.items() for i, c in enumerate(cs)])
+        r.put(
+            "program_children",
+            ("parent", "position", "child"),
+            [(p, i, c) for p, cs in children.items() for i, c in enumerate(cs)],
+        )
         r.put("control_programs", ("position", "program"), [(0, 0)])
         r.put("function_programs", ("position", "program"), [(0, 11)])
         for program in range(len(programs)):
@@ -150,18 +209,62 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
 
         # categories, variables and lowered variables
         categories = list(CATEGORIES)
-        r.put("var_categories", ("id", "name", "description"),
-              [(i, name, CATEGORIES[name]) for i, name in enumerate(categories)])
+        r.put(
+            "var_categories",
+            ("id", "name", "description"),
+            [(i, name, CATEGORIES[name]) for i, name in enumerate(categories)],
+        )
         r.put("variables", ("id", "name"), [(i, f"var{i}") for i in range(6)] + [(6, "controlCode"), (7, "stack")])
         lowered = []
         for tile in range(tiles):
             for k, var in enumerate((0, 1, 2)):
-                lowered.append((len(lowered), tile, f"var{var}/t{tile}", 64 * (var + 1), 8, 128 * k,
-                                categories.index("variable"), 0, var, var, tile * 3 + k))
-            lowered.append((len(lowered), tile, "controlCode", 512, 4, 1024, categories.index("controlCode"), 1, 0,
-                            6, tile * 3 + 3))
-        r.put("vars_info", ("id", "tile", "name", "size_bytes", "alignment", "offset", "category", "always_live",
-                            "equivalence_class", "unlowered_var", "alloc_order"), lowered)
+                lowered.append(
+                    (
+                        len(lowered),
+                        tile,
+                        f"var{var}/t{tile}",
+                        64 * (var + 1),
+                        8,
+                        128 * k,
+                        categories.index("variable"),
+                        0,
+                        var,
+                        var,
+                        tile * 3 + k,
+                    )
+                )
+            lowered.append(
+                (
+                    len(lowered),
+                    tile,
+                    "controlCode",
+                    512,
+                    4,
+                    1024,
+                    categories.index("controlCode"),
+                    1,
+                    0,
+                    6,
+                    tile * 3 + 3,
+                )
+            )
+        r.put(
+            "vars_info",
+            (
+                "id",
+                "tile",
+                "name",
+                "size_bytes",
+                "alignment",
+                "offset",
+                "category",
+                "always_live",
+                "equivalence_class",
+                "unlowered_var",
+                "alloc_order",
+            ),
+            lowered,
+        )
         r.put("lowered_var_constraints", ("var", "kind", "other"), [(0, "element", 1), (1, "region", 2)])
         r.put("equivalence_class_steps", ("class", "start", "end"), [(0, 0, 4), (1, 2, 6), (2, 3, 5), (2, 6, 8)])
         r.put("program_vars", ("program", "var"), [(5, 0), (5, 1), (8, 2), (4, 3)])
@@ -181,12 +284,38 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
             inter = int(per_tile[tile, 0::6].sum() + per_tile[tile, 1::6].sum())
             non = int(per_tile[tile, 2::6].sum() + per_tile[tile, 3::6].sum())
             total = inter + non
-            memory_rows.append((tile, total, total + 64 * tile, inter, inter, non, non + 64 * tile, 0, 0,
-                                total // 2, total - total // 2))
-        r.put("memory_by_tile", ("tile", "total", "total_including_gaps", "interleaved", "interleaved_including_gaps",
-                                 "non_interleaved", "non_interleaved_including_gaps", "overflowed",
-                                 "overflowed_including_gaps", "always_live_bytes", "not_always_live_bytes"),
-              memory_rows)
+            memory_rows.append(
+                (
+                    tile,
+                    total,
+                    total + 64 * tile,
+                    inter,
+                    inter,
+                    non,
+                    non + 64 * tile,
+                    0,
+                    0,
+                    total // 2,
+                    total - total // 2,
+                )
+            )
+        r.put(
+            "memory_by_tile",
+            (
+                "tile",
+                "total",
+                "total_including_gaps",
+                "interleaved",
+                "interleaved_including_gaps",
+                "non_interleaved",
+                "non_interleaved_including_gaps",
+                "overflowed",
+                "overflowed_including_gaps",
+                "always_live_bytes",
+                "not_always_live_bytes",
+            ),
+            memory_rows,
+        )
         sample.matrices["memory_category_by_tile"] = [per_tile]
         w.matrix("memory_category_by_tile").append(per_tile)
         by_category = []
@@ -197,20 +326,47 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
                     if column.any():
                         by_category.append((c, region, overlapped, int(column.sum()), int(column.max())))
         r.put("memory_by_category", ("category", "region", "overlapped", "total", "max"), by_category)
-        r.put("vertex_memory", ("tile", "vertex_type", "code_bytes", "copy_ptr_bytes", "descriptor_bytes",
-                                "edge_ptr_bytes", "padding_bytes", "vertex_data_bytes"),
-              [(t, vt, 100 + t, 4, 8, 12 + vt, 2, 40 + vt) for t in range(tiles) for vt in (0, 1)])
+        r.put(
+            "vertex_memory",
+            (
+                "tile",
+                "vertex_type",
+                "code_bytes",
+                "copy_ptr_bytes",
+                "descriptor_bytes",
+                "edge_ptr_bytes",
+                "padding_bytes",
+                "vertex_data_bytes",
+            ),
+            [(t, vt, 100 + t, 4, 8, 12 + vt, 2, 40 + vt) for t in range(tiles) for vt in (0, 1)],
+        )
 
         # liveness
-        r.put("liveness_steps", ("id", "program", "parent", "depth", "not_always_live_bytes"), [
-            (0, 0, None, 0, 0), (1, 1, 0, 1, 512), (2, 2, 0, 1, 2048), (3, 4, 0, 1, 4096), (4, 5, 0, 1, 3072),
-            (5, 6, 0, 1, 1024), (6, 8, 5, 2, 3072), (7, 9, 5, 2, 1536),
-        ])
-        r.put("liveness_step_ipus", ("step", "ipu", "bytes"),
-              [(s, i, b // 2) for s, b in enumerate([0, 512, 2048, 4096, 3072, 1024, 3072, 1536]) for i in (0, 1)])
+        r.put(
+            "liveness_steps",
+            ("id", "program", "parent", "depth", "not_always_live_bytes"),
+            [
+                (0, 0, None, 0, 0),
+                (1, 1, 0, 1, 512),
+                (2, 2, 0, 1, 2048),
+                (3, 4, 0, 1, 4096),
+                (4, 5, 0, 1, 3072),
+                (5, 6, 0, 1, 1024),
+                (6, 8, 5, 2, 3072),
+                (7, 9, 5, 2, 1536),
+            ],
+        )
+        r.put(
+            "liveness_step_ipus",
+            ("step", "ipu", "bytes"),
+            [(s, i, b // 2) for s, b in enumerate([0, 512, 2048, 4096, 3072, 1024, 3072, 1536]) for i in (0, 1)],
+        )
         r.put("liveness_tiles", ("tile",), [(0,), (5,)])
-        r.put("always_live_vars", ("var", "tile", "bytes"),
-              [(6, t, 512) for t in range(tiles)] + [(7, t, 1024) for t in range(tiles)])
+        r.put(
+            "always_live_vars",
+            ("var", "tile", "bytes"),
+            [(6, t, 512) for t in range(tiles)] + [(7, t, 1024) for t in range(tiles)],
+        )
 
         if with_execution:
             _write_execution(r, rng, tiles)
@@ -221,36 +377,80 @@ def write_sample_report(path: str | os.PathLike[str], *, with_execution: bool = 
 def _write_legacy_tables(r: _Recorder, rng, tiles: int, with_execution: bool) -> None:
     """Tables that hold legacy (v1) profile data; a separate generator keeps the values above unchanged."""
     rows_of = {(p, k): row for p, k, row, *_ in r.sample.rows("program_vectors")}
-    r.put("exchanges", ("family", "exchange", "kind", "row"), [
-        ("internal", 0, "bytes_received", rows_of[(4, "bytes_received")]),
-        ("internal", 0, "bytes_sent", rows_of[(4, "bytes_sent")]),
-        ("internal", 0, "code_bytes", rows_of[(4, "code_bytes")]),
-        ("external", 0, "bytes_received", rows_of[(13, "bytes_received")]),
-        ("external", 0, "exchange_cycles", rows_of[(13, "exchange_cycles")]),
-        ("host", 0, "bytes_sent", rows_of[(2, "bytes_sent")]),
-    ])
-    r.put("compute_set_memory", ("compute_set", "tile", "code_bytes", "copy_ptr_bytes", "descriptor_bytes",
-                                 "edge_ptr_bytes", "padding_bytes", "vertex_data_bytes"),
-          [(cs, t, 64 + t, 0, 4 * cs, 8, 0, 16 + cs) for cs in (1, 2) for t in range(tiles)])
-    r.put("compile_estimates", ("id", "kernel", "compute_set", "samples_per_second", "compute_samples_per_second",
-                                "transmission_samples_per_second", "active_pes", "active_pes_percent",
-                                "compute_utilization_percent"),
-          [(0, None, None, 2321.9, 2321.9, 2430.7, None, 93, 80), (1, "fc_para42.fc", 1, 2321.9, 2321.9, 14311.7,
-                                                                    5203, None, 100)])
+    r.put(
+        "exchanges",
+        ("family", "exchange", "kind", "row"),
+        [
+            ("internal", 0, "bytes_received", rows_of[(4, "bytes_received")]),
+            ("internal", 0, "bytes_sent", rows_of[(4, "bytes_sent")]),
+            ("internal", 0, "code_bytes", rows_of[(4, "code_bytes")]),
+            ("external", 0, "bytes_received", rows_of[(13, "bytes_received")]),
+            ("external", 0, "exchange_cycles", rows_of[(13, "exchange_cycles")]),
+            ("host", 0, "bytes_sent", rows_of[(2, "bytes_sent")]),
+        ],
+    )
+    r.put(
+        "compute_set_memory",
+        (
+            "compute_set",
+            "tile",
+            "code_bytes",
+            "copy_ptr_bytes",
+            "descriptor_bytes",
+            "edge_ptr_bytes",
+            "padding_bytes",
+            "vertex_data_bytes",
+        ),
+        [(cs, t, 64 + t, 0, 4 * cs, 8, 0, 16 + cs) for cs in (1, 2) for t in range(tiles)],
+    )
+    r.put(
+        "compile_estimates",
+        (
+            "id",
+            "kernel",
+            "compute_set",
+            "samples_per_second",
+            "compute_samples_per_second",
+            "transmission_samples_per_second",
+            "active_pes",
+            "active_pes_percent",
+            "compute_utilization_percent",
+        ),
+        [
+            (0, None, None, 2321.9, 2321.9, 2430.7, None, 93, 80),
+            (1, "fc_para42.fc", 1, 2321.9, 2321.9, 14311.7, 5203, None, 100),
+        ],
+    )
     if with_execution:
         for _cs in range(3):
             r.vector("compute_set_cycles_by_tile", rng.integers(0, 300, size=tiles))
-        r.put("vertex_cycles", ("vertex", "compute_set", "vertex_type", "cycles"),
-              [(v, v % 3, v % 3, int(c)) for v, c in enumerate(rng.integers(1, 90, size=6))])
+        r.put(
+            "vertex_cycles",
+            ("vertex", "compute_set", "vertex_type", "cycles"),
+            [(v, v % 3, v % 3, int(c)) for v, c in enumerate(rng.integers(1, 90, size=6))],
+        )
 
 
 def _write_execution(r: _Recorder, rng, tiles: int) -> None:
-    step_programs = [(1, "StreamCopyBegin"), (2, "StreamCopyMid"), (3, "StreamCopyEnd"), (4, "DoExchange"),
-                     (5, "OnTileExecute"), (8, "OnTileExecute"), (9, "Sync"), (None, "Sync"),
-                     (8, "OnTileExecute"), (12, "OnTileExecute"), (13, "GlobalExchange")]
+    step_programs = [
+        (1, "StreamCopyBegin"),
+        (2, "StreamCopyMid"),
+        (3, "StreamCopyEnd"),
+        (4, "DoExchange"),
+        (5, "OnTileExecute"),
+        (8, "OnTileExecute"),
+        (9, "Sync"),
+        (None, "Sync"),
+        (8, "OnTileExecute"),
+        (12, "OnTileExecute"),
+        (13, "GlobalExchange"),
+    ]
     runs = [("first run", 0, 6), ("second", 6, 5)]
-    r.put("runs", ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"),
-          [(i, name, 1000 * i, 1000 * i + 400, first, count) for i, (name, first, count) in enumerate(runs)])
+    r.put(
+        "runs",
+        ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"),
+        [(i, name, 1000 * i, 1000 * i + 400, first, count) for i, (name, first, count) in enumerate(runs)],
+    )
     steps, by_ipu, cycles = [], [], []
     clock = {0: 0, 1: 0}
     run_bounds = []
@@ -259,41 +459,126 @@ def _write_execution(r: _Recorder, rng, tiles: int) -> None:
         for s in range(first, first + count):
             program, kind = step_programs[s]
             cs = {5: 0, 8: 1, 12: 2}.get(program)
-            steps.append((s, run_id, kind, program, cs, "" if program else "implicitSync",
-                          "Internal" if kind == "Sync" else None))
+            steps.append(
+                (
+                    s,
+                    run_id,
+                    kind,
+                    program,
+                    cs,
+                    "" if program else "implicitSync",
+                    "Internal" if kind == "Sync" else None,
+                )
+            )
             vec = rng.integers(0 if kind != "OnTileExecute" else 5, 200, size=tiles, dtype=np.uint64)
             cycles.append(vec)
             for ipu in (0, 1):
-                part = vec[ipu * TILES_PER_IPU:(ipu + 1) * TILES_PER_IPU]
+                part = vec[ipu * TILES_PER_IPU : (ipu + 1) * TILES_PER_IPU]
                 frm = clock[ipu] - start[ipu]
                 length = int(part.max())
                 active = int((part > 0).sum())
-                by_ipu.append((s, ipu, 1, int(part.sum()), active, start[ipu], frm, frm, frm, frm + int(part.min()),
-                               frm + length, frm + int(part.mean()), frm, frm, frm, frm + int(part.min()),
-                               frm + length, frm + int(part.mean()), length, 0.5, round(float(part.mean() / max(1, length)), 6),
-                               0.75, 16 * ipu, 32 * ipu, 0.25))
+                by_ipu.append(
+                    (
+                        s,
+                        ipu,
+                        1,
+                        int(part.sum()),
+                        active,
+                        start[ipu],
+                        frm,
+                        frm,
+                        frm,
+                        frm + int(part.min()),
+                        frm + length,
+                        frm + int(part.mean()),
+                        frm,
+                        frm,
+                        frm,
+                        frm + int(part.min()),
+                        frm + length,
+                        frm + int(part.mean()),
+                        length,
+                        0.5,
+                        round(float(part.mean() / max(1, length)), 6),
+                        0.75,
+                        16 * ipu,
+                        32 * ipu,
+                        0.25,
+                    )
+                )
                 clock[ipu] += length
         run_bounds.append((run_id, dict(start), dict(clock)))
     r.put("steps", ("id", "run", "type", "program", "compute_set", "name", "sync_type"), steps)
-    r.put("steps_by_ipu", ("step_id", "ipu", "profiled", "cycles", "active_tiles", "cycles_base",
-                           "all_cycles_from_min", "all_cycles_from_max", "all_cycles_from_avg", "all_cycles_to_min",
-                           "all_cycles_to_max", "all_cycles_to_avg", "active_cycles_from_min",
-                           "active_cycles_from_max", "active_cycles_from_avg", "active_cycles_to_min",
-                           "active_cycles_to_max", "active_cycles_to_avg", "tile_cycles_max", "thread_balance",
-                           "tile_balance", "active_tile_balance", "data_in", "data_out", "data_balance"), by_ipu)
+    r.put(
+        "steps_by_ipu",
+        (
+            "step_id",
+            "ipu",
+            "profiled",
+            "cycles",
+            "active_tiles",
+            "cycles_base",
+            "all_cycles_from_min",
+            "all_cycles_from_max",
+            "all_cycles_from_avg",
+            "all_cycles_to_min",
+            "all_cycles_to_max",
+            "all_cycles_to_avg",
+            "active_cycles_from_min",
+            "active_cycles_from_max",
+            "active_cycles_from_avg",
+            "active_cycles_to_min",
+            "active_cycles_to_max",
+            "active_cycles_to_avg",
+            "tile_cycles_max",
+            "thread_balance",
+            "tile_balance",
+            "active_tile_balance",
+            "data_in",
+            "data_out",
+            "data_balance",
+        ),
+        by_ipu,
+    )
     for vec in cycles:
         r.vector("step_cycles_by_tile", vec)
-    r.put("run_cycles_by_ipu", ("run", "ipu", "start", "end"),
-          [(run, ipu, start[ipu], end[ipu]) for run, start, end in run_bounds for ipu in (0, 1)])
+    r.put(
+        "run_cycles_by_ipu",
+        ("run", "ipu", "start", "end"),
+        [(run, ipu, start[ipu], end[ipu]) for run, start, end in run_bounds for ipu in (0, 1)],
+    )
     r.put("run_parameters", ("run", "name", "value"), [(0, "debug.instrument", "true")])
     extra = r.vector("step_compute_set_cycles_by_tile", rng.integers(0, 50, size=tiles))
-    r.put("step_compute_sets", ("step_id", "position", "compute_set", "cycles_row"),
-          [(4, 0, 0, None), (5, 0, 1, None), (8, 0, 1, None), (9, 0, 2, None), (9, 1, 1, extra)])
-    r.put("step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"),
-          [(5, 1, 1, 4, 400), (5, 1, 2, 2, 60)])
-    r.put("cycle_totals", ("run", "ipu", "active_compute", "compute", "inter_ipu_exchange", "stream_copy_begin",
-                           "stream_copy", "stream_copy_end", "internal_exchange", "sync", "total"),
-          [(run, ipu, 10, 60, 5, 1, 7, 1, 20, 30, 124) for run in (0, 1) for ipu in (0, 1)])
-    r.put("blocks", ("id", "tile", "program", "cycles_from", "cycles_to", "is_stream_copy", "is_common",
-                     "is_overflow"), [(0, 0, 5, 10, 90, 0, 0, 0), (1, 0, 2, 100, 140, 1, 0, 0), (2, 3, None, 5, 9, 0, 1, 1)])
+    r.put(
+        "step_compute_sets",
+        ("step_id", "position", "compute_set", "cycles_row"),
+        [(4, 0, 0, None), (5, 0, 1, None), (8, 0, 1, None), (9, 0, 2, None), (9, 1, 1, extra)],
+    )
+    r.put(
+        "step_vertex_cycles",
+        ("step_id", "compute_set", "vertex_type", "count", "cycles"),
+        [(5, 1, 1, 4, 400), (5, 1, 2, 2, 60)],
+    )
+    r.put(
+        "cycle_totals",
+        (
+            "run",
+            "ipu",
+            "active_compute",
+            "compute",
+            "inter_ipu_exchange",
+            "stream_copy_begin",
+            "stream_copy",
+            "stream_copy_end",
+            "internal_exchange",
+            "sync",
+            "total",
+        ),
+        [(run, ipu, 10, 60, 5, 1, 7, 1, 20, 30, 124) for run in (0, 1) for ipu in (0, 1)],
+    )
+    r.put(
+        "blocks",
+        ("id", "tile", "program", "cycles_from", "cycles_to", "is_stream_copy", "is_common", "is_overflow"),
+        [(0, 0, 5, 10, 90, 0, 0, 0), (1, 0, 2, 100, 140, 1, 0, 0), (2, 3, None, 5, 9, 0, 1, 1)],
+    )
     r.put("extras", ("source", "path", "value"), [("tests", "$.unknownKey", '{"a": 1}')])

@@ -17,8 +17,14 @@ from .render import render_page
 __all__ = ["Limits", "html_report", "write_html"]
 
 
-def html_report(reports: list, *, limits: Limits | None = None, threshold: float = 0.05,
-                title: str | None = None, compress: bool | None = None) -> str:
+def html_report(
+    reports: list,
+    *,
+    limits: Limits | None = None,
+    threshold: float = 0.05,
+    title: str | None = None,
+    compress: bool | None = None,
+) -> str:
     """The HTML page of one report, or of two compared side by side (A = reports[0]); Reports or paths."""
     if not 1 <= len(reports) <= 2:
         raise ValueError(f"expected one report, or two to compare, not {len(reports)}")

@@ -18,8 +18,18 @@ from ..chart_options import Limits
 from ..summary import summary_data
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
-CATEGORY_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-                    "#9c755f", "#86bcb6")
+CATEGORY_COLOURS = (
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#86bcb6",
+)
 OTHER_COLOUR = "#8c8c8c"
 GAPS_COLOUR = "#d9d9d9"
 ALWAYS_LIVE_COLOUR = "#9c755f"
@@ -52,7 +62,7 @@ def type_colour(name: str, index: int = 0) -> str:
 
 def _luminance(colour: str) -> float:
     """WCAG relative luminance of a #rrggbb colour."""
-    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -66,7 +76,7 @@ def text_colour(name: str, index: int = 0) -> str:
     """The colour of a Program.Type name written as text on white: its chart colour, darkened until the text
     reads (WCAG contrast 4.5:1), so light greys such as Sequence and Sync stay legible."""
     colour = type_colour(name, index)
-    channels = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    channels = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
     while contrast_on_white("#" + "".join(f"{c:02x}" for c in channels)) < 4.5:
         channels = [int(c * 0.9) for c in channels]
     return "#" + "".join(f"{c:02x}" for c in channels)
@@ -114,20 +124,40 @@ def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
     return {
         "source": os.path.basename(reader.path),
         "name": report_title(reader),
-        "producer": " ".join(v for v in (reader.metadata.get("producer"), reader.metadata.get("producer_version"))
-                             if v),
+        "producer": " ".join(
+            v for v in (reader.metadata.get("producer"), reader.metadata.get("producer_version")) if v
+        ),
         "poplar_version": reader.metadata.get("poplar_version") or "",
         "created": reader.metadata.get("created") or "",
         # figures["target"] holds None for what the source did not record
-        "target": {k: figures["target"].get(k, t[k]) for k in (
-            "type", "architecture", "num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "clock_frequency",
-            "num_replicas", "ipus_per_replica", "tiles_per_replica")},
+        "target": {
+            k: figures["target"].get(k, t[k])
+            for k in (
+                "type",
+                "architecture",
+                "num_ipus",
+                "tiles_per_ipu",
+                "num_tiles",
+                "bytes_per_tile",
+                "clock_frequency",
+                "num_replicas",
+                "ipus_per_replica",
+                "tiles_per_replica",
+            )
+        },
         "graph": dict(figures["graph"]),
-        "execution": {"runs": execution["runs"], "steps": execution["steps"],
-                      "total_cycles": execution["total_cycles"], "microseconds": execution["microseconds"]},
-        "memory": {"including_gaps": memory["including_gaps"], "excluding_gaps": memory["excluding_gaps"],
-                   "tiles_out_of_memory": memory["tiles_out_of_memory"],
-                   "max_tile": memory["max_tile_including_gaps"]},
+        "execution": {
+            "runs": execution["runs"],
+            "steps": execution["steps"],
+            "total_cycles": execution["total_cycles"],
+            "microseconds": execution["microseconds"],
+        },
+        "memory": {
+            "including_gaps": memory["including_gaps"],
+            "excluding_gaps": memory["excluding_gaps"],
+            "tiles_out_of_memory": memory["tiles_out_of_memory"],
+            "max_tile": memory["max_tile_including_gaps"],
+        },
         "liveness": dict(figures["liveness"]),
     }
 
@@ -168,7 +198,7 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         by_category = False
     sums = per_category.sum(axis=0)
     order = [int(i) for i in np.argsort(-sums, kind="stable") if sums[i] > 0]
-    shown, rest = order[: limits.top_categories], order[limits.top_categories:]
+    shown, rest = order[: limits.top_categories], order[limits.top_categories :]
     series_names = [names[i] for i in shown]
     series = [per_category[:, i] for i in shown]
     colours = [CATEGORY_COLOURS[k % len(CATEGORY_COLOURS)] for k in range(len(shown))]
@@ -195,16 +225,32 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         oom_counts = np.add.reduceat(oom[lo:hi].astype(np.int64), np.arange(0, per_ipu, size))
         oom_tiles = np.flatnonzero(oom[lo:hi]) + lo
         peak = int(np.argmax(including[lo:hi])) + lo
-        result_ipus.append({
-            "ipu": ipu, "first_tile": lo, "series": means, "max": maxima, "max_tile": where + lo,
-            "max_excluding": maxima_excluding, "max_tile_excluding": where_excluding + lo,
-            "oom": oom_counts, "oom_count": int(oom_tiles.size), "oom_tiles": oom_tiles[:50],
-            "peak_tile": peak, "peak_bytes": int(including[peak]),
-            "total": int(including[lo:hi].sum()),
-        })
+        result_ipus.append(
+            {
+                "ipu": ipu,
+                "first_tile": lo,
+                "series": means,
+                "max": maxima,
+                "max_tile": where + lo,
+                "max_excluding": maxima_excluding,
+                "max_tile_excluding": where_excluding + lo,
+                "oom": oom_counts,
+                "oom_count": int(oom_tiles.size),
+                "oom_tiles": oom_tiles[:50],
+                "peak_tile": peak,
+                "peak_bytes": int(including[peak]),
+                "total": int(including[lo:hi].sum()),
+            }
+        )
     return {
-        "limit": limit, "names": series_names, "colours": colours, "by_category": by_category,
-        "tiles_per_ipu": per_ipu, "bucket": size, "downsampled": size > 1, "ipus": result_ipus,
+        "limit": limit,
+        "names": series_names,
+        "colours": colours,
+        "by_category": by_category,
+        "tiles_per_ipu": per_ipu,
+        "bucket": size,
+        "downsampled": size > 1,
+        "ipus": result_ipus,
         "largest": int(including.max()) if including.size else 0,
         "largest_excluding": int(per_category.sum(axis=1).max()) if including.size else 0,
         "gaps": gaps_index,
@@ -248,12 +294,22 @@ def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int 
     size = _buckets(len(values), limits.max_liveness_points)
     _mean, maxima, _where = _bucket_reduce(values, size)
     return {
-        "steps": len(values), "first_step": int(table[0, 0]), "bucket": size, "downsampled": size > 1,
-        "always_live": int(always_live), "not_always_live": maxima,
-        "peak": {"step": peak_step, "index": peak_index, "not_always_live": int(values[peak_index]),
-                 "total": int(always_live) + int(values[peak_index]), "program_type": kind, "program": name,
-                 "depth": int(table[peak_index, 2]),
-                 "variables": peak_variables(reader, peak_step, limits.peak_variables)},
+        "steps": len(values),
+        "first_step": int(table[0, 0]),
+        "bucket": size,
+        "downsampled": size > 1,
+        "always_live": int(always_live),
+        "not_always_live": maxima,
+        "peak": {
+            "step": peak_step,
+            "index": peak_index,
+            "not_always_live": int(values[peak_index]),
+            "total": int(always_live) + int(values[peak_index]),
+            "program_type": kind,
+            "program": name,
+            "depth": int(table[peak_index, 2]),
+            "variables": peak_variables(reader, peak_step, limits.peak_variables),
+        },
         "colours": {"always_live": ALWAYS_LIVE_COLOUR, "not_always_live": NOT_ALWAYS_LIVE_COLOUR},
     }
 
@@ -261,8 +317,9 @@ def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int 
 # -- execution timeline ---------------------------------------------------------------------
 
 
-def _merge_segments(start: np.ndarray, end: np.ndarray, kind: np.ndarray, step: np.ndarray,
-                    resolution: int) -> tuple[np.ndarray, ...]:
+def _merge_segments(
+    start: np.ndarray, end: np.ndarray, kind: np.ndarray, step: np.ndarray, resolution: int
+) -> tuple[np.ndarray, ...]:
     """Merge runs of short steps that fall in the same 1/resolution of the time span.
 
     Returns (start, end, kind, step, count): a merged segment takes the kind and step of its
@@ -284,8 +341,7 @@ def _merge_segments(start: np.ndarray, end: np.ndarray, kind: np.ndarray, step: 
     group = np.cumsum(new) - 1
     order = np.lexsort((-duration, group))
     longest = order[first]
-    return (start[first], np.maximum.reduceat(end, first), kind[longest], step[longest],
-            np.diff(np.append(first, n)))
+    return (start[first], np.maximum.reduceat(end, first), kind[longest], step[longest], np.diff(np.append(first, n)))
 
 
 def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
@@ -295,8 +351,9 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     to cycles_base + all_cycles_to_max). With more steps per IPU than `limits.timeline_resolution`,
     runs of steps shorter than 1/resolution of the span are merged into one segment.
     """
-    steps = [(sid, kind, label) for sid, kind, _p, _cs, label, _sync, _overlap
-             in reader.steps_labelled(MAX_LABEL, MAX_TYPE)]
+    steps = [
+        (sid, kind, label) for sid, kind, _p, _cs, label, _sync, _overlap in reader.steps_labelled(MAX_LABEL, MAX_TYPE)
+    ]
     if not steps:
         return None
     ids = np.array([s[0] for s in steps], dtype=np.int64)
@@ -321,22 +378,38 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         part, pos = table[mask], position[mask]
         order = np.lexsort((part[:, 1], part[:, 2]))
         part, pos = part[order], pos[order]
-        start, end, kind, step, count = _merge_segments(part[:, 2] - t0, part[:, 3] - t0, type_index[pos],
-                                                        part[:, 1], limits.timeline_resolution)
+        start, end, kind, step, count = _merge_segments(
+            part[:, 2] - t0, part[:, 3] - t0, type_index[pos], part[:, 1], limits.timeline_resolution
+        )
         merged_any |= start.size < part.shape[0]
         cycles_by_type = np.bincount(type_index[pos], weights=(part[:, 3] - part[:, 2]), minlength=len(types))
-        result_ipus.append({
-            "ipu": int(ipu), "start": start, "end": end, "kind": kind, "step": step, "count": count,
-            "steps": int(part.shape[0]), "cycles_by_type": np.rint(cycles_by_type).astype(np.int64),
-            "end_cycle": int(part[:, 3].max()) - t0,
-        })
+        result_ipus.append(
+            {
+                "ipu": int(ipu),
+                "start": start,
+                "end": end,
+                "kind": kind,
+                "step": step,
+                "count": count,
+                "steps": int(part.shape[0]),
+                "cycles_by_type": np.rint(cycles_by_type).astype(np.int64),
+                "end_cycle": int(part[:, 3].max()) - t0,
+            }
+        )
     return {
-        "t0": t0, "span": span, "types": [str(x) for x in types],
+        "t0": t0,
+        "span": span,
+        "types": [str(x) for x in types],
         "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
-        "step_ids": ids, "step_names": name_index, "names": [str(x) for x in names],
-        "resolution": limits.timeline_resolution, "downsampled": merged_any, "ipus": result_ipus,
-        "clock_frequency": (0.0 if "target.clock_frequency" in reader.not_recorded()
-                            else float(reader.target["clock_frequency"])),
+        "step_ids": ids,
+        "step_names": name_index,
+        "names": [str(x) for x in names],
+        "resolution": limits.timeline_resolution,
+        "downsampled": merged_any,
+        "ipus": result_ipus,
+        "clock_frequency": (
+            0.0 if "target.clock_frequency" in reader.not_recorded() else float(reader.target["clock_frequency"])
+        ),
     }
 
 
@@ -351,8 +424,15 @@ def vertex_types(figures: dict) -> dict | None:
     total = sum(r["cycles"] for r in rows) or 1
     return {
         "estimated": bool(figures["execution"]["cycles_by_vertex_type_estimated"]),
-        "rows": [{"name": r["vertex_type"], "instances": r["instances"], "cycles": r["cycles"],
-                  "percent": 100 * r["cycles"] / total} for r in rows],
+        "rows": [
+            {
+                "name": r["vertex_type"],
+                "instances": r["instances"],
+                "cycles": r["cycles"],
+                "percent": 100 * r["cycles"] / total,
+            }
+            for r in rows
+        ],
     }
 
 
@@ -374,17 +454,42 @@ def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | Non
             executions, cycles = measured.get(cs, (0, 0))
         else:
             executions, cycles = None, last or 0
-        rows.append({"id": cs, "name": name, "vertices": vertices, "executions": executions,
-                     "cycles": int(cycles or 0), "estimated_max": est_max, "estimated_total": est_total})
+        rows.append(
+            {
+                "id": cs,
+                "name": name,
+                "vertices": vertices,
+                "executions": executions,
+                "cycles": int(cycles or 0),
+                "estimated_max": est_max,
+                "estimated_total": est_total,
+            }
+        )
     known = {row[0] for row in info}
-    rows += [{"id": cs, "name": f"compute set {cs}", "vertices": None, "executions": n, "cycles": int(c or 0),
-              "estimated_max": None, "estimated_total": None} for cs, (n, c) in measured.items() if cs not in known]
+    rows += [
+        {
+            "id": cs,
+            "name": f"compute set {cs}",
+            "vertices": None,
+            "executions": n,
+            "cycles": int(c or 0),
+            "estimated_max": None,
+            "estimated_total": None,
+        }
+        for cs, (n, c) in measured.items()
+        if cs not in known
+    ]
     total = sum(r["cycles"] for r in rows)
     for r in rows:
         r["percent"] = 100 * r["cycles"] / total if total else 0.0
     rows.sort(key=lambda r: (-r["cycles"], -(r["estimated_max"] or 0), r["name"]))
-    return {"rows": rows[: limits.max_table_rows], "total_rows": len(rows), "measured": source is not None,
-            "source": source, "total_cycles": total}
+    return {
+        "rows": rows[: limits.max_table_rows],
+        "total_rows": len(rows),
+        "measured": source is not None,
+        "source": source,
+        "total_cycles": total,
+    }
 
 
 # -- program tree ---------------------------------------------------------------------------
@@ -444,14 +549,20 @@ def program_tree(reader: ProfileReader) -> dict | None:
     control = positions(reader.control_program_ids())
     functions = positions(reader.function_program_ids())
     return {
-        "count": int(ids.size), "ids": ids, "types": [str(x) for x in types],
+        "count": int(ids.size),
+        "ids": ids,
+        "types": [str(x) for x in types],
         "colours": [text_colour(str(x), i) for i, x in enumerate(types)],
-        "type": type_index, "labels": [str(x) for x in labels], "label": label_index,
-        "children_count": counts, "children": child,
+        "type": type_index,
+        "labels": [str(x) for x in labels],
+        "label": label_index,
+        "children_count": counts,
+        "children": child,
         "repeat": {"program": repeat[:, 0], "count": repeat[:, 1]},
         "calls": {"program": calls[:, 0], "target": positions(calls[:, 1]), "target_id": calls[:, 1]},
         "executed": {"program": executed_pos[executed_pos >= 0], "count": executed[:, 1], "cycles": executed[:, 2]},
-        "control": control[control >= 0], "functions": functions[functions >= 0],
+        "control": control[control >= 0],
+        "functions": functions[functions >= 0],
     }
 
 

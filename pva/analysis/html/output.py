@@ -19,8 +19,9 @@ def check_output(path: str | os.PathLike[str]) -> str:
         raise NotAFileError(f"cannot write {target!r}: expected a file name, found a directory", target)
     parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
-        raise ReportNotFoundError(f"cannot write {target!r}: directory {parent!r} does not exist; create it first",
-                                  target)
+        raise ReportNotFoundError(
+            f"cannot write {target!r}: directory {parent!r} does not exist; create it first", target
+        )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ReportPermissionError(f"cannot write {target!r}: directory {parent!r} is not writable", target)
     return target

@@ -28,8 +28,8 @@ import numpy as np
 
 from .detect import check_regular_file
 from .errors import CorruptReportError, InvalidInputError
+from .jsonplain import plain
 from .legacy.jsonstream import json_events, open_binary
-from .legacy.runs import Run
 from .legacy.tree import InputProblem, build_tree, describe, location
 from .progress import Progress
 
@@ -68,16 +68,6 @@ class _ThreadData:
         self.ends: list[int | None] = []
         self.args: list[str | None] = []
         self.stack: list[int] = []  # indexes of B events waiting for their E
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Run):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _one_value(first: tuple[str, Any], events: Iterator) -> Iterator[tuple[str, Any]]:
@@ -146,7 +136,7 @@ def read_trace_items(
                 if status["truncated"]:
                     return
             else:
-                others[key] = _plain(build_tree(_one_value(start, events), name, prefix=[key]))
+                others[key] = plain(build_tree(_one_value(start, events), name, prefix=[key]))
         if not found:
             raise InvalidInputError(
                 f"{name!r}: $: expected a traceEvents array, found top-level keys {', '.join(others) or 'none'}", name
@@ -465,7 +455,7 @@ def import_chrome_trace(
     with open_binary(name) as raw:
         items, others, status = read_trace_items(raw, name, progress=progress.advance if progress else None)
         for parts, event in items:
-            importer.add(parts, _plain(event))
+            importer.add(parts, plain(event))
     if progress is not None:
         progress.finish()
     importer.finish()

@@ -15,12 +15,16 @@ class Progress:
     40
     """
 
-    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None, interval: float = 0.2) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, enabled: bool | None = None, interval: float = 0.2, unit: str = "B"
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             enabled = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = enabled
         self.interval = interval
+        #: "B" shows sizes and rates ("12.0 MB/s"); any other unit shows counts ("40/100 steps").
+        self.unit = unit
         self.label = ""
         self.total = 0
         self.done = 0
@@ -36,7 +40,7 @@ class Progress:
         self.done = 0
         self._started = self._drawn = time.monotonic()
 
-    def advance(self, amount: int) -> None:
+    def advance(self, amount: int = 1) -> None:
         """Record `amount` more units done."""
         self.done += amount
         if self.enabled:
@@ -53,9 +57,12 @@ class Progress:
             filled = int(fraction * 30)
             bar = "#" * filled + "-" * (30 - filled)
             left = (self.total - self.done) / rate if rate > 0 else 0
-            text = f"{self.label} [{bar}] {fraction:4.0%} {_size(rate)}/s, {left:,.0f} s left"
-        else:
+            amount = f"{_size(rate)}/s" if self.unit == "B" else f"{self.done:,}/{self.total:,} {self.unit}".rstrip()
+            text = f"{self.label} [{bar}] {fraction:4.0%} {amount}, {left:,.0f} s left"
+        elif self.unit == "B":
             text = f"{self.label} {_size(self.done)} {_size(rate)}/s"
+        else:
+            text = f"{self.label} {self.done:,} {self.unit}".rstrip()
         pad = max(0, self._width - len(text))
         self._width = len(text)
         self.stream.write("\r" + text + " " * pad)

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from formats.progress import Progress
+
 from . import options as opts
 from .compiler import compile_graph
 from .compiler.lowering import LProg
@@ -28,7 +30,6 @@ from .compiler.regions import Sparse
 from .errors import ExecutionError, GraphError
 from .graph import DataStream, Graph, RemoteBuffer
 from .hosttrace import HostTrace
-from .progress import Progress
 from .tensor import Tensor
 
 _STEP_TYPES = {
@@ -242,7 +243,7 @@ class Engine:
         self.graph = graph
         self.options = opts.resolve(options, environ)
         self.trace = HostTrace()
-        self.progress = progress if isinstance(progress, Progress) else Progress(progress)
+        self.progress = progress if isinstance(progress, Progress) else Progress(enabled=progress, unit="")
         self.timestamp = _timestamp(timestamp)
         self.output = output
         self.printed: list[str] = []

@@ -637,14 +637,14 @@ def test_virtual_graphs_and_replication(tmp_path):
 def test_progress_bar_draws_only_when_enabled():
     import io
 
-    from simulator.progress import Progress
+    from formats.progress import Progress
 
     stream = io.StringIO()
-    bar = Progress(enabled=True, stream=stream)
+    bar = Progress(stream, enabled=True, interval=0, unit="steps")
     bar.start("running", 4)
     bar.advance(4)
+    assert "running" in stream.getvalue() and "4/4 steps" in stream.getvalue()
     bar.finish()
-    assert "running" in stream.getvalue() and "4/4" in stream.getvalue()
     quiet = io.StringIO()
     Progress(stream=quiet).start("x", 1)
     assert quiet.getvalue() == ""

@@ -16,6 +16,7 @@ import cbor2
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..jsonplain import plain
 from ..profile_reader import ProfileReader
 from . import mapping as M
 from .tree import parse_json_path
@@ -546,7 +547,7 @@ def _set(node: Any, parts: list, value: Any) -> None:
                 base = node.overrides.get(part)
                 if base is None:
                     base = _nth(node, part)
-                base = _plain(base)
+                base = plain(base)
                 _set(base, rest, value)
                 node.overrides[part] = base
                 return
@@ -576,16 +577,6 @@ def _nth(rows: Any, index: int) -> Any:
         if i == index:
             return row
     return None
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _patches(reader: ProfileReader, source: str) -> list[tuple[str, Any]]:

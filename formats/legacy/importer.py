@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..jsonplain import plain
 from ..profile_writer import ProfileWriter
 from . import mapping as M
 from .runs import Run, run_slice
@@ -28,16 +29,6 @@ TILE_BLOCK = 4096
 FREE_TILES = 1 << 20
 
 
-def _to_json(value: Any) -> Any:
-    if isinstance(value, Run):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: _to_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_to_json(v) for v in value]
-    return value
-
-
 class Extras:
     """Values kept verbatim in table extras, by source and exact JSON location."""
 
@@ -46,7 +37,7 @@ class Extras:
         self.unknown = 0
 
     def keep(self, source: str, parts: Sequence[str | int], value: Any, *, unknown: bool = False) -> None:
-        self.rows[(source, json_path(parts))] = json.dumps(_to_json(value), allow_nan=False, separators=(",", ":"))
+        self.rows[(source, json_path(parts))] = json.dumps(plain(value), allow_nan=False, separators=(",", ":"))
         if unknown:
             self.unknown += 1
 

@@ -26,7 +26,7 @@ _ELSEWHERE = {
     "format_size": (".analysis.chart_options", "format_size"),
 }
 #: Submodules reachable as attributes (`pva.pva_core.Program`, `pva.tracing.span`).
-_SUBMODULES = {"pva_core", "tracing", "analysis", "cli", "dataset"}
+_SUBMODULES = {"pva_core", "tracing", "analysis", "cli", "dataset", "files"}
 
 
 def _core():

@@ -30,10 +30,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from formats.check import check_notes, check_report
     from formats.progress import Progress
 
-    problems = check_report(args.report, Progress(), quick=args.quick)
+    from ..files import check, check_notes
+
+    problems = check(args.report, quick=args.quick, progress=Progress())
     notes = check_notes(args.report)
     if args.json:
         print_json(

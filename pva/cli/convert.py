@@ -37,8 +37,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from formats.convert import convert
     from formats.progress import Progress
+
+    from ..files import convert
 
     bar = Progress(sys.stderr, enabled=args.progress)
     try:

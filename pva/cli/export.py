@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from formats.exporters import EXPORTERS
-
+from ..files import EXPORT_FORMATS
 from ._common import add_json_flag, print_json
 
 
@@ -28,8 +27,8 @@ def register(sub) -> None:
         "--format",
         "-f",
         required=True,
-        choices=tuple(EXPORTERS),
-        help="the format to write: " + "; ".join(f"{k}: {e.description}" for k, e in EXPORTERS.items()),
+        choices=tuple(EXPORT_FORMATS),
+        help="the format to write: " + "; ".join(f"{k}: {e.description}" for k, e in EXPORT_FORMATS.items()),
     )
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the file or directory to write")
     add_json_flag(parser)
@@ -37,7 +36,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from formats.exporters import export
+    from ..files import export
 
     written = export(args.report, args.format, args.output)
     if _is_standard_output(args.output):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from formats.detect import FileKind, sniff
-from formats.readonly_sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, run_readonly
-
+from ..files import SQL_MEMORY_LIMIT, SQL_TIMEOUT
 from ._tables import add_format_options, write_rows
 
 
@@ -31,42 +29,33 @@ def register(sub) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT,
+        default=SQL_TIMEOUT,
         metavar="SECONDS",
-        help=f"stop a query that runs longer (default {DEFAULT_TIMEOUT:g}; 0 for no limit); exit 2",
+        help=f"stop a query that runs longer (default {SQL_TIMEOUT:g}; 0 for no limit); exit 2",
     )
     parser.add_argument(
         "--memory-limit",
         type=float,
-        default=DEFAULT_MEMORY_LIMIT / 2**20,
+        default=SQL_MEMORY_LIMIT / 2**20,
         metavar="MB",
-        help=f"stop a query that needs more memory (default {DEFAULT_MEMORY_LIMIT // 2**20}; 0 for no limit); exit 2",
+        help=f"stop a query that needs more memory (default {SQL_MEMORY_LIMIT // 2**20}; 0 for no limit); exit 2",
     )
     add_format_options(parser)
     parser.set_defaults(run=run)
 
 
-def open_sqlite(path: str):
-    """A profile report's or a trace file's reader (both are SQLite files pva wrote)."""
-    from formats.profile_reader import ProfileReader
-    from formats.trace_reader import TraceReader
-
-    if sniff(path) is FileKind.TRACE:
-        return TraceReader(path)
-    return ProfileReader(path)
-
-
 def run(args) -> int:
-    reader = open_sqlite(args.report)
+    from ..files import sql
+
+    result = sql(
+        args.report,
+        args.query,
+        args.param,
+        timeout=args.timeout or None,
+        memory_limit=int(args.memory_limit * 2**20) or None,
+    )
     try:
-        result = run_readonly(
-            reader.file,
-            args.query,
-            args.param,
-            timeout=args.timeout or None,
-            memory_limit=int(args.memory_limit * 2**20) or None,
-        )
         write_rows(result.columns, result.rows, args.format)
     finally:
-        reader.close()
+        result.close()
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import NoReturn, SupportsIndex
+from typing import NamedTuple, NoReturn, SupportsIndex
 
 _print_length = 10
 
@@ -62,3 +62,10 @@ def refuse_pickle(self: object, protocol: SupportsIndex = 0) -> NoReturn:
         f"{type(self).__name__}), and a file handle cannot be pickled; pickle the report's path instead and open "
         f"it again with pva.openReport(path)"
     )
+
+
+class EngineOption(NamedTuple):
+    """An option given to the Poplar engine: a name and its value as text."""
+
+    name: str
+    value: str

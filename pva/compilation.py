@@ -10,7 +10,7 @@ import numpy as np
 
 from formats.categories import CATEGORY_DESCRIPTIONS
 
-from ._base import PvaEnum, PvaList, refuse_pickle
+from ._base import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
 from .liveness import LivenessProgramStep
@@ -753,15 +753,11 @@ class CompilationReport:
     @property
     def compilationParameters(self) -> PvaList:
         """Options used during compilation, as (name, value) engine options."""
-        from .report import EngineOption
-
         return PvaList(EngineOption(n, v) for n, v in self._reader.compilation_parameters())
 
     @property
     def targetParameters(self) -> PvaList:
         """Parameters describing the target, as (name, value) engine options."""
-        from .report import EngineOption
-
         return PvaList(EngineOption(n, v) for n, v in self._reader.target_parameters())
 
     @property

@@ -24,7 +24,7 @@ import pyarrow as pa
 from formats.gcpause import gc_paused
 
 from . import compilation as _compilation
-from ._base import PvaList, refuse_pickle
+from ._base import EngineOption, PvaList, refuse_pickle
 from .errors import InconsistentReportError
 
 if TYPE_CHECKING:
@@ -612,8 +612,6 @@ class Run:
     @property
     def executionParameters(self) -> PvaList:
         """The options set for this run, as (name, value) engine options; may be empty."""
-        from .report import EngineOption
-
         rows = self._e._reader.run_parameters(self._id)
         return PvaList(EngineOption(name, value) for name, value in rows)
 

@@ -6,13 +6,13 @@ import functools
 import os
 import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from formats.debug_info import check_debug_pair
 from formats.detect import check_regular_file
 from formats.profile_reader import ProfileReader
 
-from ._base import PvaEnum, refuse_pickle, set_list_print_length
+from ._base import EngineOption, PvaEnum, refuse_pickle, set_list_print_length
 from .compilation import CompilationReport
 
 __all__ = [
@@ -23,13 +23,6 @@ __all__ = [
     "Report",
     "openReport",
 ]
-
-
-class EngineOption(NamedTuple):
-    """An option given to the Poplar engine: a name and its value as text."""
-
-    name: str
-    value: str
 
 
 _POPLAR_VERSION = re.compile(r"^\s*(\d+)\.(\d+)\.(\d+)\S*\s*(?:\((\w*)\))?")

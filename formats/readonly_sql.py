@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import InvalidInputError, ReadOnlyError
@@ -81,9 +81,15 @@ _GETTER_PRAGMAS = {
 class QueryResult:
     """Column names and the rows of a read-only query (rows are produced lazily)."""
 
-    def __init__(self, columns: list[str], rows: Iterator[tuple]) -> None:
+    def __init__(self, columns: list[str], rows: Iterator[tuple], on_close: Callable[[], None] | None = None) -> None:
         self.columns = columns
         self.rows = rows
+        self._on_close = on_close
+
+    def close(self) -> None:
+        """Release what the result holds open (the file it reads, when it opened one)."""
+        if self._on_close is not None:
+            self._on_close()
 
 
 #: Default limits of `pva sql`: seconds a query may run, and bytes SQLite may allocate for it.

@@ -64,7 +64,7 @@ def sql(
     """One read-only statement on a report or a trace file: a result with `.columns`, lazy `.rows` and `close()`."""
     from formats.detect import FileKind, sniff
     from formats.profile_reader import ProfileReader
-    from formats.readonly_sql import run_readonly
+    from formats.readonly_sql import QueryResult, run_readonly
     from formats.trace_reader import TraceReader
 
     reader = TraceReader(path) if sniff(os.fspath(path)) is FileKind.TRACE else ProfileReader(path)
@@ -73,5 +73,4 @@ def sql(
     except BaseException:
         reader.close()
         raise
-    result.close = reader.close  # type: ignore[attr-defined]
-    return result
+    return QueryResult(result.columns, result.rows, on_close=reader.close)

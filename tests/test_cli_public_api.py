@@ -16,8 +16,6 @@ ALLOWED_MODULES = {
     "formats.progress",  # the one progress reporter on a terminal
 }
 ALLOWED_NAMES = {("formats", "__version__")}
-#: Commands still reaching into formats, to be moved onto the public API by a change in progress.
-PENDING: set[str] = set()
 
 
 def violations(source: str) -> list[str]:
@@ -58,13 +56,7 @@ def test_the_scan_finds_what_it_forbids():
     ]
 
 
-#: Strict: once a pending command is rewritten, its test passes and fails the run until it leaves PENDING.
-_PENDING = pytest.mark.xfail(strict=True, reason="this command still imports formats internals")
-
-
-@pytest.mark.parametrize(
-    "module", [pytest.param(p.name, marks=_PENDING if p.name in PENDING else ()) for p in sorted(CLI.glob("*.py"))]
-)
+@pytest.mark.parametrize("module", [p.name for p in sorted(CLI.glob("*.py"))])
 def test_command_uses_only_the_public_api(module):
     found = violations((CLI / module).read_text())
     assert not found, f"pva/cli/{module}: " + "; ".join(found)

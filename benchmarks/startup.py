@@ -19,9 +19,20 @@ def _command(*args: str) -> list[str]:
     return [script, *args] if os.path.exists(script) else [sys.executable, "-m", "pva", *args]
 
 
+def _installed_env() -> dict[str, str]:
+    """The environment of an installed package: Python may cache bytecode, as pip compiles it on install."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def _runner(argv: list[str]):
+    env = _installed_env()
+
     def run() -> int:
-        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True).returncode
+        return subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env
+        ).returncode
 
     return run
 
@@ -41,7 +52,10 @@ def commands(report: str) -> dict[str, list[str]]:
 
 
 def measure(report: str, repeat: int) -> dict[str, float]:
-    """Median milliseconds of each command, run alternately `repeat` times."""
+    """Median milliseconds of each command, run alternately `repeat` times after an untimed first round.
+
+    The first round writes the bytecode cache a pip install would have written.
+    """
     argvs = commands(report)
     medians, _times, _results = alternate({name: _runner(argv) for name, argv in argvs.items()}, repeat)
     return {name: seconds * 1e3 for name, seconds in medians.items()}

@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import struct
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from .errors import CorruptReportError
+from .lazy_import import lazy_module
 
-#: Value types a chunk may use, narrowest first.
-VALUE_TYPES = (np.uint8, np.uint16, np.uint32, np.uint64)
-_ARROW_TYPES = {
-    np.dtype(np.uint8): pa.uint8(),
-    np.dtype(np.uint16): pa.uint16(),
-    np.dtype(np.uint32): pa.uint32(),
-    np.dtype(np.uint64): pa.uint64(),
-}
-_LIMITS = [(np.iinfo(t).max, np.dtype(t)) for t in VALUE_TYPES]
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
+
+#: Value types a chunk may use, narrowest first, with the largest value each holds.
+VALUE_TYPES = (("uint8", 2**8 - 1), ("uint16", 2**16 - 1), ("uint32", 2**32 - 1), ("uint64", 2**64 - 1))
 
 
 def narrowest_dtype(values: np.ndarray) -> np.dtype:
     """The narrowest unsigned integer type that holds every value of a non-negative array."""
     top = int(values.max()) if values.size else 0
-    for limit, dtype in _LIMITS:
+    for name, limit in VALUE_TYPES:
         if top <= limit:
-            return dtype
+            return np.dtype(name)
     raise ValueError(f"value {top} does not fit in 64 bits")
 
 
@@ -49,7 +48,7 @@ def encode_chunk(
     dtype = narrowest_dtype(rows)
     flat = np.ascontiguousarray(rows, dtype=dtype).reshape(-1)
     num_cols = rows.shape[1]
-    values = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=_ARROW_TYPES[dtype]), num_cols)
+    values = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.from_numpy_dtype(dtype)), num_cols)
     schema = pa.schema(
         [pa.field("values", values.type, nullable=False)],
         metadata={"pva.matrix": matrix, "pva.first_row": str(first_row)},

@@ -40,6 +40,7 @@ from .arrow_tables import arrow_schema, table_to_arrow
 from .atomic import AtomicOutput
 from .check import STRUCTURE_CHECKS, check_report
 from .errors import CorruptReportError, InvalidInputError, PvaError, ReportNotFoundError
+from .fleet_metrics import LABEL
 from .profile_reader import ProfileReader
 from .schema import PROFILE_FORMAT, profile_matrices, profile_schema
 
@@ -63,7 +64,6 @@ COMPRESSION = "zstd"
 #: Errors of the machine, not of a report: they stop an add (exit 2) instead of skipping a report.
 _MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 _PARTITION = re.compile(r"^report_id=([0-9a-f]{32})$")
-_LABEL = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _TYPE_NAMES = {
     pa.int64(): "int64",
     pa.float64(): "float64",
@@ -143,7 +143,7 @@ def parse_labels(items: list[str]) -> dict[str, str]:
     labels: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not _LABEL.match(key):
+        if not sep or not LABEL.match(key):
             raise InvalidInputError(f"label {item!r}: expected key=value with a key of letters, digits, _ . : -")
         labels[key] = value
     return labels

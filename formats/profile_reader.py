@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from .arrow_chunks import decode_chunk
 from .errors import InconsistentReportError
+from .lazy_import import lazy_module
 from .query import ReportQueries
 from .schema import (
     PROFILE_APPLICATION_ID,
@@ -20,6 +19,13 @@ from .schema import (
     profile_schema,
 )
 from .sqlite_reader import SqliteFile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
 
 #: Bytes of a file SQLite may memory-map (it caps this at its compile-time limit, 2 GB by default).
 MMAP_BYTES = 1 << 40

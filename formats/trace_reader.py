@@ -11,18 +11,24 @@ import sqlite3
 import struct
 import tempfile
 import weakref
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from .arrow_chunks import check_ipc_stream
 from .errors import CorruptReportError, InconsistentReportError, PvaError
+from .lazy_import import lazy_module
 from .profile_reader import MMAP_BYTES
 from .query.user_sql import UserSql
 from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, trace_schema
 from .sqlite_reader import SqliteFile
 from .trace_writer import NULL as _NULL
-from .trace_writer import STATE_COMPLETE, THREAD_COLUMNS_SCHEMA, THREAD_EVENTS_SQL
+from .trace_writer import STATE_COMPLETE, THREAD_EVENTS_SQL, thread_columns_schema
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
 
 
 def _text_damage(method):
@@ -314,9 +320,9 @@ class TraceReader(UserSql):
             raise CorruptReportError(
                 f"{where}: thread_event_columns.data is not a readable Arrow IPC stream ({exc})", self.path
             ) from None
-        if not table.schema.equals(THREAD_COLUMNS_SCHEMA) or table.num_rows != count:
+        if not table.schema.equals(thread_columns_schema()) or table.num_rows != count:
             raise CorruptReportError(
-                f"{where}: thread_event_columns.data: expected {count} rows of {THREAD_COLUMNS_SCHEMA}, found "
+                f"{where}: thread_event_columns.data: expected {count} rows of {thread_columns_schema()}, found "
                 f"{table.num_rows} rows of {table.schema}",
                 self.path,
             )

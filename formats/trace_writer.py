@@ -7,42 +7,54 @@ Both write the schema of schemas/trace.sql. Times are integer microseconds of a 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import sqlite3
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .atomic import AtomicOutput, _fsync_path
 from .errors import InvalidInputError
+from .lazy_import import lazy_module
 from .schema import TRACE_APPLICATION_ID, TRACE_FORMAT, split_ddl, trace_schema, user_version
 from .sqlite_writer import SqliteFileWriter
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
 
 #: Metadata `state` of a trace whose writer has not finished (recording) and of a finished one.
 STATE_RECORDING = "recording"
 STATE_COMPLETE = "complete"
 
-_OPEN = np.iinfo(np.int64).max  # end time of an event that never ended
+_OPEN = 2**63 - 1  # the largest int64: end time of an event that never ended
 _EVENT_COLUMNS = ("pid", "tid", "id", "parent", "label", "channel", "timestamp", "duration", "complete")
 #: Stands for SQL NULL in the integer columns of thread_event_columns (and of bulk reads).
-NULL = int(np.iinfo(np.int64).min)
-#: The schema of a thread_event_columns stream (schemas/trace.sql).
-THREAD_COLUMNS_SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("parent", pa.int64(), nullable=False),
-        pa.field("label", pa.dictionary(pa.int32(), pa.utf8()), nullable=False),
-        pa.field("channel", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.int64(), nullable=False),
-        pa.field("duration", pa.int64(), nullable=False),
-        pa.field("complete", pa.int8(), nullable=False),
-    ]
-)
+NULL = -(2**63)  # the smallest int64
+
+
+@functools.cache
+def thread_columns_schema() -> pa.Schema:
+    """The schema of a thread_event_columns stream (schemas/trace.sql)."""
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("parent", pa.int64(), nullable=False),
+            pa.field("label", pa.dictionary(pa.int32(), pa.utf8()), nullable=False),
+            pa.field("channel", pa.int64(), nullable=False),
+            pa.field("timestamp", pa.int64(), nullable=False),
+            pa.field("duration", pa.int64(), nullable=False),
+            pa.field("complete", pa.int8(), nullable=False),
+        ]
+    )
+
+
 #: One SQL query reading a thread's events as text columns: count, six integer lists, a JSON label list.
 THREAD_EVENTS_SQL = (
     f"SELECT count(*), group_concat(id), group_concat(coalesce(parent, {NULL})), group_concat(channel), "
@@ -59,8 +71,8 @@ def encode_thread_columns(row: tuple) -> bytes:
     if any(a.size != count for a in numbers) or len(labels) != count:
         raise InvalidInputError("events changed while their columns were written")
     label_array = pa.array(labels, type=pa.utf8()).dictionary_encode()
-    if label_array.type != THREAD_COLUMNS_SCHEMA.field("label").type:
-        label_array = label_array.cast(THREAD_COLUMNS_SCHEMA.field("label").type)
+    if label_array.type != thread_columns_schema().field("label").type:
+        label_array = label_array.cast(thread_columns_schema().field("label").type)
     ids, parents, channels, stamps, lengths, complete = numbers
     batch = pa.record_batch(
         [
@@ -72,10 +84,10 @@ def encode_thread_columns(row: tuple) -> bytes:
             pa.array(lengths),
             pa.array(complete.astype(np.int8)),
         ],
-        schema=THREAD_COLUMNS_SCHEMA,
+        schema=thread_columns_schema(),
     )
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, THREAD_COLUMNS_SCHEMA) as writer:
+    with pa.ipc.new_stream(sink, thread_columns_schema()) as writer:
         writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
 

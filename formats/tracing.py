@@ -42,7 +42,6 @@ from typing import Any, Literal
 
 from . import __version__
 from .gcpause import gc_paused
-from .trace_writer import TraceAppender
 
 __all__ = [
     "Channel",
@@ -202,6 +201,8 @@ class Recorder:
         if max_buffered < 1:
             raise ValueError(f"max_buffered must be at least 1, got {max_buffered!r}")
         self.path = os.fspath(path)
+        from .trace_writer import TraceAppender  # Arrow loads only when a trace is recorded
+
         self._appender = TraceAppender(self.path, producer=producer, producer_version=__version__)
         self.pid = os.getpid()
         self._process_name = (

@@ -14,8 +14,10 @@ import importlib
 
 from formats import __version__ as __version__
 
-#: Names defined outside pva_core: (module, attribute) of each.
+#: Names loaded from their own module, (module, attribute) of each: the analyses, and `openReport`,
+#: which needs only the report and compilation modules, not all of pva_core.
 _ELSEWHERE = {
+    "openReport": (".report", "openReport"),
     "printProfileSummary": (".analysis.summary", "printProfileSummary"),
     "compare": (".analysis.compare", "compare"),
     "html_report": (".analysis.html", "html_report"),
@@ -37,7 +39,7 @@ def __getattr__(name: str):
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     if name == "__all__":
-        return ["__version__", "pva_core", *_ELSEWHERE, *_core().__all__]
+        return list(dict.fromkeys(["__version__", "pva_core", *_ELSEWHERE, *_core().__all__]))
     if name in _ELSEWHERE:
         module, attribute = _ELSEWHERE[name]
         value = getattr(importlib.import_module(module, __name__), attribute)

@@ -6,9 +6,8 @@ import functools
 import json
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from formats.categories import CATEGORY_DESCRIPTIONS
+from formats.lazy_import import lazy_module
 
 from ._base import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .debug import DebugContext, DebugInfo
@@ -24,6 +23,11 @@ from .variables import (
     lowered_variables_from_rows,
 )
 from .vectors import TileVector, read_only
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 if TYPE_CHECKING:
     from formats.profile_reader import ProfileReader

@@ -9,14 +9,16 @@ pyarrow.Table ...
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+from formats.fleet_limits import DEFAULT_LIMITS, Limits, QueryLimitError
+from formats.fleet_metrics import METRICS, regressions_sql, trend_sql
 
-from formats import dataset as _ds
-from formats import fleet_sql as _sql
-from formats.dataset import AddOutcome, parse_labels
-from formats.fleet_sql import DEFAULT_LIMITS, METRICS, Limits, QueryLimitError
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from formats.dataset import AddOutcome
 
 __all__ = [
     "parse_labels",
@@ -35,10 +37,35 @@ __all__ = [
     "trend_sql",
 ]
 
-is_dataset = _ds.is_dataset
-find_reports = _ds.iter_reports
-trend_sql = _sql.trend_sql
-regressions_sql = _sql.regressions_sql
+
+def __getattr__(name: str):
+    # AddOutcome lives with the dataset writer, which loads Arrow: import it on first use.
+    if name == "AddOutcome":
+        from formats.dataset import AddOutcome
+
+        return AddOutcome
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def parse_labels(labels: list[str]) -> dict[str, str]:
+    """Labels given as KEY=VALUE strings, as a dict; a malformed label raises InvalidInputError."""
+    from formats.dataset import parse_labels
+
+    return parse_labels(labels)
+
+
+def is_dataset(path: str | os.PathLike[str]) -> bool:
+    """Whether a directory is a dataset written by `add_reports`."""
+    from formats.dataset import is_dataset
+
+    return is_dataset(path)
+
+
+def find_reports(directory: str | os.PathLike[str]) -> Iterator[str]:
+    """Every *.pop file under a directory, recursively, in a stable order."""
+    from formats.dataset import iter_reports
+
+    return iter_reports(directory)
 
 
 def add_reports(
@@ -52,18 +79,24 @@ def add_reports(
     Each report is added whole or not at all; a file that is not a sound report is skipped with a
     reason and never enters the dataset.
     """
-    with _ds.DatasetWriter(dataset) as writer:
+    from formats.dataset import DatasetWriter
+
+    with DatasetWriter(dataset) as writer:
         return writer.add(reports, labels, progress)
 
 
 def query(dataset: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_LIMITS) -> pa.Table:
     """Run one SELECT over a dataset on DuckDB; every table has a first column report_id."""
-    return _sql.query_dataset(os.fspath(dataset), sql, limits).to_arrow()
+    from formats import fleet_sql
+
+    return fleet_sql.query_dataset(os.fspath(dataset), sql, limits).to_arrow()
 
 
 def register_spark(spark, dataset: str | os.PathLike[str]) -> list[str]:
     """Register every table of a dataset (a directory or an s3a://, abfss://... URI) as a Spark SQL view."""
-    return _sql.register_spark(spark, os.fspath(dataset))
+    from formats import fleet_sql
+
+    return fleet_sql.register_spark(spark, os.fspath(dataset))
 
 
 def trend(
@@ -73,7 +106,7 @@ def trend(
 
     Columns: by_value, report_id, key, value. Metrics: see METRICS.
     """
-    return query(dataset, _sql.trend_sql(metric, by), limits)
+    return query(dataset, trend_sql(metric, by), limits)
 
 
 def regressions(
@@ -89,4 +122,4 @@ def regressions(
     Columns: key, baseline, candidate, ratio, baseline_reports, candidate_reports, regressed
     (candidate > baseline * (1 + threshold)).
     """
-    return query(dataset, _sql.regressions_sql(baseline_label, candidate_label, threshold, metric), limits)
+    return query(dataset, regressions_sql(baseline_label, candidate_label, threshold, metric), limits)

@@ -18,14 +18,19 @@ from collections.abc import Iterator
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-
 from formats.gcpause import gc_paused
+from formats.lazy_import import lazy_module
 
 from . import compilation as _compilation
 from ._base import EngineOption, PvaList, refuse_pickle
 from .errors import InconsistentReportError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
 
 if TYPE_CHECKING:
     from formats.profile_reader import MatrixReader, ProfileReader

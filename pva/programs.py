@@ -5,13 +5,17 @@ from __future__ import annotations
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from formats.gcpause import gc_paused
+from formats.lazy_import import lazy_module
 
 from ._base import PvaEnum, PvaList
 from .errors import InconsistentReportError
 from .vectors import TileVector
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 if TYPE_CHECKING:
     from .compilation import CompilationReport, ComputeSet

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+from formats.lazy_import import lazy_module
 
 from ._base import PvaList
 
-_EMPTY = np.zeros(0, dtype=np.uint64)
-_EMPTY.setflags(write=False)
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 
 class TileVector(PvaList):
@@ -21,7 +25,7 @@ class TileVector(PvaList):
 
     def __init__(self, array: np.ndarray | None = None) -> None:
         if array is None or array.size == 0:
-            array = _EMPTY
+            array = read_only(np.zeros(0, dtype=np.uint64))
         else:
             array = np.ascontiguousarray(array, dtype=np.uint64)
             array.setflags(write=False)

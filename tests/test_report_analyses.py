@@ -224,6 +224,28 @@ def test_importing_pva_and_building_the_parser_loads_no_analysis():
     assert out.strip() == "[]"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["info", "{report}"], ["sql", "{report}", "select 1"], ["dataset", "--help"], ["query", "--help"]],
+    ids=["help", "info", "sql", "dataset-help", "query-help"],
+)
+def test_the_quick_commands_load_no_arrays_no_simulator(sample, argv):
+    """`pva --help`, `pva info` and `pva sql` start in well under 150 ms because they load none of these."""
+    argv = [a.format(report=sample.path) for a in argv]
+    code = (
+        "import sys, contextlib, io\n"
+        "from pva.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({argv!r})\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code\n"
+        "print(sorted(m for m in ('numpy', 'pyarrow', 'simulator', 'duckdb', 'h5py', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 # -- bad values -------------------------------------------------------------------------------
 
 

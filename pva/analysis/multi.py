@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import pathlib
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from formats import fleet_sql
-from formats.dataset import is_dataset
 from formats.errors import InvalidInputError
-from formats.fleet_sql import DEFAULT_LIMITS, Limits, Result
+from formats.fleet_limits import DEFAULT_LIMITS, Limits
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from formats.fleet_sql import Result
 
 #: Loose reports beyond which `pva query` suggests building a dataset.
 SUGGEST_DATASET_REPORTS = 20
@@ -36,6 +38,9 @@ def run_query(root: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_L
     `reports(report, path, producer, poplar_version, num_tiles, num_ipus, file_size)` lists them.
     Returns the streamed result and what was read (kind, reports, bytes, seconds).
     """
+    from formats import fleet_sql
+    from formats.dataset import is_dataset
+
     where = os.fspath(root)
     if is_dataset(root):
         result = fleet_sql.query_dataset(where, sql, limits)

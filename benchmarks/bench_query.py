@@ -158,13 +158,32 @@ def _order(row: tuple) -> tuple:
     return row[0], str(row[1])
 
 
+def _scanner_extension() -> str:
+    """The sqlite_scanner extension binary of the `bench` extra's package, or "sqlite" (DuckDB's own install)."""
+    try:
+        import importlib.resources
+
+        import duckdb
+
+        root = importlib.resources.files("duckdb_extension_sqlite_scanner") / "extensions"
+        path = root / f"v{duckdb.__version__}" / "sqlite_scanner.duckdb_extension"
+        return str(path) if path.is_file() else "sqlite"
+    except ImportError:
+        return "sqlite"
+
+
 def _duckdb_sqlite_scanner():
-    """A DuckDB connection with the sqlite extension loaded, or None where it cannot be loaded."""
+    """A DuckDB connection with the sqlite extension loaded, or None where it cannot be loaded.
+
+    The extension comes from the `bench` extra (pip install ".[bench]", which pins DuckDB to the
+    extension's version) or from DuckDB's own extension directory. DuckDB checks its signature.
+    """
     import duckdb
 
     con = duckdb.connect(config={"autoinstall_known_extensions": False})
+    extension = _scanner_extension()
     try:
-        con.execute("LOAD sqlite")
+        con.execute(f"LOAD '{extension}'" if extension != "sqlite" else "LOAD sqlite")
     except duckdb.Error:
         con.close()
         return None

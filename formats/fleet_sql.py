@@ -62,6 +62,16 @@ def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
     return con
 
 
+@functools.lru_cache(maxsize=4)
+def _loose_database(memory: str, threads: int | None):
+    """A locked DuckDB database with no file access, shared by loose queries of the same limits.
+
+    Each query runs on its own cursor and holds its tables as temporary tables of that cursor, so
+    queries do not see each other's data, and a repeated query pays no start-up of an engine.
+    """
+    return connect(Limits(timeout=None, memory=memory, threads=threads))
+
+
 def check_statement(con, sql: str, where: str) -> None:
     """Refuse anything but exactly one SELECT (or EXPLAIN) statement."""
     duckdb = _duckdb()
@@ -171,11 +181,21 @@ def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
                 parts[table].append(data.add_column(0, "report", pa.array([label] * data.num_rows, pa.string())))
         finally:
             report.close()
-    # copied into DuckDB's own tables: its joins over registered Arrow tables run many times slower
-    con.from_arrow(pa.Table.from_pylist(catalogue)).create("reports")
+    # copied into DuckDB's own (temporary) tables: its joins over registered Arrow tables run many times slower
+    if "reports" in used:
+        _temp_table(con, "reports", pa.Table.from_pylist(catalogue))
     for table in list(parts):
-        con.from_arrow(pa.concat_tables(parts.pop(table), promote_options="permissive")).create(table)
+        _temp_table(con, table, pa.concat_tables(parts.pop(table), promote_options="permissive"))
     return {"reports": len(paths), "tables": len(tables), "bytes": size}
+
+
+def _temp_table(con, name: str, data: pa.Table) -> None:
+    """`data` as a temporary table of this connection: gone when the connection (cursor) closes."""
+    con.register("_pva_source", data)
+    try:
+        con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM _pva_source')
+    finally:
+        con.unregister("_pva_source")
 
 
 class _LooseReport:
@@ -376,7 +396,7 @@ def query_loose(
     paths: list[str], labels: list[str], sql: str, where: str, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[Result, dict]:
     """Run one SELECT over loose report files (each table with a first column `report`) on DuckDB."""
-    con = connect(limits)
+    con = _loose_database(limits.memory, limits.threads).cursor()
     try:
         check_statement(con, sql, where)
         stats = loose_views(con, paths, labels, sql)

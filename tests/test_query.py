@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+import pva
 from pva.cli import main
 
 duckdb = pytest.importorskip("duckdb")
@@ -89,3 +90,19 @@ def test_bad_directories(tmp_path, capsys):
     assert "no such directory" in capsys.readouterr().err
     assert main(["query", str(tmp_path), "SELECT 1"]) == 2
     assert "no *.pop reports found" in capsys.readouterr().err
+
+
+def test_queries_in_one_process_see_only_their_own_reports(runs):
+    """Loose queries share one locked engine; each holds its tables on its own cursor, dropped at the end."""
+    from pva.analysis.multi import query_reports
+
+    sql = "SELECT report, count(*) AS n FROM compute_sets GROUP BY report ORDER BY report"
+    both = query_reports(runs, sql).to_pylist()
+    one = query_reports(runs / "a", sql).to_pylist()
+    again = query_reports(runs, sql).to_pylist()
+    assert [r["report"] for r in both] == ["a/profile.pop", "b/deeper/profile.pop"]
+    assert one == [{"report": "profile.pop", "n": both[0]["n"]}]
+    assert again == both
+    assert query_reports(runs / "a", "SELECT report FROM reports").to_pylist() == [{"report": "profile.pop"}]
+    with pytest.raises(pva.PvaError, match="nosuch does not exist"):
+        query_reports(runs / "a", "SELECT * FROM compute_sets JOIN nosuch USING (report)")

@@ -66,6 +66,9 @@ SLOW_MODULES = {
     "test_fuzz_converters",
     "test_benchmarks_smoke",
     "test_readme_tour",
+    "test_html_browser",
+    "test_simulator_calibration",
+    "test_packaging",
 }
 
 

@@ -79,6 +79,7 @@ def test_the_progress_bar_is_drawn_on_a_terminal(sample):
     assert "checking" in text and "[" in text and text.endswith("\r")
 
 
+@pytest.mark.slow
 def test_quick_checks_a_large_report_in_seconds(tmp_path, capsys):
     path = tmp_path / "long.pop"
     write_long_report(path, num_steps=7000)

@@ -43,6 +43,7 @@ def test_a_runaway_recursive_query_stops_at_its_time_limit(sample):
     assert result["seconds"] < 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["table", "csv"])
 def test_table_output_is_streamed(sample, fmt, tmp_path):
     rows = 3_000_000

@@ -454,6 +454,7 @@ MEASUREMENTS = (
     "startup",
     "query-reports",
     "fleet",
+    "debug-contexts",
 )
 
 
@@ -472,9 +473,12 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
         "file-size": measure_file_size,
         "startup": measure_startup,
     }
+    from .bench_debug import measure_debug_contexts
     from .bench_query import measure_fleet, measure_query_reports
 
-    simple.update({"query-reports": measure_query_reports, "fleet": measure_fleet})
+    simple.update(
+        {"query-reports": measure_query_reports, "fleet": measure_fleet, "debug-contexts": measure_debug_contexts}
+    )
     json_runs = None
     for name in MEASUREMENTS:
         if name not in only:

@@ -92,12 +92,28 @@ def write(source: str, scratch: str, repeat: str) -> dict:
     return measure_writes(content, scratch, int(repeat))
 
 
+def debug_walk(path: str) -> dict:
+    """Ours: every context of a debug.cbor through the object model (see benchmarks.bench_debug)."""
+    from .bench_debug import ours
+
+    return ours(path)
+
+
+def debug_cbor2(path: str) -> dict:
+    """Baseline: cbor2.load of the debug.cbor and its contexts by id (see benchmarks.bench_debug)."""
+    from .bench_debug import baseline
+
+    return baseline(path)
+
+
 TASKS = {
     "json-answer": json_answer,
     "ijson-answer": ijson_answer,
     "pva-answer": pva_answer,
     "pva-convert": pva_convert,
     "write": write,
+    "debug-walk": debug_walk,
+    "debug-cbor2": debug_cbor2,
 }
 
 

@@ -266,12 +266,16 @@ def measure_tile_totals(ctx: Context) -> list[Row]:
 STEP_WALK_RATIO = 3.0
 
 
+def _step_walk(path: str) -> int:
+    with pva.openReport(path) as report:
+        return sum(step.ipus[0].cycles for step in report.execution.steps)
+
+
 def measure_step_walk(ctx: Context) -> list[Row]:
     path = str(ctx.main.pop)
 
     def ours() -> int:
-        with pva.openReport(path) as report:
-            return sum(step.ipus[0].cycles for step in report.execution.steps)
+        return _step_walk(path)
 
     def baseline() -> int:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -310,6 +314,14 @@ _CYCLES_PER_CS = (
 )
 
 
+def _sql_aggregate(path: str) -> list[tuple]:
+    reader = ProfileReader(path)
+    try:
+        return list(run_readonly(reader.file, _CYCLES_PER_CS.format(steps="steps", steps_by_ipu="steps_by_ipu")).rows)
+    finally:
+        reader.close()
+
+
 def measure_sql(ctx: Context) -> list[Row]:
     import duckdb
 
@@ -317,13 +329,7 @@ def measure_sql(ctx: Context) -> list[Row]:
     tables = pathlib.Path(ctx.main.parquet(ctx.log)) / "tables"
 
     def ours() -> list[tuple]:
-        reader = ProfileReader(path)
-        try:
-            return list(
-                run_readonly(reader.file, _CYCLES_PER_CS.format(steps="steps", steps_by_ipu="steps_by_ipu")).rows
-            )
-        finally:
-            reader.close()
+        return _sql_aggregate(path)
 
     def baseline() -> list[tuple]:
         conn = duckdb.connect()
@@ -438,6 +444,54 @@ def measure_startup(ctx: Context) -> list[Row]:
     return rows
 
 
+# -- growth over the three sizes ------------------------------------------------------------------
+
+#: The report sizes growth is measured over, smallest first (those up to the run's size).
+GROWTH_SIZES = ("tiny", "small", "large")
+#: Growth exponent of a walk over all steps (linear is 1).
+GROWTH_LIMIT = 1.1
+
+
+def measure_growth(ctx: Context) -> list[Row]:
+    """Growth exponents (slope of log time over log size) of open, the step walk and the SQL aggregate
+    over the reports of the sizes up to the run's (all three on large); the visitor's is its own row."""
+    from .bench_compilation import growth_exponent
+    from .corpus import corpus
+
+    sizes = GROWTH_SIZES[: GROWTH_SIZES.index(ctx.main.size) + 1] if ctx.main.size in GROWTH_SIZES else ()
+    if len(sizes) < 2:
+        ctx.log("  growth needs two sizes or more: run with --size small or large")
+        return []
+    corpora = [ctx.main if size == ctx.main.size else corpus(size, ctx.log) for size in sizes]
+    quantities = (
+        ("open", _open_num_tiles, lambda c: c.pop.stat().st_size, "bytes of profile.pop", None),
+        ("step-walk", _step_walk, lambda c: c.info["steps"], "steps", GROWTH_LIMIT),
+        ("sql-aggregate", _sql_aggregate, lambda c: c.info["steps"], "steps", GROWTH_LIMIT),
+    )
+    rows = []
+    for name, func, size_of, unit, limit in quantities:
+        seconds = []
+        for c in corpora:
+            medians, _times, _results = alternate({"ours": lambda c=c, f=func: f(str(c.pop))}, ctx.repeat)
+            seconds.append(medians["ours"])
+        counts = [size_of(c) for c in corpora]
+        exponent = growth_exponent(counts, seconds) if len(set(counts)) > 1 else float("nan")
+        rows.append(
+            Row(
+                f"{name}-growth",
+                f"growth exponent of {name} over {', '.join(sizes)} ({', '.join(f'{n:,}' for n in counts)} {unit})",
+                exponent,
+                1.0,
+                "exponent",
+                "linear growth",
+                f"<= {limit:g}" if limit else "reported (opening reads no table in full)",
+                bool(exponent <= limit) if limit else None,
+                details={"sizes": list(sizes), "counts": counts, "seconds": seconds},
+            )
+        )
+    return rows
+
+
 # -- the whole suite -------------------------------------------------------------------------------
 
 #: Measurement names for --only, in the order they run.
@@ -454,6 +508,8 @@ MEASUREMENTS = (
     "startup",
     "query-reports",
     "fleet",
+    "debug-contexts",
+    "growth",
 )
 
 
@@ -472,9 +528,17 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
         "file-size": measure_file_size,
         "startup": measure_startup,
     }
+    from .bench_debug import measure_debug_contexts
     from .bench_query import measure_fleet, measure_query_reports
 
-    simple.update({"query-reports": measure_query_reports, "fleet": measure_fleet})
+    simple.update(
+        {
+            "query-reports": measure_query_reports,
+            "fleet": measure_fleet,
+            "debug-contexts": measure_debug_contexts,
+            "growth": measure_growth,
+        }
+    )
     json_runs = None
     for name in MEASUREMENTS:
         if name not in only:

@@ -20,7 +20,7 @@ import hashlib
 import io
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,8 @@ ID_KEY = "debug_info_id"
 RESERVED_KEYS = ("id", "layer", "name", "parentIds", "location")
 #: The id no debug context has (libpva DebugContext::INVALID_ID).
 INVALID_ID = 0
+#: The largest id a reader accepts (a signed 64-bit integer, as Poplar's DebugId).
+_MAX_ID = (1 << 63) - 1
 
 _WHAT = "debug information file (debug.cbor)"
 
@@ -349,13 +351,235 @@ def check_debug_pair(reader: Any, debug_path: str | os.PathLike[str]) -> None:
     )
 
 
-class DebugInfoReader:
-    """A debug.cbor file, read and checked in full: its contexts by id.
+#: Contexts turned into Python objects at a time when iterating.
+_BATCH = 1 << 14
 
-    Raises a PvaError naming the path: ReportNotFoundError and friends when the file cannot
-    be read, NotAReportError when it is not debug information, CorruptReportError when its
-    CBOR is damaged, UnsupportedVersionError for a newer major format, and
-    InconsistentReportError when contexts name unknown parents or form a cycle.
+
+class DebugRecords(Mapping[int, DebugRecord]):
+    """The contexts of a debug.cbor by id, kept compactly: columns of ids, layers and parents beside
+    the file's bytes. A `DebugRecord` is made from its bytes when asked for (not kept); `layer_of`,
+    `parents_of`, `children_of` and `select` answer from the columns alone.
+    """
+
+    def __init__(self, path: str, raw: bytes, layers: list[str], ids, codes, bounds, parent_counts, parents) -> None:
+        """Columns in file order; `bounds` holds where each context starts, then where the last ends."""
+        import numpy as np
+
+        self.path = path
+        self._raw = raw
+        self._layers = layers
+        ids = np.frombuffer(ids, dtype=np.int64)
+        counts = np.frombuffer(parent_counts, dtype=np.int64)
+        flat = np.frombuffer(parents, dtype=np.int64)
+        codes = np.frombuffer(codes, dtype=np.int64).astype(np.int32)
+        bounds = np.frombuffer(bounds, dtype=np.int64)
+        starts, ends = bounds[:-1], bounds[1:]
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+            order = np.argsort(ids, kind="stable")
+            ids, codes, starts, ends, counts = ids[order], codes[order], starts[order], ends[order], counts[order]
+            sorted_offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+            np.cumsum(counts, out=sorted_offsets[1:])
+            gather = np.repeat(offsets[:-1][order] - sorted_offsets[:-1], counts) + np.arange(len(flat))
+            flat, offsets = flat[gather], sorted_offsets
+            repeated = np.flatnonzero(ids[1:] == ids[:-1])
+            if len(repeated):
+                raise InconsistentReportError(f"{path!r}: debug context id {int(ids[repeated[0]])} appears twice", path)
+        self._ids, self._codes, self._starts, self._ends = ids, codes, starts, ends
+        self._offsets, self._parents = offsets, flat
+        self._parent_rows = self._check_parents()
+        self._children: tuple[Any, Any] | None = None
+
+    # -- checks --
+
+    def _check_parents(self):
+        """Row of each parent; InconsistentReportError for a parent that is not a context or for a cycle."""
+        import numpy as np
+
+        ids, flat, offsets = self._ids, self._parents, self._offsets
+        rows = np.searchsorted(ids, flat)
+        found = rows < len(ids)
+        found[found] = ids[rows[found]] == flat[found]
+        if not bool(found.all()):
+            row = int(np.searchsorted(offsets, int(np.flatnonzero(~found)[0]), side="right")) - 1
+            missing = [int(p) for p in flat[offsets[row] : offsets[row + 1]] if p not in self]
+            raise InconsistentReportError(
+                f"{self.path!r}: debug context {int(ids[row])} names parent(s) {missing} that the file does not hold",
+                self.path,
+            )
+        child_rows = np.repeat(np.arange(len(ids)), np.diff(offsets))
+        if not bool(np.all(rows < child_rows)):  # a parent after its child: look for a cycle
+            self._check_acyclic(rows)
+        return rows
+
+    def _check_acyclic(self, parent_rows) -> None:
+        """Depth-first search over the rows; a context met again on the current path is a cycle."""
+        offsets = self._offsets.tolist()
+        parent_rows = parent_rows.tolist()
+        state = bytearray(len(self._ids))  # 0 new, 1 on the current path, 2 done
+        for start in range(len(state)):
+            if state[start] or offsets[start] == offsets[start + 1]:
+                continue
+            state[start] = 1
+            stack = [(start, offsets[start])]
+            while stack:
+                node, at = stack[-1]
+                if at == offsets[node + 1]:
+                    state[node] = 2
+                    stack.pop()
+                    continue
+                stack[-1] = (node, at + 1)
+                parent = parent_rows[at]
+                if state[parent] == 1:
+                    raise InconsistentReportError(
+                        f"{self.path!r}: debug context {int(self._ids[parent])} is its own ancestor "
+                        f"(a cycle through context {int(self._ids[node])})",
+                        self.path,
+                    )
+                if state[parent] == 0:
+                    state[parent] = 1
+                    stack.append((parent, offsets[parent]))
+
+    # -- the mapping --
+
+    def _row(self, context_id: object) -> int:
+        """Row of a context id, or -1."""
+        if not isinstance(context_id, int) or isinstance(context_id, bool) or not 1 <= context_id <= _MAX_ID:
+            return -1
+        ids = self._ids
+        row = int(ids.searchsorted(context_id))
+        return row if row < len(ids) and ids[row] == context_id else -1
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, context_id: object) -> bool:
+        return self._row(context_id) >= 0
+
+    def __iter__(self) -> Iterator[int]:
+        ids = self._ids
+        for start in range(0, len(ids), _BATCH):
+            yield from ids[start : start + _BATCH].tolist()
+
+    def __getitem__(self, context_id: int) -> DebugRecord:
+        row = self._row(context_id)
+        if row < 0:
+            raise KeyError(context_id)
+        return self._record(row)
+
+    def _record(self, row: int) -> DebugRecord:
+        item = cbor2.loads(self._raw[int(self._starts[row]) : int(self._ends[row])])
+        return parse_context(item, row, self.path)
+
+    def values(self) -> Iterator[DebugRecord]:  # type: ignore[override]
+        """Every record, by id."""
+        return (self._record(row) for row in range(len(self._ids)))
+
+    def items(self) -> Iterator[tuple[int, DebugRecord]]:  # type: ignore[override]
+        """Every (id, record), by id."""
+        return ((int(self._ids[row]), self._record(row)) for row in range(len(self._ids)))
+
+    # -- from the columns --
+
+    def layer_of(self, context_id: int) -> str:
+        """The layer of a context (KeyError if there is none with this id)."""
+        row = self._row(context_id)
+        if row < 0:
+            raise KeyError(context_id)
+        return self._layers[self._codes[row]]
+
+    def parents_of(self, context_id: int) -> tuple[int, ...]:
+        """The parent ids of a context (KeyError if there is none with this id)."""
+        row = self._row(context_id)
+        if row < 0:
+            raise KeyError(context_id)
+        return tuple(self._parents[self._offsets[row] : self._offsets[row + 1]].tolist())
+
+    def children_of(self, context_id: int) -> tuple[int, ...]:
+        """The child ids of a context, sorted; empty for an unknown id."""
+        import numpy as np
+
+        if self._children is None:
+            child_rows = np.repeat(np.arange(len(self._ids)), np.diff(self._offsets))
+            order = np.lexsort((child_rows, self._parent_rows))
+            self._children = (self._parent_rows[order], self._ids[child_rows[order]])
+        parent_rows, child_ids = self._children
+        row = self._row(context_id)
+        if row < 0:
+            return ()
+        low, high = parent_rows.searchsorted(row), parent_rows.searchsorted(row, side="right")
+        return tuple(child_ids[low:high].tolist())
+
+    def select_rows(self, layer: str = "", without_parent: bool = False) -> Iterator[tuple[int, int]]:
+        """(row, id) of the contexts of a layer (any if empty) and, if asked, without parents; by id."""
+        import numpy as np
+
+        count = len(self._ids)
+        mask = np.ones(count, dtype=bool)
+        if layer:
+            if layer not in self._layers:
+                return iter(())
+            mask &= self._codes == self._layers.index(layer)
+        if without_parent:
+            mask &= self._offsets[1:] == self._offsets[:-1]
+        rows = np.flatnonzero(mask)
+        ids = self._ids[rows]
+        return (
+            pair
+            for start in range(0, len(rows), _BATCH)
+            for pair in zip(rows[start : start + _BATCH].tolist(), ids[start : start + _BATCH].tolist())
+        )
+
+
+class _SharedValueError(Exception):
+    """Raised by the decoder on CBOR value sharing (tags 28/29)."""
+
+
+def _refuse_sharing(decoder: Any, *args: Any) -> Any:
+    raise _SharedValueError()
+
+
+#: Value sharing (tags 28/29) is refused as soon as it is met, before a shared value is expanded.
+_SEMANTIC = {28: _refuse_sharing, 29: _refuse_sharing}
+#: What each CBOR major type decodes to, for messages.
+_MAJOR_NAMES = ("int", "int", "bytes", "str", "list", "dict", "CBORTag", "float or simple value")
+_SHARED = "a value shared by reference (CBOR tags 28/29, which pva never writes)"
+#: Keys of a context that has no location and no data.
+_PLAIN_KEYS = frozenset({"id", "layer", "name", "parentIds"})
+_NO_PARENTS: tuple[int, ...] = ()
+#: Bytes the decoder reads ahead of each context (it seeks back to the context's end).
+_READ_AHEAD = 256
+
+
+def _header(raw: bytes, pos: int) -> tuple[int, int | None, int]:
+    """The major type, argument (None for indefinite length) and end of the CBOR item head at `pos`."""
+    if pos >= len(raw):
+        raise EOFError(f"the file ends at byte {pos} inside the document")
+    first = raw[pos]
+    major, info = first >> 5, first & 0x1F
+    if info < 24:
+        return major, info, pos + 1
+    if info == 31:
+        return major, None, pos + 1
+    if info > 27:
+        raise ValueError(f"reserved additional information {info} at byte {pos}")
+    size = 1 << (info - 24)
+    if pos + 1 + size > len(raw):
+        raise EOFError(f"the file ends at byte {len(raw)} inside an item head")
+    return major, int.from_bytes(raw[pos + 1 : pos + 1 + size], "big"), pos + 1 + size
+
+
+class DebugInfoReader:
+    """A debug.cbor file, read and checked in full: its contexts by id (`records`, a `DebugRecords`).
+
+    The contexts are decoded one at a time and kept as columns (ids, layers, parents) beside the
+    file's bytes; a context's name, location and data are decoded again when asked for. Raises a
+    PvaError naming the path: ReportNotFoundError and friends when the file cannot be read,
+    NotAReportError when it is not debug information (or uses CBOR value sharing),
+    CorruptReportError when its CBOR is damaged, UnsupportedVersionError for a newer major
+    format, and InconsistentReportError when contexts repeat an id, name unknown parents or form
+    a cycle.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -371,36 +595,134 @@ class DebugInfoReader:
             raise NotAReportError(
                 f"{where}: expected a {_WHAT} (a CBOR map), found {describe_bytes(raw[:4096])}", self.path
             )
+        self.version = DEBUG_INFO_FORMAT
+        stream = io.BytesIO(raw)
+        self._raw = raw
+        self._stream = stream
+        self._decoder = cbor2.CBORDecoder(stream, read_size=_READ_AHEAD, semantic_decoders=_SEMANTIC)
+        self.records = self._document()
+        del self._stream, self._decoder
+
+    def _damaged(self, detail: object) -> CorruptReportError:
+        return CorruptReportError(f"{self.path!r}: the {_WHAT} is damaged or truncated ({detail})", self.path)
+
+    def _head(self, pos: int) -> tuple[int, int | None, int]:
         try:
-            document = cbor2.loads(raw)
-        except (cbor2.CBORDecodeError, ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
-            raise CorruptReportError(f"{where}: the {_WHAT} is damaged or truncated ({exc})", self.path) from None
-        if not isinstance(document, dict) or "contexts" not in document:
-            found = type(document).__name__ if not isinstance(document, dict) else "a map without 'contexts'"
+            return _header(self._raw, pos)
+        except (EOFError, ValueError) as exc:
+            raise self._damaged(exc) from None
+
+    def _decode(self, index: int | None = None) -> Any:
+        """The next CBOR item of the stream (context #`index` if given)."""
+        try:
+            return self._decoder.decode()
+        except cbor2.CBORDecodeError as exc:
+            if isinstance(exc.__cause__, _SharedValueError):
+                where = repr(self.path) if index is None else f"{self.path!r}: context #{index}"
+                raise NotAReportError(
+                    f"{where}: expected data of text keys and JSON values, found {_SHARED}", self.path
+                ) from None
+            raise self._damaged(exc) from None
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+            raise self._damaged(exc) from None
+
+    def _document(self) -> DebugRecords:
+        where = repr(self.path)
+        raw, stream = self._raw, self._stream
+        major, pairs, pos = self._head(0)
+        if major != 5:
             raise NotAReportError(
-                f"{where}: expected a {_WHAT}: a CBOR map with key 'contexts', found {found}", self.path
+                f"{where}: expected a {_WHAT}: a CBOR map with key 'contexts', found {_MAJOR_NAMES[major]}", self.path
             )
-        self.version = self._check_version(document.get(FORMAT_KEY))
-        contexts = document["contexts"]
-        if not isinstance(contexts, list):
+        records: DebugRecords | None = None
+        version_seen = False
+        done = 0
+        while pairs is None or done < pairs:
+            if pairs is None and pos < len(raw) and raw[pos] == 0xFF:
+                break
+            stream.seek(pos)
+            key = self._decode()
+            pos = stream.tell()
+            if key == "contexts":
+                records = self._contexts(pos)
+                pos = self._end
+            else:
+                value = self._decode()
+                pos = stream.tell()
+                if key == FORMAT_KEY:
+                    self.version = self._check_version(value)
+                    version_seen = True
+            done += 1
+        if records is None:
             raise NotAReportError(
-                f"{where}: expected 'contexts' to be an array, found {type(contexts).__name__}", self.path
+                f"{where}: expected a {_WHAT}: a CBOR map with key 'contexts', found a map without 'contexts'",
+                self.path,
             )
-        records: dict[int, DebugRecord] = {}
-        for index, item in enumerate(contexts):
-            record = self._parse(item, index)
-            if record.id in records:
-                raise InconsistentReportError(f"{where}: debug context id {record.id} appears twice", self.path)
-            records[record.id] = record
-        for record in records.values():
-            missing = [p for p in record.parents if p not in records]
-            if missing:
-                raise InconsistentReportError(
-                    f"{where}: debug context {record.id} names parent(s) {missing} that the file does not hold",
-                    self.path,
-                )
-        _check_acyclic({r.id: r.parents for r in records.values() if r.parents}, self.path, InconsistentReportError)
-        self.records = records
+        if not version_seen:
+            self.version = DEBUG_INFO_FORMAT
+        return records
+
+    def _contexts(self, pos: int) -> DebugRecords:
+        """Decode the contexts array at `pos` one context at a time into columns; set `_end`."""
+        from array import array
+
+        where = repr(self.path)
+        raw, stream, decode = self._raw, self._stream, self._decode
+        major, count, pos = self._head(pos)
+        if major != 4:
+            raise NotAReportError(
+                f"{where}: expected 'contexts' to be an array, found {_MAJOR_NAMES[major]}", self.path
+            )
+        ids, starts, codes, parent_counts, parents = (array("q") for _ in range(5))
+        layers: dict[str, int] = {}
+        index = 0
+        parse, plain_keys, most = self._parse, _PLAIN_KEYS, _MAX_ID
+        stream.seek(pos)
+        tell = stream.tell
+        while count is None or index < count:
+            if count is None:
+                if pos >= len(raw):
+                    raise self._damaged(f"the contexts array is not closed at byte {pos}")
+                if raw[pos] == 0xFF:
+                    pos += 1
+                    break
+            starts.append(pos)
+            item = decode(index)
+            pos = tell()
+            # the common case (no location, no data) checked here; anything else by parse_context
+            if type(item) is dict and item.keys() <= plain_keys:
+                context_id = item.get("id")
+                layer = item.get("layer", "")
+                name = item.get("name", "")
+                ids_of_parents = item.get("parentIds", _NO_PARENTS)
+                if not (
+                    type(context_id) is int
+                    and 0 < context_id <= most
+                    and type(layer) is str
+                    and type(name) is str
+                    and (
+                        ids_of_parents is _NO_PARENTS
+                        or type(ids_of_parents) is list
+                        and all(type(p) is int and 0 < p <= most for p in ids_of_parents)
+                    )
+                ):
+                    record = parse(item, index)
+                    context_id, layer, ids_of_parents = record.id, record.layer, record.parents
+            else:
+                record = parse(item, index)
+                context_id, layer, ids_of_parents = record.id, record.layer, record.parents
+            ids.append(context_id)
+            code = layers.get(layer)
+            if code is None:
+                code = layers[layer] = len(layers)
+            codes.append(code)
+            parent_counts.append(len(ids_of_parents))
+            if ids_of_parents:
+                parents.extend(ids_of_parents)
+            index += 1
+        starts.append(pos)
+        self._end = pos
+        return DebugRecords(self.path, raw, list(layers), ids, codes, starts, parent_counts, parents)
 
     def _check_version(self, text: Any) -> tuple[int, int]:
         if text is None:
@@ -420,49 +742,54 @@ class DebugInfoReader:
         return major, minor
 
     def _parse(self, item: Any, index: int) -> DebugRecord:
-        where = f"{self.path!r}: context #{index}"
-        if not isinstance(item, dict):
-            raise NotAReportError(f"{where}: expected a map, found {type(item).__name__}", self.path)
-        context_id = item.get("id")
-        if not isinstance(context_id, int) or isinstance(context_id, bool) or context_id < 1:
-            raise NotAReportError(f"{where}: expected an integer 'id' >= 1, found {context_id!r}", self.path)
-        layer = item.get("layer", "")
-        name = item.get("name", "")
-        if not isinstance(layer, str) or not isinstance(name, str):
-            raise NotAReportError(f"{where} (id {context_id}): expected text 'layer' and 'name'", self.path)
-        parents = item.get("parentIds", [])
-        if not isinstance(parents, list) or not all(
-            isinstance(p, int) and not isinstance(p, bool) and p >= 1 for p in parents
+        return parse_context(item, index, self.path)
+
+
+def parse_context(item: Any, index: int, path: str) -> DebugRecord:
+    """A decoded context map checked and made a DebugRecord; NotAReportError names what is wrong."""
+    where = f"{path!r}: context #{index}"
+    if not isinstance(item, dict):
+        raise NotAReportError(f"{where}: expected a map, found {type(item).__name__}", path)
+    context_id = item.get("id")
+    if not isinstance(context_id, int) or isinstance(context_id, bool) or not 1 <= context_id <= _MAX_ID:
+        raise NotAReportError(f"{where}: expected an integer 'id' >= 1, found {context_id!r}", path)
+    layer = item.get("layer", "")
+    name = item.get("name", "")
+    if not isinstance(layer, str) or not isinstance(name, str):
+        raise NotAReportError(f"{where} (id {context_id}): expected text 'layer' and 'name'", path)
+    parents = item.get("parentIds", [])
+    if not isinstance(parents, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= _MAX_ID for p in parents
+    ):
+        raise NotAReportError(
+            f"{where} (id {context_id}): expected 'parentIds' to be an array of ids >= 1, found {parents!r}",
+            path,
+        )
+    location = item.get("location")
+    parsed_location = None
+    if location is not None:
+        if not isinstance(location, dict):
+            raise NotAReportError(f"{where} (id {context_id}): expected 'location' to be a map", path)
+        file_name = location.get("fileName", "")
+        line = location.get("lineNumber", 0)
+        function = location.get("functionName", "")
+        if not (
+            isinstance(file_name, str)
+            and isinstance(function, str)
+            and isinstance(line, int)
+            and not isinstance(line, bool)
+            and line >= 0
         ):
             raise NotAReportError(
-                f"{where} (id {context_id}): expected 'parentIds' to be an array of ids >= 1, found {parents!r}",
-                self.path,
+                f"{where} (id {context_id}): expected location fileName (text), lineNumber (integer >= 0) "
+                f"and functionName (text), found {location!r}",
+                path,
             )
-        location = item.get("location")
-        parsed_location = None
-        if location is not None:
-            if not isinstance(location, dict):
-                raise NotAReportError(f"{where} (id {context_id}): expected 'location' to be a map", self.path)
-            file_name = location.get("fileName", "")
-            line = location.get("lineNumber", 0)
-            function = location.get("functionName", "")
-            if not (
-                isinstance(file_name, str)
-                and isinstance(function, str)
-                and isinstance(line, int)
-                and not isinstance(line, bool)
-                and line >= 0
-            ):
-                raise NotAReportError(
-                    f"{where} (id {context_id}): expected location fileName (text), lineNumber (integer >= 0) "
-                    f"and functionName (text), found {location!r}",
-                    self.path,
-                )
-            parsed_location = (file_name, line, function)
-        data = {k: v for k, v in item.items() if k not in RESERVED_KEYS}
-        problem = _not_json(data)
-        if problem:
-            raise NotAReportError(
-                f"{where} (id {context_id}): expected data of text keys and JSON values, found {problem}", self.path
-            )
-        return DebugRecord(context_id, layer, name, tuple(parents), parsed_location, data)
+        parsed_location = (file_name, line, function)
+    data = {k: v for k, v in item.items() if k not in RESERVED_KEYS}
+    problem = _not_json(data)
+    if problem:
+        raise NotAReportError(
+            f"{where} (id {context_id}): expected data of text keys and JSON values, found {problem}", path
+        )
+    return DebugRecord(context_id, layer, name, tuple(parents), parsed_location, data)

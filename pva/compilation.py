@@ -885,8 +885,7 @@ class CompilationReport:
         """
         info = self._require_debug()
         chosen = filter if isinstance(filter, DebugContext.Filter) else DebugContext.Filter(filter)
-        context = info.context
-        return PvaList(context(i) for i, record in sorted(info.records.items()) if chosen._accepts(record))
+        return info.select(chosen)
 
     def debugContext(self, id: int) -> DebugContext:
         """The debug context with an id; raises NotPresentError if isDebugInfoPresent is False."""

@@ -12,7 +12,7 @@ import json
 from collections import deque
 from typing import TYPE_CHECKING
 
-from formats.debug_info import INVALID_ID, DebugInfoReader, DebugRecord, context_json
+from formats.debug_info import INVALID_ID, DebugInfoReader, DebugRecord, DebugRecords, context_json
 
 from ._base import PvaList
 from .model_errors import NoSuchObjectError
@@ -183,7 +183,7 @@ class DebugContext:
     @property
     def layer(self) -> DebugLayer:
         """The layer that created the context, e.g. popart, poplibs, poplar (see DebugLayer)."""
-        return DebugLayer(self._record.layer)
+        return DebugLayer(self._info.records.layer_of(self.id))
 
     @property
     def name(self) -> str:
@@ -199,10 +199,11 @@ class DebugContext:
         records = self._info.records
         while context_id is not None and context_id not in seen:
             seen.add(context_id)
-            record = records[context_id]
-            if record.name:
-                names.append(record.name)
-            context_id = record.parents[0] if record.parents else None
+            name = records[context_id].name
+            if name:
+                names.append(name)
+            parents = records.parents_of(context_id)
+            context_id = parents[0] if parents else None
         return "/".join(reversed(names))
 
     @property
@@ -227,13 +228,13 @@ class DebugContext:
     def parents(self) -> PvaList:
         """The immediate parent contexts."""
         context = self._info.context
-        return PvaList(context(p) for p in self._record.parents)
+        return PvaList(context(p) for p in self._info.records.parents_of(self.id))
 
     @property
     def children(self) -> PvaList:
         """The immediate child contexts, by id."""
         context = self._info.context
-        return PvaList(context(c) for c in self._info.children.get(self.id, ()))
+        return PvaList(context(c) for c in self._info.records.children_of(self.id))
 
     def programs(self, inlineCalls: bool = True) -> PvaList:
         """The programs of this context and its descendants, in program-tree order.
@@ -272,21 +273,16 @@ class DebugInfo:
     def __init__(self, path: str, compilation: CompilationReport) -> None:
         self.path = path
         self.compilation = compilation
-        self._contexts: dict[int, DebugContext] = {}
 
     @functools.cached_property
-    def records(self) -> dict[int, DebugRecord]:
+    def records(self) -> DebugRecords:
         """Every context record by id (the file is read on first use)."""
         return DebugInfoReader(self.path).records
 
     @functools.cached_property
-    def children(self) -> dict[int, tuple[int, ...]]:
-        """Child ids of each context, sorted."""
-        found: dict[int, list[int]] = {}
-        for record in self.records.values():
-            for parent in record.parents:
-                found.setdefault(parent, []).append(record.id)
-        return {parent: tuple(sorted(kids)) for parent, kids in found.items()}
+    def _contexts(self) -> list[DebugContext | None]:
+        """The DebugContext made for each row of `records`, once asked for."""
+        return [None] * len(self.records)
 
     @functools.cached_property
     def _refs(self) -> tuple[dict, dict]:
@@ -311,16 +307,31 @@ class DebugInfo:
 
     def context(self, context_id: int) -> DebugContext:
         """The context with an id (the same object every time)."""
-        found = self._contexts.get(context_id)
+        row = self.records._row(context_id)
+        if row < 0:
+            raise NoSuchObjectError(
+                f"{self.path!r}: no debug context with id {context_id!r} "
+                f"({len(self.records):,} contexts{'; 0 is the invalid id' if context_id == 0 else ''})",
+                self.path,
+            )
+        contexts = self._contexts
+        found = contexts[row]
         if found is None:
-            if context_id not in self.records:
-                raise NoSuchObjectError(
-                    f"{self.path!r}: no debug context with id {context_id!r} "
-                    f"({len(self.records):,} contexts{'; 0 is the invalid id' if context_id == 0 else ''})",
-                    self.path,
-                )
-            found = self._contexts[context_id] = DebugContext(self, context_id)
+            found = contexts[row] = DebugContext(self, context_id)
         return found
+
+    def select(self, chosen: _Filter) -> PvaList:
+        """The contexts a filter selects, by id."""
+        contexts = self._contexts
+        make = DebugContext
+        result = PvaList()
+        append = result.append
+        for row, context_id in self.records.select_rows(chosen._layer, chosen._without_parent):
+            found = contexts[row]
+            if found is None:
+                found = contexts[row] = make(self, context_id)
+            append(found)
+        return result
 
     def contexts_of(self, kind: str, obj: int) -> PvaList:
         """The contexts recorded for a program, compute set or variable; unknown ids are skipped."""
@@ -331,12 +342,12 @@ class DebugInfo:
     def descendants(self, context_id: int) -> list[int]:
         """The context and every context below it, each once, breadth first."""
         self.context(context_id)
-        children = self.children
+        children_of = self.records.children_of
         seen = {context_id}
         order = [context_id]
         queue = deque([context_id])
         while queue:
-            for child in children.get(queue.popleft(), ()):
+            for child in children_of(queue.popleft()):
                 if child not in seen:
                     seen.add(child)
                     order.append(child)

@@ -112,19 +112,21 @@ class OperationAnalysis:
         result = None
         while queue:
             current = queue.popleft()
-            if records[current].layer not in LIBRARY_LAYERS:
+            if records.layer_of(current) not in LIBRARY_LAYERS:
                 result = current
                 break
-            for parent in records[current].parents:
+            for parent in records.parents_of(current):
                 if parent not in seen:
                     seen.add(parent)
                     queue.append(parent)
         if result is None:  # only library layers above: the root through first parents
             result = context_id
             visited = {result}
-            while records[result].parents and records[result].parents[0] not in visited:
-                result = records[result].parents[0]
+            parents = records.parents_of(result)
+            while parents and parents[0] not in visited:
+                result = parents[0]
                 visited.add(result)
+                parents = records.parents_of(result)
         self._op_of[context_id] = result
         return result
 
@@ -169,14 +171,13 @@ class OperationAnalysis:
         for op in sorted(first, key=lambda o: (first[o], o)):
             programs = step_programs[op] + other_programs.get(op, [])
             operations.append(Operation(self, info.context(op), programs, first[op], last[op]))
-        children = info.children
-        for op in sorted(records):
+        children_of, layer_of = records.children_of, records.layer_of
+        for op in records:
             if op in first:
                 continue
-            record = records[op]
             owns = op in other_programs
-            framework_leaf = record.layer not in LIBRARY_LAYERS and not any(
-                records[c].layer not in LIBRARY_LAYERS for c in children.get(op, ())
+            framework_leaf = layer_of(op) not in LIBRARY_LAYERS and not any(
+                layer_of(c) not in LIBRARY_LAYERS for c in children_of(op)
             )
             if owns or framework_leaf:
                 operations.append(Operation(self, info.context(op), other_programs.get(op, []), -1, -1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from itertools import repeat
 from typing import TYPE_CHECKING
 
@@ -200,6 +201,9 @@ class UnknownProgram(Program):
     __slots__ = ()
     _visit = "visitUnknown"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitUnknown(self)  # the method named by _visit, called without getattr
+
 
 class SequenceProgram(Program):
     """Runs its children in order."""
@@ -207,12 +211,18 @@ class SequenceProgram(Program):
     __slots__ = ()
     _visit = "visitSequence"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitSequence(self)  # the method named by _visit, called without getattr
+
 
 class OnTileExecuteProgram(Program):
     """Executes a compute set."""
 
     __slots__ = ()
     _visit = "visitOnTileExecute"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitOnTileExecute(self)  # the method named by _visit, called without getattr
 
     @property
     def computeset(self) -> ComputeSet:
@@ -253,6 +263,9 @@ class RepeatProgram(Program):
     __slots__ = ()
     _visit = "visitRepeat"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitRepeat(self)  # the method named by _visit, called without getattr
+
     @property
     def hasRepeatCount(self) -> bool:
         """Whether this Repeat has a hard-coded repeat count."""
@@ -270,12 +283,18 @@ class RepeatWhileProgram(Program):
     __slots__ = ()
     _visit = "visitRepeatWhile"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitRepeatWhile(self)  # the method named by _visit, called without getattr
+
 
 class OnTileSwitchProgram(Program):
     """Selects a child by a value held on each tile."""
 
     __slots__ = ()
     _visit = "visitOnTileSwitch"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitOnTileSwitch(self)  # the method named by _visit, called without getattr
 
 
 class OnEveryTileSwitchProgram(Program):
@@ -284,6 +303,9 @@ class OnEveryTileSwitchProgram(Program):
     __slots__ = ()
     _visit = "visitOnEveryTileSwitch"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitOnEveryTileSwitch(self)  # the method named by _visit, called without getattr
+
 
 class IfElseProgram(Program):
     """Runs one of two children."""
@@ -291,12 +313,19 @@ class IfElseProgram(Program):
     __slots__ = ()
     _visit = "visitIfElse"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitIfElse(self)  # the method named by _visit, called without getattr
+
 
 class DoExchangeProgram(Program):
     """An internal exchange between tiles of one IPU."""
 
     __slots__ = ()
     _visit = "visitDoExchange"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitDoExchange(self)  # the method named by _visit, called without getattr
+
     bytesReceivedByTile = _vector_property("bytes_received", "Bytes received on each tile.")
     bytesSentByTile = _vector_property("bytes_sent", "Bytes sent on each tile.")
     estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
@@ -308,6 +337,10 @@ class GlobalExchangeProgram(Program):
 
     __slots__ = ()
     _visit = "visitGlobalExchange"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitGlobalExchange(self)  # the method named by _visit, called without getattr
+
     bytesReceivedByTile = _vector_property("bytes_received", "Bytes received on each tile.")
     bytesSentByTile = _vector_property("bytes_sent", "Bytes sent on each tile.")
     estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
@@ -326,6 +359,9 @@ class StreamCopyBeginProgram(Program):
     __slots__ = ()
     _visit = "visitStreamCopyBegin"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitStreamCopyBegin(self)  # the method named by _visit, called without getattr
+
 
 class StreamCopyMidProgram(Program):
     """The data transfer of a stream copy."""
@@ -340,6 +376,10 @@ class StreamCopyMidProgram(Program):
 
     __slots__ = ()
     _visit = "visitStreamCopyMid"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitStreamCopyMid(self)  # the method named by _visit, called without getattr
+
     bytesReceivedByTile = _vector_property("bytes_received", "Bytes received on each tile.")
     bytesSentByTile = _vector_property("bytes_sent", "Bytes sent on each tile.")
     estimatedCyclesByTile = _vector_property("estimated_cycles", "Estimated cycles on each tile.")
@@ -356,6 +396,9 @@ class StreamCopyEndProgram(Program):
     __slots__ = ()
     _visit = "visitStreamCopyEnd"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitStreamCopyEnd(self)  # the method named by _visit, called without getattr
+
 
 class WriteUndefProgram(Program):
     """Marks variables as undefined (ends their liveness)."""
@@ -363,12 +406,18 @@ class WriteUndefProgram(Program):
     __slots__ = ()
     _visit = "visitWriteUndef"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitWriteUndef(self)  # the method named by _visit, called without getattr
+
 
 class SyncProgram(Program):
     """A synchronisation."""
 
     __slots__ = ()
     _visit = "visitSync"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitSync(self)  # the method named by _visit, called without getattr
 
     @property
     def syncType(self) -> Program.SyncType:
@@ -436,12 +485,18 @@ class SetLocalConsensusProgram(Program):
     __slots__ = ()
     _visit = "visitSetLocalConsensus"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitSetLocalConsensus(self)  # the method named by _visit, called without getattr
+
 
 class SetLocalConsensusFromVarProgram(Program):
     """Sets the local consensus flag from a variable."""
 
     __slots__ = ()
     _visit = "visitSetLocalConsensusFromVar"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitSetLocalConsensusFromVar(self)  # the method named by _visit, called without getattr
 
 
 class GetGlobalConsensusProgram(Program):
@@ -450,12 +505,18 @@ class GetGlobalConsensusProgram(Program):
     __slots__ = ()
     _visit = "visitGetGlobalConsensus"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitGetGlobalConsensus(self)  # the method named by _visit, called without getattr
+
 
 class SansProgram(Program):
     """A sync-and-notify across tiles."""
 
     __slots__ = ()
     _visit = "visitSans"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitSans(self)  # the method named by _visit, called without getattr
 
     @property
     def numTiles(self) -> int:
@@ -469,6 +530,9 @@ class CallProgram(Program):
     __slots__ = ()
     _visit = "visitCall"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitCall(self)  # the method named by _visit, called without getattr
+
     @property
     def target(self) -> Program:
         """The program this Call invokes."""
@@ -480,6 +544,9 @@ class SyncAnsProgram(Program):
 
     __slots__ = ()
     _visit = "visitSyncAns"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitSyncAns(self)  # the method named by _visit, called without getattr
 
     @property
     def numTiles(self) -> int:
@@ -493,12 +560,18 @@ class CodeCopyProgram(Program):
     __slots__ = ()
     _visit = "visitCodeCopy"
 
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitCodeCopy(self)  # the method named by _visit, called without getattr
+
 
 class BlockProgram(Program):
     """A block of programs."""
 
     __slots__ = ()
     _visit = "visitBlock"
+
+    def accept(self, visitor: ProgramVisitor) -> None:
+        visitor.visitBlock(self)  # the method named by _visit, called without getattr
 
 
 #: The class of each program type; types without a class of their own use Program.
@@ -532,8 +605,10 @@ PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
 #: Program.Type and class of each type name stored in the programs table.
 _TYPE_BY_NAME = dict(Program.Type.__members__)
 _CLASS_BY_NAME = {name: PROGRAM_CLASSES.get(type_, Program) for name, type_ in _TYPE_BY_NAME.items()}
-#: Makes an object of the class given first, without a Python frame of its own.
-_make = type.__call__
+#: Set one slot of a program without a Python frame (the slots Program.__init__ sets).
+_SET_C, _SET_ID, _SET_TYPE = Program._c.__set__, Program._id.__set__, Program._type.__set__  # type: ignore[attr-defined]
+#: Runs an iterator to its end, keeping nothing.
+_consume = deque(maxlen=0).extend
 
 
 class ProgramVisitor:
@@ -613,9 +688,12 @@ class ProgramTable:
             types = [row[1] for row in rows]
         unknown = Program.Type.Unknown
         with gc_paused():  # the objects form no cycles: collections would only walk them again and again
-            classes = map(_CLASS_BY_NAME.get, types, repeat(UnknownProgram))
-            kinds = map(_TYPE_BY_NAME.get, types, repeat(unknown))
-            self.all: list[Program] = list(map(_make, classes, repeat(compilation), ids, kinds))
+            # made without a Python frame per program: object.__new__, then each slot set by C loops
+            made: list[Program] = list(map(object.__new__, map(_CLASS_BY_NAME.get, types, repeat(UnknownProgram))))
+            _consume(map(_SET_C, made, repeat(compilation)))
+            _consume(map(_SET_ID, made, ids))
+            _consume(map(_SET_TYPE, made, map(_TYPE_BY_NAME.get, types, repeat(unknown))))
+            self.all: list[Program] = made
         self._positions: dict | None = None
         self._names: list[str] | None = None
         self._details: list[tuple] | None = None

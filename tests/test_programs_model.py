@@ -329,3 +329,21 @@ def test_sample_report_programs(sample):
         ]
         assert programs[5].name == "init/copy"
         assert programs[17].hasRepeatCount is False
+
+
+def test_every_program_class_accepts_into_the_method_its_kind_names(report):
+    """Each class's accept calls its visit method directly: the one `_visit` names, for the class
+    itself and for every subclass; a program of a type without a class of its own visits visitProgram."""
+    from pva import programs as module
+
+    classes = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, pva.Program)]
+    assert len(classes) >= 24
+    for cls in classes:
+        calls: list = []
+        visitor = type("Recorder", (), {cls._visit: lambda self, program, calls=calls: calls.append(program)})()
+        program = object.__new__(cls)
+        program.accept(visitor)
+        assert calls == [program], cls.__name__
+        assert cls._visit == ("visitProgram" if cls is pva.Program else f"visit{cls.__name__[: -len('Program')]}") or (
+            cls.__name__ == "ImplicitSyncProgram" and cls._visit == "visitSync"
+        )

@@ -61,11 +61,12 @@ def op_types_from_debug(reader: ProfileReader, debug_path: str) -> dict[int, str
             if current in seen or current not in records:
                 continue
             seen.add(current)
-            value = records[current].data.get("op_type") or records[current].data.get("opType")
+            data = records[current].data
+            value = data.get("op_type") or data.get("opType")
             if value:
                 result = as_text(value)
             else:
-                queue.extend(records[current].parents)
+                queue.extend(records.parents_of(current))
         found[context] = result
         return result
 

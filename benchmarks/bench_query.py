@@ -34,6 +34,8 @@ FLEET_REPORTS = {"tiny": 30, "small": 1000, "large": 1000}
 #: Distinct simulations in the pool (the rest are reruns at other times).
 DISTINCT = {"tiny": 6, "small": 40, "large": 40}
 QUERY_RATIO = 2.0
+#: Growth exponent of a loose query over the report count: linear, or better while fixed costs dominate.
+QUERY_GROWTH = 1.1
 FLEET_QUERY_RATIO = 1.5
 
 _KNOBS = [
@@ -228,6 +230,7 @@ def measure_query_reports(ctx: Context) -> list[Row]:
         else "each file's own SQLite running the per-report query (DuckDB's SQLite scanner cannot be loaded here)"
     )
     rows = []
+    seconds: dict[str, dict[str, list[float]]] = {name: {"ours": [], "baseline": []} for name in LOOSE_QUERIES}
     scratch = ctx.scratch()
     try:
         for count in counts:
@@ -255,6 +258,8 @@ def measure_query_reports(ctx: Context) -> list[Row]:
                     tuple(map(str, r)) for r in sorted(results["baseline"], key=_order)
                 ], f"query-reports {name} over {count}: the results disagree"
                 ours_s, base_s = medians["ours"], medians["baseline"]
+                seconds[name]["ours"].append(ours_s)
+                seconds[name]["baseline"].append(base_s)
                 rows.append(
                     Row(
                         f"query-reports-{name}-{count}",
@@ -272,6 +277,25 @@ def measure_query_reports(ctx: Context) -> list[Row]:
         if scanner is not None:
             scanner.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    if len(counts) >= 3:
+        from .bench_compilation import growth_exponent
+
+        for name, sides in seconds.items():
+            ours_g = growth_exponent(list(counts), sides["ours"])
+            base_g = growth_exponent(list(counts), sides["baseline"])
+            rows.append(
+                Row(
+                    f"query-reports-growth-{name}",
+                    f"growth exponent of pva query ({name}) over {', '.join(map(str, counts))} loose reports",
+                    ours_g,
+                    base_g,
+                    "exponent",
+                    f"the baseline's own growth ({baseline_what})",
+                    f"<= {QUERY_GROWTH:g}",
+                    ours_g <= QUERY_GROWTH,
+                    details={"counts": list(counts), "seconds": sides},
+                )
+            )
     return rows
 
 

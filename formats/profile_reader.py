@@ -327,6 +327,12 @@ class ProfileReader(ReportQueries):
         """The first row of a read-only query, or None."""
         return self.file.query_one(sql, params)
 
+    def query_row(self, sql: str, params=()) -> tuple:
+        """The one row of a read-only query that always returns one (an aggregate, or a row just listed)."""
+        row = self.file.query_one(sql, params)
+        assert row is not None, f"expected a row from {sql!r}"
+        return row
+
     def column(self, sql: str, params=()) -> list:
         """The first column of a read-only query."""
         return self.file.column(sql, params)

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InvalidInputError
 from .runs import NonFiniteNumberError, Run, non_finite_message, spelling
@@ -23,6 +23,12 @@ from .runs import NonFiniteNumberError, Run, non_finite_message, spelling
 MAX_DEPTH = 200
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ByteSource(Protocol):
+    """What an event source reads: a binary file, or a window on one (only `read` is used)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class InputProblem(Exception):  # noqa: N818 (an event-source signal, turned into InvalidInputError)

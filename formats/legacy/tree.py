@@ -190,7 +190,9 @@ def build_tree(
             parts = prefix + _frame_parts(stack)
             if isinstance(problem, NonFiniteProblem):
                 if problem.index is not None and stack and isinstance(stack[-1][0], list):
-                    parts[-1] += problem.index
+                    last = parts[-1]
+                    assert isinstance(last, int), "an array's part of the location is its index"
+                    parts[-1] = last + problem.index
                 parts += problem.parts
             where = location(parts) if have_root or stack or prefix or parts else "the start of the document"
             raise InvalidInputError(f"{name!r}: {where}{problem.where()}: {problem}", name) from None

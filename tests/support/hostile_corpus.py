@@ -391,15 +391,17 @@ def trace_compression_bomb(source, out, *, batch_rows: int = 20_000_000, batches
     rows than the thread has events."""
     import pyarrow as pa
 
-    from formats.trace_writer import THREAD_COLUMNS_SCHEMA
+    from formats.trace_writer import thread_columns_schema
+
+    schema = thread_columns_schema()
 
     def make(n):
         zeros = pa.array(np.zeros(n, dtype=np.int64))
         labels = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array(["x"]))
-        columns = [labels if field.name == "label" else zeros.cast(field.type) for field in THREAD_COLUMNS_SCHEMA]
-        return pa.record_batch(columns, schema=THREAD_COLUMNS_SCHEMA)
+        columns = [labels if field.name == "label" else zeros.cast(field.type) for field in schema]
+        return pa.record_batch(columns, schema=schema)
 
-    blob = _zeros_stream(THREAD_COLUMNS_SCHEMA, batch_rows, batches, make, "zstd")
+    blob = _zeros_stream(schema, batch_rows, batches, make, "zstd")
     path = pathlib.Path(out) / "bomb-ipc-compression.pvti"
     shutil.copyfile(source, path)
     _sql(path, "UPDATE thread_event_columns SET data = ?".replace("?", f"x'{blob.hex()}'"))

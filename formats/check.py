@@ -92,7 +92,7 @@ def check_report(
                 bar.label = f"checking {name}"
             try:
                 if name == "matrices":
-                    check(reader, out, bar)  # type: ignore[call-arg]
+                    check(reader, out, bar)
                 else:
                     check(reader, out)
             except PvaError as exc:
@@ -110,7 +110,7 @@ def check_report(
 def check_notes(path: str | os.PathLike[str]) -> list[str]:
     """What `pva check` mentions beside problems: the journal mode, temporaries left by killed writers."""
     path = os.fspath(path)
-    notes = []
+    notes: list[str] = []
     try:
         with open(path, "rb") as handle:
             head = handle.read(100)
@@ -158,11 +158,11 @@ def _schema(reader: ProfileReader, out: _Collector) -> None:
                 out.add("schema", f"table {name}", f"column {column.name} is {row[2]}, expected {column.type}")
         for column in spec.columns:
             if column.not_null and column.name in info:
-                nulls = reader.query_one(f'SELECT count(*) FROM "{name}" WHERE "{column.name}" IS NULL')[0]
+                nulls = reader.query_row(f'SELECT count(*) FROM "{name}" WHERE "{column.name}" IS NULL')[0]
                 if nulls:
                     out.add("schema", f"table {name}", f"column {column.name} has {nulls} NULL value(s)")
             if column.type == "INTEGER" and column.name in info:
-                bad = reader.query_one(
+                bad = reader.query_row(
                     f'SELECT count(*) FROM "{name}" WHERE "{column.name}" IS NOT NULL '
                     f"AND typeof(\"{column.name}\") != 'integer'"
                 )[0]
@@ -222,7 +222,7 @@ def _matrices(reader: ProfileReader, out: _Collector, bar: Progress | None = Non
 def _chunks(reader: ProfileReader, name: str) -> Iterator[tuple[int, int, str, int, bytes]]:
     firsts = reader.column("SELECT first_row FROM matrix_chunks WHERE matrix = ? ORDER BY first_row", (name,))
     for first in firsts:
-        row = reader.query_one(
+        row = reader.query_row(
             "SELECT first_row, num_rows, codec, raw_size, data FROM matrix_chunks WHERE matrix = ? AND first_row = ?",
             (name, first),
         )
@@ -303,15 +303,14 @@ def _references(reader: ProfileReader, out: _Collector) -> None:
         )
         for (value,) in rows:
             out.add("references", f"table {table}.{column}", f"refers to {target} {value!r}, which does not exist")
-    target = reader.target
-    tiles_per_replica = target["tiles_per_replica"]
+    tiles_per_replica = reader.target["tiles_per_replica"]
     for table, column, limit in (
         ("memory_by_tile", "tile", tiles_per_replica),
         ("vars_info", "tile", tiles_per_replica),
         ("vertex_memory", "tile", tiles_per_replica),
         ("always_live_vars", "tile", tiles_per_replica),
         ("liveness_tiles", "tile", tiles_per_replica),
-        ("blocks", "tile", target["num_tiles"]),
+        ("blocks", "tile", reader.target["num_tiles"]),
         ("compute_set_memory", "tile", tiles_per_replica),
     ):
         bad = reader.query(
@@ -325,7 +324,7 @@ def _references(reader: ProfileReader, out: _Collector) -> None:
     for kind in _VECTOR_KINDS:
         _check_rows(reader, out, "program_vectors", "row", f"program_{kind}_by_tile", sizes, f"kind = '{kind}'")
         _check_rows(reader, out, "exchanges", "row", f"program_{kind}_by_tile", sizes, f"kind = '{kind}'")
-    num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
+    num_steps = reader.query_row("SELECT count(*) FROM steps")[0]
     if "step_cycles_by_tile" in sizes and sizes["step_cycles_by_tile"] != num_steps:
         out.add(
             "references",
@@ -373,7 +372,7 @@ def _program_graph(reader: ProfileReader, out: _Collector) -> None:
         reachable.add(node)
         stack.extend(children.get(node, ()))
     if roots:
-        unreachable = reader.query_one("SELECT count(*) FROM programs")[0] - len(
+        unreachable = reader.query_row("SELECT count(*) FROM programs")[0] - len(
             reachable & set(reader.column("SELECT id FROM programs"))
         )
         if unreachable:
@@ -480,17 +479,17 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
     for run, first, count in runs:
         if first != expected_first:
             out.add("execution", f"run {run}", f"starts at step {first}, expected {expected_first}")
-        bad = reader.query_one(
+        bad = reader.query_row(
             "SELECT count(*) FROM steps WHERE id >= ? AND id < ? AND run != ?", (first, first + count, run)
         )[0]
         if bad:
             out.add("execution", f"run {run}", f"{bad} of its steps name another run")
         expected_first = first + count
-    num_steps = reader.query_one("SELECT count(*) FROM steps")[0]
+    num_steps = reader.query_row("SELECT count(*) FROM steps")[0]
     if runs and expected_first != num_steps:
         out.add("execution", "runs", f"cover {expected_first} steps, the report has {num_steps}")
     for run, ipu, start, end in reader.query('SELECT run, ipu, start, "end" FROM run_cycles_by_ipu'):
-        row = reader.query_one(
+        row = reader.query_row(
             "SELECT min(b.cycles_base), max(b.cycles_base), max(b.all_cycles_to_max), min(b.all_cycles_from_min), "
             "sum(b.profiled) FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE s.run = ? AND b.ipu = ?",
             (run, ipu),
@@ -509,7 +508,7 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
                 f"steps end {last} cycles into the run, the run lasts {end - start} cycles",
             )
     for run, ipu, total in reader.query("SELECT run, ipu, total FROM cycle_totals"):
-        steps_total = reader.query_one(
+        steps_total = reader.query_row(
             "SELECT sum(b.cycles) FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE s.run = ? AND b.ipu = ?",
             (run, ipu),
         )[0]
@@ -543,14 +542,14 @@ def _execution(reader: ProfileReader, out: _Collector) -> None:
 
 def _counts(reader: ProfileReader, out: _Collector) -> None:
     """Every stored count against the rows it counts; every matrix's declared shape against its table."""
-    (sets,) = reader.query_one("SELECT count(*) FROM compute_sets")
+    (sets,) = reader.query_row("SELECT count(*) FROM compute_sets")
     if sets and reader.graph["num_compute_sets"] != sets:
         out.add(
             "counts",
             "graph.num_compute_sets",
             f"is {reader.graph['num_compute_sets']}, table compute_sets has {sets} rows",
         )
-    (declared_steps, steps) = reader.query_one(
+    (declared_steps, steps) = reader.query_row(
         "SELECT (SELECT coalesce(sum(num_steps), 0) FROM runs), (SELECT count(*) FROM steps)"
     )
     if declared_steps != steps:
@@ -569,7 +568,7 @@ def _counts(reader: ProfileReader, out: _Collector) -> None:
             out.add("counts", f"matrix {name}", f"declares {num_rows} rows, its table has {bound}")
         if name == "step_cycles_by_tile" and num_rows != steps:
             out.add("counts", f"matrix {name}", f"declares {num_rows} rows, one per step expected ({steps})")
-        (chunks, chunk_rows) = reader.query_one(
+        (chunks, chunk_rows) = reader.query_row(
             "SELECT count(*), coalesce(sum(num_rows), 0) FROM matrix_chunks WHERE matrix = ?", (name,)
         )
         if chunk_rows != num_rows:
@@ -608,6 +607,6 @@ _CHECKS: list[tuple[str, Callable[..., None]]] = [
     ("execution", _execution),
 ]
 #: Every check by name, with a faster integrity check (pages and records, not index consistency).
-_ALL_CHECKS = [*_CHECKS, ("quick-integrity", _quick_integrity)]
+_ALL_CHECKS: list[tuple[str, Callable[..., None]]] = [*_CHECKS, ("quick-integrity", _quick_integrity)]
 #: The checks that the file is sound storage (SQLite pages, schema, matrix chunks), not that its figures agree.
 STRUCTURE_CHECKS = ("quick-integrity", "schema", "matrices")

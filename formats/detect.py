@@ -8,6 +8,7 @@ import re
 import stat
 import struct
 import urllib.parse
+from typing import BinaryIO
 
 from .errors import InvalidInputError, NotAFileError, NotAReportError, ReportNotFoundError, ReportPermissionError
 from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID
@@ -306,7 +307,7 @@ def _refuse_non_finite(path: str, encoding: str) -> None:
 class _Limited:
     """A binary reader that ends after `limit` bytes."""
 
-    def __init__(self, raw, limit: int) -> None:
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
         self._raw = raw
         self._left = limit
 

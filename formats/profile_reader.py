@@ -252,7 +252,7 @@ class ProfileReader(ReportQueries):
 
     def _check_graph_counts(self) -> None:
         """The graph's counts must agree with the rows they count (a count is shown to users as is)."""
-        (sets,) = self.query_one("SELECT count(*) FROM compute_sets")
+        (sets,) = self.query_row("SELECT count(*) FROM compute_sets")
         graph = self.graph
         if sets and graph["num_compute_sets"] != sets:
             raise InconsistentReportError(
@@ -298,7 +298,7 @@ class ProfileReader(ReportQueries):
                 f"{t['num_ipus'] * t['tiles_per_ipu']}",
                 self.path,
             )
-        (rows,) = self.file.query_one("SELECT count(*) FROM tiles")
+        (rows,) = self.query_row("SELECT count(*) FROM tiles")
         if rows != t["num_tiles"]:
             raise InconsistentReportError(
                 f"{self.path!r}: target.num_tiles is {t['num_tiles']} but table tiles has {rows} rows",
@@ -326,6 +326,12 @@ class ProfileReader(ReportQueries):
     def query_one(self, sql: str, params=()) -> tuple | None:
         """The first row of a read-only query, or None."""
         return self.file.query_one(sql, params)
+
+    def query_row(self, sql: str, params=()) -> tuple:
+        """The one row of a read-only query that always returns one (an aggregate, or a row just listed)."""
+        row = self.file.query_one(sql, params)
+        assert row is not None, f"expected a row from {sql!r}"
+        return row
 
     def column(self, sql: str, params=()) -> list:
         """The first column of a read-only query."""
@@ -355,9 +361,7 @@ class ProfileReader(ReportQueries):
                     expected = self.target["tiles_per_replica"]
                 else:
                     if categories is None:
-                        count_row = self.query_one("SELECT count(*) FROM var_categories")
-                        assert count_row is not None, "count(*) returns one row"
-                        categories = count_row[0]
+                        (categories,) = self.query_row("SELECT count(*) FROM var_categories")
                     expected = 6 * categories
                 if num_cols != expected:
                     raise InconsistentReportError(
@@ -388,16 +392,16 @@ class ProfileReader(ReportQueries):
     def _row_bound(self, name: str) -> int:
         """The most rows matrix `name` may have: the rows of the table its rows belong to."""
         if name == "memory_category_by_tile":
-            (rows,) = self.query_one("SELECT count(*) FROM memory_by_tile")
+            (rows,) = self.query_row("SELECT count(*) FROM memory_by_tile")
             return max(int(rows), self.target["tiles_per_replica"])
         if name.startswith("program_") and name.endswith("_by_tile"):
             kind = name[len("program_") : -len("_by_tile")]
-            (rows,) = self.query_one(_PROGRAM_VECTOR_BOUND, (kind, kind))
+            (rows,) = self.query_row(_PROGRAM_VECTOR_BOUND, (kind, kind))
             return int(rows)
         sql = _ROW_BOUNDS.get(name)
         if sql is None:
             return 1 << 62  # a matrix of a newer minor version: its chunks' sizes still bound what is decoded
-        (rows,) = self.query_one(sql)
+        (rows,) = self.query_row(sql)
         return int(rows)
 
     def has_matrix(self, name: str) -> bool:

@@ -169,9 +169,9 @@ class ProfileWriter(SqliteFileWriter):
             raise InvalidInputError(
                 f"{self.path!r}: architecture must be one of {sorted(_TARGET_ARCHITECTURES)}, got {architecture!r}"
             )
-        for name, value in (("num_ipus", num_ipus), ("tiles_per_ipu", tiles_per_ipu), ("num_replicas", num_replicas)):
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InvalidInputError(f"{self.path!r}: {name} must be a positive integer, got {value!r}")
+        for name, count in (("num_ipus", num_ipus), ("tiles_per_ipu", tiles_per_ipu), ("num_replicas", num_replicas)):
+            if not isinstance(count, (int, np.integer)) or count < 1:
+                raise InvalidInputError(f"{self.path!r}: {name} must be a positive integer, got {count!r}")
         if num_ipus % num_replicas:
             raise InvalidInputError(
                 f"{self.path!r}: num_ipus ({num_ipus}) must be a multiple of num_replicas ({num_replicas})"

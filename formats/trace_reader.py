@@ -137,6 +137,12 @@ class TraceReader(UserSql):
         """All rows of a read-only query."""
         return self.file.query(sql, params)
 
+    def _query_row(self, sql: str, params=()) -> tuple:
+        """The one row of a query that always returns one (an aggregate without GROUP BY)."""
+        row = self.file.query_one(sql, params)
+        assert row is not None, f"expected a row from {sql!r}"
+        return row
+
     # -- processes and threads -------------------------------------------------------------
 
     @_text_damage
@@ -301,7 +307,7 @@ class TraceReader(UserSql):
         )
         if row is None:
             return None
-        (count,) = self.file.query_one("SELECT count(*) FROM events WHERE pid = ? AND tid = ?", (pid, tid))
+        (count,) = self._query_row("SELECT count(*) FROM events WHERE pid = ? AND tid = ?", (pid, tid))
         num_events, data = row
         if num_events != count:
             return None  # stale: table events is authoritative
@@ -341,7 +347,7 @@ class TraceReader(UserSql):
 
     def _sql_columns(self, pid: int, tid: int, where: str) -> tuple:
         """A thread's columns read from table events."""
-        row = self.file.query_one(THREAD_EVENTS_SQL, (pid, tid))
+        row = self._query_row(THREAD_EVENTS_SQL, (pid, tid))
         count = row[0]
         try:
             numbers = [np.fromstring(text or "", sep=",", dtype=np.int64) for text in row[1:7]]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from formats.gcpause import gc_paused
 from formats.lazy_import import lazy_module
@@ -606,9 +607,10 @@ PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
 _TYPE_BY_NAME = dict(Program.Type.__members__)
 _CLASS_BY_NAME = {name: PROGRAM_CLASSES.get(type_, Program) for name, type_ in _TYPE_BY_NAME.items()}
 #: Set one slot of a program without a Python frame (the slots Program.__init__ sets).
-_SET_C, _SET_ID, _SET_TYPE = Program._c.__set__, Program._id.__set__, Program._type.__set__  # type: ignore[attr-defined]
+_SLOTS: dict[str, Any] = dict(vars(Program))  # the slot descriptors, read without mypy's instance-attribute rule
+_SET_C, _SET_ID, _SET_TYPE = _SLOTS["_c"].__set__, _SLOTS["_id"].__set__, _SLOTS["_type"].__set__
 #: Runs an iterator to its end, keeping nothing.
-_consume = deque(maxlen=0).extend
+_consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
 
 
 class ProgramVisitor:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from ..arrow_tables import arrow_schema
 from ..atomic import AtomicOutput
 from ..errors import CorruptReportError
-from ..profile_reader import ProfileReader
+from ..profile_reader import MatrixReader, ProfileReader
 from ..schema import profile_matrices, profile_schema
 
 #: Tables not exported: the raw Arrow chunks of the matrices (exported decoded instead).
@@ -73,15 +73,14 @@ def matrix_info(name: str) -> dict:
     return profile_matrices()["matrices"].get(name, {})
 
 
-def matrix_names(reader: ProfileReader) -> list[str]:
+def stored_matrices(reader: ProfileReader) -> list[MatrixReader]:
     """The matrices a report stores, in declaration order."""
-    declared = list(profile_matrices()["matrices"])
-    return [name for name in declared if reader.has_matrix(name)]
+    declared = (reader.matrix(name) for name in profile_matrices()["matrices"])
+    return [matrix for matrix in declared if matrix is not None]
 
 
-def matrix_blocks(reader: ProfileReader, name: str) -> Iterator[tuple[int, np.ndarray]]:
+def matrix_blocks(matrix: MatrixReader) -> Iterator[tuple[int, np.ndarray]]:
     """(first row, rows) of a matrix, one stored chunk at a time (narrow dtypes widened to uint64)."""
-    matrix = reader.matrix(name)
     for first, block in matrix.iter_chunks():
         yield first, block.astype(np.uint64, copy=False)
 
@@ -114,10 +113,10 @@ def export_directory(
                     "rows": rows,
                     "description": schema.metadata.get(b"description", b"").decode(),
                 }
-            for name in matrix_names(reader):
-                matrix = reader.matrix(name)
+            for matrix in stored_matrices(reader):
+                name = matrix.name
                 file = f"matrices/{name}.{fmt}"
-                write_matrix(os.path.join(out.path, file), name, matrix.num_cols, matrix_blocks(reader, name))
+                write_matrix(os.path.join(out.path, file), name, matrix.num_cols, matrix_blocks(matrix))
                 info = matrix_info(name)
                 manifest["matrices"][name] = {
                     "file": file,

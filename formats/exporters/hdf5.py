@@ -9,7 +9,7 @@ import numpy as np
 
 from ..atomic import AtomicOutput
 from ..profile_reader import ProfileReader
-from ._report_data import matrix_blocks, matrix_info, matrix_names
+from ._report_data import matrix_blocks, matrix_info, stored_matrices
 
 #: Bytes per HDF5 chunk (rows x columns x 8).
 CHUNK_BYTES = 1 << 20
@@ -28,8 +28,8 @@ def export_hdf5(report: str, output: str, *, compression: str = "gzip", level: i
             h5.attrs["target"] = json.dumps(reader.target)
             h5.attrs["metadata"] = json.dumps(reader.metadata)
             group = h5.create_group("matrices")
-            for name in matrix_names(reader):
-                matrix = reader.matrix(name)
+            for matrix in stored_matrices(reader):
+                name = matrix.name
                 rows, cols = matrix.num_rows, matrix.num_cols
                 chunk_rows = max(1, min(rows or 1, CHUNK_BYTES // (8 * max(1, cols))))
                 dataset = group.create_dataset(
@@ -41,7 +41,7 @@ def export_hdf5(report: str, output: str, *, compression: str = "gzip", level: i
                     compression_opts=level if compression == "gzip" and rows and cols else None,
                     shuffle=bool(rows and cols),
                 )
-                for first, block in matrix_blocks(reader, name):
+                for first, block in matrix_blocks(matrix):
                     dataset[first : first + block.shape[0]] = block
                 info = matrix_info(name)
                 dataset.attrs["name"] = name

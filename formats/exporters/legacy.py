@@ -56,14 +56,14 @@ def _export(report, output: str, encoding: str, combined: bool, writer) -> list[
             return [output]
         with AtomicOutput(output, directory=True) as out:
             written = []
-            for name, doc in (("graph", graph), ("execution", execution)):
-                if doc is None:
+            for name, part in (("graph", graph), ("execution", execution)):
+                if part is None:
                     continue
                 path = os.path.join(out.path, f"{name}.{encoding}")
                 with open(path, "wb") as handle:
                     if encoding == "cbor":
                         handle.write(CBOR_MAGIC)
-                    writer(doc, handle)
+                    writer(part, handle)
                 written.append(os.path.join(output, f"{name}.{encoding}"))
         return written
     finally:

@@ -14,13 +14,13 @@ import math
 import os
 import struct
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 import cbor2
 import numpy as np
 
 from .runs import NonFiniteNumberError, Run, Spool, non_finite_message, spelling
-from .tree import MAX_DEPTH, InputProblem, NonFiniteProblem, json_path, parse_json_path
+from .tree import MAX_DEPTH, ByteSource, InputProblem, NonFiniteProblem, json_path, parse_json_path
 
 #: Bytes kept ahead in the buffer; items that fit are decoded by cbor2 in one call.
 WINDOW = 4 << 20
@@ -123,15 +123,17 @@ class _Normaliser:
 class CborWalker:
     """Yields parse events for one CBOR document read from a binary file."""
 
-    def __init__(self, raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, raw: ByteSource, spool: Spool | None, *, progress: Callable[[int], None] | None = None) -> None:
         self._raw = raw
         self._progress = progress
         self._normalise = _Normaliser(spool)
-        self._size: int | None
-        try:
-            self._size = os.fstat(raw.fileno()).st_size
-        except (AttributeError, OSError, io.UnsupportedOperation):
-            self._size = None
+        self._size: int | None = None
+        fileno = getattr(raw, "fileno", None)
+        if fileno is not None:
+            try:
+                self._size = os.fstat(fileno()).st_size
+            except (OSError, io.UnsupportedOperation):
+                self._size = None
         self._buf = b""
         self._pos = 0
         self._base = 0
@@ -409,7 +411,7 @@ class CborWalker:
 
 
 def cbor_events(
-    raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None
+    raw: ByteSource, spool: Spool | None, *, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[str, Any]]:
     """Parse events of a CBOR document (same vocabulary as json_events, plus ``value``)."""
     return CborWalker(raw, spool, progress=progress).events()

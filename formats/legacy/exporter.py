@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..jsonplain import plain
-from ..profile_reader import ProfileReader
+from ..profile_reader import MatrixReader, ProfileReader
 from . import mapping as M
 from .tree import parse_json_path
 
@@ -52,8 +52,7 @@ class _Report:
         self.tiles = int(t["tiles_per_replica"])
         self.all_tiles = int(t["num_tiles"])
 
-    def matrix_rows(self, name: str, rows: list[int]) -> Rows:
-        matrix = self.r.matrix(name)
+    def matrix_rows(self, matrix: MatrixReader, rows: list[int]) -> Rows:
         width = self.tiles
 
         def produce() -> Iterator[np.ndarray]:
@@ -165,8 +164,9 @@ def _compute_sets(rep: _Report, num_vt: int) -> dict:
         ("activeCyclesByTile", 3, "compute_set_active_cycles_by_tile"),
     ):
         indexes = [row[column] for row in rows]
-        if rows and all(i is not None for i in indexes) and r.has_matrix(matrix):
-            estimates[key] = rep.matrix_rows(matrix, indexes)
+        stored = r.matrix(matrix)
+        if rows and all(i is not None for i in indexes) and stored is not None:
+            estimates[key] = rep.matrix_rows(stored, indexes)
     if estimates and vertices:
         dense = []
         for cs, *_ in rows:
@@ -203,7 +203,7 @@ def _exchange_ids(rep: _Report) -> tuple[list[tuple], dict[int, tuple[str, int]]
 def _has_legacy_exchange_ids(reader: ProfileReader) -> bool:
     """Whether exchange ids come from a legacy profile (else the exporter numbers exchange programs)."""
     return bool(
-        reader.query_one(
+        reader.query_row(
             "SELECT (SELECT count(*) FROM exchanges) + (SELECT count(*) FROM programs WHERE exchange IS NOT NULL)"
         )[0]
     )
@@ -229,8 +229,8 @@ def _exchanges(rep: _Report, exchange_of: dict[int, tuple[str, int]]) -> dict:
             rows = by_family_kind.get((family, kind))
             if not rows:
                 continue
-            matrix = f"program_{kind}_by_tile"
-            if not r.has_matrix(matrix):
+            matrix = r.matrix(f"program_{kind}_by_tile")
+            if matrix is None:
                 continue
             count = max(rows) + 1
             order = [rows.get(i) for i in range(count)]
@@ -240,7 +240,7 @@ def _exchanges(rep: _Report, exchange_of: dict[int, tuple[str, int]]) -> dict:
     return sections
 
 
-def _rows_with_gaps(rep: _Report, matrix: str, order: list[int | None]) -> Rows:
+def _rows_with_gaps(rep: _Report, matrix: MatrixReader, order: list[int | None]) -> Rows:
     present = [row for row in order if row is not None]
     inner = rep.matrix_rows(matrix, present)
 
@@ -311,12 +311,12 @@ def _memory(rep: _Report, num_vt: int) -> dict:
             i = next(k for k, (_c, n) in enumerate(categories) if n == name)
             entry["total"] = values[:tiles, 6 * i : 6 * i + 6].sum(axis=1).astype(np.int64)
         memory["byCategory"] = by_category
-    num_cs = r.query_one("SELECT count(*) FROM compute_sets")[0]
+    num_cs = r.query_row("SELECT count(*) FROM compute_sets")[0]
     for key, source, first, count in (
         ("byComputeSet", "compute_set_memory", "compute_set", num_cs),
         ("byVertexType", "vertex_memory", "vertex_type", num_vt),
     ):
-        if not r.query_one(f"SELECT count(*) FROM {source}")[0]:
+        if not r.query_row(f"SELECT count(*) FROM {source}")[0]:
             continue
         section = {name: rep.grouped(source, first, column, count, tiles) for name, column in M.VERTEX_MEMORY.items()}
         total_sql = " + ".join(M.VERTEX_MEMORY.values())
@@ -331,7 +331,7 @@ def _memory(rep: _Report, num_vt: int) -> dict:
     steps = r.query("SELECT id, program, parent, not_always_live_bytes FROM liveness_steps ORDER BY id")
     if steps:
         nodes: dict[int, dict] = {}
-        roots = []
+        roots: list[dict] = []
         for sid, program, parent, size in steps:
             node = {"bytes": int(size), "children": [], "program": int(program)}
             nodes[sid] = node
@@ -345,7 +345,7 @@ def _memory(rep: _Report, num_vt: int) -> dict:
 def _execution_profile(rep: _Report) -> dict | None:
     r = rep.r
     meta = r.metadata
-    num_steps = r.query_one("SELECT count(*) FROM steps")[0]
+    num_steps = r.query_row("SELECT count(*) FROM steps")[0]
     mode = meta.get("legacy_profiler_mode")
     if mode is None:
         if not num_steps:
@@ -358,9 +358,9 @@ def _execution_profile(rep: _Report) -> dict | None:
             "Vertex": "VERTICES",
         }.get(compute, "IPU_MODEL")
     doc: dict[str, Any] = {"profilerMode": mode}
-    if r.has_matrix("compute_set_cycles_by_tile"):
-        matrix = r.matrix("compute_set_cycles_by_tile")
-        doc["computeSetCyclesByTile"] = rep.matrix_rows("compute_set_cycles_by_tile", list(range(matrix.num_rows)))
+    matrix = r.matrix("compute_set_cycles_by_tile")
+    if matrix is not None:
+        doc["computeSetCyclesByTile"] = rep.matrix_rows(matrix, list(range(matrix.num_rows)))
     measured = r.query(
         "SELECT compute_set, measured_cycles FROM compute_sets WHERE measured_cycles IS NOT NULL ORDER BY compute_set"
     )
@@ -379,21 +379,22 @@ def _execution_profile(rep: _Report) -> dict | None:
         rows = dict(
             r.query("SELECT exchange, row FROM exchanges WHERE family = ? AND kind = 'exchange_cycles'", (family,))
         )
-        if rows and r.has_matrix("program_exchange_cycles_by_tile"):
+        cycles = r.matrix("program_exchange_cycles_by_tile")
+        if rows and cycles is not None:
             order = [rows.get(i) for i in range(max(rows) + 1)]
-            doc[key] = _rows_with_gaps(rep, "program_exchange_cycles_by_tile", order)
-    if num_steps or r.query_one("SELECT count(*) FROM runs")[0]:
+            doc[key] = _rows_with_gaps(rep, cycles, order)
+    if num_steps or r.query_row("SELECT count(*) FROM runs")[0]:
         doc["simulation"] = _simulation(rep)
     return doc
 
 
 def _simulation(rep: _Report) -> dict:
     r = rep.r
-    total = r.query_one(
+    total = r.query_row(
         'SELECT coalesce(sum(c), 0) FROM (SELECT max("end" - start) AS c FROM run_cycles_by_ipu GROUP BY run)'
     )[0]
     simulation: dict[str, Any] = {"cycles": int(total)}
-    totals = r.query_one(
+    totals = r.query_row(
         "SELECT count(*), sum(active_compute), sum(compute), sum(internal_exchange), "
         "sum(inter_ipu_exchange), sum(stream_copy_begin + stream_copy + stream_copy_end), sum(sync) "
         "FROM cycle_totals"
@@ -438,7 +439,7 @@ class _Steps:
         self.programs = programs
         self.exchange_of = exchange_of
         self.has_tiles = has_tiles
-        self.count = rep.r.query_one("SELECT count(*) FROM steps")[0]
+        self.count = rep.r.query_row("SELECT count(*) FROM steps")[0]
         self.overrides: dict[int, Any] = {}
 
     def __iter__(self) -> Iterator[dict]:

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .runs import Run, Spool, non_finite_message
-from .tree import InputProblem, NonFiniteProblem
+from .tree import ByteSource, InputProblem, NonFiniteProblem
 
 try:  # the C backend is ~10x faster; fall back to whatever ijson picks
     import ijson.backends.yajl2_c as _ijson
@@ -121,7 +121,7 @@ class RunFilter:
     so the event consumer knows the exact JSON location when it sees the exception.
     """
 
-    def __init__(self, raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(self, raw: ByteSource, spool: Spool | None, *, progress: Callable[[int], None] | None = None) -> None:
         self._raw = raw
         self._spool = spool
         self._progress = progress
@@ -398,7 +398,7 @@ class RunFilter:
 
 
 def json_events(
-    raw: BinaryIO, spool: Spool | None, *, progress: Callable[[int], None] | None = None
+    raw: ByteSource, spool: Spool | None, *, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[str, Any]]:
     """Parse events of a JSON document (ijson basic_parse vocabulary plus ``splice``)."""
     source = RunFilter(raw, spool, progress=progress)

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InvalidInputError
 from .runs import NonFiniteNumberError, Run, non_finite_message, spelling
@@ -23,6 +23,12 @@ from .runs import NonFiniteNumberError, Run, non_finite_message, spelling
 MAX_DEPTH = 200
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ByteSource(Protocol):
+    """What an event source reads: a binary file, or a window on one (only `read` is used)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class InputProblem(Exception):  # noqa: N818 (an event-source signal, turned into InvalidInputError)
@@ -184,7 +190,9 @@ def build_tree(
             parts = prefix + _frame_parts(stack)
             if isinstance(problem, NonFiniteProblem):
                 if problem.index is not None and stack and isinstance(stack[-1][0], list):
-                    parts[-1] += problem.index
+                    last = parts[-1]
+                    assert isinstance(last, int), "an array's part of the location is its index"
+                    parts[-1] = last + problem.index
                 parts += problem.parts
             where = location(parts) if have_root or stack or prefix or parts else "the start of the document"
             raise InvalidInputError(f"{name!r}: {where}{problem.where()}: {problem}", name) from None

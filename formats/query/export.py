@@ -4,22 +4,28 @@ and its error translation."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sqlite_reader import SqliteFile
 
 
 class ExportQueries:
     """Streaming reads for the exporters (a mixin of ProfileReader)."""
 
+    file: SqliteFile
+    path: str
+
     def table_rows(self, table: str, columns: Sequence[str], batch: int = 10_000) -> Iterator[tuple]:
         """Every row of a table of the schema, as tuples of `columns`, fetched in batches."""
-        if table not in self.file.tables:  # type: ignore[attr-defined]
+        if table not in self.file.tables:
             raise KeyError(f"no table {table!r} in the schema")
         names = ", ".join(f'"{c}"' for c in columns)
-        return self.file.iterate(f'SELECT {names} FROM "{table}"', (), batch)  # type: ignore[attr-defined]
+        return self.file.iterate(f'SELECT {names} FROM "{table}"', (), batch)
 
     def export_rows(self, sql: str, params: Sequence[Any] = (), batch: int = 10_000) -> Iterator[tuple]:
         """The rows of one of the exporters' own queries, fetched in batches."""
-        return self.file.iterate(sql, params, batch)  # type: ignore[attr-defined]
+        return self.file.iterate(sql, params, batch)
 
     def check_value_types(self) -> None:
         """Raise CorruptReportError at the first value whose type breaks the schema (one scan per table).
@@ -32,7 +38,7 @@ class ExportQueries:
 
         allowed = {"INTEGER": ("integer",), "REAL": ("integer", "real"), "TEXT": ("text",), "BLOB": ("blob",)}
         for table, spec in profile_schema().tables.items():
-            present = self.file.tables.get(table, ())  # type: ignore[attr-defined]
+            present = self.file.tables.get(table, ())
             columns = [c for c in spec.columns if c.name in present and c.type in allowed]
             if not columns:
                 continue
@@ -41,16 +47,14 @@ class ExportQueries:
                 kinds = allowed[column.type] + (() if column.not_null else ("null",))
                 tests.append(f'typeof("{column.name}") NOT IN ({", ".join(repr(k) for k in kinds)})')
             names = ", ".join(f'"{c.name}"' for c in columns)
-            row = self.file.query_one(  # type: ignore[attr-defined]
-                f'SELECT {names} FROM "{table}" WHERE {" OR ".join(tests)} LIMIT 1'
-            )
+            row = self.file.query_one(f'SELECT {names} FROM "{table}" WHERE {" OR ".join(tests)} LIMIT 1')
             if row is None:
                 continue
             for column, value in zip(columns, row):
                 kind = {int: "integer", float: "real", str: "text", bytes: "blob", type(None): "null"}[type(value)]
                 if kind not in allowed[column.type] + (() if column.not_null else ("null",)):
                     raise CorruptReportError(
-                        f"{self.path!r}: {table}.{column.name} holds {kind} {value!r:.60}, expected "  # type: ignore[attr-defined]
+                        f"{self.path!r}: {table}.{column.name} holds {kind} {value!r:.60}, expected "
                         f"{column.type}{' NOT NULL' if column.not_null else ''}",
                         self.path,
-                    )  # type: ignore[attr-defined]
+                    )

@@ -42,10 +42,10 @@ class Difference:
     @property
     def relative(self) -> float | None:
         """(b - a) / a, or None when a is 0 or not a number."""
-        change = self.change
-        if change is None or not self.a:
+        change, a = self.change, self.a
+        if change is None or not isinstance(a, (int, float)) or not a:
             return None
-        return change / abs(self.a)
+        return change / abs(a)
 
     def is_regression(self, threshold: float) -> bool:
         """Whether the figure grew by more than `threshold` (a fraction), or appeared from zero."""
@@ -55,7 +55,7 @@ class Difference:
         return rel is None or rel > threshold
 
 
-def _target(reader: ProfileReader) -> dict[str, object]:
+def _target(reader: ProfileReader) -> dict[str, float | str]:
     t = reader.target
     return {
         k: t[k]

@@ -8,7 +8,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class SummaryOptions:
     @classmethod
     def from_poplar(cls, options: Mapping[str, object] | None = None, **kwargs: object) -> SummaryOptions:
         """Options from Poplar-style names (showVarStorage="true") or from field names."""
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}  # field names checked; strings parsed, other values passed as given
         for source in (options or {}, kwargs):
             for key, value in source.items():
                 field = _OPTION_NAMES.get(key, key)
@@ -217,14 +217,15 @@ class _Data:
 
     def vertex_memory(self, tiles: np.ndarray | None = None) -> tuple[dict[str, int], list[tuple[str, int]]]:
         """Vertex data bytes by category and total vertex memory by type."""
-        row = self.r.vertex_memory_totals(tiles)
+        tile_list = None if tiles is None else tiles.tolist()
+        row = self.r.vertex_memory_totals(tile_list)
         by_category = dict(
             zip(
                 ("Internal vertex state", "Edge pointers", "Copy pointers", "Padding", "Descriptors"),
                 (int(v) for v in row),
             )
         )
-        by_type = self.r.vertex_memory_by_type(tiles, MAX_NAME)
+        by_type = self.r.vertex_memory_by_type(tile_list, MAX_NAME)
         return by_category, [(name, int(b)) for name, b in by_type]
 
 

@@ -94,10 +94,10 @@ def _listing(as_json: bool) -> int:
 
 def _knobs(args, presets) -> dict[str, str]:
     """The preset knobs given after the command's own options, by name."""
-    known = {}
+    known: set[str] = set()
     for preset in presets.values():
         for knob in preset.knobs:
-            known.setdefault(knob.name, knob)
+            known.add(knob.name)
     parser = args._parser
     knob_parser = argparse.ArgumentParser(prog=parser.prog, add_help=False)
     knob_parser.error = parser.error  # type: ignore[method-assign]

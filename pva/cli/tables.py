@@ -47,6 +47,7 @@ def wrap_last_column(header: tuple[str, ...], rows: list[tuple], width: int) -> 
 
 def run(args) -> int:
     with pva.openReport(args.report) as report:
+        header: tuple[str, ...]
         if args.columns:
             header, rows = ("column", "type", "description"), report.column_info(args.columns)
         else:

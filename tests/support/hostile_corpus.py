@@ -393,13 +393,15 @@ def trace_compression_bomb(source, out, *, batch_rows: int = 20_000_000, batches
 
     from formats.trace_writer import thread_columns_schema
 
+    schema = thread_columns_schema()
+
     def make(n):
         zeros = pa.array(np.zeros(n, dtype=np.int64))
         labels = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array(["x"]))
-        columns = [labels if field.name == "label" else zeros.cast(field.type) for field in thread_columns_schema()]
-        return pa.record_batch(columns, schema=thread_columns_schema())
+        columns = [labels if field.name == "label" else zeros.cast(field.type) for field in schema]
+        return pa.record_batch(columns, schema=schema)
 
-    blob = _zeros_stream(thread_columns_schema(), batch_rows, batches, make, "zstd")
+    blob = _zeros_stream(schema, batch_rows, batches, make, "zstd")
     path = pathlib.Path(out) / "bomb-ipc-compression.pvti"
     shutil.copyfile(source, path)
     _sql(path, "UPDATE thread_event_columns SET data = ?".replace("?", f"x'{blob.hex()}'"))
@@ -454,22 +456,3 @@ def make_bombs(report, out, *, trace=None) -> list[dict]:
     debug.write_bytes(debug_sharing_bomb())
     cases.append({"name": "debug.cbor value-sharing bomb", "path": str(report), "debug": str(debug)})
     return cases
-
-
-def tiny_debug_contexts(path, count: int) -> pathlib.Path:
-    """A debug.cbor of `count` tiny contexts, as the writer lays it out (an indefinite array): context
-    n (from 1) is ``{"id": n, "parentIds": [n // 2]}``, context 1 has no parent."""
-    import cbor2
-
-    path = pathlib.Path(path)
-    with open(path, "wb") as handle:
-        handle.write(b"\xa2" + cbor2.dumps("pva_debug_info") + cbor2.dumps("1.0") + cbor2.dumps("contexts") + b"\x9f")
-        handle.write(cbor2.dumps({"id": 1}))
-        chunk = bytearray()
-        for n in range(2, count + 1):
-            chunk += b"\xa2\x62id\x1a" + n.to_bytes(4, "big") + b"\x69parentIds\x81\x1a" + (n // 2).to_bytes(4, "big")
-            if len(chunk) > 1 << 20:
-                handle.write(chunk)
-                chunk.clear()
-        handle.write(chunk + b"\xff")
-    return path

@@ -560,7 +560,8 @@ def _differences_block(differences: list[Difference], threshold: float) -> str:
     shown = [d for d in differences if d.change is None or d.change != 0]
     if not shown:
         return _empty("The reports do not differ in any compared figure.")
-    rows, counts = [], {}
+    rows: list[str] = []
+    counts: dict[str, int] = {}
     regressions = 0
     for d in shown:
         counts[d.section] = counts.get(d.section, 0) + 1

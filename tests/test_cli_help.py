@@ -40,3 +40,12 @@ def test_usage_errors_exit_with_status_2(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["no-such-command"])
     assert exit_info.value.code == 2
+
+
+def test_every_command_module_is_registered():
+    import pathlib
+
+    import pva.cli
+
+    modules = {p.stem for p in pathlib.Path(pva.cli.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
+    assert set(pva.cli.COMMANDS) == modules

@@ -8,6 +8,7 @@ file access confined to the dataset directory (none at all over loose reports).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -31,6 +32,8 @@ from .schema import PROFILE_FORMAT, split_user_version
 
 #: Rows per streamed batch.
 BATCH_ROWS = 8192
+#: Most threads reading loose reports at once.
+_READ_THREADS = 8
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STAR = re.compile(r"(?<!count\()\*", re.IGNORECASE)
 
@@ -157,40 +160,57 @@ def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
     star = bool(_STAR.search(sql))
     schemas = ds.base_schemas()
     tables = [t for t in ds.report_tables() if t in used]
-    parts: dict[str, list[pa.Table]] = {t: [] for t in tables}
-    catalogue = []
-    size = 0
-    for path, label in zip(paths, labels):
+    columns = {t: None if star else [c for c in schemas[t].names if c in used] for t in tables}
+    catalogue_used = "reports" in used
+
+    def read_one(path: str, label: str) -> tuple[dict, dict[str, pa.Table]]:
         report = _open_report(path, tables)
         try:
-            size += report.file_size
-            catalogue.append(
-                {
-                    "report": label,
-                    "path": os.path.abspath(path),
-                    "producer": report.metadata.get("producer", ""),
-                    "poplar_version": report.metadata.get("poplar_version", ""),
-                    "num_tiles": report.target["num_tiles"],
-                    "num_ipus": report.target["num_ipus"],
-                    "file_size": report.file_size,
-                }
-            )
+            metadata = report.metadata if catalogue_used else {}
+            row = {
+                "report": label,
+                "path": os.path.abspath(path),
+                "producer": metadata.get("producer", ""),
+                "poplar_version": metadata.get("poplar_version", ""),
+                "num_tiles": report.target["num_tiles"],
+                "num_ipus": report.target["num_ipus"],
+                "file_size": report.file_size,
+            }
+            data = {}
             for table in tables:
-                columns = None if star else [c for c in schemas[table].names if c in used]
-                data = ds.read_table(report, report.arrow, table, report.columns(table), columns)
-                parts[table].append(data.add_column(0, "report", pa.array([label] * data.num_rows, pa.string())))
+                part = ds.read_table(report, report.arrow, table, report.columns(table), columns[table])
+                data[table] = part.add_column(0, "report", pa.repeat(pa.scalar(label, pa.string()), part.num_rows))
+            return row, data
         finally:
             report.close()
-    # copied into DuckDB's own (temporary) tables: its joins over registered Arrow tables run many times slower
+
+    # SQLite and the ADBC driver release the GIL while they read: one thread per CPU reads reports side by side
+    workers = min(len(paths), os.cpu_count() or 1, _READ_THREADS)
+    if workers > 1:
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="pva-query") as pool:
+            results = list(pool.map(read_one, paths, labels))
+    else:
+        results = [read_one(path, label) for path, label in zip(paths, labels)]
+    catalogue = [row for row, _data in results]
+    size = sum(row["file_size"] for row in catalogue)
+    parts: dict[str, list[pa.Table]] = {t: [data[t] for _row, data in results] for t in tables}
+    del results
+    # A query over several tables is planned from statistics that DuckDB keeps only for its own tables, so
+    # its joins over registered Arrow tables run many times slower: those are copied into temporary tables.
+    # A query over one table scans it once, and the Arrow data is read in place.
+    copy = len(tables) + ("reports" in used) > 1
     if "reports" in used:
-        _temp_table(con, "reports", pa.Table.from_pylist(catalogue))
+        _temp_table(con, "reports", pa.Table.from_pylist(catalogue), copy)
     for table in list(parts):
-        _temp_table(con, table, pa.concat_tables(parts.pop(table), promote_options="permissive"))
+        _temp_table(con, table, pa.concat_tables(parts.pop(table), promote_options="permissive"), copy)
     return {"reports": len(paths), "tables": len(tables), "bytes": size}
 
 
-def _temp_table(con, name: str, data: pa.Table) -> None:
-    """`data` as a temporary table of this connection: gone when the connection (cursor) closes."""
+def _temp_table(con, name: str, data: pa.Table, copy: bool) -> None:
+    """`data` as a table of this connection only (a copy, or the Arrow data in place), gone when it closes."""
+    if not copy:
+        con.register(name, data)
+        return
     con.register("_pva_source", data)
     try:
         con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM _pva_source')
@@ -213,8 +233,7 @@ class _LooseReport:
         self.arrow = None
         if light:
             self._sqlite = sqlite3.connect(pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True)
-            self._sqlite.execute("PRAGMA query_only = 1")
-            self.metadata = dict(self._sqlite.execute("SELECT key, value FROM metadata").fetchall())
+            self._metadata: dict | None = None  # read when the catalogue asks for it
             cursor = self._sqlite.execute("SELECT * FROM target")
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
@@ -224,10 +243,17 @@ class _LooseReport:
             self._columns = {t: [r[1] for r in self._sqlite.execute(f'PRAGMA table_info("{t}")')] for t in tables}
         else:
             self.reader = ProfileReader(path)
-            self.metadata, self.target = self.reader.metadata, self.reader.target
+            self._metadata, self.target = self.reader.metadata, self.reader.target
             self._columns = {t: list(self.reader.file.tables.get(t, ())) for t in tables}
         if tables:
             self.arrow = ds.adbc_connect(path)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            assert self._sqlite is not None
+            self._metadata = dict(self._sqlite.execute("SELECT key, value FROM metadata").fetchall())
+        return self._metadata
 
     def columns(self, table: str) -> list[str]:
         return self._columns[table]

@@ -37,6 +37,7 @@ MEASUREMENTS = {
     "fleet-add",
     "fleet-query",
     "fleet-report-cost",
+    "debug-contexts",
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}

@@ -456,3 +456,22 @@ def make_bombs(report, out, *, trace=None) -> list[dict]:
     debug.write_bytes(debug_sharing_bomb())
     cases.append({"name": "debug.cbor value-sharing bomb", "path": str(report), "debug": str(debug)})
     return cases
+
+
+def tiny_debug_contexts(path, count: int) -> pathlib.Path:
+    """A debug.cbor of `count` tiny contexts, as the writer lays it out (an indefinite array): context
+    n (from 1) is ``{"id": n, "parentIds": [n // 2]}``, context 1 has no parent."""
+    import cbor2
+
+    path = pathlib.Path(path)
+    with open(path, "wb") as handle:
+        handle.write(b"\xa2" + cbor2.dumps("pva_debug_info") + cbor2.dumps("1.0") + cbor2.dumps("contexts") + b"\x9f")
+        handle.write(cbor2.dumps({"id": 1}))
+        chunk = bytearray()
+        for n in range(2, count + 1):
+            chunk += b"\xa2\x62id\x1a" + n.to_bytes(4, "big") + b"\x69parentIds\x81\x1a" + (n // 2).to_bytes(4, "big")
+            if len(chunk) > 1 << 20:
+                handle.write(chunk)
+                chunk.clear()
+        handle.write(chunk + b"\xff")
+    return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 from typing import Any
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -30,7 +31,7 @@ def _file_name(filename: str) -> tuple[bool, str]:
 
 def _location() -> dict[str, Any] | None:
     """The first stack frame outside the simulator package, with a machine-independent file name."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         stop, name = _file_name(frame.f_code.co_filename)
         if stop:
@@ -58,7 +59,7 @@ class DebugContexts:
         """Create a context under `parent` (or the current scope) and return its id."""
         if parent is None and self._stack:
             parent = self._stack[-1]
-        ctx = {
+        ctx: dict[str, Any] = {
             "id": len(self.contexts) + 1,
             "layer": layer,
             "name": name or "",

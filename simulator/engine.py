@@ -17,7 +17,7 @@ import os
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -25,12 +25,16 @@ from formats.progress import Progress
 
 from . import options as opts
 from .compiler import compile_graph
+from .compiler.computesets import CSInfo
 from .compiler.lowering import LProg
 from .compiler.regions import Sparse
 from .errors import ExecutionError, GraphError
 from .graph import DataStream, Graph, RemoteBuffer
 from .hosttrace import HostTrace
 from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .report import ExecutionSink, ReportSession
 
 _STEP_TYPES = {
     "OnTileExecute",
@@ -74,7 +78,7 @@ class StepTemplate:
         self.active: Sparse | None = None
         self.recv: Sparse | None = None
         self.sent: Sparse | None = None
-        self.stats: dict[str, np.ndarray] | None = None
+        self.stats: dict[str, np.ndarray] = {}  # set by whoever builds the template
         self.dynamic = False  # True for syncs whose cycles include waiting for other IPUs
         self.vertex_rows: list[tuple[int, int, int]] = []
         self.overlap_after: dict[int, int] = {}
@@ -128,6 +132,7 @@ def _ipu_stats(
         stats["thread"] = np.where(sums > 0, a / np.maximum(sums, 1), 0.0)
         stats["active_sum"] = a
     if recv is not None:
+        assert sent is not None, "an exchange's sent bytes come with its received ones"
         stats["data_in"] = np.bincount(recv.idx // T, weights=recv.val, minlength=num_ipus).astype(np.int64)
         stats["data_out"] = np.bincount(sent.idx // T, weights=sent.val, minlength=num_ipus).astype(np.int64)
         data = recv.add(sent)
@@ -262,6 +267,7 @@ class Engine:
                 self.trace,
             )
         self.progress.finish()
+        assert self.exe.memory is not None
         over = np.flatnonzero(self.exe.memory.by_tile["overflowed"] > 0)
         if over.size and not self.options.allow_out_of_memory:
             raise GraphError(
@@ -283,14 +289,14 @@ class Engine:
         self.clock = np.zeros(self.num_ipus, dtype=np.int64)
         self.runs_recorded: dict[int, int] = {}
         self.run_count = 0
-        self._report = None
+        self._report: ReportSession | None = None
         self._closed = False
         self._sync_delays = np.tile(graph.target.relative_sync_delays(), self.num_ipus)
         self._n = n
         self._case = 0
-        self._prev_program: int | None = None
+        self._prev_program: LProg | None = None
         self._recording = False
-        self._sink = None
+        self._sink: ExecutionSink | None = None
         self._idle = np.zeros(n, dtype=np.int64)  # cycles each tile waited since its last sync
         target = graph.target
         self._io = target.io_tile_mask(self.num_ipus) if target.io_tiles else None
@@ -310,7 +316,7 @@ class Engine:
         return True
 
     def _streams_of(self, root: LProg) -> list:
-        found = []
+        found: list[DataStream] = []
         stack = [root]
         seen = set()
         while stack:
@@ -327,7 +333,7 @@ class Engine:
                 found.append(p.op[3])
             stack.extend(p.children)
             if p.type == "Call":
-                stack.append(self.exe.progs[p.call])
+                stack.append(self._called(p))
         return found
 
     def load(self, device=None) -> None:
@@ -353,11 +359,11 @@ class Engine:
 
     def writeTensor(self, name: str, data) -> None:
         tensor = self._handle(name, "write")
-        self._data.write(tensor, np.asarray(data, dtype=tensor.dtype.numpy))
+        self._device().write(tensor, np.asarray(data, dtype=tensor.dtype.numpy))
 
     def readTensor(self, name: str, out=None) -> np.ndarray:
         tensor = self._handle(name, "read")
-        values = self._data.read(tensor)
+        values = self._device().read(tensor)
         if out is not None:
             np.copyto(np.asarray(out).reshape(values.shape), values, casting="unsafe")
             return out
@@ -376,6 +382,23 @@ class Engine:
                 f"that runs with data (functional=True)"
             )
         return found[1]
+
+    def _device(self) -> _Data:
+        """The device memory of an engine that runs with data."""
+        assert self._data is not None, "the engine does not run with data"
+        return self._data
+
+    def _called(self, p: LProg) -> LProg:
+        """The function a Call program calls."""
+        assert p.call is not None, "a Call names its function"
+        return self.exe.progs[p.call]
+
+    def _cs_info(self, p: LProg) -> CSInfo:
+        """What the compiler knows about the compute set an OnTileExecute runs."""
+        assert p.cs is not None, "an OnTileExecute names its compute set"
+        info = self.exe.cs_infos[p.cs]
+        assert info is not None, "the compiler analysed every executed compute set"
+        return info
 
     # -- running ----------------------------------------------------------------------------
 
@@ -404,9 +427,12 @@ class Engine:
             self._idle[:] = 0
         self._case = programIndex
         self._prev_program = None
+        root = self.exe.root
+        assert root is not None
         with self.trace.phase(f"run {programIndex}" + (f" ({debugName})" if debugName else "")):
-            self._exec(self.exe.root)
+            self._exec(root)
         if self._recording:
+            assert self._sink is not None
             self._sink.end_run(self.clock)
             self._sink = None
         self.run_count += 1
@@ -420,16 +446,17 @@ class Engine:
             self._step(p)
         elif t == "Repeat":
             body = p.children[0]
+            assert p.repeat is not None
             for _ in range(p.repeat):
                 self._exec(body)
         elif t == "RepeatWhile":
-            predicate, until, iterations, limit = p.extra
+            predicate, until, iterations, limit = cast("tuple[Tensor, bool, int, int]", p.extra)
             cond, body = p.children
             count = 0
             while True:
                 self._exec(cond)
                 if self.functional:
-                    value = bool(self._data.read(predicate).reshape(-1)[0])
+                    value = bool(self._device().read(predicate).reshape(-1)[0])
                     go = value != until
                 else:
                     go = count < iterations
@@ -443,24 +470,25 @@ class Engine:
                     )
                 self._exec(body)
         elif t == "IfElse":
-            predicate, simulated = p.extra
+            predicate, simulated = cast("tuple[Tensor, Any]", p.extra)
             value = self._value(predicate, simulated)
             self._exec(p.children[0] if value else p.children[1])
         elif t == "OnEveryTileSwitch":
-            if p.extra[0] == "program":
+            extra = cast(tuple, p.extra)
+            if extra[0] == "program":
                 self._exec(p.children[self._case])
             else:
-                control, values, simulated = p.extra
+                control, values, simulated = extra
                 value = self._value(control, simulated)
                 index = values.index(int(value)) if value is not None and int(value) in values else len(values)
                 self._exec(p.children[index])
         elif t == "Call":
-            self._exec(self.exe.progs[p.call])
+            self._exec(self._called(p))
         # SetLocalConsensusFromVar and WriteUndef take no measurable time
 
     def _value(self, tensor: Tensor, simulated):
         if self.functional:
-            return self._data.read(tensor).reshape(-1)[0].item()
+            return self._device().read(tensor).reshape(-1)[0].item()
         if simulated is not None:
             return simulated
         var = self.graph.state.vars[int(tensor.vars[0])]
@@ -469,10 +497,10 @@ class Engine:
         return 0
 
     def _apply(self, p: LProg) -> None:
-        op = p.op
-        data = self._data
+        op = cast(Any, p.op)
+        data = self._device()
         if p.type == "OnTileExecute":
-            info = self.exe.cs_infos[p.cs]
+            info = self._cs_info(p)
             for item in info.functional:
                 if isinstance(item, tuple) and item[0] == "vertices":
                     self._run_vertices(item[1])
@@ -520,11 +548,11 @@ class Engine:
             connection["pos"] = (connection["pos"] + n) % buffer.size
 
     def _run_vertices(self, batch) -> None:
-        data = self._data
+        data = self._device()
         vtype = batch.vtype
         for i in range(batch.n):
             fields: dict[str, np.ndarray] = {}
-            regions: dict[str, tuple] = {}
+            regions: dict[str, np.ndarray] = {}
             for name, (vidx, var, start, length) in batch.fields.items():
                 rows = np.flatnonzero(vidx == i)
                 parts = [data.array(int(var[r]))[int(start[r]) : int(start[r]) + int(length[r])] for r in rows]
@@ -550,6 +578,7 @@ class Engine:
             self._templates.move_to_end(p.id)
             return found
         if p.type == "Sync":
+            assert p.sync is not None, "a Sync names its type"
             base = self._sync_base(p.sync)
             tpl = StepTemplate("Sync", p.id, p.name, base.cycles)
             tpl.sync, tpl.dynamic, tpl.stats = p.sync, base.dynamic, base.stats
@@ -558,11 +587,12 @@ class Engine:
         t = p.type
         active = recv = sent = None
         if t == "OnTileExecute":
-            info = self.exe.cs_infos[p.cs]
+            info = self._cs_info(p)
             cycles = info.cycles
             active = info.active
         else:
             plan = p.plan
+            assert plan is not None, "an exchange or stream copy has a plan"
             recv, sent = plan.recv, plan.sent
             if t == "StreamCopyBegin":
                 cycles = Sparse(plan.cycles.idx, np.full(plan.cycles.idx.size, 16), n)
@@ -579,7 +609,7 @@ class Engine:
         tpl.dynamic = t == "Sync" and p.sync != "Internal"
         if t == "OnTileExecute":
             tpl.cs = p.cs
-            info = self.exe.cs_infos[p.cs]
+            info = self._cs_info(p)
             tpl.vertex_rows = [(v.type_id, v.count, v.active) for v in info.vertices]
         tpl.active = active
         tpl.recv, tpl.sent = recv, sent
@@ -632,11 +662,13 @@ class Engine:
         """Cycles a compute set can start early on tiles that finished the exchange before it."""
         if prev is None or tpl.type != "OnTileExecute" or prev.type != "DoExchange":
             return 0
+        assert tpl.program is not None
         if self.exe.progs[tpl.program].extra != prev.id:
             return 0
         found = tpl.overlap_after.get(prev.id)
         if found is not None:
             return found
+        assert prev.plan is not None
         exch = prev.plan.cycles.dense().reshape(self.num_ipus, self.tiles_per_ipu)
         comp = tpl.cycles.dense().reshape(self.num_ipus, self.tiles_per_ipu)
         best = None
@@ -678,6 +710,7 @@ class Engine:
             tpl, overlap = self._with_waiting(tpl)
         else:
             self._account_idle(tpl, overlap)
+        assert self._sink is not None
         self._sink.step(tpl, overlap, self.clock, wait)
         if (
             self._io is not None
@@ -697,6 +730,7 @@ class Engine:
         """Whether a stream copy moves data only on I/O tiles."""
         found = self._io_only.get(p.id)
         if found is None:
+            assert self._io is not None
             tiles = p.plan.cycles.idx if p.plan is not None else np.zeros(0, dtype=np.int64)
             found = bool(tiles.size) and bool(self._io[tiles].all())
             self._io_only[p.id] = found
@@ -722,6 +756,7 @@ class Engine:
         key = "io:" + str(p.id)
         found = self._implicit.get(key)
         if found is None:
+            assert p.plan is not None
             tiles = p.plan.cycles.idx
             n = self._n
             cycles = Sparse(tiles, self.graph.target.arch.host_sync_cycles + self._sync_delays[tiles], n)

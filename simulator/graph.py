@@ -72,7 +72,7 @@ class Var:
         if self.map_starts is not None and not self.pending:
             return
         if self.map_starts is not None:
-            self.pending.insert(0, (self.map_starts, self.map_ends, self.map_tiles))
+            self.pending.insert(0, self._mapping())
         if not self.pending:
             self.map_starts = self.map_ends = self.map_tiles = np.zeros(0, dtype=np.int64)
             return
@@ -105,12 +105,18 @@ class Var:
                 e = np.maximum.reduceat(e, np.flatnonzero(first))
         self.map_starts, self.map_ends, self.map_tiles = s.astype(np.int64), e.astype(np.int64), t.astype(np.int64)
 
+    def _mapping(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, tiles) of the resolved mapping, which must exist."""
+        assert self.map_starts is not None and self.map_ends is not None and self.map_tiles is not None
+        return self.map_starts, self.map_ends, self.map_tiles
+
     def unmapped(self) -> list[tuple[int, int]]:
         """Element ranges without a tile."""
         self.finalize_mapping()
+        starts, ends, _ = self._mapping()
         gaps = []
         pos = 0
-        for a, b in zip(self.map_starts.tolist(), self.map_ends.tolist()):
+        for a, b in zip(starts.tolist(), ends.tolist()):
             if a > pos:
                 gaps.append((pos, a))
             pos = max(pos, b)
@@ -120,9 +126,8 @@ class Var:
 
     def bytes_by_tile(self, num_tiles: int) -> np.ndarray:
         self.finalize_mapping()
-        return np.bincount(
-            self.map_tiles, weights=(self.map_ends - self.map_starts) * self.dtype.size, minlength=num_tiles
-        ).astype(np.int64)
+        starts, ends, tiles = self._mapping()
+        return np.bincount(tiles, weights=(ends - starts) * self.dtype.size, minlength=num_tiles).astype(np.int64)
 
 
 class VertexBatch:

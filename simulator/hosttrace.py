@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from contextlib import AbstractContextManager
+from typing import Literal
 
 from formats import tracing
 from formats.atomic import AtomicOutput
@@ -22,7 +24,7 @@ class _Phase:
     def __init__(self, trace: HostTrace, label: str) -> None:
         self._trace = trace
         self._label = label
-        self._live = None
+        self._live: AbstractContextManager[object] | None = None
 
     def __enter__(self) -> _Phase:
         self._start = time.monotonic_ns()
@@ -30,7 +32,8 @@ class _Phase:
         self._live.__enter__()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
+        assert self._live is not None, "__exit__ before __enter__"
         self._live.__exit__(*exc)
         end = time.monotonic_ns()
         # Round both ends to microseconds (not the duration), so nested events stay inside their parents.

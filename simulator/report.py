@@ -9,7 +9,7 @@ the engine runs; everything appears under its real name only when the engine is 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -23,7 +23,11 @@ from .compiler.regions import Sparse
 from .hosttrace import trace_file_name
 
 if TYPE_CHECKING:
+    from .compiler import Executable
+    from .compiler.memory import LoweredVars
     from .engine import Engine, StepTemplate
+    from .graph import GraphState
+    from .target import Target
 
 #: The Poplar version string the simulator reports (major.minor.point and a package tag).
 POPLAR_VERSION = "3.1.0 (simulator)"
@@ -75,6 +79,7 @@ class ExecutionSink:
     def __init__(self, session: ReportSession) -> None:
         engine = session.engine
         self.session = session
+        assert session.writer is not None, "execution steps go to the profile writer"
         self.writer = session.writer
         self.engine = engine
         self.n = engine.exe.n_tiles
@@ -102,8 +107,8 @@ class ExecutionSink:
         self._matrix = np.zeros((_FLUSH_STEPS, self.total_tiles), dtype=np.int64)
         self._fill = 0
         self._microseconds = 0
-        self._activity = None
-        self._base = None
+        self._activity: dict[str, np.ndarray] = {}  # set by begin_run
+        self._base = np.zeros(0, dtype=np.int64)  # set by begin_run
         self._run_first = 0
 
     def begin_run(self, name: str, program: int, clock: np.ndarray) -> None:
@@ -407,8 +412,9 @@ class _Rows:
 
 def write_compilation(w: ProfileWriter, engine: Engine) -> None:
     exe = engine.exe
-    state = exe.state
-    target = exe.target
+    state = cast("GraphState", exe.state)
+    target = cast("Target", exe.target)
+    assert exe.liveness is not None and exe.memory is not None and exe.types is not None and exe.classes is not None
     n = exe.n_tiles
     opts = engine.options
     w.set_metadata(instrumentation_compute=opts.compute, instrumentation_external_exchange=opts.external_exchange)
@@ -431,7 +437,7 @@ def write_compilation(w: ProfileWriter, engine: Engine) -> None:
         num_vertices=num_vertices,
     )
     mem = exe.memory
-    lv = exe.lowered
+    lv = cast("LoweredVars", exe.lowered)
     metrics = {
         "numLoweredVariables": float(len(lv)),
         "numLivenessSteps": float(exe.liveness.num_steps),
@@ -472,11 +478,14 @@ def write_compilation(w: ProfileWriter, engine: Engine) -> None:
     est = _Rows(w, "compute_set_estimated_cycles_by_tile", n)
     act = _Rows(w, "compute_set_active_cycles_by_tile", n)
     counts = _Rows(w, "vertex_count_by_tile", n)
-    cs_rows, vertex_rows, cs_vars = [], [], []
+    cs_rows: list[tuple] = []
+    vertex_rows: list[tuple] = []
+    cs_vars: list[tuple[int, int]] = []
     msg_by_cs: dict[int, list[int]] = {}
     for (cs_id, _), cls in exe.message_classes.items():
         msg_by_cs.setdefault(cs_id, []).append(cls)
     for info in exe.cs_infos:
+        assert info is not None, "the compiler analysed every compute set"
         er = est.add_sparse(info.cycles)
         ar = act.add_sparse(info.active)
         cs_rows.append((info.id, info.name, info.num_vertices, er, ar, info.cycles.max, info.cycles.total))
@@ -537,7 +546,7 @@ def _class_piece_ids(exe, cls: int) -> np.ndarray:
     return exe.lowered.class_ids(cls, tiles)
 
 
-def _write_programs(w: ProfileWriter, exe, n: int) -> None:
+def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
     progs = exe.progs
     rows = [
         (
@@ -573,6 +582,7 @@ def _write_programs(w: ProfileWriter, exe, n: int) -> None:
         ("parent", "position", "child"),
         [(p.id, i, c.id) for p in progs for i, c in enumerate(p.children)],
     )
+    assert exe.root is not None
     w.insert("control_programs", ("position", "program"), [(0, exe.root.id)])
     w.insert("function_programs", ("position", "program"), [(i, f.id) for i, f in enumerate(exe.functions)])
     vectors: list[tuple] = []
@@ -618,13 +628,14 @@ def _write_programs(w: ProfileWriter, exe, n: int) -> None:
         if p.type == "DoExchange":
             emit(p.id, "code_bytes", matrices["code_bytes"], plan.code.dense())
         if p.type == "GlobalExchange":
+            assert plan.exchange_cycles is not None and plan.sync is not None, "a global exchange plans its syncs"
             emit(p.id, "exchange_cycles", matrices["exchange_cycles"], plan.exchange_cycles.dense())
             emit(p.id, "sync_cycles", matrices["sync_cycles"], plan.sync.dense())
-    for rows in matrices.values():
-        rows.flush()
+    for matrix in matrices.values():
+        matrix.flush()
     w.insert("program_vectors", ("program", "kind", "row", "total", "min", "max"), vectors)
-    lv = exe.lowered
-    program_vars = []
+    lv = cast("LoweredVars", exe.lowered)
+    program_vars: list[tuple[int, int]] = []
     for p in progs:
         ids = []
         if p.lv_keys is not None and p.lv_keys.size:

@@ -180,7 +180,7 @@ def pieces_plan(
     `send_key` identifies identical data so one send can reach several tiles (broadcast).
     Returns (internal plan or None, global plan or None).
     """
-    plans = []
+    plans: list[ExchangePlan | None] = []
     same_ipu = (src_tile // target.tiles_per_ipu) == (dst_tile // target.tiles_per_ipu)
     for mask, kind in ((same_ipu, "internal"), (~same_ipu, "global")):
         if not mask.any():

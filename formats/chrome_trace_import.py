@@ -1,6 +1,7 @@
-"""Chrome trace event JSON in and out (chrome://tracing, the Perfetto UI, PyTorch profiler traces).
+"""Chrome trace event JSON in (chrome://tracing, the Perfetto UI, PyTorch profiler traces): a
+Chrome trace file becomes a pva trace file, in bounded memory.
 
-In: the array form ``[{...}, ...]`` (whose closing bracket Chrome allows to be missing) and the
+The array form ``[{...}, ...]`` (whose closing bracket Chrome allows to be missing) and the
 object form ``{"traceEvents": [...], ...}``; phases X (complete), B/E (begin/end), i/I (instant),
 C (counter) and M (process/thread names and sort order); timestamps and durations in
 microseconds. Each event's ``args`` are kept as JSON (for example SigmaStar's per-layer
@@ -9,6 +10,12 @@ Chrome defines but the trace file has no column for are kept under ``args["_chro
 of one thread that overlap without nesting are moved to extra threads named "... (overlap N)",
 because trace file events nest. Other phases (async, flow, samples, objects) are counted and
 skipped.
+
+Events are checked as they are read and staged, a batch at a time, in a temporary SQLite file
+beside the output; each thread's events are then read back in start order (longest first), given
+their track, id and parent in two passes that keep only the open events of each track, and
+written a batch at a time. Memory stays within a fixed bound plus one batch, whatever the size
+of the trace.
 """
 
 from __future__ import annotations
@@ -17,26 +24,48 @@ import dataclasses
 import json
 import math
 import os
-from array import array
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+import sqlite3
+from typing import Any
 
+import orjson
+
+from .atomic import AtomicOutput
+from .chrome_trace_json import NotFastError, read_trace_items, read_trace_items_fast
 from .detect import check_regular_file
 from .errors import InvalidInputError
 from .jsonplain import plain
-from .legacy.jsonstream import json_events, open_binary
-from .legacy.tree import InputProblem, build_tree, describe, location
+from .legacy.jsonstream import open_binary
+from .legacy.tree import describe, location
 from .progress import Progress
 
 #: Phases imported; any other phase is counted and skipped.
 PHASES = frozenset("XBEiICM")
 #: Largest |timestamp| accepted, in microseconds (about 146,000 years).
 MAX_TIME = 1 << 62
+#: Events (and counter samples) staged, read back and written per batch.
+BATCH = 50_000
 #: Keys of an event that map to trace file columns.
 _CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
 #: Ids given to processes and threads named by strings start here.
 _SYNTHETIC_ID = 1 << 40
-_OPEN = None
+_ID_LIMIT = 1 << 62
+#: The end of an event that never ended, in lane assignment.
+_INFINITY = 1 << 63
+#: SQLite page cache of the staging file, in KiB (negative: SQLite's unit for a size).
+_STAGING_CACHE_KIB = 64 << 10
+
+_STAGING_DDL = """
+CREATE TABLE stage (
+  seq INTEGER PRIMARY KEY,  -- order of the event in the file
+  thread INTEGER NOT NULL,  -- index of its (pid, tid)
+  start INTEGER NOT NULL,  -- microseconds
+  neg_end INTEGER,  -- minus its end, so that ascending order is longest first; NULL while open
+  label TEXT NOT NULL,
+  channel INTEGER NOT NULL,  -- index in the channels, in order of first use
+  args TEXT  -- JSON object, or NULL
+);
+CREATE TABLE stage_counters (key INTEGER NOT NULL, timestamp INTEGER NOT NULL, value REAL NOT NULL);
+"""
 
 
 @dataclasses.dataclass
@@ -51,140 +80,54 @@ class ImportStats:
     warnings: list[str] = dataclasses.field(default_factory=list)
 
 
-class _ThreadData:
-    """The events of one (pid, tid) collected before writing, as compact columns."""
+class _Thread:
+    """A (pid, tid) seen: its index in the staging file and its B events waiting for their E."""
 
-    __slots__ = ("labels", "channels", "starts", "ends", "args", "stack")
+    __slots__ = ("index", "stack")
 
-    def __init__(self) -> None:
-        self.labels: list[str] = []
-        self.channels: list[str] = []
-        self.starts = array("q")
-        self.ends: list[int | None] = []
-        self.args: list[str | None] = []
-        self.stack: list[int] = []  # indexes of B events waiting for their E
-
-
-def _one_value(first: tuple[str, Any], events: Iterator) -> Iterator[tuple[str, Any]]:
-    yield first
-    if first[0] not in ("start_map", "start_array"):
-        return
-    depth = 1
-    for event in events:
-        yield event
-        kind = event[0]
-        if kind == "start_map" or kind == "start_array":
-            depth += 1
-        elif kind == "end_map" or kind == "end_array":
-            depth -= 1
-            if depth == 0:
-                return
-
-
-def read_trace_items(
-    raw: BinaryIO, name: str, *, progress: Callable[[int], None] | None = None
-) -> tuple[Iterator[tuple[list, Any]], dict, dict]:
-    """The trace events of a Chrome trace file as (JSON location parts, value), one at a time.
-
-    Also returns the other top-level keys (filled in as they are read; complete once the
-    iterator is exhausted) and a status dict (``truncated`` when the array was never closed).
-    """
-    others: dict = {}
-    status = {"truncated": False}
-    events = json_events(raw, None, progress=progress)
-
-    def items() -> Iterator[tuple[list, Any]]:
-        try:
-            first = next(events)
-        except StopIteration:
-            raise InvalidInputError(f"{name!r}: the file holds no JSON value", name) from None
-        except InputProblem as problem:
-            raise InvalidInputError(f"{name!r}: the start of the document{problem.where()}: {problem}", name) from None
-        if first[0] == "start_array":
-            yield from _array_items(events, [], name, status)
-            return
-        if first[0] != "start_map":
-            value = build_tree(_one_value(first, events), name)
-            raise InvalidInputError(
-                f"{name!r}: $: expected an array of trace events or an object with "
-                f"traceEvents, found {describe(value)}",
-                name,
-            )
-        found = False
-        while True:
-            try:
-                event = next(events)
-            except StopIteration:
-                return
-            except InputProblem as problem:
-                raise InvalidInputError(f"{name!r}: $ (top level){problem.where()}: {problem}", name) from None
-            if event[0] == "end_map":
-                break
-            key = event[1]
-            try:
-                start = next(events)
-            except InputProblem as problem:
-                raise InvalidInputError(f"{name!r}: {location([key])}{problem.where()}: {problem}", name) from None
-            if key == "traceEvents" and start[0] == "start_array":
-                found = True
-                yield from _array_items(events, ["traceEvents"], name, status)
-                if status["truncated"]:
-                    return
-            else:
-                others[key] = plain(build_tree(_one_value(start, events), name, prefix=[key]))
-        if not found:
-            raise InvalidInputError(
-                f"{name!r}: $: expected a traceEvents array, found top-level keys {', '.join(others) or 'none'}", name
-            )
-        try:
-            next(events)
-        except StopIteration:
-            pass
-        except InputProblem as problem:
-            raise InvalidInputError(f"{name!r}: $ (after the end){problem.where()}: {problem}", name) from None
-
-    return items(), others, status
-
-
-def _array_items(events: Iterator, prefix: list, name: str, status: dict) -> Iterator[tuple[list, Any]]:
-    index = 0
-    while True:
-        try:
-            first = next(events)
-        except StopIteration:
-            status["truncated"] = True
-            return
-        except InputProblem as problem:
-            if "premature EOF" in str(problem) or "incomplete" in str(problem).lower():
-                status["truncated"] = True  # Chrome accepts an array whose ']' is missing
-                return
-            raise InvalidInputError(
-                f"{name!r}: {location(prefix + [index])}{problem.where()}: {problem}", name
-            ) from None
-        if first[0] == "end_array":
-            return
-        parts = prefix + [index]
-        value = build_tree(_one_value(first, events), name, prefix=parts)
-        yield parts, value
-        index += 1
-
-
-# -- importing ----------------------------------------------------------------------------------
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.stack: list[tuple[int, int]] = []  # (seq, start) of B events not ended yet
 
 
 class _Importer:
-    def __init__(self, name: str) -> None:
+    """Checks events one at a time and stages them; `write` writes the trace file from the staging file."""
+
+    def __init__(self, name: str, output: str) -> None:
         self.name = name
-        self.threads: dict[tuple[int, int], _ThreadData] = {}
+        self.threads: dict[tuple[int, int], _Thread] = {}
         self.process_names: dict[int, str] = {}
         self.process_order: dict[int, int] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.thread_order: dict[tuple[int, int], int] = {}
-        self.counters: dict[tuple[int, str, str], tuple[array, list]] = {}
+        self.channels: dict[str, int] = {}
+        self.counter_keys: dict[tuple[int, str, str], int] = {}
         self.string_pids: dict[str, int] = {}
         self.string_tids: dict[tuple[int, str], int] = {}
         self.stats = ImportStats()
         self.unmatched_ends = 0
+        self._batch: list[list] = []
+        self._batch_first = 0  # seq of _batch[0]
+        self._samples: list[tuple[int, int, float]] = []
+        self._staging = AtomicOutput(output)
+        try:
+            self._db = sqlite3.connect(self._staging.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=OFF")
+            self._db.execute("PRAGMA synchronous=OFF")
+            self._db.execute(f"PRAGMA cache_size=-{_STAGING_CACHE_KIB}")
+            self._db.executescript(_STAGING_DDL)
+            self._db.execute("BEGIN")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Remove the staging file."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+            self._db = None
+        self._staging.abort()
 
     def fail(self, parts: list, message: str) -> InvalidInputError:
         return InvalidInputError(f"{self.name!r}: {location(parts)}: {message}", self.name)
@@ -248,6 +191,7 @@ class _Importer:
         return args
 
     def add(self, parts: list, event: Any) -> None:
+        """Check one trace event and stage it."""
         if not isinstance(event, dict):
             raise self.fail(parts, f"expected a trace event (an object), found {describe(event)}")
         phase = event.get("ph")
@@ -256,59 +200,122 @@ class _Importer:
         if phase not in PHASES:
             self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + 1
             return
-        pid = self._pid(event.get("pid"), parts + ["pid"])
-        tid = self._tid(pid, event.get("tid"), parts + ["tid"])
-        label = self._string(event.get("name"), parts + ["name"], "the event name")
+        pid = event.get("pid")
+        if type(pid) is not int or not -_ID_LIMIT <= pid < _ID_LIMIT:
+            pid = self._pid(pid, parts + ["pid"])
+        tid = event.get("tid")
+        if type(tid) is not int or not -_ID_LIMIT <= tid < _ID_LIMIT:
+            tid = self._tid(pid, tid, parts + ["tid"])
+        label = event.get("name")
+        if type(label) is not str:
+            label = self._string(label, parts + ["name"], "the event name")
         if phase == "M":
             self._metadata(event, parts, pid, tid, label)
             return
-        ts = self._time(event.get("ts"), parts + ["ts"], "the timestamp")
+        ts = event.get("ts")
+        kind = type(ts)
+        if kind is float or kind is int:
+            ts = float(ts)
+        if not (type(ts) is float and -MAX_TIME < ts < MAX_TIME):
+            ts = self._time(event.get("ts"), parts + ["ts"], "the timestamp")
         if phase == "C":
             self._counter(event, parts, pid, label, ts)
             return
-        channel = self._string(event.get("cat"), parts + ["cat"], "the category")
+        channel = event.get("cat")
+        if type(channel) is not str:
+            channel = self._string(channel, parts + ["cat"], "the category")
         thread = self.threads.get((pid, tid))
         if thread is None:
-            thread = self.threads[(pid, tid)] = _ThreadData()
+            thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
         if phase == "E":
-            if not thread.stack:
-                self.unmatched_ends += 1
-                return
-            index = thread.stack.pop()
-            end = round(ts)
-            if end < thread.starts[index]:
-                raise self.fail(
-                    parts + ["ts"], f"the end ({ts} µs) comes before its begin event ({thread.starts[index]} µs)"
-                )
-            thread.ends[index] = end
-            args = self._args(event, parts)
-            if args:
-                merged = json.loads(thread.args[index]) if thread.args[index] else {}
-                merged.update(args)
-                thread.args[index] = _json(merged, self, parts)
+            self._end(event, parts, thread, ts)
             return
-        args = self._args(event, parts)
-        if phase in "iI":
+        args = event.get("args")
+        if (args is not None and type(args) is not dict) or not _CORE_KEYS.issuperset(event):
+            args = self._args(event, parts)
+        if phase == "i" or phase == "I":
             args = dict(args or {})
             args.setdefault("_chrome", {})["ph"] = phase
         start = round(ts)
         if phase == "X":
             duration = event.get("dur", 0)
-            duration = self._time(duration, parts + ["dur"], "the duration")
-            if duration < 0:
-                raise self.fail(parts + ["dur"], f"expected a duration >= 0, found {describe(duration)}")
-            end: int | None = round(ts + duration)
+            kind = type(duration)
+            if kind is float or kind is int:
+                duration = float(duration)
+            if not (type(duration) is float and 0 <= duration < MAX_TIME):
+                duration = self._time(event.get("dur", 0), parts + ["dur"], "the duration")
+                if duration < 0:
+                    raise self.fail(parts + ["dur"], f"expected a duration >= 0, found {describe(duration)}")
+            neg_end: int | None = -round(ts + duration)
         elif phase == "B":
-            end = _OPEN
-            thread.stack.append(len(thread.labels))
+            neg_end = None
+            thread.stack.append((self.stats.events, start))
         else:  # instant
-            end = start
-        thread.labels.append(label)
-        thread.channels.append(channel)
-        thread.starts.append(start)
-        thread.ends.append(end)
-        thread.args.append(_json(args, self, parts) if args else None)
+            neg_end = -start
+        channel_index = self.channels.get(channel)
+        if channel_index is None:
+            channel_index = self.channels[channel] = len(self.channels)
+        self._batch.append(
+            [
+                self.stats.events,
+                thread.index,
+                start,
+                neg_end,
+                label,
+                channel_index,
+                _json(args, self, parts) if args else None,
+            ]
+        )
         self.stats.events += 1
+        if len(self._batch) >= BATCH:
+            self._flush()
+
+    def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
+        """An E event: the end of the thread's innermost B event still open."""
+        if not thread.stack:
+            self.unmatched_ends += 1
+            return
+        seq, begin = thread.stack.pop()
+        end = round(ts)
+        if end < begin:
+            raise self.fail(parts + ["ts"], f"the end ({ts} µs) comes before its begin event ({begin} µs)")
+        args = self._args(event, parts)
+        staged = self._batch[seq - self._batch_first] if seq >= self._batch_first else None
+        if staged is not None:
+            staged[3] = -end
+            if args:
+                merged = json.loads(staged[6]) if staged[6] else {}
+                merged.update(args)
+                staged[6] = _json(merged, self, parts)
+            return
+        if args:
+            (text,) = self._db.execute("SELECT args FROM stage WHERE seq = ?", (seq,)).fetchone()
+            merged = json.loads(text) if text else {}
+            merged.update(args)
+            self._db.execute(
+                "UPDATE stage SET neg_end = ?, args = ? WHERE seq = ?", (-end, _json(merged, self, parts), seq)
+            )
+        else:
+            self._db.execute("UPDATE stage SET neg_end = ? WHERE seq = ?", (-end, seq))
+
+    def _args(self, event: dict, parts: list) -> dict | None:
+        args = event.get("args")
+        if args is not None and not isinstance(args, dict):
+            raise self.fail(parts + ["args"], f"expected an object, found {describe(args)}")
+        extra = {k: v for k, v in event.items() if k not in _CORE_KEYS}
+        if extra:
+            args = dict(args or {})
+            args["_chrome"] = extra
+        return args
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._db.executemany("INSERT INTO stage VALUES (?, ?, ?, ?, ?, ?, ?)", self._batch)
+            self._batch_first += len(self._batch)
+            self._batch = []
+        if self._samples:
+            self._db.executemany("INSERT INTO stage_counters VALUES (?, ?, ?)", self._samples)
+            self._samples = []
 
     def _metadata(self, event: dict, parts: list, pid: int, tid: int, label: str) -> None:
         args = event.get("args")
@@ -337,20 +344,27 @@ class _Importer:
                     parts + ["args", series], f"expected a counter value (a number), found {describe(value)}"
                 )
             key = (pid, label, series)
-            times, values = self.counters.setdefault(key, (array("q"), []))
-            times.append(round(ts))
-            values.append(float(value))
+            index = self.counter_keys.get(key)
+            if index is None:
+                index = self.counter_keys[key] = len(self.counter_keys)
+            self._samples.append((index, round(ts), float(value)))
             self.stats.counter_samples += 1
+        if len(self._samples) >= BATCH:
+            self._flush()
 
     def finish(self) -> None:
-        for thread in self.threads.values():
-            thread.stack.clear()  # B events never ended stay open
+        """All events are read: B events never ended stay open."""
+        self._flush()
         if self.unmatched_ends:
             self.stats.warnings.append(f"{self.unmatched_ends} end (E) event(s) without a begin event were skipped")
 
     def write(self, output: str, fields: str = "") -> None:
+        """Write the trace file from the staging file, a batch of events at a time."""
         from .trace_writer import TraceWriter
 
+        db = self._db
+        db.execute("CREATE INDEX stage_order ON stage (thread, start, neg_end)")
+        db.execute("CREATE INDEX stage_counters_order ON stage_counters (key)")
         with TraceWriter(output, producer="pva convert") as writer:
             writer.set_metadata(source_format="Chrome trace event JSON")
             if fields:
@@ -360,42 +374,90 @@ class _Importer:
             for pid in self.process_order:
                 if pid not in self.process_names:
                     writer.add_process(pid, "", self.process_order[pid])
-            lanes_of: dict[tuple[int, int], int] = {}
+            channel_ids = [writer.channel(name) for name in self.channels]
             used = set(self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
-                ends = [_INFINITY if e is None else e for e in thread.ends]
-                lanes = assign_lanes(list(thread.starts), ends)
-                count = max(lanes, default=-1) + 1
-                for lane in range(count):
+                counts = self._lane_sizes(thread.index)
+                lane_tids = []
+                for lane in range(len(counts)):
                     if lane == 0:
-                        lane_tid = tid
+                        lane_tids.append(tid)
                     else:
-                        lane_tid = _free_tid(pid, tid, lane, used)
+                        lane_tids.append(_free_tid(pid, tid, lane, used))
                         base = self.thread_names.get((pid, tid), f"thread {tid}")
-                        writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
-                    picks = [k for k, lane_of in enumerate(lanes) if lane_of == lane]
-                    writer.add_events(
-                        pid,
-                        lane_tid,
-                        [thread.labels[k] for k in picks],
-                        [thread.starts[k] for k in picks],
-                        [None if thread.ends[k] is None else thread.ends[k] - thread.starts[k] for k in picks],
-                        channels=[thread.channels[k] for k in picks],
-                        parents="nest",
-                        args=[thread.args[k] for k in picks],
-                    )
-                lanes_of[(pid, tid)] = count
-                self.stats.threads += count
+                        writer.add_thread(pid, lane_tids[lane], f"{base} (overlap {lane})")
+                firsts = [writer.reserve_event_ids(count) for count in counts]
+                self._write_thread(writer, pid, thread.index, lane_tids, firsts, channel_ids)
+                self.stats.threads += len(counts)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
                 if (pid, tid) not in self.thread_names:
                     writer.add_thread(pid, tid, "", index)
-            for (pid, label, series), (times, values) in self.counters.items():
-                writer.add_counter_samples(pid, label, list(times), values, series)
+            for (pid, label, series), key in self.counter_keys.items():
+                cursor = db.execute("SELECT timestamp, value FROM stage_counters WHERE key = ? ORDER BY rowid", (key,))
+                while rows := cursor.fetchmany(BATCH):
+                    writer.add_counter_samples(pid, label, [r[0] for r in rows], [r[1] for r in rows], series)
 
+    def _ordered(self, columns: str, thread: int) -> sqlite3.Cursor:
+        """A thread's staged events by start, longest first (open events first), then in file order."""
+        return self._db.execute(f"SELECT {columns} FROM stage WHERE thread = ? ORDER BY start, neg_end, seq", (thread,))
 
-_INFINITY = 1 << 63
+    def _lane_sizes(self, thread: int) -> list[int]:
+        """How many events each lane of a thread gets (as `assign_lanes` places them)."""
+        counts: list[int] = []
+        stacks: list[list[int]] = []
+        cursor = self._ordered("start, neg_end", thread)
+        while rows := cursor.fetchmany(BATCH):
+            for start, neg_end in rows:
+                end = _INFINITY if neg_end is None else -neg_end
+                lane = 0
+                for stack in stacks:
+                    while stack and stack[-1] <= start and stack[-1] != _INFINITY:
+                        stack.pop()
+                    if not stack or end <= stack[-1]:
+                        stack.append(end)
+                        break
+                    lane += 1
+                else:
+                    stacks.append([end])
+                    counts.append(0)
+                counts[lane] += 1
+        return counts
+
+    def _write_thread(
+        self, writer: Any, pid: int, thread: int, lane_tids: list[int], firsts: list[int], channel_ids: list[int]
+    ) -> None:
+        """A thread's events, placed again as `_lane_sizes` placed them, with their ids and parents."""
+        stacks: list[list[tuple[int, int]]] = [[] for _ in lane_tids]  # per lane: (end, id) of open events
+        next_ids = list(firsts)
+        cursor = self._ordered("start, neg_end, label, channel, args", thread)
+        while rows := cursor.fetchmany(BATCH):
+            out: list[list[tuple]] = [[] for _ in lane_tids]
+            out_args: list[list[tuple[int, str]]] = [[] for _ in lane_tids]
+            for start, neg_end, label, channel, args in rows:
+                end = _INFINITY if neg_end is None else -neg_end
+                lane = 0
+                while True:  # the first pass made as many lanes as this one fills
+                    stack = stacks[lane]
+                    while stack and stack[-1][0] <= start and stack[-1][0] != _INFINITY:
+                        stack.pop()
+                    if not stack or end <= stack[-1][0]:
+                        break
+                    lane += 1
+                event_id = next_ids[lane]
+                next_ids[lane] += 1
+                parent = stack[-1][1] if stack else None
+                stack.append((end, event_id))
+                if neg_end is None:
+                    out[lane].append((event_id, parent, label, channel_ids[channel], start, None, 0))
+                else:
+                    out[lane].append((event_id, parent, label, channel_ids[channel], start, end - start, 1))
+                if args is not None:
+                    out_args[lane].append((event_id, args))
+            for lane, lane_tid in enumerate(lane_tids):
+                if out[lane]:
+                    writer.insert_event_rows(pid, lane_tid, out[lane], out_args[lane])
 
 
 def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:
@@ -407,6 +469,10 @@ def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:
 
 
 def _json(value: Any, importer: _Importer, parts: list) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        pass
     try:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -441,28 +507,46 @@ def assign_lanes(starts: list[int], ends: list[int]) -> list[int]:
 def import_chrome_trace(
     path: str | os.PathLike[str], output: str | os.PathLike[str], *, progress: Progress | None = None
 ) -> ImportStats:
-    """Convert a Chrome trace event JSON file into a pva trace file (read it with pva.openTrace)."""
+    """Convert a Chrome trace event JSON file into a pva trace file (read it with pva.openTrace).
+
+    The file is read with the fast reader, and again with the exact one when the fast reader
+    cannot be sure (see formats.chrome_trace_json).
+    """
     name = os.fspath(path)
+    output = os.fspath(output)
     info = check_regular_file(name, "Chrome trace file")
-    importer = _Importer(name)
-    if progress is not None:
-        progress.start("reading", info.st_size)
-    with open_binary(name) as raw:
-        items, others, status = read_trace_items(raw, name, progress=progress.advance if progress else None)
-        for parts, event in items:
-            importer.add(parts, plain(event))
-    if progress is not None:
-        progress.finish()
-    importer.finish()
-    stats = importer.stats
-    stats.truncated = status["truncated"]
-    if stats.truncated:
-        stats.warnings.append(
-            "the trace event array is not closed (as when a tracer stopped early); the complete events were read"
-        )
-    if stats.skipped:
-        shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
-        stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
-    other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
-    importer.write(os.fspath(output), other_fields)
-    return stats
+    for fast in (True, False):
+        importer = _Importer(name, output)
+        try:
+            if progress is not None:
+                progress.start("reading", info.st_size)
+            advance = progress.advance if progress is not None else None
+            with open_binary(name) as raw:
+                if fast:
+                    items, others, status = read_trace_items_fast(raw, progress=advance)
+                    for parts, event in items:
+                        importer.add(parts, event)
+                else:
+                    items, others, status = read_trace_items(raw, name, progress=advance)
+                    for parts, event in items:
+                        importer.add(parts, plain(event))
+            if progress is not None:
+                progress.finish()
+            importer.finish()
+            stats = importer.stats
+            stats.truncated = status["truncated"]
+            if stats.truncated:
+                stats.warnings.append(
+                    "the trace event array is not closed (as when a tracer stopped early); the complete events were read"
+                )
+            if stats.skipped:
+                shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
+                stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
+            other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
+            importer.write(output, other_fields)
+            return stats
+        except NotFastError:
+            continue
+        finally:
+            importer.close()
+    raise AssertionError("the exact reader never asks for another")  # pragma: no cover

@@ -57,6 +57,16 @@ class ChromeTraceWriter:
         if len(buffer) >= BLOCK_SIZE:
             self._flush()
 
+    def raw_event(self, text: bytes) -> None:
+        """Write one event given as its JSON text."""
+        buffer = self._buffer
+        if self._count:
+            buffer += b",\n"
+        buffer += text
+        self._count += 1
+        if len(buffer) >= BLOCK_SIZE:
+            self._flush()
+
     def _flush(self) -> None:
         self._out.write(self._buffer)
         self._buffer.clear()
@@ -139,7 +149,13 @@ def _write_thread(reader: Any, pid: int, tid: int, out: ChromeTraceWriter) -> No
     complete = data.complete.tolist()
     names = data.channel_names
     for k, label in enumerate(data.labels):
-        event: dict[str, Any] = {"name": label, "ph": "X" if complete[k] else "B", "ts": starts[k], "pid": pid, "tid": tid}
+        event: dict[str, Any] = {
+            "name": label,
+            "ph": "X" if complete[k] else "B",
+            "ts": starts[k],
+            "pid": pid,
+            "tid": tid,
+        }
         category = names.get(channels[k], "")
         if category:
             event["cat"] = category
@@ -165,15 +181,16 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
     """Write a report's execution: one track per IPU, one event per step (and per run).
 
     One SQL pass reads the steps of each IPU ordered by start (longest first, then by step), the
-    order the events are written in; a step that overlaps an earlier one without nesting in it
-    goes to the IPU's first extra track where it nests, named "IPU n (overlap k)" and declared
-    just before its first event.
+    order the events are written in, and checks the type of every value it reads; a step that
+    overlaps an earlier one without nesting in it goes to the IPU's first extra track where it
+    nests, named "IPU n (overlap k)" and declared just before its first event.
     """
+    from .errors import CorruptReportError
     from .profile_reader import ProfileReader
 
     reader = ProfileReader(path)
     try:
-        reader.check_value_types()
+        reader.check_value_types(_SMALL_TABLES)
         clock = float(reader.target["clock_frequency"]) or 1.0
         scale = 1e6 / clock
         pid = 1
@@ -193,16 +210,26 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             runs.setdefault(ipu, []).append(
                 (int(start), int(end), {"name": label, "cat": "run", "args": {"run": run, "cycles": int(end - start)}})
             )
+        track = _Tracks(out, pid, scale)
         without_steps = sorted(runs, reverse=True)  # IPUs not reached yet, the next one last
+        seen: set[Any] = set()
         for ipu, rows in groupby(reader.export_rows(_STEP_EVENTS), key=lambda row: row[0]):
+            if ipu in seen or (seen and ipu < max(seen)):
+                raise AssertionError("SQLite returned the steps out of the order the query sorts them in")
+            seen.add(ipu)
             while without_steps and without_steps[-1] < ipu:
                 other = without_steps.pop()
-                _write_ipu(out, pid, scale, other, runs[other], iter(()))
+                track.write_ipu(other, runs[other], iter(()))
             if without_steps and without_steps[-1] == ipu:
                 without_steps.pop()
-            _write_ipu(out, pid, scale, ipu, runs.get(ipu, []), rows)
+            track.write_ipu(ipu, runs.get(ipu, []), rows)
         for other in reversed(without_steps):
-            _write_ipu(out, pid, scale, other, runs[other], iter(()))
+            track.write_ipu(other, runs[other], iter(()))
+        if track.damaged:
+            reader.check_value_types(("steps", "steps_by_ipu"))
+            raise CorruptReportError(
+                f"{reader.path!r}: steps_by_ipu holds a balance that is not a finite number", reader.path
+            )
         return {
             "displayTimeUnit": "ns",
             "otherData": {
@@ -215,96 +242,148 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
         reader.close()
 
 
-def _write_ipu(out: ChromeTraceWriter, pid: int, scale: float, ipu: int, run_items: list, rows: Iterator) -> None:
-    """The events of one IPU: its runs and steps merged by start (longest first, runs before steps)."""
-    order = sorted(range(len(run_items)), key=lambda k: (run_items[k][0], -run_items[k][1], k))
-    queued = [run_items[k] for k in order]
-    lanes: list[list[int]] = []  # per lane, the ends of the events still open on it
-
-    def place(start: int, end: int, event: dict) -> None:
-        lane = 0
-        while lane < len(lanes):
-            stack = lanes[lane]
-            while stack and stack[-1] <= start:
-                stack.pop()
-            if not stack or end <= stack[-1]:
-                stack.append(end)
-                break
-            lane += 1
-        else:
-            lanes.append([end])
-            tid = ipu if lane == 0 else ipu + lane * LANE_TID_STRIDE
-            name = f"IPU {ipu}" + (f" (overlap {lane})" if lane else "")
-            out.event({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
-            out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
-        event["ph"] = "X"
-        event["ts"] = _micro(start * scale)
-        event["dur"] = _micro((end - start) * scale)
-        event["pid"] = pid
-        event["tid"] = ipu if lane == 0 else ipu + lane * LANE_TID_STRIDE
-        out.event(event)
-
-    position = 0
-    for row in rows:
-        start, end = row[1], row[2]
-        while position < len(queued) and (queued[position][0], -queued[position][1]) <= (start, -end):
-            run_start, run_end, run_event = queued[position]
-            place(run_start, run_end, dict(run_event))
-            position += 1
-        place(start, end, _step_event(row))
-    for run_start, run_end, run_event in queued[position:]:
-        place(run_start, run_end, dict(run_event))
-
-
+#: Tables the execution export reads besides the steps (whose values the step query checks itself).
+_SMALL_TABLES = ("target", "ipus", "runs", "run_cycles_by_ipu")
+_INTEGER_COLUMNS = (
+    "b.ipu", "b.cycles_base", "b.all_cycles_from_min", "b.all_cycles_to_max", "b.step_id", "b.cycles",
+    "b.active_tiles", "b.data_in", "b.data_out", "b.tile_cycles_max", "s.run",
+)  # fmt: skip
+_REAL_COLUMNS = ("b.tile_balance", "b.active_tile_balance", "b.thread_balance", "b.data_balance")
+_LARGEST = "1.7976931348623157e308"
+#: 1 for a row with a value of the wrong type, or a balance that is not finite.
+_DAMAGED = " OR ".join(
+    [f"typeof({c}) != 'integer'" for c in _INTEGER_COLUMNS]
+    + [f"typeof({c}) NOT IN ('integer', 'real') OR abs({c}) > {_LARGEST}" for c in _REAL_COLUMNS]
+    + ["typeof(s.type) != 'text'", "typeof(s.name) != 'text'"]
+    + [f"typeof({c}) NOT IN ('integer', 'null')" for c in ("s.program", "s.compute_set")]
+)
 #: Profiled steps of the execution per IPU, with where each starts and ends in cycles, in the order
-#: their events are written: by IPU, then by start, longest first, then by step.
+#: their events are written: by IPU, then by start, longest first, then by step. Only the keys are
+#: sorted (into a materialised table, LIMIT keeping its ORDER BY, scanned first as CROSS JOIN keeps
+#: it the outer loop); each step's values are then looked up by primary key. The writer checks the
+#: order as it goes.
 _STEP_EVENTS = (
-    "SELECT b.ipu, b.cycles_base + b.all_cycles_from_min AS start, "
-    "max(b.cycles_base + b.all_cycles_from_min, b.cycles_base + b.all_cycles_to_max) AS finish, "
-    "b.step_id, b.cycles, b.active_tiles, b.tile_balance, b.active_tile_balance, b.thread_balance, "
-    "b.data_in, b.data_out, b.data_balance, b.tile_cycles_max, s.run, s.type, s.program, s.compute_set, s.name "
-    "FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE b.profiled = 1 "
-    "ORDER BY b.ipu, start, finish DESC, b.step_id"
+    "WITH o AS MATERIALIZED (SELECT b.ipu, b.step_id, b.cycles_base + b.all_cycles_from_min AS start, "
+    "max(b.cycles_base + b.all_cycles_from_min, b.cycles_base + b.all_cycles_to_max) AS finish "
+    "FROM steps_by_ipu b WHERE b.profiled = 1 ORDER BY b.ipu, start, finish DESC, b.step_id LIMIT -1) "
+    "SELECT o.ipu, o.start, o.finish, "
+    "b.step_id, s.run, s.type, b.cycles, b.tile_cycles_max, b.active_tiles, b.tile_balance, "
+    "b.active_tile_balance, b.thread_balance, b.data_in, b.data_out, b.data_balance, s.program, "
+    f"s.compute_set, s.name, {_DAMAGED} "
+    "FROM o CROSS JOIN steps_by_ipu b ON b.step_id = o.step_id AND b.ipu = o.ipu CROSS JOIN steps s ON s.id = o.step_id"
+)
+#: A step's event, with its fields in the order of the dict exporters write: name, cat, args, ph, ts,
+#: dur, pid, tid (%a of an int or a float is its JSON number).
+_STEP_JSON = (
+    b'{"name":%s,"cat":%s,"args":{"step":%d,"run":%d,"type":%s,"cycles":%d,"tile_cycles_max":%d,'
+    b'"active_tiles":%d,"tile_balance":%a,"active_tile_balance":%a,"thread_balance":%a,"data_in":%d,'
+    b'"data_out":%d,"data_balance":%a%s},"ph":"X","ts":%a,"dur":%a,"pid":%d,"tid":%d}'
 )
 
 
-def _step_event(row: tuple) -> dict:
-    (
-        _ipu,
-        _start,
-        _end,
-        sid,
-        cycles,
-        active,
-        tile_balance,
-        active_balance,
-        thread_balance,
-        data_in,
-        data_out,
-        data_balance,
-        tile_max,
-        run,
-        kind,
-        program,
-        cs,
-        name,
-    ) = row
-    args = {
-        "step": sid,
-        "run": run,
-        "type": kind,
-        "cycles": cycles,
-        "tile_cycles_max": tile_max,
-        "active_tiles": active,
-        "tile_balance": tile_balance,
-        "active_tile_balance": active_balance,
-        "thread_balance": thread_balance,
-        "data_in": data_in,
-        "data_out": data_out,
-        "data_balance": data_balance,
-    }
-    if program is not None:
-        args["program"] = program
-    if cs is not None:
-        args["compute_set"] = cs
-    return {"name": name or kind, "cat": kind, "args": args}
+class _Tracks:
+    """Writes each IPU's runs and steps as events on its tracks."""
+
+    def __init__(self, out: ChromeTraceWriter, pid: int, scale: float) -> None:
+        self._out = out
+        self._pid = pid
+        self._scale = scale
+        self._quoted: dict[str, bytes] = {}
+        self.damaged = False
+
+    def _quote(self, text: str) -> bytes:
+        found = self._quoted.get(text)
+        if found is None:
+            found = self._quoted[text] = dumps(text)
+        return found
+
+    def write_ipu(self, ipu: int, run_items: list, rows: Iterator) -> None:
+        """The events of one IPU: its runs and steps merged by start (longest first, runs before steps)."""
+        out, pid, scale, quote = self._out, self._pid, self._scale, self._quote
+        order = sorted(range(len(run_items)), key=lambda k: (run_items[k][0], -run_items[k][1], k))
+        queued = [run_items[k] for k in order]
+        lanes: list[list[int]] = []  # per lane, the ends of the events still open on it
+        tids: list[int] = []
+
+        def lane_of(start: int, end: int) -> int:
+            lane = 0
+            while lane < len(lanes):
+                stack = lanes[lane]
+                while stack and stack[-1] <= start:
+                    stack.pop()
+                if not stack or end <= stack[-1]:
+                    stack.append(end)
+                    return lane
+                lane += 1
+            lanes.append([end])
+            tid = ipu if lane == 0 else ipu + lane * LANE_TID_STRIDE
+            tids.append(tid)
+            name = f"IPU {ipu}" + (f" (overlap {lane})" if lane else "")
+            out.event({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+            out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+            return lane
+
+        def write_run(start: int, end: int, event: dict) -> None:
+            tid = tids[lane_of(start, end)]
+            out.event(
+                {
+                    **event,
+                    "ph": "X",
+                    "ts": _micro(start * scale),
+                    "dur": _micro((end - start) * scale),
+                    "pid": pid,
+                    "tid": tid,
+                }
+            )
+
+        position = 0
+        last_start, last_end = -(1 << 63), 1 << 63
+        for row in rows:
+            (_, start, end, step, run, kind, cycles, tile_max, active, tile_balance, active_balance, thread_balance,
+             data_in, data_out, data_balance, program, compute_set, name, damaged) = row  # fmt: skip
+            if start < last_start or (start == last_start and end > last_end):
+                raise AssertionError("SQLite returned the steps out of the order the query sorts them in")
+            last_start, last_end = start, end
+            while position < len(queued) and (queued[position][0], -queued[position][1]) <= (start, -end):
+                write_run(*queued[position])
+                position += 1
+            if damaged:
+                self.damaged = True
+                return
+            tid = tids[lane_of(start, end)]
+            ts = round(start * scale, 3)
+            whole = int(ts)
+            dur = round((end - start) * scale, 3)
+            whole_dur = int(dur)
+            extra = b""
+            if program is not None:
+                extra = b',"program":%d' % program
+            if compute_set is not None:
+                extra += b',"compute_set":%d' % compute_set
+            quoted_kind = quote(kind)
+            out.raw_event(
+                _STEP_JSON
+                % (
+                    quote(name) if name else quoted_kind,
+                    quoted_kind,
+                    step,
+                    run,
+                    quoted_kind,
+                    cycles,
+                    tile_max,
+                    active,
+                    tile_balance,
+                    active_balance,
+                    thread_balance,
+                    data_in,
+                    data_out,
+                    data_balance,
+                    extra,
+                    whole if whole == ts else ts,
+                    whole_dur if whole_dur == dur else dur,
+                    pid,
+                    tid,
+                )
+            )
+        for item in queued[position:]:
+            write_run(*item)

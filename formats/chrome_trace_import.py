@@ -83,10 +83,11 @@ class ImportStats:
 class _Thread:
     """A (pid, tid) seen: its index in the staging file and its B events waiting for their E."""
 
-    __slots__ = ("index", "stack")
+    __slots__ = ("index", "count", "stack")
 
     def __init__(self, index: int) -> None:
         self.index = index
+        self.count = 0  # events staged
         self.stack: list[tuple[int, int]] = []  # (seq, start) of B events not ended yet
 
 
@@ -180,16 +181,6 @@ class _Importer:
             raise self.fail(parts, f"expected {what} (a string), found {describe(value)}")
         return value
 
-    def _args(self, event: dict, parts: list) -> dict | None:
-        args = event.get("args")
-        if args is not None and not isinstance(args, dict):
-            raise self.fail(parts + ["args"], f"expected an object, found {describe(args)}")
-        extra = {k: v for k, v in event.items() if k not in _CORE_KEYS}
-        if extra:
-            args = dict(args or {})
-            args["_chrome"] = extra
-        return args
-
     def add(self, parts: list, event: Any) -> None:
         """Check one trace event and stage it."""
         if not isinstance(event, dict):
@@ -267,6 +258,7 @@ class _Importer:
             ]
         )
         self.stats.events += 1
+        thread.count += 1
         if len(self._batch) >= BATCH:
             self._flush()
 
@@ -377,18 +369,7 @@ class _Importer:
             channel_ids = [writer.channel(name) for name in self.channels]
             used = set(self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
-                counts = self._lane_sizes(thread.index)
-                lane_tids = []
-                for lane in range(len(counts)):
-                    if lane == 0:
-                        lane_tids.append(tid)
-                    else:
-                        lane_tids.append(_free_tid(pid, tid, lane, used))
-                        base = self.thread_names.get((pid, tid), f"thread {tid}")
-                        writer.add_thread(pid, lane_tids[lane], f"{base} (overlap {lane})")
-                firsts = [writer.reserve_event_ids(count) for count in counts]
-                self._write_thread(writer, pid, thread.index, lane_tids, firsts, channel_ids)
-                self.stats.threads += len(counts)
+                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
@@ -403,61 +384,52 @@ class _Importer:
         """A thread's staged events by start, longest first (open events first), then in file order."""
         return self._db.execute(f"SELECT {columns} FROM stage WHERE thread = ? ORDER BY start, neg_end, seq", (thread,))
 
-    def _lane_sizes(self, thread: int) -> list[int]:
-        """How many events each lane of a thread gets (as `assign_lanes` places them)."""
-        counts: list[int] = []
-        stacks: list[list[int]] = []
-        cursor = self._ordered("start, neg_end", thread)
-        while rows := cursor.fetchmany(BATCH):
-            for start, neg_end in rows:
-                end = _INFINITY if neg_end is None else -neg_end
-                lane = 0
-                for stack in stacks:
-                    while stack and stack[-1] <= start and stack[-1] != _INFINITY:
-                        stack.pop()
-                    if not stack or end <= stack[-1]:
-                        stack.append(end)
-                        break
-                    lane += 1
-                else:
-                    stacks.append([end])
-                    counts.append(0)
-                counts[lane] += 1
-        return counts
-
-    def _write_thread(
-        self, writer: Any, pid: int, thread: int, lane_tids: list[int], firsts: list[int], channel_ids: list[int]
-    ) -> None:
-        """A thread's events, placed again as `_lane_sizes` placed them, with their ids and parents."""
-        stacks: list[list[tuple[int, int]]] = [[] for _ in lane_tids]  # per lane: (end, id) of open events
-        next_ids = list(firsts)
-        cursor = self._ordered("start, neg_end, label, channel, args", thread)
+    def _write_thread(self, writer: Any, pid: int, tid: int, thread: _Thread, used: set, channel_ids: list[int]) -> int:
+        """Write a thread's events in one pass by start, longest first: each goes to the first lane
+        (track) where it nests, as `assign_lanes` places them, and gets the next id; lanes after
+        the first become threads "... (overlap N)". Returns the number of lanes."""
+        if not thread.count:
+            return 0
+        next_id = writer.reserve_event_ids(thread.count)
+        stacks: list[list[tuple[int, int]]] = []  # per lane: (end, id) of its open events
+        lane_tids: list[int] = []
+        cursor = self._ordered("start, neg_end, label, channel, args", thread.index)
         while rows := cursor.fetchmany(BATCH):
             out: list[list[tuple]] = [[] for _ in lane_tids]
             out_args: list[list[tuple[int, str]]] = [[] for _ in lane_tids]
             for start, neg_end, label, channel, args in rows:
                 end = _INFINITY if neg_end is None else -neg_end
                 lane = 0
-                while True:  # the first pass made as many lanes as this one fills
-                    stack = stacks[lane]
+                for stack in stacks:
                     while stack and stack[-1][0] <= start and stack[-1][0] != _INFINITY:
                         stack.pop()
                     if not stack or end <= stack[-1][0]:
                         break
                     lane += 1
-                event_id = next_ids[lane]
-                next_ids[lane] += 1
-                parent = stack[-1][1] if stack else None
-                stack.append((end, event_id))
-                if neg_end is None:
-                    out[lane].append((event_id, parent, label, channel_ids[channel], start, None, 0))
                 else:
-                    out[lane].append((event_id, parent, label, channel_ids[channel], start, end - start, 1))
+                    stacks.append([])
+                    out.append([])
+                    out_args.append([])
+                    if lane == 0:
+                        lane_tids.append(tid)
+                    else:
+                        lane_tids.append(_free_tid(pid, tid, lane, used))
+                        base = self.thread_names.get((pid, tid), f"thread {tid}")
+                        writer.add_thread(pid, lane_tids[lane], f"{base} (overlap {lane})")
+                stack = stacks[lane]
+                parent = stack[-1][1] if stack else None
+                stack.append((end, next_id))
+                if neg_end is None:
+                    out[lane].append((next_id, parent, label, channel_ids[channel], start, None, 0))
+                else:
+                    out[lane].append((next_id, parent, label, channel_ids[channel], start, end - start, 1))
                 if args is not None:
-                    out_args[lane].append((event_id, args))
+                    out_args[lane].append((next_id, args))
+                next_id += 1
             for lane, lane_tid in enumerate(lane_tids):
                 if out[lane]:
                     writer.insert_event_rows(pid, lane_tid, out[lane], out_args[lane])
+        return len(lane_tids)
 
 
 def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:

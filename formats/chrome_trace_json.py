@@ -30,6 +30,10 @@ _FAST_DEPTH = MAX_DEPTH - 10
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 #: An integer literal of 19 or more digits may not fit in 64 bits: the exact reader decides.
 _LONG_DIGITS = re.compile(rb"(?<![0-9.])[0-9]{19}(?![.eE])")
+#: Digits as "0" and every other byte as " ", to find runs of 19 digits at memory speed first.
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_NINETEEN_ZEROS = b"0" * 19
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"{}[]")
 _SPACE = b" \t\r\n"
 
 
@@ -216,7 +220,7 @@ class _FastReader:
                 if self._skip_space() == ord("]"):
                     raise NotFastError("a comma before the closing bracket")
             for event in self._block():
-                yield prefix + [index], _exact_like(event, 1)
+                yield prefix + [index], event
                 index += 1
         if prefix:
             others.update(self._tail())
@@ -233,7 +237,7 @@ class _FastReader:
         if match is None:
             raise NotFastError("no traceEvents key near the start")
         head = self._buf[self._pos : match.start()]
-        if b"traceEvents" in head or _LONG_DIGITS.search(head):
+        if b"traceEvents" in head or _long_integer(head):
             raise NotFastError("an earlier traceEvents text or a long integer")
         try:
             document = orjson.loads(head + b'"traceEvents":[]}')
@@ -255,7 +259,7 @@ class _FastReader:
             text = b"{" + text
         else:
             raise NotFastError("no comma or brace after traceEvents")
-        if b"traceEvents" in text or _LONG_DIGITS.search(text):
+        if b"traceEvents" in text or _long_integer(text):
             raise NotFastError("another traceEvents text or a long integer")
         try:
             document = orjson.loads(text)
@@ -284,14 +288,34 @@ class _FastReader:
                             raise NotFastError("invalid JSON") from None
                         cut = buf.rfind(b"}", pos, cut)  # the cut fell inside an event
                         continue
-                    if _LONG_DIGITS.search(data):
+                    if _long_integer(data):
                         raise NotFastError("a long integer")
                     self._pos = cut + 1
+                    if b"[" in data[1:-1] or not _shallow(data):  # arrays to remake, or nesting to check
+                        return [_exact_like(event, 1) for event in events]
                     return events
                 cut = buf.rfind(b"}", pos, cut)
             if self._eof and limit >= len(buf):
                 raise NotFastError("the array is not closed")
             size *= 2
+
+
+def _shallow(data: bytes, rounds: int = 8) -> bool:
+    """Whether the brackets of `data` nest at most `rounds` deep (False too when brackets in strings
+    leave them unbalanced): innermost pairs are removed, a round at a time."""
+    brackets = data.translate(None, _NOT_BRACKETS)
+    for _ in range(rounds):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"{}", b"").replace(b"[]", b"")
+    return not brackets
+
+
+def _long_integer(text: bytes) -> bool:
+    """Whether `text` may hold an integer literal of 19 or more digits."""
+    if text.translate(_DIGITS_AS_ZEROS).find(_NINETEEN_ZEROS) < 0:
+        return False
+    return _LONG_DIGITS.search(text) is not None
 
 
 def _exact_like(value: Any, depth: int) -> Any:

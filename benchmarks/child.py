@@ -92,7 +92,20 @@ def write(source: str, scratch: str, repeat: str) -> dict:
     return measure_writes(content, scratch, int(repeat))
 
 
+def _chrome(name: str):
+    def task(*args: str) -> dict:
+        from . import bench_chrome
+
+        return getattr(bench_chrome, name)(*args)
+
+    return task
+
+
 TASKS = {
+    "chrome-export": _chrome("export_ours"),
+    "chrome-export-naive": _chrome("export_naive"),
+    "chrome-import": _chrome("import_ours"),
+    "chrome-import-ijson": _chrome("import_ijson"),
     "json-answer": json_answer,
     "ijson-answer": ijson_answer,
     "pva-answer": pva_answer,

@@ -87,6 +87,11 @@ class ChromeTraceWriter:
         return self._count
 
 
+def _finite(value: Any) -> bool:
+    """Whether a REAL column's value is a finite number."""
+    return (type(value) is float or type(value) is int) and -_LARGEST <= value <= _LARGEST
+
+
 def _micro(value: float) -> float | int:
     rounded = round(value, 3)
     return int(rounded) if float(rounded).is_integer() else rounded
@@ -181,7 +186,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
     """Write a report's execution: one track per IPU, one event per step (and per run).
 
     One SQL pass reads the steps of each IPU ordered by start (longest first, then by step), the
-    order the events are written in, and checks the type of every value it reads; a step that
+    order the events are written in, and the type of every value read is checked; a step that
     overlaps an earlier one without nesting in it goes to the IPU's first extra track where it
     nests, named "IPU n (overlap k)" and declared just before its first event.
     """
@@ -191,6 +196,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
     reader = ProfileReader(path)
     try:
         reader.check_value_types(_SMALL_TABLES)
+        reader.read_without_memory_map()
         clock = float(reader.target["clock_frequency"]) or 1.0
         scale = 1e6 / clock
         pid = 1
@@ -212,11 +218,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             )
         track = _Tracks(out, pid, scale)
         without_steps = sorted(runs, reverse=True)  # IPUs not reached yet, the next one last
-        seen: set[Any] = set()
         for ipu, rows in groupby(reader.export_rows(_STEP_EVENTS), key=lambda row: row[0]):
-            if ipu in seen or (seen and ipu < max(seen)):
-                raise AssertionError("SQLite returned the steps out of the order the query sorts them in")
-            seen.add(ipu)
             while without_steps and without_steps[-1] < ipu:
                 other = without_steps.pop()
                 track.write_ipu(other, runs[other], iter(()))
@@ -242,36 +244,24 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
         reader.close()
 
 
-#: Tables the execution export reads besides the steps (whose values the step query checks itself).
+#: Tables the execution export reads besides the steps (whose values the writer checks as it goes).
 _SMALL_TABLES = ("target", "ipus", "runs", "run_cycles_by_ipu")
-_INTEGER_COLUMNS = (
-    "b.ipu", "b.cycles_base", "b.all_cycles_from_min", "b.all_cycles_to_max", "b.step_id", "b.cycles",
-    "b.active_tiles", "b.data_in", "b.data_out", "b.tile_cycles_max", "s.run",
-)  # fmt: skip
-_REAL_COLUMNS = ("b.tile_balance", "b.active_tile_balance", "b.thread_balance", "b.data_balance")
-_LARGEST = "1.7976931348623157e308"
-#: 1 for a row with a value of the wrong type, or a balance that is not finite.
-_DAMAGED = " OR ".join(
-    [f"typeof({c}) != 'integer'" for c in _INTEGER_COLUMNS]
-    + [f"typeof({c}) NOT IN ('integer', 'real') OR abs({c}) > {_LARGEST}" for c in _REAL_COLUMNS]
-    + ["typeof(s.type) != 'text'", "typeof(s.name) != 'text'"]
-    + [f"typeof({c}) NOT IN ('integer', 'null')" for c in ("s.program", "s.compute_set")]
-)
-#: Profiled steps of the execution per IPU, with where each starts and ends in cycles, in the order
-#: their events are written: by IPU, then by start, longest first, then by step. Only the keys are
-#: sorted (into a materialised table, LIMIT keeping its ORDER BY, scanned first as CROSS JOIN keeps
-#: it the outer loop); each step's values are then looked up by primary key. The writer checks the
-#: order as it goes.
+#: Strings whose JSON text is kept for reuse, at most.
+_QUOTED_LIMIT = 1024
+#: Largest finite double: a balance beyond it is infinite.
+_LARGEST = 1.7976931348623157e308
+#: Profiled steps of the execution per IPU, in the order their events are written: by IPU, then by
+#: start, longest first, then by step.
 _STEP_EVENTS = (
-    "WITH o AS MATERIALIZED (SELECT b.ipu, b.step_id, b.cycles_base + b.all_cycles_from_min AS start, "
-    "max(b.cycles_base + b.all_cycles_from_min, b.cycles_base + b.all_cycles_to_max) AS finish "
-    "FROM steps_by_ipu b WHERE b.profiled = 1 ORDER BY b.ipu, start, finish DESC, b.step_id LIMIT -1) "
-    "SELECT o.ipu, o.start, o.finish, "
+    "SELECT b.ipu, b.cycles_base, b.all_cycles_from_min, b.all_cycles_to_max, "
     "b.step_id, s.run, s.type, b.cycles, b.tile_cycles_max, b.active_tiles, b.tile_balance, "
     "b.active_tile_balance, b.thread_balance, b.data_in, b.data_out, b.data_balance, s.program, "
-    f"s.compute_set, s.name, {_DAMAGED} "
-    "FROM o CROSS JOIN steps_by_ipu b ON b.step_id = o.step_id AND b.ipu = o.ipu CROSS JOIN steps s ON s.id = o.step_id"
+    "s.compute_set, s.name FROM steps_by_ipu b JOIN steps s ON s.id = b.step_id WHERE b.profiled = 1 "
+    "ORDER BY b.ipu, b.cycles_base + b.all_cycles_from_min, "
+    "max(b.cycles_base + b.all_cycles_from_min, b.cycles_base + b.all_cycles_to_max) DESC, b.step_id"
 )
+
+
 #: A step's event, with its fields in the order of the dict exporters write: name, cat, args, ph, ts,
 #: dur, pid, tid (%a of an int or a float is its JSON number).
 _STEP_JSON = (
@@ -294,7 +284,9 @@ class _Tracks:
     def _quote(self, text: str) -> bytes:
         found = self._quoted.get(text)
         if found is None:
-            found = self._quoted[text] = dumps(text)
+            found = dumps(text)
+            if len(self._quoted) < _QUOTED_LIMIT:  # step types repeat; names mostly do not
+                self._quoted[text] = bytes(found)
         return found
 
     def write_ipu(self, ipu: int, run_items: list, rows: Iterator) -> None:
@@ -339,17 +331,27 @@ class _Tracks:
         position = 0
         last_start, last_end = -(1 << 63), 1 << 63
         for row in rows:
-            (_, start, end, step, run, kind, cycles, tile_max, active, tile_balance, active_balance, thread_balance,
-             data_in, data_out, data_balance, program, compute_set, name, damaged) = row  # fmt: skip
+            (row_ipu, base, first, last, step, run, kind, cycles, tile_max, active, tile_balance, active_balance,
+             thread_balance, data_in, data_out, data_balance, program, compute_set, name) = row  # fmt: skip
+            if not (
+                int is type(row_ipu) is type(base) is type(first) is type(last) is type(step) is type(run) is type(cycles)
+                is type(tile_max) is type(active) is type(data_in) is type(data_out)
+                and str is type(kind) is type(name)
+                and (program is None or type(program) is int)
+                and (compute_set is None or type(compute_set) is int)
+                and _finite(tile_balance) and _finite(active_balance) and _finite(thread_balance)
+                and _finite(data_balance)
+            ):  # fmt: skip
+                self.damaged = True
+                return
+            start = base + first
+            end = max(start, base + last)
             if start < last_start or (start == last_start and end > last_end):
                 raise AssertionError("SQLite returned the steps out of the order the query sorts them in")
             last_start, last_end = start, end
             while position < len(queued) and (queued[position][0], -queued[position][1]) <= (start, -end):
                 write_run(*queued[position])
                 position += 1
-            if damaged:
-                self.damaged = True
-                return
             tid = tids[lane_of(start, end)]
             ts = round(start * scale, 3)
             whole = int(ts)

@@ -21,6 +21,11 @@ class ExportQueries:
         """The rows of one of the exporters' own queries, fetched in batches."""
         return self.file.iterate(sql, params, batch)  # type: ignore[attr-defined]
 
+    def read_without_memory_map(self) -> None:
+        """Read pages with read() rather than through the memory map, for an exporter that reads each
+        row once: its resident memory then holds the pages in use, not every page it touched."""
+        self.file.conn.execute("PRAGMA mmap_size = 0")  # type: ignore[attr-defined]
+
     def check_value_types(self, tables: Iterable[str] | None = None) -> None:
         """Raise CorruptReportError at the first value whose type breaks the schema (one scan per table).
 

@@ -22,7 +22,7 @@ from .legacy.jsonstream import json_events
 from .legacy.tree import MAX_DEPTH, InputProblem, build_tree, describe, location
 
 #: Bytes of events parsed in one orjson call (a single larger event is parsed whole).
-FAST_BLOCK = 4 << 20
+FAST_BLOCK = 1 << 20
 #: Most bytes read while looking for the traceEvents key of the object form.
 _HEAD_LIMIT = 64 << 20
 #: Nesting the fast reader accepts: well below the exact reader's limit (legacy.tree.MAX_DEPTH).

@@ -564,10 +564,10 @@ class TraceWriter(SqliteFileWriter):
             [(pid, tid, name, index) for (pid, tid), (name, index, _) in sorted(registry.threads.items())],
         )
         self.insert("channels", ("id", "name"), [(i, name) for name, i in registry.channels.items()])
-        self.insert(
+        self.insert(  # a thread at a time: memory holds one thread's columns, not the file's
             "thread_event_columns",
             ("pid", "tid", "num_events", "data"),
-            list(thread_columns_rows(self.execute, sorted(registry.threads))),
+            thread_columns_rows(self.execute, sorted(registry.threads)),
         )
         self.set_metadata(last_timestamp=self._last)
 
@@ -680,7 +680,7 @@ class TraceAppender:
             threads = conn.execute("SELECT pid, tid FROM threads ORDER BY pid, tid").fetchall()
             conn.executemany(
                 "INSERT OR REPLACE INTO thread_event_columns (pid, tid, num_events, data) VALUES (?, ?, ?, ?)",
-                list(thread_columns_rows(conn.execute, threads)),
+                thread_columns_rows(conn.execute, threads),
             )
             for statement in self._index_ddl.split(";"):
                 if statement.strip():

@@ -124,10 +124,10 @@ class _Importer:
 
     def close(self) -> None:
         """Remove the staging file."""
-        db = getattr(self, "_db", None)
+        db: sqlite3.Connection | None = getattr(self, "_db", None)
         if db is not None:
             db.close()
-            self._db = None
+            del self._db
         self._staging.abort()
 
     def fail(self, parts: list, message: str) -> InvalidInputError:
@@ -203,7 +203,7 @@ class _Importer:
         if phase == "M":
             self._metadata(event, parts, pid, tid, label)
             return
-        ts = event.get("ts")
+        ts: Any = event.get("ts")
         kind = type(ts)
         if kind is float or kind is int:
             ts = float(ts)

@@ -274,7 +274,9 @@ class TraceWriter(SqliteFileWriter):
         self._next_id += max(0, int(count))
         return first
 
-    def insert_event_rows(self, pid: int, tid: int, rows: Sequence[tuple], args: Sequence[tuple[int, str]] = ()) -> None:
+    def insert_event_rows(
+        self, pid: int, tid: int, rows: Sequence[tuple], args: Sequence[tuple[int, str]] = ()
+    ) -> None:
         """Insert events of one thread whose ids, parents and nesting the caller has worked out.
 
         For converters that nest events themselves, a batch at a time: `rows` are ``(id, parent,

@@ -37,6 +37,10 @@ MEASUREMENTS = {
     "fleet-add",
     "fleet-query",
     "fleet-report-cost",
+    "chrome-export-rate",
+    "chrome-export-memory",
+    "chrome-import-rate",
+    "chrome-import-memory",
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}

@@ -106,7 +106,20 @@ def debug_cbor2(path: str) -> dict:
     return baseline(path)
 
 
+def _chrome(name: str):
+    def task(*args: str) -> dict:
+        from . import bench_chrome
+
+        return getattr(bench_chrome, name)(*args)
+
+    return task
+
+
 TASKS = {
+    "chrome-export": _chrome("export_ours"),
+    "chrome-export-naive": _chrome("export_naive"),
+    "chrome-import": _chrome("import_ours"),
+    "chrome-import-ijson": _chrome("import_ijson"),
     "json-answer": json_answer,
     "ijson-answer": ijson_answer,
     "pva-answer": pva_answer,

@@ -502,6 +502,121 @@ def measure_growth(ctx: Context) -> list[Row]:
     return rows
 
 
+# -- Chrome trace export and import ----------------------------------------------------------------
+
+
+def measure_chrome_export(ctx: Context) -> list[Row]:
+    """The rate side by side in this process (alternating); the peak memory of each in a child process."""
+    from formats.exporters.chrome import export_chrome_trace
+
+    from . import bench_chrome as chrome
+
+    pop = str(ctx.main.pop)
+    scratch = ctx.scratch()
+    try:
+        out = os.path.join(scratch, "execution.json")
+        naive_out = os.path.join(scratch, "naive.json")
+        medians, times, _ = alternate(
+            {"ours": lambda: export_chrome_trace(pop, out), "naive": lambda: chrome.export_naive(pop, naive_out)},
+            min(ctx.repeat, 3),
+        )
+        mb = os.path.getsize(out) / 1e6
+        with open(out, "rb") as handle:
+            events = chrome.count_events(handle)
+        os.unlink(out)
+        runs = alternate_children(
+            {"ours": ("chrome-export", pop, out), "naive": ("chrome-export-naive", pop, naive_out)}, 1
+        )
+    finally:
+        for name in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, name))
+        os.rmdir(scratch)
+    naive_mb = runs["naive"][0]["output_bytes"] / 1e6
+    rate, naive_rate = mb / medians["ours"], naive_mb / medians["naive"]
+    peak, naive_peak = runs["ours"][0]["peak_mb"], runs["naive"][0]["peak_mb"]
+    what = "naive exporter: one query, one json.dumps per event, same steps"
+    return [
+        Row(
+            "chrome-export-rate",
+            f"pva export --format chrome-trace of {ctx.main.size} ({events:,} events, {mb:,.0f} MB of JSON): rate",
+            rate,
+            naive_rate,
+            "MB/s",
+            what,
+            f">= {chrome.EXPORT_RATE_TARGET:g} MB/s",
+            rate >= chrome.EXPORT_RATE_TARGET,
+            details={"times": _ms(times), "naive_bytes": naive_mb * 1e6},
+        ),
+        Row(
+            "chrome-export-memory",
+            f"pva export --format chrome-trace of {ctx.main.size}: peak memory (own process)",
+            peak,
+            naive_peak,
+            "MB",
+            what,
+            f"<= {chrome.EXPORT_PEAK_TARGET:g} MB",
+            peak <= chrome.EXPORT_PEAK_TARGET,
+            details={
+                "ours_runs": _runs(runs["ours"], "seconds", "peak_mb"),
+                "baseline_runs": _runs(runs["naive"], "seconds", "peak_mb"),
+            },
+        ),
+    ]
+
+
+def measure_chrome_import(ctx: Context) -> list[Row]:
+    from . import bench_chrome as chrome
+
+    events = chrome.IMPORT_EVENTS[ctx.main.size]
+    trace = str(chrome.chrome_trace(events, ctx.log))
+    scratch = ctx.scratch()
+    try:
+        runs = alternate_children(
+            {
+                "ours": ("chrome-import", trace, os.path.join(scratch, "trace.pvti")),
+                "ijson": ("chrome-import-ijson", trace),
+            },
+            ctx.child_repeat,
+        )
+    finally:
+        for name in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, name))
+        os.rmdir(scratch)
+    mb = os.path.getsize(trace) / 1e6
+    rate = mb / median_of(runs["ours"], "seconds")
+    ijson_rate = mb / median_of(runs["ijson"], "seconds")
+    peak, ijson_peak = median_of(runs["ours"], "peak_mb"), median_of(runs["ijson"], "peak_mb")
+    # the memory target is for 10**7 events; smaller traces get it in proportion, never below 200 MB
+    peak_target = max(200.0, chrome.IMPORT_PEAK_TARGET * events / 10**7)
+    what = "ijson streaming every event of the same file"
+    return [
+        Row(
+            "chrome-import-rate",
+            f"pva convert of a Chrome trace of {events:,} events ({mb:,.0f} MB): rate",
+            rate,
+            ijson_rate,
+            "MB/s",
+            what,
+            f">= {chrome.IMPORT_RATE_TARGET:g} MB/s",
+            rate >= chrome.IMPORT_RATE_TARGET,
+            details={
+                "ours_runs": _runs(runs["ours"], "seconds", "peak_mb", "events", "threads", "output_bytes"),
+                "baseline_runs": _runs(runs["ijson"], "seconds", "peak_mb", "events"),
+            },
+        ),
+        Row(
+            "chrome-import-memory",
+            f"pva convert of a Chrome trace of {events:,} events: peak memory (own process)",
+            peak,
+            ijson_peak,
+            "MB",
+            what,
+            f"<= {peak_target:,.0f} MB",
+            peak <= peak_target,
+        ),
+    ]
+
+
 # -- the whole suite -------------------------------------------------------------------------------
 
 #: Measurement names for --only, in the order they run.
@@ -519,6 +634,8 @@ MEASUREMENTS = (
     "query-reports",
     "fleet",
     "debug-contexts",
+    "chrome-export",
+    "chrome-import",
     "growth",
 )
 
@@ -537,6 +654,8 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
         "write": measure_write,
         "file-size": measure_file_size,
         "startup": measure_startup,
+        "chrome-export": measure_chrome_export,
+        "chrome-import": measure_chrome_import,
     }
     from .bench_debug import measure_debug_contexts
     from .bench_query import measure_fleet, measure_query_reports

@@ -71,7 +71,7 @@ def convert(
         if not report.kernels:
             result.warnings.append("the compile report has no per-kernel table; only the overall estimate was kept")
         return result
-    from .chrome_trace import import_chrome_trace
+    from .chrome_trace_import import import_chrome_trace
 
     stats = import_chrome_trace(info.path, output, progress=progress)
     result.warnings.extend(stats.warnings)

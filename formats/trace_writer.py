@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import sqlite3
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -261,16 +260,43 @@ class TraceWriter(SqliteFileWriter):
         )
         self.set_metadata(clock="steady", state=STATE_COMPLETE)
         self._registry = _ThreadRegistry()
-        # Per event id: start, end (_OPEN if it never ended), thread index.
-        self._starts = array("q")
-        self._ends = array("q")
-        self._threads = array("q")
+        self._next_id = 0
         self._last = 0
 
     @property
     def next_event_id(self) -> int:
         """The id the next event added will get."""
-        return len(self._starts)
+        return self._next_id
+
+    def reserve_event_ids(self, count: int) -> int:
+        """Set aside `count` consecutive event ids for `insert_event_rows`; returns the first."""
+        first = self._next_id
+        self._next_id += max(0, int(count))
+        return first
+
+    def insert_event_rows(
+        self, pid: int, tid: int, rows: Sequence[tuple], args: Sequence[tuple[int, str]] = ()
+    ) -> None:
+        """Insert events of one thread whose ids, parents and nesting the caller has worked out.
+
+        For converters that nest events themselves, a batch at a time: `rows` are ``(id, parent,
+        label, channel id, timestamp, duration, complete)`` with ids from `reserve_event_ids`,
+        parents on the same thread (None for a root), channel ids from `channel`, and a None
+        duration for an event that never ended; `args` are ``(id, JSON object text)``.
+        """
+        pid = _check_id(pid, "pid", self.path)
+        tid = _check_id(tid, "tid", self.path)
+        self._registry.thread(pid, tid)
+        last = self._last
+        for row in rows:
+            start = row[4]
+            end = start if row[5] is None else start + row[5]
+            if end > last:
+                last = end
+        self._last = last
+        self.insert("events", _EVENT_COLUMNS, [(pid, tid, *row) for row in rows])
+        if args:
+            self.insert("event_args", ("event", "args"), args)
 
     # -- processes, threads, channels ----------------------------------------------------
 
@@ -390,7 +416,7 @@ class TraceWriter(SqliteFileWriter):
             args = list(args)
             if len(args) != n:
                 raise InvalidInputError(f"{where}: expected {n} args, got {len(args)}")
-        thread = self._registry.thread(pid, tid)
+        self._registry.thread(pid, tid)
         first = self.next_event_id
 
         if isinstance(parents, str):
@@ -412,7 +438,7 @@ class TraceWriter(SqliteFileWriter):
                 parent_id = np.array(
                     [-1 if p is None else _check_id(p, "parent", where) for p in given], dtype=np.int64
                 )
-            self._check_parents(where, labels, ids, parent_id, start, end, done, thread, first)
+            self._check_parents(where, labels, ids, parent_id, start, end, pid, tid, first)
 
         rows = []
         args_rows = []
@@ -436,10 +462,7 @@ class TraceWriter(SqliteFileWriter):
         self.insert("events", _EVENT_COLUMNS, rows)
         if args_rows:
             self.insert("event_args", ("event", "args"), args_rows)
-        in_order = order
-        self._starts.extend(start[in_order].tolist())
-        self._ends.extend(end[in_order].tolist())
-        self._threads.extend([thread] * n)
+        self._next_id = first + n
         closed = end[~open_]
         if closed.size:
             self._last = max(self._last, int(closed.max()))
@@ -455,8 +478,8 @@ class TraceWriter(SqliteFileWriter):
         parent_id: np.ndarray,
         start: np.ndarray,
         end: np.ndarray,
-        done: np.ndarray,
-        thread: int,
+        pid: int,
+        tid: int,
         first: int,
     ) -> None:
         has = parent_id >= 0
@@ -468,18 +491,22 @@ class TraceWriter(SqliteFileWriter):
             raise InvalidInputError(
                 f"{where}: event {labels[k]!r} names parent {int(parent_id[k])}, which is not an event added before it"
             )
-        old_starts = np.frombuffer(self._starts, dtype=np.int64) if len(self._starts) else np.zeros(0, np.int64)
-        old_ends = np.frombuffer(self._ends, dtype=np.int64) if len(self._ends) else np.zeros(0, np.int64)
-        old_threads = np.frombuffer(self._threads, dtype=np.int64) if len(self._threads) else np.zeros(0, np.int64)
         in_batch = parent_id >= first
-        old = np.clip(parent_id, 0, max(0, first - 1))
         new = np.clip(parent_id - first, 0, max(0, len(labels) - 1))
-        p_start = np.where(in_batch, start[new], old_starts[old] if first else 0)
-        p_end = np.where(in_batch, end[new], old_ends[old] if first else 0)
-        p_thread = np.where(in_batch, thread, old_threads[old] if first else -1)
+        p_start = np.where(in_batch, start[new], 0)
+        p_end = np.where(in_batch, end[new], 0)
+        p_here = in_batch.copy()
+        earlier = sorted(set(parent_id[has & ~in_batch].tolist()))
+        if earlier:
+            found = self._earlier_events(pid, tid, earlier)
+            for k in np.flatnonzero(has & ~in_batch).tolist():
+                event = found.get(int(parent_id[k]))
+                if event is not None:
+                    p_start[k], p_end[k] = event
+                    p_here[k] = True
         p_done = p_end != _OPEN
         checks = (
-            (has & (p_thread != thread), "is on another thread"),
+            (has & ~p_here, "is on another thread"),
             (has & (start < p_start), "starts before it"),
             (has & p_done & (end > p_end), "ends after it"),
         )
@@ -493,6 +520,19 @@ class TraceWriter(SqliteFileWriter):
                     f"{where}: event {labels[k]!r} [{int(start[k])}, {shown_end}] is not within its parent event "
                     f"{int(parent_id[k])} [{int(p_start[k])}, {parent_end}]: it {problem}"
                 )
+
+    def _earlier_events(self, pid: int, tid: int, ids: list[int]) -> dict[int, tuple[int, int]]:
+        """Start and end (_OPEN if it never ended) of events added earlier on a thread, by id."""
+        found: dict[int, tuple[int, int]] = {}
+        for at in range(0, len(ids), 500):
+            part = ids[at : at + 500]
+            marks = ", ".join("?" * len(part))
+            for event, start, duration in self.execute(
+                f"SELECT id, timestamp, duration FROM events WHERE pid = ? AND tid = ? AND id IN ({marks})",
+                (pid, tid, *part),
+            ):
+                found[event] = (start, _OPEN if duration is None else start + duration)
+        return found
 
     def add_counter_samples(self, pid: int, name: str, timestamps: Any, values: Any, series: str = "") -> None:
         """Add samples of a counter (Chrome trace "C" events, libpvti graphs) of a process."""
@@ -526,10 +566,10 @@ class TraceWriter(SqliteFileWriter):
             [(pid, tid, name, index) for (pid, tid), (name, index, _) in sorted(registry.threads.items())],
         )
         self.insert("channels", ("id", "name"), [(i, name) for name, i in registry.channels.items()])
-        self.insert(
+        self.insert(  # a thread at a time: memory holds one thread's columns, not the file's
             "thread_event_columns",
             ("pid", "tid", "num_events", "data"),
-            list(thread_columns_rows(self.execute, sorted(registry.threads))),
+            thread_columns_rows(self.execute, sorted(registry.threads)),
         )
         self.set_metadata(last_timestamp=self._last)
 
@@ -642,7 +682,7 @@ class TraceAppender:
             threads = conn.execute("SELECT pid, tid FROM threads ORDER BY pid, tid").fetchall()
             conn.executemany(
                 "INSERT OR REPLACE INTO thread_event_columns (pid, tid, num_events, data) VALUES (?, ?, ?, ?)",
-                list(thread_columns_rows(conn.execute, threads)),
+                thread_columns_rows(conn.execute, threads),
             )
             for statement in self._index_ddl.split(";"):
                 if statement.strip():

@@ -38,6 +38,10 @@ MEASUREMENTS = {
     "fleet-query",
     "fleet-report-cost",
     "debug-contexts",
+    "chrome-export-rate",
+    "chrome-export-memory",
+    "chrome-import-rate",
+    "chrome-import-memory",
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import pva
-from formats.chrome_trace import assign_lanes, import_chrome_trace
+from formats.chrome_trace_import import assign_lanes, import_chrome_trace
 from formats.errors import InvalidInputError
 from formats.exporters.chrome import export_chrome_trace
 

@@ -77,7 +77,7 @@ def test_every_exporter_lives_under_formats_exporters(name):
 
 def test_exporters_read_through_the_query_layer():
     sources = [
-        ROOT / "formats" / "chrome_trace.py",
+        ROOT / "formats" / "chrome_trace_export.py",
         ROOT / "formats" / "legacy" / "exporter.py",
         *sorted((ROOT / "formats" / "exporters").glob("*.py")),
     ]

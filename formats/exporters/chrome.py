@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..atomic import AtomicOutput
-from ..chrome_trace import (
+from ..chrome_trace_export import (
     ChromeTraceWriter,
     write_report_execution,
     write_trace_file_events,

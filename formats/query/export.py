@@ -3,7 +3,7 @@ and its error translation."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,17 +27,26 @@ class ExportQueries:
         """The rows of one of the exporters' own queries, fetched in batches."""
         return self.file.iterate(sql, params, batch)
 
-    def check_value_types(self) -> None:
+    def read_without_memory_map(self) -> None:
+        """Read pages with read() rather than through the memory map, for an exporter that reads each
+        row once: its resident memory then holds the pages in use, not every page it touched."""
+        self.file.conn.execute("PRAGMA mmap_size = 0")  # type: ignore[attr-defined]
+
+    def check_value_types(self, tables: Iterable[str] | None = None) -> None:
         """Raise CorruptReportError at the first value whose type breaks the schema (one scan per table).
 
         Exporters call it first: a report that passes can be converted value by value without a
-        surprise, so any later failure is a bug, not damage.
+        surprise, so any later failure is a bug, not damage. `tables` limits the check to the
+        tables an exporter reads (every table by default).
         """
         from ..errors import CorruptReportError
         from ..schema import profile_schema
 
         allowed = {"INTEGER": ("integer",), "REAL": ("integer", "real"), "TEXT": ("text",), "BLOB": ("blob",)}
+        wanted = None if tables is None else set(tables)
         for table, spec in profile_schema().tables.items():
+            if wanted is not None and table not in wanted:
+                continue
             present = self.file.tables.get(table, ())
             columns = [c for c in spec.columns if c.name in present and c.type in allowed]
             if not columns:

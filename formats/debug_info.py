@@ -16,7 +16,6 @@ Which programs, compute sets and variables a context owns is stored in the repor
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
 import os
@@ -161,6 +160,8 @@ def stage_debug_info(path: str | os.PathLike[str], contexts: Iterable[Mapping[st
     seen: set[int] = set()
     parents_of: dict[int, list[int]] = {}
     count = 0
+    import hashlib  # only writers need it: readers of a report start without it
+
     out = AtomicOutput(target)
     digest = hashlib.sha256()
     try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import pkgutil
 import re
 from dataclasses import dataclass
-from importlib import resources
 
 #: Current profile.pop format version, written by this package.
 PROFILE_FORMAT = (1, 0)
@@ -63,7 +63,10 @@ class Schema:
 
 def read_schema_text(name: str) -> str:
     """The text of a file of the `schemas` package."""
-    return resources.files("schemas").joinpath(name).read_text(encoding="utf-8")
+    data = pkgutil.get_data("schemas", name)  # through the package's loader; lighter than importlib.resources
+    if data is None:
+        raise FileNotFoundError(f"schemas/{name}: not in the installed package")
+    return data.decode("utf-8")
 
 
 _CREATE_TABLE = re.compile(r"^CREATE TABLE (\w+) \($")

@@ -422,27 +422,39 @@ def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> 
     from ._util import tile_pieces
 
     tiles, pos, pvar, pstart, plen = tile_pieces(graph, T)
+    uniq, inverse, counts = np.unique(tiles, return_inverse=True, return_counts=True)
+    elems = np.bincount(inverse, weights=plen).astype(np.int64)
+    # a tile's pieces are the rows of the matrix it transposes; one piece needs no transpose
+    rows = np.minimum(grain, counts)
+    cols = np.minimum(grain, -(-elems // counts))
+    matrices = np.where(counts > 1, -(-elems // (rows * cols)), 0)
+    workers = np.minimum(WORKERS, matrices)
+    if not workers.any():
+        return T
     out = graph.addVariable(T.dtype, [T.numElements()], name)
     ovar = int(out.vars[0])
     order = np.argsort(pos, kind="stable")
     graph.state.set_mapping(ovar, pos[order], pos[order] + plen[order], tiles[order])
-    uniq, inverse, counts = np.unique(tiles, return_inverse=True, return_counts=True)
-    elems = np.bincount(inverse, weights=plen).astype(np.int64)
-    matrices = -(-elems // (grain * grain))
-    workers = np.minimum(WORKERS, np.minimum(matrices, counts))
+    busy = workers[inverse] > 0
     rank = np.arange(tiles.size) - np.repeat(np.cumsum(counts) - counts, counts)
     first_vertex = np.cumsum(workers) - workers
-    vertex = first_vertex[inverse] + rank % workers[inverse]
-    v_tile = np.repeat(uniq, workers)
-    v_matrices = np.repeat(-(-matrices // workers), workers)
+    vertex = first_vertex[inverse] + rank % np.maximum(workers[inverse], 1)
+    has = workers > 0
     cs = graph.addComputeSet(name)
     add_vertices(
         graph,
         cs,
         f"popops::Transpose2d<{T.dtype}>",
-        v_tile,
-        {"src": (vertex, pvar, pstart, plen), "dst": (vertex, np.full(vertex.size, ovar), pos, plen)},
-        work={"rows": np.full(v_tile.size, grain), "cols": np.full(v_tile.size, grain), "matrices": v_matrices},
+        np.repeat(uniq, workers),
+        {
+            "src": (vertex[busy], pvar[busy], pstart[busy], plen[busy]),
+            "dst": (vertex[busy], np.full(int(busy.sum()), ovar), pos[busy], plen[busy]),
+        },
+        work={
+            "rows": np.repeat(rows[has], workers[has]),
+            "cols": np.repeat(cols[has], workers[has]),
+            "matrices": np.repeat(-(-matrices[has] // workers[has]), workers[has]),
+        },
     )
     view = Tensor.from_elements(
         graph.state,

@@ -71,9 +71,16 @@ class MatMulPlan:
         return min(size, index * block), min(size, (index + 1) * block)
 
     def needs_reduction(self) -> bool:
-        """Whether partials of a k split are summed; without one the AMP vertices write the output
-        type directly (poplin's getConvTypes: a smaller vertex output type when no reduction)."""
+        """Whether partials of a k split are summed."""
         return self.pk > 1
+
+    def vertex_out_type(self) -> Type:
+        """What the AMP vertices write: the partials type, or the smaller output type when nothing
+        is reduced and all of k fits one conv unit's weights (lib/poplin/ConvVertexType.cpp,
+        getConvVertexAMPCandidates: inputChannelsPerConvGroup <= weightsPerConvUnit; getConvTypes)."""
+        if self.pk == 1 and self.k <= amp.weights_per_conv_unit(self.in_type.name):
+            return self.out_type if self.out_type.size < self.partials_type.size else self.partials_type
+        return self.partials_type
 
 
 def _grain_block(size: int, grain: int, parts: int) -> int:
@@ -225,7 +232,17 @@ def _best_grid(
             )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay
-    total = compute + exchange + red_exchange + red_compute + syncs
+    # an unsplit k wider than one conv unit leaves float partials to cast (vertex_out_type)
+    from ..codelets.popops import cast_supervisor_cycles
+
+    cast_needed = (pk == 1) & (k > icpg) & (out_type.size < partials_type.size)
+    cast = np.where(
+        cast_needed,
+        cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width)
+        + arch.min_sync_delay,
+        0,
+    )
+    total = compute + exchange + red_exchange + red_compute + syncs + cast
     memory = recv + mb * nb * partials_type.size + red_memory
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
@@ -546,10 +563,11 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     rb, var_b, st_b, ln_b = regions_at(B, row_b * n + np.repeat(c0, rows_b), np.repeat(c1 - c0, rows_b))
     block_sizes = (r1 - r0) * (c1 - c0)
     reduce = plan.needs_reduction()
+    vertex_type = plan.vertex_out_type()
     partials = graph.addVariable(
-        plan.partials_type if reduce else plan.out_type,
+        vertex_type,
         [int(block_sizes.sum())],
-        f"{name}/partials" if reduce else f"{name}/out",
+        f"{name}/out" if vertex_type == plan.out_type else f"{name}/partials",
     )
     pvar = int(partials.vars[0])
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
@@ -562,7 +580,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     add_vertices(
         graph,
         cs,
-        lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type),
+        lib.conv_partial_1x1(plan.in_type, vertex_type),
         tiles,
         {
             "in": (va[ra], var_a, st_a, ln_a),
@@ -584,7 +602,15 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     prog.add(Execute(cs))
     if not reduce:
         view, _ = _blocked_view(graph, partials, m, n, mb, nb)
-        return view
+        if vertex_type == plan.out_type:
+            return view
+        # float partials of an unsplit k are cast to the output type on their tiles, in a compute set
+        # of their own (lib/poplin/Convolution.cpp, convolutionImpl: the "Cast" compute set)
+        from .popops import cast
+
+        out = cast(graph, view, plan.out_type, prog, f"{name}/Conv_1")
+        prog.add(WriteUndef(partials))
+        return out
     # C blocked by (im, jn); the pk partial blocks of each output block are summed in the stages of
     # poplin's multi-stage reduction, each stage a compute set whose tiles each sum one slice
     out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")

@@ -438,6 +438,7 @@ def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> 
     each (addTransposeVertices, split between workers)."""
     from ._util import tile_pieces
 
+    require_codelets(graph, "popops")
     tiles, pos, pvar, pstart, plen = tile_pieces(graph, T)
     uniq, inverse, counts = np.unique(tiles, return_inverse=True, return_counts=True)
     elems = np.bincount(inverse, weights=plen).astype(np.int64)

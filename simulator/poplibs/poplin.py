@@ -238,8 +238,7 @@ def _best_grid(
     cast_needed = (pk == 1) & (k > icpg) & (out_type.size < partials_type.size)
     cast = np.where(
         cast_needed,
-        cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width)
-        + arch.min_sync_delay,
+        cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width) + arch.min_sync_delay,
         0,
     )
     total = compute + exchange + red_exchange + red_compute + syncs + cast

@@ -496,7 +496,9 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
             weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose")
             poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd")
         if single_phase in ("all", "wu"):
-            poplin.matMulAcc(g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu")
+            poplin.matMulAcc(
+                g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", {"fullyConnectedPass": "TRAINING_WU"}
+            )
     programs = [p for p in (fwd, bwd) if p.programs]
     return Built(g, programs, list(range(len(programs))), notes={"macs": b * i * o * len(programs)})
 

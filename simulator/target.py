@@ -92,11 +92,19 @@ ARCHITECTURES: dict[str, Architecture] = {
         tiles_per_ipu=1472,
         bytes_per_tile=638_976,
         clock_frequency=1.33e9,
-        # memory region 0 is 0x4C000-0x7FFFF, region 1 (interleaved) 0x80000-0xE7FFF: 212,992 bytes in.
-        # poplibs' published IpuModel2 benchmark figures (tests/benchmark_results.csv) place the largest
-        # tile of every small fc layer just past it (213,0xx bytes including gaps)
-        interleaved_memory_start=0x80000 - 0x4C000,
-        memory_element_bytes=32_768,
+        # no public document gives Mk2's tile memory map; the interleaved region's start is read off
+        # poplibs' published IpuModel2 measurements (tests/benchmark_results.csv, sdk-release-2.0):
+        # the largest tile of every fc, gemm, bert and convolution row but one needs at least
+        # 213,048 bytes including gaps, the smallest layers 213,048 to 213,112, i.e. a few dozen
+        # bytes of AMP partials (interleaved memory) just past 212,992 = 13 memory elements. Poplar's
+        # Mk1 example has the same shape: totalIncludingGaps = interleaved start + interleaved bytes
+        # (the Poplar and PopLibs User Guide, "Memory per tile": 131,608 = 131,072 + 536).
+        interleaved_memory_start=212_992,
+        # poplibs' TileConstants.hpp, TMEM_ELEMSIZE (0x4000): the memory element its assembly
+        # codelets for both architectures assume
+        memory_element_bytes=16_384,
+        # reported as the target's tileMemoryBaseAddress only; no figure depends on it and no public
+        # source gives it: the address at which the region below the interleaved start would begin
         tile_memory_base_address=0x4C000,
         # no Mk2 trace is published: Mk1's measured sync and exchange delays, in cycles
         min_sync_delay=101,

@@ -137,6 +137,7 @@ def test_matmul_plan_estimate_within_2x_of_published(shape):
 def test_simulated_matmul_within_2x_of_published(tmp_path):
     g = Graph(Target("ipu1"))
     poplin.addCodelets(g)
+    popops.addCodelets(g)  # poplin casts its float partials with popops vertices
     A = poplin.createMatMulInputLHS(g, HALF, (200, 64), (64, 10000), "A")
     B = poplin.createMatMulInputRHS(g, HALF, (200, 64), (64, 10000), "B")
     prog = Sequence()
@@ -157,3 +158,47 @@ def test_simulated_matmul_within_2x_of_published(tmp_path):
     macs = 200 * 64 * 10000
     peak = 1216 * g.target.macs_per_cycle("half", "float")
     assert 0.1 <= macs / peak / (end - start) <= 1.0
+
+
+def test_matmul_splits_channels_in_whole_amp_groups():
+    # k = 1000 half inputs make 63 groups of 16 input channels, n = 5 one group of output channels:
+    # poplin never splits a group (ConvModel.cpp, totalInChanSplit <= numInChanGrains)
+    g = Graph(Target("ipu2"))
+    plan = poplin.plan_matmul(g, 8, 1000, 5, HALF, FLOAT, HALF)
+    assert plan.pk <= 63 and plan.pn == 1
+    assert plan.kb % 16 == 0 and plan.nb == 16
+    # the split is the smallest one giving its block size (Model::ceildivConstrainDivisor)
+    assert -(-63 // -(-63 // plan.pk)) == plan.pk
+
+
+def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_path):
+    g = _graph(tiles=16)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 40)).astype(np.float32)
+    z = rng.standard_normal((8, 24)).astype(np.float32)
+    X = poplin.createMatMulInputLHS(g, FLOAT, x.shape, (40, 24), "X")
+    Z = poplin.createMatMulInputLHS(g, FLOAT, z.shape, (24, 40), "Z")
+    prog = Sequence()
+    W = poplin.matMul(g, X.transpose(), Z, prog, "Wu", {"fullyConnectedPass": "TRAINING_WU"})
+    for name, t in (("X", X), ("Z", Z)):
+        g.createHostWrite(name, t)
+    g.createHostRead("W", W)
+    out = _run(g, [prog], tmp_path, {"X": x, "Z": z}, ["W"])
+    assert np.allclose(out["W"], x.T @ z, atol=1e-4)
+    r = ProfileReader(tmp_path / "profile.pop")
+    names = [row[0] for row in r.query("SELECT name FROM compute_sets")]
+    r.close()
+    # the transposed activations are regrouped on their tiles, then copied into the plan's layout
+    assert "Wu/actsRearranged/regroup" in names
+    assert any("actsRearranged/OnTileCopy" in n or "actsRearranged/Exchange" in n for n in names)
+
+
+def test_operands_created_for_the_plan_are_not_copied():
+    g = _graph(tiles=64)
+    A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A")
+    B = poplin.createMatMulInputRHS(g, HALF, (64, 256), (256, 128), "B")
+    prog = Sequence()
+    poplin.matMul(g, A, B, prog, "mm", {"fullyConnectedPass": "TRAINING_WU"})
+    names = [cs.name for cs in g.state.compute_sets]
+    assert not any("Rearranged" in n for n in names)
+    assert not any(type(p).__name__ == "Copy" for p in prog.programs)

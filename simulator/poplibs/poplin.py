@@ -19,50 +19,13 @@ import numpy as np
 
 from .. import codelets as lib
 from ..codelets import poplin as amp
+from ..codelets.poplin import WORKERS
 from ..errors import GraphError
 from ..graph import Graph
-from ..programs import Execute, Sequence, WriteUndef
+from ..programs import Copy, Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, HALF, Type, as_type
-from ._util import add_vertices, poplibs_op, regions_at, require_codelets
-
-_CANDIDATES = (
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    8,
-    10,
-    12,
-    16,
-    20,
-    24,
-    32,
-    40,
-    48,
-    64,
-    80,
-    96,
-    128,
-    160,
-    192,
-    256,
-    320,
-    384,
-    512,
-    640,
-    768,
-    1024,
-    1216,
-    1472,
-    2048,
-    2944,
-    4096,
-    5888,
-)
-
+from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets
 
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
 AVAILABLE_MEMORY_PROPORTION = 0.6
@@ -88,6 +51,8 @@ class MatMulPlan:
     out_type: Type
     tiles: np.ndarray  # graph tile of each grid cell, cell = (im * pn + jn) * pk + ik
     estimate: dict
+    k_grain: int = 1  # input channels of one AMP group: k is split in whole groups
+    n_grain: int = 1  # output channels of one AMP group: n is split in whole groups
 
     @property
     def mb(self) -> int:
@@ -95,20 +60,42 @@ class MatMulPlan:
 
     @property
     def nb(self) -> int:
-        return -(-self.n // self.pn)
+        return _grain_block(self.n, self.n_grain, self.pn)
 
     @property
     def kb(self) -> int:
-        return -(-self.k // self.pk)
+        return _grain_block(self.k, self.k_grain, self.pk)
 
     def bounds(self, index: int, parts: int, size: int) -> tuple[int, int]:
         block = -(-size // parts)
         return min(size, index * block), min(size, (index + 1) * block)
 
     def needs_reduction(self) -> bool:
-        """Whether partials of a k split are summed; without one the AMP vertices write the output
-        type directly (poplin's getConvTypes: a smaller vertex output type when no reduction)."""
+        """Whether partials of a k split are summed."""
         return self.pk > 1
+
+    def vertex_out_type(self) -> Type:
+        """What the AMP vertices write: the partials type, or the smaller output type when nothing
+        is reduced and all of k fits one conv unit's weights (lib/poplin/ConvVertexType.cpp,
+        getConvVertexAMPCandidates: inputChannelsPerConvGroup <= weightsPerConvUnit; getConvTypes)."""
+        if self.pk == 1 and self.k <= amp.weights_per_conv_unit(self.in_type.name):
+            return self.out_type if self.out_type.size < self.partials_type.size else self.partials_type
+        return self.partials_type
+
+
+def _grain_block(size: int, grain: int, parts: int) -> int:
+    """Elements of one block when `size` elements are split into `parts` blocks of whole grains."""
+    grains = -(-size // grain)
+    return -(-grains // parts) * grain
+
+
+def _minimal_splits(grains: int, limit: int) -> np.ndarray:
+    """Every split of `grains` grains into at most `limit` parts that is the smallest split giving
+    its block size, as poplin's planner constrains its partitions (lib/popsolver/Model.cpp,
+    Model::ceildivConstrainDivisor: result * split < grains + result)."""
+    top = max(1, min(grains, limit))
+    blocks = np.unique(-(-grains // np.arange(1, top + 1, dtype=np.int64)))
+    return np.unique(-(-grains // blocks))
 
 
 def reduce_stage_depths(depth: int) -> list[int]:
@@ -159,6 +146,7 @@ def plan_matmul(
     )
     count = grid[0] * grid[1] * grid[2]
     cell_tiles = (np.arange(count, dtype=np.int64) * tiles) // count
+    icpg, ocpg = _groups(target.arch, in_type, partials_type)
     return MatMulPlan(
         m,
         k,
@@ -169,6 +157,8 @@ def plan_matmul(
         out_type,
         np.asarray(graph.tile(cell_tiles), dtype=np.int64),
         dict(estimate),
+        icpg,
+        ocpg,
     )
 
 
@@ -188,10 +178,15 @@ def _best_grid(
     from ..target import architecture
 
     arch = architecture(arch_name)
-    cand = np.array(_CANDIDATES, dtype=np.int64)
-    pm_c = cand[cand <= max(1, m)]
-    pn_c = cand[cand <= max(1, n)]
-    pk_c = cand[cand <= max(1, k)]
+    icpg, ocpg = _groups(arch, in_type, partials_type)
+    # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
+    # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
+    # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
+    # of getInChanGrainSizes and getOutChanGrainSizes)
+    k_grains, n_grains = -(-k // icpg), -(-n // ocpg)
+    pm_c = _minimal_splits(max(1, m), tiles)
+    pn_c = _minimal_splits(max(1, n_grains), tiles)
+    pk_c = _minimal_splits(max(1, k_grains), tiles)
     pm, pn, pk = (x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij"))
     ok = pm * pn * pk <= tiles
     if not ok.any():
@@ -199,9 +194,8 @@ def _best_grid(
     else:
         pm, pn, pk = pm[ok], pn[ok], pk[ok]
     mb = -(-m // pm)
-    nb = -(-n // pn)
-    kb = -(-k // pk)
-    icpg, ocpg = _groups(arch, in_type, partials_type)
+    nb = np.minimum(n, -(-n_grains // pn) * ocpg)
+    kb = np.minimum(k, -(-k_grains // pk) * icpg)
     e = in_type.size
     # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
     if conv_kernel > 1:
@@ -238,7 +232,16 @@ def _best_grid(
             )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay
-    total = compute + exchange + red_exchange + red_compute + syncs
+    # an unsplit k wider than one conv unit leaves float partials to cast (vertex_out_type)
+    from ..codelets.popops import cast_supervisor_cycles
+
+    cast_needed = (pk == 1) & (k > icpg) & (out_type.size < partials_type.size)
+    cast = np.where(
+        cast_needed,
+        cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width) + arch.min_sync_delay,
+        0,
+    )
+    total = compute + exchange + red_exchange + red_compute + syncs + cast
     memory = recv + mb * nb * partials_type.size + red_memory
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
@@ -257,11 +260,11 @@ def _best_grid(
 
 
 def _blocked_view(
-    graph: Graph, var_tensor: Tensor, rows: int, cols: int, row_parts: int, col_parts: int, plan: MatMulPlan
+    graph: Graph, var_tensor: Tensor, rows: int, cols: int, rb: int, cb: int
 ) -> tuple[Tensor, np.ndarray]:
-    """A [rows, cols] view of a variable stored block by block; returns (view, block offsets)."""
-    rb = -(-rows // row_parts)
-    cb = -(-cols // col_parts)
+    """A [rows, cols] view of a variable stored in blocks of rb x cb; returns (view, block offsets)."""
+    row_parts = -(-rows // rb)
+    col_parts = -(-cols // cb)
     r = np.arange(rows, dtype=np.int64)
     c = np.arange(cols, dtype=np.int64)
     bi, bj = r // rb, c // cb
@@ -276,36 +279,75 @@ def _blocked_view(
     return view, offsets
 
 
+@dataclass
+class _OperandLayout:
+    """How the plan lays out one operand: blocks of rb x cb (row-major blocks, row-major inside),
+    the tiles using each block, and the grain and minimum of the spread of a block over them."""
+
+    rows: int
+    cols: int
+    rb: int
+    cb: int
+    users: np.ndarray  # [blocks, users]: graph tiles of the cells that read each block
+    grain: int
+    min_elems: int
+    channels: int  # input channels of one group: the side of the matrices a regroup transposes
+
+
+def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
+    """The layout of the left ("lhs", acts) or right ("rhs", weights) operand of a plan.
+
+    A block read by several tiles is spread over them in whole channel groups, at least 128 bytes
+    (acts) or 256 bytes (weights) a tile (lib/poplin/Convolution.cpp, mapActivationsOrWeights:
+    TensorUseTracker::mapTensorsByUse with grainSize and minBytesPerTile)."""
+    pm, pn, pk = plan.pm, plan.pn, plan.pk
+    e = plan.in_type.size
+    if side == "lhs":
+        im, ik, jn = np.meshgrid(np.arange(pm), np.arange(pk), np.arange(pn), indexing="ij")
+        users = plan.tiles[((im * pn + jn) * pk + ik).reshape(pm * pk, pn)]
+        return _OperandLayout(plan.m, plan.k, plan.mb, plan.kb, users, plan.k_grain, -(-128 // e), plan.k_grain)
+    ik, jn, im = np.meshgrid(np.arange(pk), np.arange(pn), np.arange(pm), indexing="ij")
+    users = plan.tiles[((im * pn + jn) * pk + ik).reshape(pk * pn, pm)]
+    return _OperandLayout(
+        plan.k, plan.n, plan.kb, plan.nb, users, plan.k_grain * plan.n_grain, -(-256 // e), plan.k_grain
+    )
+
+
+def _place_operand(graph: Graph, var: Tensor, layout: _OperandLayout) -> Tensor:
+    """Map a [rows * cols] variable in `layout`; returns its [rows, cols] view."""
+    view, offsets = _blocked_view(graph, var, layout.rows, layout.cols, layout.rb, layout.cb)
+    sizes = np.diff(np.append(offsets, layout.rows * layout.cols))
+    starts, ends, tiles = [], [], []
+    for b in np.flatnonzero(sizes > 0):
+        s0, e0, t0 = linear_intervals(int(sizes[b]), layout.users.shape[1], layout.grain, layout.min_elems)
+        starts.append(offsets[b] + s0)
+        ends.append(offsets[b] + e0)
+        tiles.append(layout.users[b][t0])
+    if starts:
+        graph.state.set_mapping(int(var.vars[0]), np.concatenate(starts), np.concatenate(ends), np.concatenate(tiles))
+    return view
+
+
 def createMatMulInputLHS(
     graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/lhs", options: dict | None = None
 ) -> Tensor:
-    """A left operand laid out for the planned matmul: each (rows, k) block on the tile that uses it."""
+    """A left operand laid out for the planned matmul: each (rows, k) block spread over the tiles that use it."""
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
     plan = plan_matmul(graph, m, k, n, dtype)
-    var = graph.addVariable(dtype, [m * k], debugPrefix)
-    view, offsets = _blocked_view(graph, var, m, k, plan.pm, plan.pk, plan)
-    sizes = np.diff(np.append(offsets, m * k))
-    cells = [(im * plan.pn + 0) * plan.pk + ik for im in range(plan.pm) for ik in range(plan.pk)]
-    graph.state.set_mapping(int(var.vars[0]), offsets, offsets + sizes, plan.tiles[cells])
-    return view
+    return _place_operand(graph, graph.addVariable(dtype, [m * k], debugPrefix), _operand_layout(plan, "lhs"))
 
 
 def createMatMulInputRHS(
     graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/rhs", options: dict | None = None
 ) -> Tensor:
-    """A right operand laid out for the planned matmul: each (k, cols) block on a tile using it."""
+    """A right operand laid out for the planned matmul: each (k, cols) block spread over the tiles that use it."""
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
     plan = plan_matmul(graph, m, k, n, dtype)
-    var = graph.addVariable(dtype, [k * n], debugPrefix)
-    view, offsets = _blocked_view(graph, var, k, n, plan.pk, plan.pn, plan)
-    sizes = np.diff(np.append(offsets, k * n))
-    cells = [(0 * plan.pn + jn) * plan.pk + ik for ik in range(plan.pk) for jn in range(plan.pn)]
-    graph.state.set_mapping(int(var.vars[0]), offsets, offsets + sizes, plan.tiles[cells])
-    return view
+    return _place_operand(graph, graph.addVariable(dtype, [k * n], debugPrefix), _operand_layout(plan, "rhs"))
 
 
 @poplibs_op("MatMul")
@@ -330,7 +372,121 @@ def matMul(
     m, k = A.shape
     n = B.shape[1]
     plan = plan_matmul(graph, m, k, n, A.dtype, partials, out_type)
+    # the weight-update pass always rearranges its operands (lib/poplin/Convolution.cpp,
+    # inputRearrangementIsExpensive and weightRearrangementIsExpensive)
+    always = str(options.get("fullyConnectedPass", "NONE")).upper() == "TRAINING_WU"
+    A = _arrange_operand(graph, A, _operand_layout(plan, "lhs"), plan.pn, always, prog, f"{debugPrefix}/actsRearranged")
+    B = _arrange_operand(
+        graph, B, _operand_layout(plan, "rhs"), plan.pm, always, prog, f"{debugPrefix}/weightsRearranged"
+    )
     return _build_matmul(graph, A, B, plan, prog, debugPrefix)
+
+
+#: Broadcast destinations of an operand above which poplin copies it into the plan's layout first
+#: (lib/poplin/Convolution.cpp, inViewMaxBroadcastDests and weightViewMaxBroadcastDests).
+MAX_BROADCAST_DESTS = 7
+
+
+def _arrange_operand(
+    graph: Graph, T: Tensor, layout: _OperandLayout, dests: int, always: bool, prog: Sequence, name: str
+) -> Tensor:
+    """T itself, or a copy of T in the plan's layout.
+
+    As poplin prepares a convolution's operands (lib/poplin/Convolution.cpp, the rearrangement of
+    acts and weights before the exchange): an operand is copied into the plan's layout when the
+    weight-update pass asks for it, when it is broadcast to more than seven tiles, or when its rows
+    are not grouped (runs of fewer elements than a channel group, as a transposed view has); the
+    copy is elided when the operand already has that layout and mapping. An ungrouped operand is
+    first regrouped on the tiles that hold it (popops::rearrange::regroupIfBeneficial), then copied.
+    """
+    rows, cols, rb, cb = layout.rows, layout.cols, layout.rb, layout.cb
+    row_parts, col_parts = -(-rows // rb), -(-cols // cb)
+    bi, bj = np.divmod(np.arange(row_parts * col_parts, dtype=np.int64), col_parts)
+    r0, c0 = bi * rb, bj * cb
+    heights = np.minimum(rb, rows - r0)
+    widths = np.minimum(cb, cols - c0)
+    block = np.repeat(np.arange(bi.size), heights)
+    row = np.repeat(r0, heights) + (np.arange(int(heights.sum())) - np.repeat(np.cumsum(heights) - heights, heights))
+    length = widths[block]
+    piece_row, var, start, plen = regions_at(T, row * cols + c0[block], length)
+    grouped = bool(np.all(plen >= np.minimum(length[piece_row], layout.channels)))
+    from ._util import merge_regions
+
+    mb_, mvar, mstart, mlen = merge_regions(block[piece_row], var, start, plen)
+    in_place = False
+    if mb_.size == bi.size:
+        from ..compiler.regions import split_by_mapping
+
+        prow, ptile, _, _ = split_by_mapping(graph.state, mvar, mstart, mlen)
+        in_place = bool(np.all((layout.users[mb_[prow]] == ptile[:, None]).any(axis=1)))
+    if in_place or (grouped and not always and dests <= MAX_BROADCAST_DESTS):
+        return T
+    src = T
+    if not grouped:
+        src = _regroup(graph, T, layout.channels, prog, f"{name}/regroup")
+    view = _place_operand(graph, graph.addVariable(T.dtype, [rows * cols], name), layout)
+    prog.add(Copy(src, view))
+    return view
+
+
+def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> Tensor:
+    """A row-major copy of T made on the tiles that hold T's elements.
+
+    As popops::rearrange::regroupTensor (lib/popops/Rearrange.cpp): each tile transposes its
+    elements as grain x grain matrices, shared between its six workers, one Transpose2d vertex
+    each (addTransposeVertices, split between workers)."""
+    from ._util import tile_pieces
+
+    require_codelets(graph, "popops")
+    tiles, pos, pvar, pstart, plen = tile_pieces(graph, T)
+    uniq, inverse, counts = np.unique(tiles, return_inverse=True, return_counts=True)
+    elems = np.bincount(inverse, weights=plen).astype(np.int64)
+    # a tile's pieces are the rows of the matrix it transposes; one piece needs no transpose
+    rows = np.minimum(grain, counts)
+    cols = np.minimum(grain, -(-elems // counts))
+    matrices = np.where(counts > 1, -(-elems // (rows * cols)), 0)
+    workers = np.minimum(WORKERS, matrices)
+    if not workers.any():
+        return T
+    out = graph.addVariable(T.dtype, [T.numElements()], name)
+    ovar = int(out.vars[0])
+    order = np.argsort(pos, kind="stable")
+    graph.state.set_mapping(ovar, pos[order], pos[order] + plen[order], tiles[order])
+    busy = workers[inverse] > 0
+    rank = np.arange(tiles.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    first_vertex = np.cumsum(workers) - workers
+    vertex = first_vertex[inverse] + rank % np.maximum(workers[inverse], 1)
+    has = workers > 0
+    cs = graph.addComputeSet(name)
+    add_vertices(
+        graph,
+        cs,
+        f"popops::Transpose2d<{T.dtype}>",
+        np.repeat(uniq, workers),
+        {
+            "src": (vertex[busy], pvar[busy], pstart[busy], plen[busy]),
+            "dst": (vertex[busy], np.full(int(busy.sum()), ovar), pos[busy], plen[busy]),
+        },
+        work={
+            "rows": np.repeat(rows[has], workers[has]),
+            "cols": np.repeat(cols[has], workers[has]),
+            "matrices": np.repeat(-(-matrices[has] // workers[has]), workers[has]),
+        },
+    )
+    view = Tensor.from_elements(
+        graph.state,
+        T.dtype,
+        tuple(T.shape),
+        np.full(T.numElements(), int(out.vars[0]), dtype=np.int64),
+        np.arange(T.numElements(), dtype=np.int64),
+    )
+
+    def run(data):
+        data.write(view, data.read(T))
+
+    graph.state.compute_sets[cs.id].functional.append(run)
+    prog.add(Execute(cs))
+    return view
 
 
 def _reduce_slices(block: np.ndarray, size: np.ndarray, base: np.ndarray, p_off: np.ndarray, tiles: np.ndarray):
@@ -407,10 +563,11 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     rb, var_b, st_b, ln_b = regions_at(B, row_b * n + np.repeat(c0, rows_b), np.repeat(c1 - c0, rows_b))
     block_sizes = (r1 - r0) * (c1 - c0)
     reduce = plan.needs_reduction()
+    vertex_type = plan.vertex_out_type()
     partials = graph.addVariable(
-        plan.partials_type if reduce else plan.out_type,
+        vertex_type,
         [int(block_sizes.sum())],
-        f"{name}/partials" if reduce else f"{name}/out",
+        f"{name}/out" if vertex_type == plan.out_type else f"{name}/partials",
     )
     pvar = int(partials.vars[0])
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
@@ -423,7 +580,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     add_vertices(
         graph,
         cs,
-        lib.conv_partial_1x1(plan.in_type, plan.partials_type if reduce else plan.out_type),
+        lib.conv_partial_1x1(plan.in_type, vertex_type),
         tiles,
         {
             "in": (va[ra], var_a, st_a, ln_a),
@@ -444,13 +601,21 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     state.compute_sets[cs.id].functional.append(convolve)
     prog.add(Execute(cs))
     if not reduce:
-        view, _ = _blocked_view(graph, partials, m, n, pm, pn, plan)
-        return view
+        view, _ = _blocked_view(graph, partials, m, n, mb, nb)
+        if vertex_type == plan.out_type:
+            return view
+        # float partials of an unsplit k are cast to the output type on their tiles, in a compute set
+        # of their own (lib/poplin/Convolution.cpp, convolutionImpl: the "Cast" compute set)
+        from .popops import cast
+
+        out = cast(graph, view, plan.out_type, prog, f"{name}/Conv_1")
+        prog.add(WriteUndef(partials))
+        return out
     # C blocked by (im, jn); the pk partial blocks of each output block are summed in the stages of
     # poplin's multi-stage reduction, each stage a compute set whose tiles each sum one slice
     out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")
     ovar = int(out.vars[0])
-    view, c_off = _blocked_view(graph, out, m, n, pm, pn, plan)
+    view, c_off = _blocked_view(graph, out, m, n, mb, nb)
     from .popops import graph_tiles_inverse
 
     c_block = im[cells] * pn + jn[cells]

@@ -347,3 +347,22 @@ def test_every_program_class_accepts_into_the_method_its_kind_names(report):
         assert cls._visit == ("visitProgram" if cls is pva.Program else f"visit{cls.__name__[: -len('Program')]}") or (
             cls.__name__ == "ImplicitSyncProgram" and cls._visit == "visitSync"
         )
+
+
+def test_a_type_name_holding_the_separator_is_an_unknown_program(model, tmp_path):
+    """Types are read as one string split at a separator; a name holding it falls back to a JSON read."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "profile.pop"
+    shutil.copyfile(model.path, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE programs SET type = 'Sequence' || char(31) || 'Call' WHERE id = 1")
+        conn.execute("UPDATE programs SET type = 7 WHERE id = 2")
+    conn.close()
+    with pva.openReport(str(path)) as damaged, pva.openReport(model.path) as sound:
+        kinds = [p.type for p in damaged.compilation.programs]
+        expected = [p.type for p in sound.compilation.programs]
+    assert kinds[1] == kinds[2] == pva.Program.Type.Unknown
+    assert kinds[:1] + kinds[3:] == expected[:1] + expected[3:]

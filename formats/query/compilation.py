@@ -163,9 +163,20 @@ class CompilationQueries:
         return count, low, high, keys == [("id", "INTEGER")]
 
     def program_types(self) -> list:
-        """The type name of every program, by id (None where it is not text), decoded in one piece."""
+        """The type name of every program, by id ("" where it is not text), read as one string and split.
+
+        A type name holding the separator (no program type does) makes the count differ, and the
+        names are then read as a JSON array instead.
+        """
         (text,) = self.file.query_one(
-            "SELECT json_group_array(CASE WHEN typeof(type) = 'text' THEN type END) "
+            "SELECT group_concat(CASE WHEN typeof(type) = 'text' THEN type ELSE '' END, char(31)) "
+            "FROM (SELECT type FROM programs ORDER BY id)"
+        )
+        names = text.split("\x1f") if text is not None else []
+        if len(names) == self.file.query_one("SELECT count(*) FROM programs")[0]:
+            return names
+        (text,) = self.file.query_one(
+            "SELECT json_group_array(CASE WHEN typeof(type) = 'text' THEN type ELSE '' END) "
             "FROM (SELECT type FROM programs ORDER BY id)"
         )
         return json.loads(text)

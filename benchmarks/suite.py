@@ -108,9 +108,6 @@ def measure_open(ctx: Context) -> list[Row]:
 
 FIRST_ANSWER_TIME = 1 / 50
 FIRST_ANSWER_MEMORY = 1 / 10
-#: Per size where it differs, with the reason: our side's peak is mostly the fixed ~60 MB of a Python
-#: process with numpy and pyarrow loaded, while json.load's grows with the legacy JSON (8x smaller on small).
-FIRST_ANSWER_MEMORY_BY_SIZE = {"small": (1 / 5, "fixed interpreter memory against an 8x smaller JSON")}
 #: Against ijson, which stops reading once it has the per-tile totals: at least as fast.
 FIRST_ANSWER_STREAMING = 1.0
 CONVERT_THROUGHPUT = 0.5
@@ -144,8 +141,6 @@ def first_answer_rows(ctx: Context, runs: dict[str, list[dict]]) -> list[Row]:
     stream_seconds = median_of(runs["ijson"], "seconds")
     peak, base_peak = median_of(runs["answer"], "peak_mb"), median_of(runs["json"], "peak_mb")
     size = ctx.main.size
-    memory_limit, reason = FIRST_ANSWER_MEMORY_BY_SIZE.get(size, (FIRST_ANSWER_MEMORY, ""))
-    memory_reason = f" on {size} ({reason}; {FIRST_ANSWER_MEMORY:g} on large)" if reason else ""
     return [
         Row(
             "first-answer-time",
@@ -169,8 +164,8 @@ def first_answer_rows(ctx: Context, runs: dict[str, list[dict]]) -> list[Row]:
             base_peak,
             "MB",
             "json.load of the legacy JSON + sum",
-            f"ratio <= {memory_limit:g}{memory_reason}",
-            peak <= memory_limit * base_peak,
+            f"ratio <= {FIRST_ANSWER_MEMORY:g}",
+            peak <= FIRST_ANSWER_MEMORY * base_peak,
         ),
         Row(
             "first-answer-streaming",

@@ -32,8 +32,10 @@ from .schema import PROFILE_FORMAT, split_user_version
 
 #: Rows per streamed batch.
 BATCH_ROWS = 8192
-#: Most threads reading loose reports at once.
+#: Most threads reading loose reports at once, and the fewest reports worth starting them for (a
+#: report takes about as long to read as starting a pool of threads).
 _READ_THREADS = 8
+_THREADED_FROM = 8
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STAR = re.compile(r"(?<!count\()\*", re.IGNORECASE)
 
@@ -186,7 +188,7 @@ def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
 
     # SQLite and the ADBC driver release the GIL while they read: one thread per CPU reads reports side by side
     workers = min(len(paths), os.cpu_count() or 1, _READ_THREADS)
-    if workers > 1:
+    if workers > 1 and len(paths) >= _THREADED_FROM:
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="pva-query") as pool:
             results = list(pool.map(read_one, paths, labels))
     else:

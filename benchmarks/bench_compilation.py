@@ -307,7 +307,7 @@ def bench_visitor(paths: list[pathlib.Path], repeat: int) -> list[dict]:
         programs = found["ours"][0]
         results.append(
             {
-                "path": str(path),
+                "report": path.name,
                 "programs": programs,
                 "ours_s": medians["ours"],
                 "baseline_s": medians["baseline"],

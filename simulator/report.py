@@ -17,6 +17,7 @@ from formats import __version__
 from formats.atomic import commit_together
 from formats.debug_info import read_debug_id, stage_debug_info
 from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
+from formats.schema import profile_schema
 
 from .compiler.memory import CATEGORIES, DESCRIPTIONS
 from .compiler.regions import Sparse
@@ -33,33 +34,8 @@ if TYPE_CHECKING:
 POPLAR_VERSION = "3.1.0 (simulator)"
 PRODUCER = "pva simulator"
 
-_STEPS_BY_IPU = (
-    "step_id",
-    "ipu",
-    "profiled",
-    "cycles",
-    "active_tiles",
-    "cycles_base",
-    "all_cycles_from_min",
-    "all_cycles_from_max",
-    "all_cycles_from_avg",
-    "all_cycles_to_min",
-    "all_cycles_to_max",
-    "all_cycles_to_avg",
-    "active_cycles_from_min",
-    "active_cycles_from_max",
-    "active_cycles_from_avg",
-    "active_cycles_to_min",
-    "active_cycles_to_max",
-    "active_cycles_to_avg",
-    "tile_cycles_max",
-    "thread_balance",
-    "tile_balance",
-    "active_tile_balance",
-    "data_in",
-    "data_out",
-    "data_balance",
-)
+#: steps_by_ipu's columns in the schema's order, the order of each row written.
+_STEPS_BY_IPU = profile_schema().tables["steps_by_ipu"].column_names
 _ACTIVITIES = (
     "active_compute",
     "compute",

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..jsonplain import plain
 from ..profile_writer import ProfileWriter
+from ..schema import profile_schema
 from . import mapping as M
 from .runs import Run, run_slice
 from .tree import json_path, location
@@ -989,33 +990,7 @@ class LegacyImporter:
         )
         self.w.insert(
             "steps_by_ipu",
-            (
-                "step_id",
-                "ipu",
-                "profiled",
-                "cycles",
-                "active_tiles",
-                "cycles_base",
-                "all_cycles_from_min",
-                "all_cycles_from_max",
-                "all_cycles_from_avg",
-                "all_cycles_to_min",
-                "all_cycles_to_max",
-                "all_cycles_to_avg",
-                "active_cycles_from_min",
-                "active_cycles_from_max",
-                "active_cycles_from_avg",
-                "active_cycles_to_min",
-                "active_cycles_to_max",
-                "active_cycles_to_avg",
-                "tile_cycles_max",
-                "thread_balance",
-                "tile_balance",
-                "active_tile_balance",
-                "data_in",
-                "data_out",
-                "data_balance",
-            ),
+            profile_schema().tables["steps_by_ipu"].column_names,
             ipu_rows,
         )
         step_rows.clear()

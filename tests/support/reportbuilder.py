@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
+from formats.schema import profile_schema
 from pva.compilation import CATEGORIES
 
 TILES_PER_IPU = 4
@@ -511,33 +512,7 @@ def _write_execution(r: _Recorder, rng, tiles: int) -> None:
     r.put("steps", ("id", "run", "type", "program", "compute_set", "name", "sync_type"), steps)
     r.put(
         "steps_by_ipu",
-        (
-            "step_id",
-            "ipu",
-            "profiled",
-            "cycles",
-            "active_tiles",
-            "cycles_base",
-            "all_cycles_from_min",
-            "all_cycles_from_max",
-            "all_cycles_from_avg",
-            "all_cycles_to_min",
-            "all_cycles_to_max",
-            "all_cycles_to_avg",
-            "active_cycles_from_min",
-            "active_cycles_from_max",
-            "active_cycles_from_avg",
-            "active_cycles_to_min",
-            "active_cycles_to_max",
-            "active_cycles_to_avg",
-            "tile_cycles_max",
-            "thread_balance",
-            "tile_balance",
-            "active_tile_balance",
-            "data_in",
-            "data_out",
-            "data_balance",
-        ),
+        profile_schema().tables["steps_by_ipu"].column_names,
         by_ipu,
     )
     for vec in cycles:

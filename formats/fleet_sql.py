@@ -202,13 +202,13 @@ def loose_views(con, paths: list[str], labels: list[str], sql: str) -> dict:
     # A query over one table scans it once, and the Arrow data is read in place.
     copy = len(tables) + ("reports" in used) > 1
     if "reports" in used:
-        _temp_table(con, "reports", pa.Table.from_pylist(catalogue), copy)
+        _query_table(con, "reports", pa.Table.from_pylist(catalogue), copy)
     for table in list(parts):
-        _temp_table(con, table, pa.concat_tables(parts.pop(table), promote_options="permissive"), copy)
+        _query_table(con, table, pa.concat_tables(parts.pop(table), promote_options="permissive"), copy)
     return {"reports": len(paths), "tables": len(tables), "bytes": size}
 
 
-def _temp_table(con, name: str, data: pa.Table, copy: bool) -> None:
+def _query_table(con, name: str, data: pa.Table, copy: bool) -> None:
     """`data` as a table of this connection only (a copy, or the Arrow data in place), gone when it closes."""
     if not copy:
         con.register(name, data)

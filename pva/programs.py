@@ -680,7 +680,7 @@ class ProgramTable:
         #: Whether the ids are 0..count-1, so that an id is its position (checked again on each look-up).
         self._dense = count == 0 or (unique and low == 0 and high == count - 1)
         if self._dense:
-            types = reader.program_types()
+            types = reader.program_types(count)
             if len(types) != count:
                 raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
             ids: range | list = range(count)

@@ -162,18 +162,16 @@ class CompilationQueries:
         keys = self.file.query("SELECT name, upper(type) FROM pragma_table_info('programs') WHERE pk > 0")
         return count, low, high, keys == [("id", "INTEGER")]
 
-    def program_types(self) -> list:
-        """The type name of every program, by id ("" where it is not text), read as one string and split.
-
-        A type name holding the separator (no program type does) makes the count differ, and the
-        names are then read as a JSON array instead.
-        """
+    def program_types(self, count: int) -> list:
+        """The type name of every one of the `count` programs, by id ("" where it is not text), read as one
+        string and split; where a name holds the separator (no program type does) the split gives another
+        count, and the names are read as a JSON array instead."""
         (text,) = self.file.query_one(
             "SELECT group_concat(CASE WHEN typeof(type) = 'text' THEN type ELSE '' END, char(31)) "
             "FROM (SELECT type FROM programs ORDER BY id)"
         )
         names = text.split("\x1f") if text is not None else []
-        if len(names) == self.file.query_one("SELECT count(*) FROM programs")[0]:
+        if len(names) == count:
             return names
         (text,) = self.file.query_one(
             "SELECT json_group_array(CASE WHEN typeof(type) = 'text' THEN type ELSE '' END) "

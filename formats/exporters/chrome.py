@@ -5,11 +5,8 @@ from __future__ import annotations
 import os
 
 from ..atomic import AtomicOutput
-from ..chrome_trace_export import (
-    ChromeTraceWriter,
-    write_report_execution,
-    write_trace_file_events,
-)
+from ..chrome_trace_execution import write_report_execution
+from ..chrome_trace_export import ChromeTraceWriter, write_trace_file_events
 from ..detect import FileKind, sniff
 from ..errors import InvalidInputError
 

@@ -1,0 +1,402 @@
+"""A report's execution as Chrome trace events: one track per IPU, one event per run and per
+profiled step, with the step's cycles, active tiles and balances as args, and times from the
+cycle counters and the clock.
+
+Events are formatted a column at a time: SQLite renders a step's integers and quoted names as
+text, Arrow renders the doubles (shortest round-trip form) and joins each event's pieces, and the
+joined events go to the output as one block per batch. The steps of each IPU are written ordered
+by start (longest first, then by step); a step that overlaps an earlier one without nesting in it
+goes to the IPU's first extra track where it nests, named "IPU n (overlap k)" and declared just
+before its first event.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from .chrome_trace_export import ChromeTraceWriter
+
+if TYPE_CHECKING:
+    from .profile_reader import ProfileReader
+
+#: Tracks of one IPU that hold events overlapping its first track get tids ipu + lane * this.
+LANE_TID_STRIDE = 1000
+#: Step events formatted per batch.
+BATCH = 1 << 16
+#: Tables the export reads besides the steps.
+_SMALL_TABLES = ("target", "ipus", "runs", "run_cycles_by_ipu")
+#: Largest finite double: a balance beyond it is infinite.
+_LARGEST = 1.7976931348623157e308
+
+#: Per step: its event's text up to its args' type, the text after data_balance (program and compute
+#: set when present), and whether its values have the schema's types.
+_STEPS_SQL = """
+SELECT id,
+  '{"name":' || json_quote(iif(name = '', type, name)) || ',"cat":' || json_quote(type)
+    || ',"args":{"step":' || id || ',"run":' || run || ',"type":' || json_quote(type) AS head,
+  iif(program IS NULL, '', ',"program":' || program)
+    || iif(compute_set IS NULL, '', ',"compute_set":' || compute_set) AS tail,
+  typeof(id) = 'integer' AND typeof(run) = 'integer' AND typeof(type) = 'text' AND typeof(name) = 'text'
+    AND typeof(program) IN ('integer', 'null') AND typeof(compute_set) IN ('integer', 'null') AS ok
+FROM steps ORDER BY id
+"""
+_STEPS_COLUMNS = ("id", "head", "tail", "ok")
+
+#: Integer columns of steps_by_ipu the export reads: the step's key and times, then its args.
+_COUNTS = ("ipu", "step_id", "cycles_base", "all_cycles_from_min", "all_cycles_to_max")
+_ARGS = ("cycles", "tile_cycles_max", "active_tiles", "data_in", "data_out")
+_BALANCES = ("tile_balance", "active_tile_balance", "thread_balance", "data_balance")
+_STEPS_BY_IPU_COLUMNS = (*_COUNTS, *_ARGS, *_BALANCES)
+#: Per profiled step of an IPU, its values as stored (their types are checked in Arrow).
+_STEPS_BY_IPU_SQL = f"SELECT {', '.join(_STEPS_BY_IPU_COLUMNS)} FROM steps_by_ipu WHERE profiled = 1"
+#: Values beyond this (in magnitude) are refused, so that sums of two cycle counts stay in 64 bits.
+_COUNT_LIMIT = 1 << 62
+
+
+def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
+    """Write a report's execution: one track per IPU, one event per step (and per run)."""
+    from .profile_reader import ProfileReader
+
+    reader = ProfileReader(path)
+    try:
+        reader.check_value_types(_SMALL_TABLES)
+        clock = float(reader.target["clock_frequency"]) or 1.0
+        scale = 1e6 / clock
+        pid = 1
+        out.event(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"name": f"IPU execution: {os.path.basename(path)}"},
+            }
+        )
+        runs: dict[Any, list] = {ipu: [] for (ipu,) in reader.query("SELECT id FROM ipus ORDER BY id")}
+        names = dict(reader.query("SELECT id, name FROM runs"))
+        for ipu, run, start, end in reader.query('SELECT ipu, run, start, "end" FROM run_cycles_by_ipu'):
+            name = names.get(run)
+            label = f"Run {run}" + (f" {name}" if name else "")
+            event = {"name": label, "cat": "run", "args": {"run": run, "cycles": int(end - start)}}
+            runs.setdefault(ipu, []).append((int(start), int(end), event))
+        steps = _read_steps(reader)
+        for ipu in sorted(set(runs) | set(steps.ipus)):
+            _write_ipu(out, steps, ipu, runs.get(ipu, []), pid, scale)
+        return {
+            "displayTimeUnit": "ns",
+            "otherData": {
+                "report": os.path.basename(path),
+                "clock_frequency_hz": clock,
+                "time_base": "IPU cycle counters divided by the tile clock",
+            },
+        }
+    finally:
+        reader.close()
+
+
+class _Steps:
+    """The profiled steps of every IPU, in the order their events are written, with their texts."""
+
+    def __init__(self, rows: pa.Table, steps: pa.Table) -> None:
+        ipu = rows.column("ipu").to_numpy()
+        base = rows.column("cycles_base").to_numpy()
+        start = base + rows.column("all_cycles_from_min").to_numpy()
+        end = np.maximum(start, base + rows.column("all_cycles_to_max").to_numpy())
+        step = rows.column("step_id").to_numpy()
+        order = np.lexsort((step, -end, start, ipu))
+        self.ipu, self.start, self.end = ipu[order], start[order], end[order]
+        self.ipus = np.unique(self.ipu).tolist()
+        ids = steps.column("id").to_numpy()
+        position = np.searchsorted(ids, step[order])
+        found = ids[np.minimum(position, len(ids) - 1)] if len(ids) else ids
+        self.missing = bool(len(order)) and not np.array_equal(found, step[order])
+        self._order, self._position = order, position
+        self._rows, self._steps = rows, steps
+
+    def span(self, ipu: int) -> tuple[int, int]:
+        """The positions of one IPU's steps."""
+        return int(np.searchsorted(self.ipu, ipu, "left")), int(np.searchsorted(self.ipu, ipu, "right"))
+
+    def events(self, first: int, stop: int, tids: np.ndarray, scale: float) -> pa.Array:
+        """The events of steps first..stop as one string array, each event led by ",\\n"."""
+        import pyarrow.compute as pc
+
+        rows = self._rows.take(pa.array(self._order[first:stop]))
+        steps = self._steps.take(pa.array(self._position[first:stop]))
+        start = self.start[first:stop]
+        ts = pc.round(pa.array(start * scale), 3)
+        dur = pc.round(pa.array((self.end[first:stop] - start) * scale), 3)
+        unique, index = np.unique(tids, return_inverse=True)
+        tid = pa.array([str(t) for t in unique.tolist()]).take(pa.array(index))
+
+        def text(values: Any) -> Any:
+            return pc.cast(values, pa.string())
+
+        def column(name: str) -> Any:
+            return text(rows.column(name).combine_chunks())
+
+        return pc.binary_join_element_wise(
+            ",\n",
+            steps.column("head").combine_chunks(),
+            ',"cycles":',
+            column("cycles"),
+            ',"tile_cycles_max":',
+            column("tile_cycles_max"),
+            ',"active_tiles":',
+            column("active_tiles"),
+            ',"tile_balance":',
+            column("tile_balance"),
+            ',"active_tile_balance":',
+            column("active_tile_balance"),
+            ',"thread_balance":',
+            column("thread_balance"),
+            ',"data_in":',
+            column("data_in"),
+            ',"data_out":',
+            column("data_out"),
+            ',"data_balance":',
+            column("data_balance"),
+            steps.column("tail").combine_chunks(),
+            '},"ph":"X","ts":',
+            text(ts),
+            ',"dur":',
+            text(dur),
+            ',"pid":1,"tid":',
+            tid,
+            "}",
+            "",
+        )
+
+
+def _read_steps(reader: ProfileReader) -> _Steps:
+    """Every profiled step, checked: a value of the wrong type or a balance that is not finite raises
+    CorruptReportError naming the table and column."""
+    import pyarrow.compute as pc
+
+    from .errors import CorruptReportError
+
+    try:
+        rows = _arrow(reader, _STEPS_BY_IPU_SQL, _STEPS_BY_IPU_COLUMNS)
+        steps = _arrow(reader, _STEPS_SQL, _STEPS_COLUMNS)
+        typed = all(_typed(rows.column(name), name in _BALANCES) for name in _STEPS_BY_IPU_COLUMNS)
+        typed = typed and pc.min(steps.column("ok")).as_py() in (None, 1)
+    except _UnreadableError:
+        typed = False
+    if not typed:
+        reader.check_value_types(("steps", "steps_by_ipu"))
+        raise CorruptReportError(f"{reader.path!r}: steps or steps_by_ipu holds values of the wrong type", reader.path)
+    for name in _STEPS_BY_IPU_COLUMNS:
+        low, high = pc.min_max(rows.column(name)).values()
+        limit = _LARGEST if name in _BALANCES else _COUNT_LIMIT - 1
+        if low.is_valid and not (-limit <= low.as_py() and high.as_py() <= limit):
+            what = "a balance that is not a finite number" if name in _BALANCES else "a value beyond 2^62"
+            raise CorruptReportError(f"{reader.path!r}: steps_by_ipu.{name} holds {what}", reader.path)
+    ordered = _Steps(rows, steps)
+    if ordered.missing:
+        raise CorruptReportError(f"{reader.path!r}: steps_by_ipu names a step that steps does not hold", reader.path)
+    return ordered
+
+
+def _typed(column: Any, real: bool) -> bool:
+    """Whether a column read holds no nulls and only 64-bit integers (or doubles, if `real`)."""
+    if not len(column):
+        return True
+    kind = column.type
+    return column.null_count == 0 and (pa.types.is_int64(kind) or (real and pa.types.is_floating(kind)))
+
+
+class _UnreadableError(Exception):
+    """The ADBC driver could not read a query's values as one type per column."""
+
+
+def _arrow(reader: ProfileReader, sql: str, names: tuple[str, ...]) -> pa.Table:
+    """A query's rows (columns `names`) as Arrow: through the ADBC SQLite driver where installed, in
+    native code, else through sqlite3."""
+    from .dataset import adbc_connect
+
+    connection = adbc_connect(reader.path)
+    if connection is None:
+        rows = reader.query(sql)
+        try:
+            return pa.table({name: pa.array([row[k] for row in rows]) for k, name in enumerate(names)})
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            raise _UnreadableError(str(exc)) from None
+    try:
+        return connection.arrow(sql).combine_chunks()
+    except Exception as exc:  # the driver's errors share no type; the caller diagnoses the damage
+        raise _UnreadableError(str(exc)) from None
+    finally:
+        connection.close()
+
+
+def _write_ipu(out: ChromeTraceWriter, steps: _Steps, ipu: int, runs: list, pid: int, scale: float) -> None:
+    """The events of one IPU: its runs and steps merged by start (longest first, runs before steps)."""
+    first, stop = steps.span(ipu) if ipu in steps.ipus else (0, 0)
+    starts, ends = steps.start[first:stop], steps.end[first:stop]
+    runs = [runs[k] for k in sorted(range(len(runs)), key=lambda k: (runs[k][0], -runs[k][1], k))]
+    lanes, inserted = _tracks(starts, ends, runs)
+    tids = ipu + lanes * LANE_TID_STRIDE
+    position = 0
+    for before, event in inserted + [(stop - first, None)]:
+        while position < before:
+            end = min(before, position + BATCH)
+            events = steps.events(first + position, first + end, tids[position:end], scale)
+            out.raw_events(_joined(events), end - position)
+            position = end
+        if event is not None:
+            lane, item = event
+            tid = ipu if lane == 0 else ipu + lane * LANE_TID_STRIDE
+            if item is None:
+                name = f"IPU {ipu}" + (f" (overlap {lane})" if lane else "")
+                out.event({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+                out.event({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+            else:
+                start, end, fields = item
+                ts, dur = _micro(start * scale), _micro((end - start) * scale)
+                out.event({**fields, "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid})
+
+
+def _joined(events: pa.Array) -> memoryview:
+    """The bytes of a string array's values, end to end."""
+    offsets = np.frombuffer(events.buffers()[1], dtype=np.int32, count=len(events) + 1, offset=events.offset * 4)
+    return memoryview(events.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
+
+
+def _micro(value: float) -> float | int:
+    rounded = round(value, 3)
+    return int(rounded) if float(rounded).is_integer() else rounded
+
+
+def _tracks(starts: np.ndarray, ends: np.ndarray, runs: list) -> tuple[np.ndarray, list]:
+    """The lane of each step (ordered by start, longest first) and what is written before which step:
+    (position, (lane, None)) declares a lane's track, (position, (lane, run)) writes a run's event.
+
+    Runs and steps are merged by (start, -end), a run first on a tie, and each goes to the first
+    lane where it nests in the innermost open event or where nothing is open (_Lanes). When the
+    runs are disjoint and every step nests in a run or is disjoint from all, the runs are all on
+    lane 0 and never decide a step's lane, so only the steps that start before an earlier step
+    has ended are placed one by one.
+    """
+    if not _runs_apart(starts, ends, runs):
+        return _tracks_one_by_one(starts.tolist(), ends.tolist(), runs)
+    lanes, declared = _step_lanes(starts, ends)
+    items: list = [(0, 0, (0, None))] if len(starts) or runs else []
+    for run in runs:
+        start, end = run[0], run[1]
+        low, high = int(np.searchsorted(starts, start, "left")), int(np.searchsorted(starts, start, "right"))
+        place = low + int(np.searchsorted(-ends[low:high], -end, "left"))  # after steps of a smaller (start, -end)
+        items.append((place, 1, (0, run)))
+    items.extend((position, 2, (lane, None)) for position, lane in declared)
+    items.sort(key=lambda item: item[:2])  # stable: runs keep their order
+    return lanes, [(position, event) for position, _, event in items]
+
+
+def _runs_apart(starts: np.ndarray, ends: np.ndarray, runs: list) -> bool:
+    """Whether the runs are disjoint from each other and each step nests in a run or is disjoint from all."""
+    if not runs:
+        return True
+    run_starts = np.array([run[0] for run in runs], dtype=np.int64)
+    run_ends = np.array([run[1] for run in runs], dtype=np.int64)
+    if len(runs) > 1 and not bool(np.all(run_starts[1:] >= run_ends[:-1])):
+        return False
+    # the last run starting at or before each step's start, and the last starting before its end
+    for last in (np.searchsorted(run_starts, starts, "right") - 1, np.searchsorted(run_starts, ends, "left") - 1):
+        known = last >= 0
+        s, e, rs, re = starts[known], ends[known], run_starts[last[known]], run_ends[last[known]]
+        if not bool(np.all((re <= s) | (e <= rs) | ((rs <= s) & (e <= re)))):
+            return False
+    return True
+
+
+def _step_lanes(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """The lane of each step, and (position, lane) for each lane after the first at its first step.
+
+    A step that starts once every earlier one has ended goes to lane 0 and leaves only itself
+    open; only the steps that start earlier are placed one by one.
+    """
+    lanes = np.zeros(len(starts), dtype=np.int64)
+    declared: list[tuple[int, int]] = []
+    if len(starts) < 2:
+        return lanes, declared
+    stale = np.flatnonzero(starts[1:] < np.maximum.accumulate(ends)[:-1]) + 1
+    # a stale step that nests in the one before, when that one is fresh and the next is too, is on
+    # lane 0 and changes nothing that follows: the common case, left out of the loop
+    stale_set = np.zeros(len(starts) + 1, dtype=bool)
+    stale_set[stale] = True
+    alone = stale[~stale_set[stale - 1] & ~stale_set[stale + 1] & (ends[stale] <= ends[stale - 1])]
+    stale = np.setdiff1d(stale, alone, assume_unique=True)
+    start_of, end_of = starts.tolist(), ends.tolist()
+    tracker = _Lanes()
+    first_lane: list[int] = []
+    previous = -2
+    for position in stale.tolist():
+        if position != previous + 1:  # the step before started after every earlier one had ended
+            tracker.restart(end_of[position - 1])
+            first_lane = tracker.open[0]
+        previous = position
+        start, end = start_of[position], end_of[position]
+        while first_lane and first_lane[-1] <= start:
+            first_lane.pop()
+        if not first_lane or end <= first_lane[-1]:  # the common case: it nests on lane 0
+            first_lane.append(end)
+            continue
+        lane, new = tracker.place(start, end)
+        lanes[position] = lane
+        if new:
+            declared.append((position, lane))
+    return lanes, declared
+
+
+class _Lanes:
+    """The events still open on each lane of an IPU."""
+
+    def __init__(self) -> None:
+        self.open: list[list[int]] = []  # per lane, the ends of its open events, innermost last
+
+    def restart(self, end: int) -> None:
+        """Only one event, ending at `end`, is open (on lane 0); the lanes stay declared."""
+        if self.open:
+            self.open[0] = [end]
+            for stack in self.open[1:]:
+                stack.clear()
+        else:
+            self.open.append([end])
+
+    def place(self, start: int, end: int) -> tuple[int, bool]:
+        """The lane of an event (after those of a smaller (start, -end)), and whether it is a new lane."""
+        for lane, stack in enumerate(self.open):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                return lane, False
+        self.open.append([end])
+        return len(self.open) - 1, True
+
+
+def _tracks_one_by_one(starts: list[int], ends: list[int], runs: list) -> tuple[np.ndarray, list]:
+    """_tracks for any steps and runs, one event at a time."""
+    tracker = _Lanes()
+    inserted: list = []
+    step_lanes = np.zeros(len(starts), dtype=np.int64)
+
+    def lane_of(position: int, start: int, end: int) -> int:
+        lane, new = tracker.place(start, end)
+        if new:
+            inserted.append((position, (lane, None)))
+        return lane
+
+    queued = 0
+    for position, (start, end) in enumerate(zip(starts, ends)):
+        while queued < len(runs) and (runs[queued][0], -runs[queued][1]) <= (start, -end):
+            run = runs[queued]
+            inserted.append((position, (lane_of(position, run[0], run[1]), run)))
+            queued += 1
+        step_lanes[position] = lane_of(position, start, end)
+    for run in runs[queued:]:
+        inserted.append((len(starts), (lane_of(len(starts), run[0], run[1]), run)))
+    return step_lanes, inserted

@@ -1,0 +1,136 @@
+"""A report's execution exported as Chrome trace events a column at a time: the same events whichever
+way the rows are read, tracks placed as one event at a time would place them, names quoted, and
+damaged values refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import formats.dataset
+from formats import chrome_trace_execution as execution
+from formats.errors import CorruptReportError
+from formats.exporters.chrome import export_chrome_trace
+
+
+def _events(path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
+
+
+def _copy(sample, tmp_path, sql: str, params=()) -> str:
+    """A copy of the sample report changed by one statement."""
+    target = tmp_path / "changed.pop"
+    shutil.copy(sample.path, target)
+    connection = sqlite3.connect(target)
+    connection.execute(sql, params)
+    connection.commit()
+    connection.close()
+    return str(target)
+
+
+# -- tracks ------------------------------------------------------------------------------------------------------------
+
+_spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 25)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_spans, runs=_spans)
+def test_tracks_are_those_of_placing_one_event_at_a_time(steps, runs):
+    pairs = sorted(((start, start + length) for start, length in steps), key=lambda p: (p[0], -p[1]))
+    starts = np.array([p[0] for p in pairs], dtype=np.int64)
+    ends = np.array([p[1] for p in pairs], dtype=np.int64)
+    run_items = sorted(((s, s + n, {"run": k}) for k, (s, n) in enumerate(runs)), key=lambda r: (r[0], -r[1]))
+    lanes, inserted = execution._tracks(starts, ends, run_items)
+    want_lanes, want_inserted = execution._tracks_one_by_one(starts.tolist(), ends.tolist(), run_items)
+    assert lanes.tolist() == want_lanes.tolist()
+    assert inserted == want_inserted
+
+
+def test_disjoint_runs_and_nested_steps_are_placed_without_the_event_loop():
+    # steps 1 and 2 nest in step 0; step 4 starts inside step 3 and ends after it: the only overlap
+    starts = np.array([0, 2, 5, 20, 25, 40], dtype=np.int64)
+    ends = np.array([10, 4, 9, 30, 35, 45], dtype=np.int64)
+    runs = [(0, 36, {"run": 0}), (40, 50, {"run": 1})]
+    lanes, inserted = execution._tracks(starts, ends, runs)
+    assert lanes.tolist() == [0, 0, 0, 0, 1, 0]
+    assert inserted == [(0, (0, None)), (0, (0, runs[0])), (4, (1, None)), (5, (0, runs[1]))]
+
+
+# -- the export --------------------------------------------------------------------------------------------------------
+
+
+def test_rows_read_through_sqlite3_give_the_same_events(sample, tmp_path, monkeypatch):
+    export_chrome_trace(sample.path, tmp_path / "adbc.json")
+    monkeypatch.setattr(formats.dataset, "adbc_connect", lambda path: None)
+    export_chrome_trace(sample.path, tmp_path / "sqlite3.json")
+    assert _events(tmp_path / "adbc.json") == _events(tmp_path / "sqlite3.json")
+
+
+def test_a_step_that_overlaps_the_next_ones_goes_to_an_overlap_track(sample, tmp_path):
+    report = _copy(
+        sample,
+        tmp_path,
+        "UPDATE steps_by_ipu SET all_cycles_to_max = all_cycles_to_max + 1000000 WHERE step_id = 4 AND ipu = 1",
+    )
+    export_chrome_trace(report, tmp_path / "out.json")
+    events = _events(tmp_path / "out.json")
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {0: "IPU 0", 1: "IPU 1", 1001: "IPU 1 (overlap 1)"}
+    moved = [e["args"]["step"] for e in events if e["ph"] == "X" and e["tid"] == 1001]
+    assert moved == [4]  # it outlives its run, so it cannot nest in it on IPU 1's own track
+    declared = next(k for k, e in enumerate(events) if e["ph"] == "M" and e["tid"] == 1001)
+    first = next(k for k, e in enumerate(events) if e["ph"] == "X" and e["tid"] == 1001)
+    assert declared < first
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['say "hi"', "back\\slash", "tab\tnew\nline\x01", "</script><!--", "naïve ✓ 名前", "\u2028"],
+)
+def test_step_names_are_quoted_as_json_strings(sample, tmp_path, name):
+    report = _copy(sample, tmp_path, "UPDATE steps SET name = ? WHERE id = 4", (name,))
+    export_chrome_trace(report, tmp_path / "out.json")
+    named = [e for e in _events(tmp_path / "out.json") if e["ph"] == "X" and e.get("args", {}).get("step") == 4]
+    assert len(named) == 2 and all(e["name"] == name for e in named)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("UPDATE steps_by_ipu SET cycles = 'many' WHERE step_id = 2", r"steps_by_ipu\.cycles holds text 'many'"),
+        ("UPDATE steps_by_ipu SET data_in = 2.5 WHERE step_id = 2", r"steps_by_ipu\.data_in holds real 2\.5"),
+        ("UPDATE steps SET run = 'first' WHERE id = 2", r"steps\.run holds text 'first'"),
+        ("UPDATE steps_by_ipu SET data_balance = 9e999 WHERE step_id = 2", r"data_balance holds a balance that is not"),
+        ("UPDATE steps_by_ipu SET cycles_base = 1 << 62 WHERE step_id = 2", r"cycles_base holds a value beyond 2\^62"),
+        ("DELETE FROM steps WHERE id = 2", r"steps_by_ipu names a step that steps does not hold"),
+    ],
+)
+def test_damaged_step_values_are_refused(sample, tmp_path, sql, message):
+    report = _copy(sample, tmp_path, sql)
+    with pytest.raises(CorruptReportError, match=message):
+        export_chrome_trace(report, tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_value_of_another_type_after_the_rows_the_driver_types_by_is_caught(tmp_path):
+    pytest.importorskip("adbc_driver_sqlite")
+    path = tmp_path / "t.db"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE t (a INTEGER)")
+    connection.executemany("INSERT INTO t VALUES (?)", [(k,) for k in range(5000)] + [("many",)])
+    connection.commit()
+    connection.close()
+
+    class Reader:
+        pass
+
+    reader = Reader()
+    reader.path = str(path)
+    with pytest.raises(execution._UnreadableError, match="Type mismatch"):
+        execution._arrow(reader, "SELECT a FROM t", ("a",))

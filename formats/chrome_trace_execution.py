@@ -13,7 +13,10 @@ before its first event.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +29,11 @@ if TYPE_CHECKING:
 #: Tracks of one IPU that hold events overlapping its first track get tids ipu + lane * this.
 LANE_TID_STRIDE = 1000
 #: Step events formatted per batch.
-BATCH = 1 << 16
+BATCH = 1 << 12
+#: Rows of steps_by_ipu read per batch.
+_READ_BATCH = 1 << 15
+#: Rows read per batch through sqlite3 (without the ADBC driver).
+_SQLITE3_BATCH = 1 << 12
 #: Tables the export reads besides the steps.
 _SMALL_TABLES = ("target", "ipus", "runs", "run_cycles_by_ipu")
 #: Largest finite double: a balance beyond it is infinite.
@@ -45,14 +52,15 @@ SELECT id,
 FROM steps ORDER BY id
 """
 _STEPS_COLUMNS = ("id", "head", "tail", "ok")
+_EMPTY_STEPS = pa.table({"id": pa.array([], pa.int64()), "head": [], "tail": [], "ok": pa.array([], pa.int64())})
 
-#: Integer columns of steps_by_ipu the export reads: the step's key and times, then its args.
-_COUNTS = ("ipu", "step_id", "cycles_base", "all_cycles_from_min", "all_cycles_to_max")
+#: Columns of steps_by_ipu the export reads: the step, its times, then its args.
 _ARGS = ("cycles", "tile_cycles_max", "active_tiles", "data_in", "data_out")
 _BALANCES = ("tile_balance", "active_tile_balance", "thread_balance", "data_balance")
-_STEPS_BY_IPU_COLUMNS = (*_COUNTS, *_ARGS, *_BALANCES)
-#: Per profiled step of an IPU, its values as stored (their types are checked in Arrow).
+_STEPS_BY_IPU_COLUMNS = ("step_id", "cycles_base", "all_cycles_from_min", "all_cycles_to_max", *_ARGS, *_BALANCES)
+#: Per profiled step (of an IPU, once completed), its values as stored (their types are checked in Arrow).
 _STEPS_BY_IPU_SQL = f"SELECT {', '.join(_STEPS_BY_IPU_COLUMNS)} FROM steps_by_ipu WHERE profiled = 1"
+_PROFILED_COUNTS_SQL = "SELECT ipu, count(*) FROM steps_by_ipu WHERE profiled = 1 GROUP BY ipu"
 #: Values beyond this (in magnitude) are refused, so that sums of two cycle counts stay in 64 bits.
 _COUNT_LIMIT = 1 << 62
 
@@ -64,6 +72,7 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
     reader = ProfileReader(path)
     try:
         reader.check_value_types(_SMALL_TABLES)
+        reader.read_without_memory_map()
         clock = float(reader.target["clock_frequency"]) or 1.0
         scale = 1e6 / clock
         pid = 1
@@ -83,9 +92,19 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             label = f"Run {run}" + (f" {name}" if name else "")
             event = {"name": label, "cat": "run", "args": {"run": run, "cycles": int(end - start)}}
             runs.setdefault(ipu, []).append((int(start), int(end), event))
-        steps = _read_steps(reader)
-        for ipu in sorted(set(runs) | set(steps.ipus)):
-            _write_ipu(out, steps, ipu, runs.get(ipu, []), pid, scale)
+        texts = _step_texts(reader)
+        counts = _profiled_counts(reader)
+        ipus = sorted(set(runs) | set(counts))
+        with ThreadPoolExecutor(1) as ahead:  # the next IPU's steps are read while this one's are written
+
+            def read(ipu: int) -> Future | None:
+                return ahead.submit(_read_ipu, reader, ipu, counts[ipu], texts) if ipu in counts else None
+
+            following = read(ipus[0]) if ipus else None
+            for k, ipu in enumerate(ipus):
+                steps = following.result() if following is not None else None
+                following = read(ipus[k + 1]) if k + 1 < len(ipus) else None
+                _write_ipu(out, steps, ipu, runs.get(ipu, []), pid, scale)
         return {
             "displayTimeUnit": "ns",
             "otherData": {
@@ -98,35 +117,27 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
         reader.close()
 
 
-class _Steps:
-    """The profiled steps of every IPU, in the order their events are written, with their texts."""
+class _IpuSteps:
+    """The profiled steps of one IPU, in the order their events are written."""
 
-    def __init__(self, rows: pa.Table, steps: pa.Table) -> None:
-        ipu = rows.column("ipu").to_numpy()
-        base = rows.column("cycles_base").to_numpy()
-        start = base + rows.column("all_cycles_from_min").to_numpy()
-        end = np.maximum(start, base + rows.column("all_cycles_to_max").to_numpy())
-        step = rows.column("step_id").to_numpy()
-        order = np.lexsort((step, -end, start, ipu))
-        self.ipu, self.start, self.end = ipu[order], start[order], end[order]
-        self.ipus = np.unique(self.ipu).tolist()
-        ids = steps.column("id").to_numpy()
-        position = np.searchsorted(ids, step[order])
-        found = ids[np.minimum(position, len(ids) - 1)] if len(ids) else ids
+    def __init__(self, rows: dict[str, np.ndarray], texts: pa.Table) -> None:
+        base, step = rows.pop("cycles_base"), rows.pop("step_id")
+        start = base + rows.pop("all_cycles_from_min")
+        end = np.maximum(start, base + rows.pop("all_cycles_to_max"))
+        order = np.lexsort((step, -end, start))
+        self.start, self.end, self._order = start[order], end[order], order
+        ids = texts.column("id").to_numpy()
+        self._text_at = np.searchsorted(ids, step[order])
+        found = ids[np.minimum(self._text_at, len(ids) - 1)] if len(ids) else ids
         self.missing = bool(len(order)) and not np.array_equal(found, step[order])
-        self._order, self._position = order, position
-        self._rows, self._steps = rows, steps
-
-    def span(self, ipu: int) -> tuple[int, int]:
-        """The positions of one IPU's steps."""
-        return int(np.searchsorted(self.ipu, ipu, "left")), int(np.searchsorted(self.ipu, ipu, "right"))
+        self._rows, self._texts = rows, texts
 
     def events(self, first: int, stop: int, tids: np.ndarray, scale: float) -> pa.Array:
         """The events of steps first..stop as one string array, each event led by ",\\n"."""
         import pyarrow.compute as pc
 
-        rows = self._rows.take(pa.array(self._order[first:stop]))
-        steps = self._steps.take(pa.array(self._position[first:stop]))
+        taken = self._order[first:stop]
+        texts = self._texts.take(pa.array(self._text_at[first:stop]))
         start = self.start[first:stop]
         ts = pc.round(pa.array(start * scale), 3)
         dur = pc.round(pa.array((self.end[first:stop] - start) * scale), 3)
@@ -137,11 +148,11 @@ class _Steps:
             return pc.cast(values, pa.string())
 
         def column(name: str) -> Any:
-            return text(rows.column(name).combine_chunks())
+            return text(pa.array(self._rows[name][taken]))
 
         return pc.binary_join_element_wise(
             ",\n",
-            steps.column("head").combine_chunks(),
+            texts.column("head").combine_chunks(),
             ',"cycles":',
             column("cycles"),
             ',"tile_cycles_max":',
@@ -160,7 +171,7 @@ class _Steps:
             column("data_out"),
             ',"data_balance":',
             column("data_balance"),
-            steps.column("tail").combine_chunks(),
+            texts.column("tail").combine_chunks(),
             '},"ph":"X","ts":',
             text(ts),
             ',"dur":',
@@ -172,79 +183,122 @@ class _Steps:
         )
 
 
-def _read_steps(reader: ProfileReader) -> _Steps:
-    """Every profiled step, checked: a value of the wrong type or a balance that is not finite raises
-    CorruptReportError naming the table and column."""
+def _step_texts(reader: ProfileReader) -> pa.Table:
+    """Each step's texts (_STEPS_SQL), ordered by id; CorruptReportError if a value has the wrong type."""
     import pyarrow.compute as pc
 
-    from .errors import CorruptReportError
-
     try:
-        rows = _arrow(reader, _STEPS_BY_IPU_SQL, _STEPS_BY_IPU_COLUMNS)
-        steps = _arrow(reader, _STEPS_SQL, _STEPS_COLUMNS)
-        typed = all(_typed(rows.column(name), name in _BALANCES) for name in _STEPS_BY_IPU_COLUMNS)
-        typed = typed and pc.min(steps.column("ok")).as_py() in (None, 1)
+        batches = list(_batches(reader, _STEPS_SQL, _STEPS_COLUMNS, rows=1 << 20))  # one batch, mostly
+        texts = pa.Table.from_batches(batches).combine_chunks() if batches else _EMPTY_STEPS
+        typed = pc.min(texts.column("ok")).as_py() in (None, 1)
     except _UnreadableError:
         typed = False
     if not typed:
-        reader.check_value_types(("steps", "steps_by_ipu"))
-        raise CorruptReportError(f"{reader.path!r}: steps or steps_by_ipu holds values of the wrong type", reader.path)
-    for name in _STEPS_BY_IPU_COLUMNS:
-        low, high = pc.min_max(rows.column(name)).values()
+        _damaged(reader)
+    return texts
+
+
+def _profiled_counts(reader: ProfileReader) -> dict[int, int]:
+    """The number of profiled steps of each IPU that has one."""
+    counts = dict(reader.query(_PROFILED_COUNTS_SQL))
+    if not all(type(ipu) is int for ipu in counts):
+        _damaged(reader)
+    return counts
+
+
+def _read_ipu(reader: ProfileReader, ipu: int, count: int, texts: pa.Table) -> _IpuSteps:
+    """The profiled steps of one IPU, checked: a value of the wrong type or out of range raises
+    CorruptReportError naming the table and column."""
+    from .errors import CorruptReportError
+
+    try:
+        rows = _columns(reader, f"{_STEPS_BY_IPU_SQL} AND ipu = {int(ipu)}", _STEPS_BY_IPU_COLUMNS, count)
+    except _UnreadableError:
+        rows = None
+    if rows is None:
+        _damaged(reader)
+    assert rows is not None
+    for name, values in rows.items():
         limit = _LARGEST if name in _BALANCES else _COUNT_LIMIT - 1
-        if low.is_valid and not (-limit <= low.as_py() and high.as_py() <= limit):
+        if len(values) and not (-limit <= values.min() and values.max() <= limit):
             what = "a balance that is not a finite number" if name in _BALANCES else "a value beyond 2^62"
             raise CorruptReportError(f"{reader.path!r}: steps_by_ipu.{name} holds {what}", reader.path)
-    ordered = _Steps(rows, steps)
-    if ordered.missing:
+    steps = _IpuSteps(rows, texts)
+    if steps.missing:
         raise CorruptReportError(f"{reader.path!r}: steps_by_ipu names a step that steps does not hold", reader.path)
-    return ordered
+    return steps
 
 
-def _typed(column: Any, real: bool) -> bool:
-    """Whether a column read holds no nulls and only 64-bit integers (or doubles, if `real`)."""
-    if not len(column):
-        return True
-    kind = column.type
-    return column.null_count == 0 and (pa.types.is_int64(kind) or (real and pa.types.is_floating(kind)))
+def _damaged(reader: ProfileReader) -> NoReturn:
+    """Raise CorruptReportError at the first value of steps or steps_by_ipu whose type breaks the schema."""
+    from .errors import CorruptReportError
+
+    reader.check_value_types(("steps", "steps_by_ipu"))
+    raise CorruptReportError(f"{reader.path!r}: steps or steps_by_ipu holds values of the wrong type", reader.path)
+
+
+def _columns(reader: ProfileReader, sql: str, names: tuple[str, ...], count: int) -> dict[str, np.ndarray] | None:
+    """The `count` rows of a query as numpy columns, copied in a batch at a time; None if a value is
+    null or not a 64-bit integer (or, for a balance, a double), or the rows are not `count`."""
+    columns = {name: np.empty(count, dtype=np.float64 if name in _BALANCES else np.int64) for name in names}
+    filled = 0
+    for batch in _batches(reader, sql, names, rows=_READ_BATCH):
+        size = batch.num_rows
+        if filled + size > count:
+            return None
+        for name, column in zip(names, batch.columns):
+            kind = column.type
+            real = name in _BALANCES and pa.types.is_floating(kind)
+            if size and (column.null_count or not (pa.types.is_int64(kind) or real)):
+                return None
+            columns[name][filled : filled + size] = column.to_numpy()
+        filled += size
+    return columns if filled == count else None
 
 
 class _UnreadableError(Exception):
     """The ADBC driver could not read a query's values as one type per column."""
 
 
-def _arrow(reader: ProfileReader, sql: str, names: tuple[str, ...]) -> pa.Table:
-    """A query's rows (columns `names`) as Arrow: through the ADBC SQLite driver where installed, in
-    native code, else through sqlite3."""
-    from .dataset import adbc_connect
+def _batches(
+    reader: ProfileReader, sql: str, names: tuple[str, ...], rows: int = _SQLITE3_BATCH
+) -> Iterator[pa.RecordBatch]:
+    """A query's rows (columns `names`) as Arrow batches: through the ADBC SQLite driver where
+    installed, in native code, else through sqlite3. _UnreadableError when a column's values do not
+    share one type."""
+    from . import arrow_sqlite
 
-    connection = adbc_connect(reader.path)
+    connection = arrow_sqlite.adbc_connect(reader.path)
     if connection is None:
-        rows = reader.query(sql)
-        try:
-            return pa.table({name: pa.array([row[k] for row in rows]) for k, name in enumerate(names)})
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-            raise _UnreadableError(str(exc)) from None
+        found = reader.file.iterate(sql, batch=_SQLITE3_BATCH)
+        while chunk := list(islice(found, _SQLITE3_BATCH)):
+            try:
+                arrays = [pa.array([row[k] for row in chunk]) for k in range(len(names))]
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                raise _UnreadableError(str(exc)) from None
+            yield pa.record_batch(arrays, names=list(names))
+        return
     try:
-        return connection.arrow(sql).combine_chunks()
+        yield from connection.batches(sql, rows)
     except Exception as exc:  # the driver's errors share no type; the caller diagnoses the damage
         raise _UnreadableError(str(exc)) from None
     finally:
         connection.close()
 
 
-def _write_ipu(out: ChromeTraceWriter, steps: _Steps, ipu: int, runs: list, pid: int, scale: float) -> None:
+def _write_ipu(out: ChromeTraceWriter, steps: _IpuSteps | None, ipu: int, runs: list, pid: int, scale: float) -> None:
     """The events of one IPU: its runs and steps merged by start (longest first, runs before steps)."""
-    first, stop = steps.span(ipu) if ipu in steps.ipus else (0, 0)
-    starts, ends = steps.start[first:stop], steps.end[first:stop]
+    empty = np.zeros(0, dtype=np.int64)
+    starts, ends = (steps.start, steps.end) if steps is not None else (empty, empty)
     runs = [runs[k] for k in sorted(range(len(runs)), key=lambda k: (runs[k][0], -runs[k][1], k))]
     lanes, inserted = _tracks(starts, ends, runs)
     tids = ipu + lanes * LANE_TID_STRIDE
     position = 0
-    for before, event in inserted + [(stop - first, None)]:
+    for before, event in inserted + [(len(starts), None)]:
         while position < before:
             end = min(before, position + BATCH)
-            events = steps.events(first + position, first + end, tids[position:end], scale)
+            assert steps is not None
+            events = steps.events(position, end, tids[position:end], scale)
             out.raw_events(_joined(events), end - position)
             position = end
         if event is not None:
@@ -315,27 +369,32 @@ def _runs_apart(starts: np.ndarray, ends: np.ndarray, runs: list) -> bool:
 def _step_lanes(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """The lane of each step, and (position, lane) for each lane after the first at its first step.
 
-    A step that starts once every earlier one has ended goes to lane 0 and leaves only itself
-    open; only the steps that start earlier are placed one by one.
+    A step that starts once every earlier one has ended (fresh) goes to lane 0 and leaves only
+    itself open. So does a step of no length, and it changes nothing the next steps see; and so
+    does a step that nests in a fresh one just before it, when the step after it is fresh. Only
+    the other steps are placed one by one, from the state the last fresh step left.
     """
-    lanes = np.zeros(len(starts), dtype=np.int64)
+    count = len(starts)
+    lanes = np.zeros(count, dtype=np.int64)
     declared: list[tuple[int, int]] = []
-    if len(starts) < 2:
+    if count < 2:
         return lanes, declared
-    stale = np.flatnonzero(starts[1:] < np.maximum.accumulate(ends)[:-1]) + 1
-    # a stale step that nests in the one before, when that one is fresh and the next is too, is on
-    # lane 0 and changes nothing that follows: the common case, left out of the loop
-    stale_set = np.zeros(len(starts) + 1, dtype=bool)
-    stale_set[stale] = True
-    alone = stale[~stale_set[stale - 1] & ~stale_set[stale + 1] & (ends[stale] <= ends[stale - 1])]
-    stale = np.setdiff1d(stale, alone, assume_unique=True)
+    fresh = np.ones(count + 1, dtype=bool)
+    fresh[1:count] = starts[1:] >= np.maximum.accumulate(ends)[:-1]
+    stale = np.flatnonzero(~fresh[:count])
+    nested = fresh[stale - 1] & fresh[stale + 1] & (ends[stale] <= ends[stale - 1])
+    stale = stale[(ends[stale] > starts[stale]) & ~nested]
+    if not len(stale):
+        return lanes, declared
+    last_fresh = np.maximum.accumulate(np.where(fresh[:count], np.arange(count), 0))
+    restart_from = last_fresh[stale - 1].tolist()
     start_of, end_of = starts.tolist(), ends.tolist()
     tracker = _Lanes()
     first_lane: list[int] = []
-    previous = -2
-    for position in stale.tolist():
-        if position != previous + 1:  # the step before started after every earlier one had ended
-            tracker.restart(end_of[position - 1])
+    previous = -1
+    for position, fresh_before in zip(stale.tolist(), restart_from):
+        if fresh_before > previous:  # a fresh step since the last one placed: only it is open
+            tracker.restart(end_of[fresh_before])
             first_lane = tracker.open[0]
         previous = position
         start, end = start_of[position], end_of[position]

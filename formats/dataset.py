@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .arrow_sqlite import ArrowSqlite, adbc_connect
 from .arrow_tables import arrow_schema, table_to_arrow
 from .atomic import AtomicOutput
 from .check import STRUCTURE_CHECKS, check_report
@@ -634,49 +635,6 @@ class _TableSource:
     def read(self, table: str, columns: list[str] | None = None) -> pa.Table:
         present = list(self.reader.file.tables.get(table, ()))
         return read_table(self.reader, self.conn, table, present, columns)
-
-
-class ArrowSqlite:
-    """A read-only SQLite connection of the ADBC driver: a query's rows come back as Arrow, built in native code."""
-
-    def __init__(self, path: str) -> None:
-        import pathlib
-
-        import adbc_driver_manager
-        import adbc_driver_sqlite
-
-        self._manager = adbc_driver_manager
-        uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro"
-        self._db = adbc_driver_sqlite.connect(uri)
-        try:
-            self._conn = adbc_driver_manager.AdbcConnection(self._db)
-        except BaseException:
-            self._db.close()
-            raise
-
-    def arrow(self, sql: str) -> pa.Table:
-        """Every row of a query as an Arrow table."""
-        statement = self._manager.AdbcStatement(self._conn)
-        try:
-            statement.set_sql_query(sql)
-            stream, _ = statement.execute_query()
-            return pa.RecordBatchReader._import_from_c(stream.address).read_all()
-        finally:
-            statement.close()
-
-    def close(self) -> None:
-        self._conn.close()
-        self._db.close()
-
-
-def adbc_connect(path: str) -> ArrowSqlite | None:
-    """A read-only ADBC SQLite connection to a report, or None when the driver is not installed."""
-    try:
-        return ArrowSqlite(path)
-    except ImportError:
-        return None
-    except Exception as exc:
-        raise CorruptReportError(f"{path!r}: cannot be opened by SQLite ({exc})", path) from None
 
 
 def read_table(

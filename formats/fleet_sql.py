@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from . import dataset as ds
+from .arrow_sqlite import adbc_connect
 from .detect import FileKind, check_regular_file, kind_of_bytes, read_head
 from .errors import InvalidInputError, PvaError
 from .fleet_limits import DEFAULT_LIMITS, Limits, QueryLimitError
@@ -248,7 +249,7 @@ class _LooseReport:
             self._metadata, self.target = self.reader.metadata, self.reader.target
             self._columns = {t: list(self.reader.file.tables.get(t, ())) for t in tables}
         if tables:
-            self.arrow = ds.adbc_connect(path)
+            self.arrow = adbc_connect(path)
 
     @property
     def metadata(self) -> dict:

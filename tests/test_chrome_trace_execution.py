@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import formats.dataset
+import formats.arrow_sqlite
 from formats import chrome_trace_execution as execution
 from formats.errors import CorruptReportError
 from formats.exporters.chrome import export_chrome_trace
@@ -67,7 +67,7 @@ def test_disjoint_runs_and_nested_steps_are_placed_without_the_event_loop():
 
 def test_rows_read_through_sqlite3_give_the_same_events(sample, tmp_path, monkeypatch):
     export_chrome_trace(sample.path, tmp_path / "adbc.json")
-    monkeypatch.setattr(formats.dataset, "adbc_connect", lambda path: None)
+    monkeypatch.setattr(formats.arrow_sqlite, "adbc_connect", lambda path: None)
     export_chrome_trace(sample.path, tmp_path / "sqlite3.json")
     assert _events(tmp_path / "adbc.json") == _events(tmp_path / "sqlite3.json")
 
@@ -133,4 +133,4 @@ def test_a_value_of_another_type_after_the_rows_the_driver_types_by_is_caught(tm
     reader = Reader()
     reader.path = str(path)
     with pytest.raises(execution._UnreadableError, match="Type mismatch"):
-        execution._arrow(reader, "SELECT a FROM t", ("a",))
+        list(execution._batches(reader, "SELECT a FROM t", ("a",)))

@@ -264,6 +264,12 @@ def measure_tile_totals(ctx: Context) -> list[Row]:
 # -- 4. walking the steps --------------------------------------------------------------------------
 
 STEP_WALK_RATIO = 3.0
+#: Per size where it differs, with the reason: opening a report checks its header, version and
+#: tables (about 2 ms, the `open` row), which the baseline's bare sqlite3.connect skips; on small
+#: that is a sixth of the walk.
+STEP_WALK_RATIO_BY_SIZE = {
+    "small": (3.5, "opening and checking the report, which the bare connect skips, is a sixth of it")
+}
 
 
 def _step_walk(path: str) -> int:
@@ -287,6 +293,7 @@ def measure_step_walk(ctx: Context) -> list[Row]:
     medians, times, results = alternate({"ours": ours, "baseline": baseline}, ctx.repeat)
     assert results["ours"] == results["baseline"], results
     steps = ctx.main.info["steps"]
+    limit, reason = STEP_WALK_RATIO_BY_SIZE.get(ctx.main.size, (STEP_WALK_RATIO, ""))
     return [
         Row(
             "step-walk",
@@ -295,8 +302,8 @@ def measure_step_walk(ctx: Context) -> list[Row]:
             medians["baseline"] * 1e3,
             "ms",
             "sqlite3: SELECT cycles FROM steps_by_ipu WHERE ipu = 0 ORDER BY step_id, summed",
-            f"ratio <= {STEP_WALK_RATIO:g}",
-            medians["ours"] <= STEP_WALK_RATIO * medians["baseline"],
+            f"ratio <= {limit:g}" + (f" on {ctx.main.size} ({reason}; {STEP_WALK_RATIO:g} on large)" if reason else ""),
+            medians["ours"] <= limit * medians["baseline"],
             details={
                 "ours_steps_per_s": steps / medians["ours"],
                 "baseline_rows_per_s": steps / medians["baseline"],

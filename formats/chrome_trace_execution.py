@@ -136,16 +136,17 @@ class _IpuSteps:
         """The events of steps first..stop as one string array, each event led by ",\\n"."""
         import pyarrow.compute as pc
 
+        pool = pa.system_memory_pool()  # gives what a batch freed back, where the default pool keeps it
         taken = self._order[first:stop]
-        texts = self._texts.take(pa.array(self._text_at[first:stop]))
+        texts = pc.take(self._texts, pa.array(self._text_at[first:stop]), memory_pool=pool)
         start = self.start[first:stop]
-        ts = pc.round(pa.array(start * scale), 3)
-        dur = pc.round(pa.array((self.end[first:stop] - start) * scale), 3)
+        ts = pc.round(pa.array(start * scale), 3, memory_pool=pool)
+        dur = pc.round(pa.array((self.end[first:stop] - start) * scale), 3, memory_pool=pool)
         unique, index = np.unique(tids, return_inverse=True)
-        tid = pa.array([str(t) for t in unique.tolist()]).take(pa.array(index))
+        tid = pc.take(pa.array([str(t) for t in unique.tolist()]), pa.array(index), memory_pool=pool)
 
         def text(values: Any) -> Any:
-            return pc.cast(values, pa.string())
+            return pc.cast(values, pa.string(), memory_pool=pool)
 
         def column(name: str) -> Any:
             return text(pa.array(self._rows[name][taken]))
@@ -180,6 +181,7 @@ class _IpuSteps:
             tid,
             "}",
             "",
+            memory_pool=pool,
         )
 
 
@@ -189,7 +191,8 @@ def _step_texts(reader: ProfileReader) -> pa.Table:
 
     try:
         batches = list(_batches(reader, _STEPS_SQL, _STEPS_COLUMNS, rows=1 << 20))  # one batch, mostly
-        texts = pa.Table.from_batches(batches).combine_chunks() if batches else _EMPTY_STEPS
+        pool = pa.system_memory_pool()
+        texts = pa.Table.from_batches(batches).combine_chunks(memory_pool=pool) if batches else _EMPTY_STEPS
         typed = pc.min(texts.column("ok")).as_py() in (None, 1)
     except _UnreadableError:
         typed = False

@@ -2,12 +2,13 @@
 profiled step, with the step's cycles, active tiles and balances as args, and times from the
 cycle counters and the clock.
 
-Events are formatted a column at a time: SQLite renders a step's integers and quoted names as
-text, Arrow renders the doubles (shortest round-trip form) and joins each event's pieces, and the
-joined events go to the output as one block per batch. The steps of each IPU are written ordered
-by start (longest first, then by step); a step that overlaps an earlier one without nesting in it
-goes to the IPU's first extra track where it nests, named "IPU n (overlap k)" and declared just
-before its first event.
+Events are formatted a column at a time, in native code: each IPU's steps are read as Arrow
+columns (the ADBC SQLite driver), SQLite quotes the steps' names, Arrow renders the numbers
+(doubles in their shortest round-trip form) and joins each event's pieces, and the joined events
+of a batch go to the output as one block. The next IPU is read while one is written. The steps
+of each IPU are written ordered by start (longest first, then by step); a step that overlaps an
+earlier one without nesting in it goes to the IPU's first extra track where it nests, named
+"IPU n (overlap k)" and declared just before its first event.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ _SYNTHETIC_ID = 1 << 40
 _ID_LIMIT = 1 << 62
 #: The end of an event that never ended, in lane assignment.
 _INFINITY = 1 << 63
+_MAX_TIME_FLOAT = float(MAX_TIME)
 #: The end of an event that never ended, in the staged columns.
 _OPEN = 2**63 - 1
 #: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
@@ -77,11 +78,10 @@ class ImportStats:
 class _Thread:
     """A (pid, tid) seen: its index in the staged columns and its B events waiting for their E."""
 
-    __slots__ = ("index", "count", "stack")
+    __slots__ = ("index", "stack")
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.count = 0  # events staged
         self.stack: list[tuple[int, int]] = []  # (seq, start) of B events not ended yet
 
 
@@ -210,12 +210,9 @@ class _Importer:
         self._counters = _Spool(_counter_schema(), output, limit // 8)
         # the batch being staged, a list per column; `_base` is the seq of its first event
         self._base = 0
-        self._group: list[int] = []
-        self._ts: list[float] = []
-        self._dur: list[float] = []  # NaN for a B event (its end comes later)
-        self._label: list[str] = []
-        self._channel: list[int] = []
-        self._texts: list[bytes | None] = []
+        # (thread index, ts, dur or NaN for a B event, label, channel index, args JSON or None)
+        self._rows: list[tuple[int, float, float, str, int, bytes | None]] = []
+        self._counts = np.zeros(0, dtype=np.int64)  # events staged per thread, up to the last batch
         self._ends: dict[int, int] = {}  # position in the batch -> end, for B events ended
         self._late: list[tuple[int, int, int, dict | None]] = []  # (thread, seq, end, args) of earlier B events
         self._sample_key: list[int] = []
@@ -281,27 +278,86 @@ class _Importer:
     def add_block(self, prefix: list, first: int, events: list) -> None:
         """Check and stage a block of events (the `first`-th of the array onwards).
 
-        Complete, begin and instant events of integer pid and tid already seen, with a string name
-        and category, numeric times and object args, are staged here; every other event (and any
-        that fails a check) by `add`, which says what is wrong."""
+        Events of the usual shapes (integer pid and tid already seen, string name and category,
+        numeric times, object args, and for an E event no args) are staged here; every other
+        event, and any that fails a check, by `add`, which says what is wrong."""
         threads = self._fast_threads
         channels = self.channels
-        group = self._group.append
-        ts_column = self._ts.append
-        dur_column = self._dur.append
-        label_column = self._label.append
-        channel_column = self._channel.append
-        args_column = self._texts.append
+        counter_keys = self.counter_keys
+        stage = self._rows.append
+        sample_key = self._sample_key.append
+        sample_ts = self._sample_ts.append
+        sample_value = self._sample_value.append
         dumps = orjson.dumps
         core = _CORE_KEYS
         nan = math.nan
+        limit = _MAX_TIME_FLOAT
+        base = self._base
+        seq = self.stats.events
+        ends = self._ends
         for offset, event in enumerate(events):
             try:
                 ph = event["ph"]
+                ts = event["ts"]
+                kind = type(ts)
+                if not ((kind is float or kind is int) and -limit < ts < limit):
+                    raise _SlowPathError
+                if ph == "C":
+                    pid = event["pid"]
+                    label = event["name"]
+                    args = event["args"]
+                    tid = event.get("tid")
+                    if (
+                        type(pid) is not int
+                        or not -_ID_LIMIT <= pid < _ID_LIMIT
+                        or type(label) is not str
+                        or type(args) is not dict
+                        or not (tid is None or (type(tid) is int and -_ID_LIMIT <= tid < _ID_LIMIT))
+                    ):
+                        raise _SlowPathError
+                    keys = []
+                    for series, value in args.items():
+                        kind = type(value)
+                        if not ((kind is int or kind is float) and value - value == 0):
+                            raise _SlowPathError
+                        keys.append(counter_keys[(pid, label, series)])
+                    for key, value in zip(keys, args.values()):
+                        sample_key(key)
+                        sample_ts(ts)
+                        sample_value(value)
+                    self.stats.counter_samples += len(keys)
+                    continue
+                pid = event["pid"]
+                tid = event["tid"]
+                if type(pid) is not int or type(tid) is not int:
+                    raise _SlowPathError
+                thread = threads[(pid, tid)]
+                cat = event.get("cat")
+                channel = channels[cat if cat is not None else ""]
+                args = event.get("args")
+                if args is not None and type(args) is not dict:
+                    raise _SlowPathError
+                if ph == "E":
+                    label = event.get("name")
+                    if label is not None and type(label) is not str:
+                        raise _SlowPathError
+                    size = 4 + (label is not None) + ("dur" in event) + (cat is not None) + (args is not None)
+                    if args or len(event) != size or not thread.stack:
+                        raise _SlowPathError  # args to merge, or unknown keys, or no begin event
+                    begin_seq, begin = thread.stack[-1]
+                    end = round(float(ts))
+                    if end < begin:
+                        raise _SlowPathError
+                    thread.stack.pop()
+                    if begin_seq >= base:
+                        ends[begin_seq - base] = end
+                    else:
+                        self._late.append((thread.index, begin_seq, end, None))
+                    continue
                 if ph == "X":
                     dur = event.get("dur", 0)
                     kind = type(dur)
-                    if not ((kind is float or kind is int) and 0 <= dur < MAX_TIME):
+                    if not ((kind is float or kind is int) and 0 <= dur < limit and ts + dur < limit):
                         raise _SlowPathError
                 elif ph == "B":
                     dur = nan
@@ -309,22 +365,8 @@ class _Importer:
                     dur = 0.0
                 else:
                     raise _SlowPathError
-                pid = event["pid"]
-                tid = event["tid"]
-                if type(pid) is not int or type(tid) is not int:
-                    raise _SlowPathError
-                thread = threads[(pid, tid)]
                 label = event["name"]
-                ts = event["ts"]
-                kind = type(ts)
-                if type(label) is not str or not ((kind is float or kind is int) and -MAX_TIME < ts < MAX_TIME):
-                    raise _SlowPathError
-                if ph == "X" and not ts + dur < MAX_TIME:
-                    raise _SlowPathError
-                cat = event.get("cat")
-                channel = channels[cat if cat is not None else ""]
-                args = event.get("args")
-                if args is not None and type(args) is not dict:
+                if type(label) is not str:
                     raise _SlowPathError
                 if len(event) != 5 + ("dur" in event) + (cat is not None) + (args is not None):
                     extra = {key: value for key, value in event.items() if key not in core}
@@ -336,20 +378,17 @@ class _Importer:
                     args.setdefault("_chrome", {})["ph"] = ph
                 text = dumps(args) if args else None
             except (_SlowPathError, KeyError, TypeError, orjson.JSONEncodeError):
+                self.stats.events = seq
                 self.add(prefix + [first + offset], event)
+                seq = self.stats.events
+                base = self._base
+                ends = self._ends
                 continue
             if ph == "B":
-                thread.stack.append((self.stats.events, round(float(ts))))
-            group(thread.index)
-            ts_column(ts)
-            dur_column(dur)
-            label_column(label)
-            channel_column(channel)
-            args_column(text)
-            thread.count += 1
-            self.stats.events += 1
-            if len(self._group) >= BATCH:
-                self._seal()
+                thread.stack.append((seq, round(float(ts))))
+            stage((thread.index, ts, dur, label, channel, text))
+            seq += 1
+        self.stats.events = seq
         # sealed now, so that nothing parsed from this block outlives it (small objects kept from
         # many blocks would keep the memory of all their events)
         self._seal()
@@ -425,15 +464,11 @@ class _Importer:
         channel_index = self.channels.get(channel)
         if channel_index is None:
             channel_index = self.channels[channel] = len(self.channels)
-        self._group.append(thread.index)
-        self._ts.append(ts)
-        self._dur.append(duration)
-        self._label.append(label)
-        self._channel.append(channel_index)
-        self._texts.append(_json(args, self, parts) if args else None)
+        self._rows.append(
+            (thread.index, ts, duration, label, channel_index, _json(args, self, parts) if args else None)
+        )
         self.stats.events += 1
-        thread.count += 1
-        if len(self._group) >= BATCH:
+        if len(self._rows) >= BATCH:
             self._seal()
 
     def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
@@ -454,10 +489,10 @@ class _Importer:
         position = seq - self._base
         self._ends[position] = end
         if args:
-            staged = self._texts[position]
-            merged = orjson.loads(staged) if staged else {}
+            row = self._rows[position]
+            merged = orjson.loads(row[5]) if row[5] else {}
             merged.update(args)
-            self._texts[position] = _json(merged, self, parts)
+            self._rows[position] = (*row[:5], _json(merged, self, parts))
 
     def _args(self, event: dict, parts: list) -> dict | None:
         args = event.get("args")
@@ -471,32 +506,36 @@ class _Importer:
 
     def _seal(self) -> None:
         """Move the batch being staged to the spool, as Arrow columns."""
-        count = len(self._group)
+        count = len(self._rows)
         if count:
-            ts = np.array(self._ts, dtype=np.float64)
-            dur = np.array(self._dur, dtype=np.float64)
+            group, ts_values, dur_values, labels, channels, texts = zip(*self._rows)
+            self._rows.clear()
+            ts = np.array(ts_values, dtype=np.float64)
+            dur = np.array(dur_values, dtype=np.float64)
             start = np.rint(ts).astype(np.int64)
             open_ = np.isnan(dur)
             end = np.rint(np.where(open_, 0.0, ts + dur)).astype(np.int64)
             end[open_] = _OPEN
             if self._ends:
                 end[np.fromiter(self._ends, np.int64)] = np.fromiter(self._ends.values(), np.int64)
+            threads = np.array(group, dtype=np.int32)
             batch = pa.record_batch(
                 [
-                    pa.array(np.array(self._group, dtype=np.int32)),
+                    pa.array(threads),
                     pa.array(np.arange(self._base, self._base + count, dtype=np.int64)),
                     pa.array(start),
                     pa.array(end),
-                    pa.array(np.array(self._channel, dtype=np.int32)),
-                    pa.array(self._label, type=pa.string()),
-                    pa.array(self._texts, type=pa.binary()),
+                    pa.array(np.array(channels, dtype=np.int32)),
+                    pa.array(labels, type=pa.string()),
+                    pa.array(texts, type=pa.binary()),
                 ],
                 schema=self._events.schema,
             )
             self._events.add(batch)
+            counts = np.bincount(threads, minlength=len(self.threads))
+            counts[: len(self._counts)] += self._counts
+            self._counts = counts
             self._base += count
-            for column in (self._group, self._ts, self._dur, self._label, self._channel, self._texts):
-                column.clear()
             self._ends = {}
         if self._sample_key:
             batch = pa.record_batch(
@@ -604,7 +643,7 @@ class _Importer:
         """Write a thread's events by start, longest first: each goes to the first lane (track)
         where it nests, as `assign_lanes` places them, and gets the next id; lanes after the
         first become threads "... (overlap N)". Returns the number of lanes."""
-        if not thread.count:
+        if thread.index >= len(self._counts) or not self._counts[thread.index]:
             return 0
         rows = self._events.group(thread.index)
         seq = _array(rows, "seq").to_numpy()
@@ -676,24 +715,28 @@ def _nest(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
     count = len(starts)
     lanes = np.zeros(count, dtype=np.int64)
     parents = [-1] * count
-    top_ends: list[int] = []  # lane 0: ends and positions of its open events
-    top_positions: list[int] = []
+    top_ends: list[int] = [_OPEN]  # lane 0: ends and positions of its open events, below a never-ending root
+    top_positions: list[int] = [-1]
+    pop_end = top_ends.pop
+    pop_position = top_positions.pop
+    push_end = top_ends.append
+    push_position = top_positions.append
     others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
-    for i in range(count):
-        s = starts[i]
-        e = ends[i]
-        while top_ends and top_ends[-1] <= s and top_ends[-1] != _OPEN:
-            top_ends.pop()
-            top_positions.pop()
-        if not top_ends or e <= top_ends[-1]:
-            if top_positions:
-                parents[i] = top_positions[-1]
-            top_ends.append(e)
-            top_positions.append(i)
+    never = _OPEN
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        top = top_ends[-1]
+        while top <= s:  # ends of events never ended (and of the root) are above every start
+            pop_end()
+            pop_position()
+            top = top_ends[-1]
+        if e <= top:
+            parents[i] = top_positions[-1]
+            push_end(e)
+            push_position(i)
             continue
         lane = 1
         for stack in others:
-            while stack and stack[-1][0] <= s and stack[-1][0] != _OPEN:
+            while stack and stack[-1][0] <= s and stack[-1][0] != never:
                 stack.pop()
             if not stack or e <= stack[-1][0]:
                 break

@@ -11,10 +11,14 @@ of one thread that overlap without nesting are moved to extra threads named "...
 because trace file events nest. Other phases (async, flow, samples, objects) are counted and
 skipped.
 
-Events are checked as they are read and staged, a batch at a time, in a temporary SQLite file
-beside the output; each thread's events are then read back in start order (longest first), given
-their track, id and parent in two passes that keep only the open events of each track, and
-written a batch at a time. Memory stays within a fixed bound plus one batch, whatever the size
+Events are checked a block at a time as they are parsed (events of the usual shapes in one quick
+pass, any other one by a check that names its JSON location) and staged as columns: a thread index,
+start, end, file order, channel, label and args per event. Up to a memory bound (`STAGE_MEMORY`)
+the columns stay in memory; beyond it they are moved, sorted by thread, to a temporary Arrow IPC
+file beside the output, removed when the conversion ends. Each thread's events are then gathered,
+ordered by start (longest first, then in file order), placed on the thread or an overlap thread
+where they nest, given their ids and parents, and written to the trace file as one set of
+columns. Memory stays within the bound plus the events of the largest thread, whatever the size
 of the trace.
 """
 
@@ -59,6 +63,8 @@ _INFINITY = 1 << 63
 _MAX_TIME_FLOAT = float(MAX_TIME)
 #: The end of an event that never ended, in the staged columns.
 _OPEN = 2**63 - 1
+#: Events of a thread taken at a time by the nesting pass.
+_NEST_SLICE = 1 << 16
 #: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
 STAGE_MEMORY = 256 << 20
 
@@ -665,7 +671,7 @@ class _Importer:
         order = np.lexsort((seq, -end, start))
         start = start[order]
         end = end[order]
-        lanes, parents = _nest(start.tolist(), end.tolist())
+        lanes, parents = _nest(start, end)
         count = len(order)
         first = writer.reserve_event_ids(count)
         ids = np.arange(first, first + count, dtype=np.int64)
@@ -708,14 +714,14 @@ class _SlowPathError(Exception):
     """An event the fast path of `_Importer.add_block` leaves to `_Importer.add`."""
 
 
-def _nest(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lane and parent position of each event, the events in order by start, longest first:
     each goes to the first lane where it nests inside the innermost event still open (or where
-    none is open), its parent that event."""
+    none is open), its parent that event. Python lists are made a slice at a time."""
     count = len(starts)
     lanes = np.zeros(count, dtype=np.int64)
-    parents = [-1] * count
-    top_ends: list[int] = [_OPEN]  # lane 0: ends and positions of its open events, below a never-ending root
+    parents = np.empty(count, dtype=np.int64)
+    top_ends: list[int] = [_OPEN]  # lane 0: ends and positions of its open events, over a root that never ends
     top_positions: list[int] = [-1]
     pop_end = top_ends.pop
     pop_position = top_positions.pop
@@ -723,32 +729,36 @@ def _nest(starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray]:
     push_position = top_positions.append
     others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
     never = _OPEN
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        top = top_ends[-1]
-        while top <= s:  # ends of events never ended (and of the root) are above every start
-            pop_end()
-            pop_position()
+    for first in range(0, count, _NEST_SLICE):
+        part = slice(first, first + _NEST_SLICE)
+        found = []
+        record = found.append
+        for i, (s, e) in enumerate(zip(starts[part].tolist(), ends[part].tolist()), first):
             top = top_ends[-1]
-        if e <= top:
-            parents[i] = top_positions[-1]
-            push_end(e)
-            push_position(i)
-            continue
-        lane = 1
-        for stack in others:
-            while stack and stack[-1][0] <= s and stack[-1][0] != never:
-                stack.pop()
-            if not stack or e <= stack[-1][0]:
-                break
-            lane += 1
-        else:
-            stack = []
-            others.append(stack)
-        if stack:
-            parents[i] = stack[-1][1]
-        stack.append((e, i))
-        lanes[i] = lane
-    return lanes, np.array(parents, dtype=np.int64)
+            while top <= s:  # ends of events never ended (and of the root) are above every start
+                pop_end()
+                pop_position()
+                top = top_ends[-1]
+            if e <= top:
+                record(top_positions[-1])
+                push_end(e)
+                push_position(i)
+                continue
+            lane = 1
+            for stack in others:
+                while stack and stack[-1][0] <= s and stack[-1][0] != never:
+                    stack.pop()
+                if not stack or e <= stack[-1][0]:
+                    break
+                lane += 1
+            else:
+                stack = []
+                others.append(stack)
+            record(stack[-1][1] if stack else -1)
+            stack.append((e, i))
+            lanes[i] = lane
+        parents[part] = found
+    return lanes, parents
 
 
 def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:

@@ -103,17 +103,6 @@ class SqliteFileWriter:
             self._machine_failure(exc)
             raise
 
-    def insert_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run one INSERT statement of the writer's own (literal values and parameters) for many rows."""
-        self._check_open()
-        try:
-            self._conn.executemany(sql, rows)
-        except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError) as exc:
-            raise InvalidInputError(f"{self.path!r}: bad row for {sql.split('(')[0].strip()}: {exc}") from None
-        except (sqlite3.Error, OSError) as exc:
-            self._machine_failure(exc)
-            raise
-
     def insert_one(self, table: str, **values: Any) -> None:
         """Insert one row given as column=value keywords."""
         self.insert(table, list(values), [tuple(values.values())])

@@ -1,0 +1,157 @@
+"""Chrome trace import: the staged columns moved to a temporary file beyond the memory bound give the
+same trace file, E events that end a B event of an earlier batch, and TraceWriter's whole-thread
+columns."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import formats.chrome_trace_import as chrome_import
+import pva
+from formats.errors import InvalidInputError
+from formats.trace_writer import NULL, THREAD_EVENTS_SQL, TraceWriter, encode_thread_columns
+
+
+def _trace() -> list[dict]:
+    """Two threads of nested events, B/E pairs whose E comes many events later, an overlap, counters."""
+    events: list[dict] = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}]
+    for k in range(30):
+        t0 = k * 100
+        for tid in (1, 2):
+            events.append({"ph": "X", "name": "child", "ts": t0 + 2, "dur": 5, "pid": 1, "tid": tid, "cat": "op"})
+            events.append({"ph": "X", "name": f"step{k}", "ts": t0, "dur": 50, "pid": 1, "tid": tid, "args": {"k": k}})
+        events.append({"ph": "B", "name": f"host{k}", "ts": t0 + 60, "pid": 1, "tid": 1, "args": {"b": k}})
+        events.append({"ph": "C", "name": "queue", "ts": t0, "pid": 1, "args": {"depth": k % 4, "free": 1.5}})
+        events.append({"ph": "i", "name": "mark", "ts": t0 + 70, "pid": 1, "tid": 2, "s": "t"})
+        events.append({"ph": "E", "ts": t0 + 90, "pid": 1, "tid": 1, "args": {"e": k}})
+    events.append({"ph": "X", "name": "across", "ts": 40, "dur": 30, "pid": 1, "tid": 2})  # overlaps step0
+    events.append({"ph": "B", "name": "never ends", "ts": 5000, "pid": 1, "tid": 2})
+    return events
+
+
+def _contents(path) -> dict:
+    connection = sqlite3.connect(path)
+    try:
+        tables = ("events", "event_args", "threads", "processes", "channels", "counter_samples")
+        found = {table: sorted(connection.execute(f"SELECT * FROM {table}").fetchall(), key=repr) for table in tables}
+        found["thread_event_columns"] = connection.execute(
+            "SELECT * FROM thread_event_columns ORDER BY pid, tid"
+        ).fetchall()
+        return found
+    finally:
+        connection.close()
+
+
+def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monkeypatch):
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps({"traceEvents": _trace()}))
+    in_memory = chrome_import.import_chrome_trace(source, tmp_path / "memory.pvti")
+
+    spills = []
+    spill = chrome_import._Spool._spill
+
+    def counted(self):
+        spills.append(self.schema.names[1])
+        spill(self)
+
+    monkeypatch.setattr(chrome_import._Spool, "_spill", counted)
+    monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 64)  # every batch goes to the file
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)  # a batch of about one event
+    spilled = chrome_import.import_chrome_trace(source, tmp_path / "spilled.pvti")
+
+    assert spills.count("seq") > 50 and spills.count("timestamp") == 30  # events and counter samples
+    assert spilled == in_memory
+    assert in_memory.events == 182 and in_memory.threads == 3 and in_memory.counter_samples == 60
+    assert _contents(tmp_path / "spilled.pvti") == _contents(tmp_path / "memory.pvti")
+    assert sorted(os.listdir(tmp_path)) == ["memory.pvti", "spilled.pvti", "t.json"]  # the file is removed
+
+    with pva.openTrace(tmp_path / "spilled.pvti") as trace:
+        threads = {thread.name: thread for thread in trace.process(1).threads}
+        assert sorted(threads) == ["", "main", "thread 2 (overlap 1)"]
+        main = threads["main"].events
+        assert [e.label for e in main[:3]] == ["step0", "host0", "step1"]
+        host = main[1]
+        # its E came after 3 more events, in a later batch; the E's args are merged into the B's
+        assert (host.timestamp, host.duration, host.args) == (60, 30, {"b": 0, "e": 0})
+        assert [(c.label, c.timestamp, c.duration, c.channel) for c in main[0].children()] == [("child", 2, 5, "op")]
+        second = threads[""].events
+        assert [e.label for e in second[-3:]] == ["step29", "mark", "never ends"]
+        assert second[-2].args == {"_chrome": {"s": "t", "ph": "i"}}
+        assert not second[-1].isComplete
+        assert [(e.label, e.timestamp, e.duration) for e in threads["thread 2 (overlap 1)"].events] == [
+            ("across", 40, 30)
+        ]
+    from formats.trace_reader import TraceReader
+
+    reader = TraceReader(tmp_path / "spilled.pvti")
+    try:
+        samples = reader.counter_samples(1)
+    finally:
+        reader.close()
+    assert samples[("queue", "depth")] == ([k * 100 for k in range(30)], [float(k % 4) for k in range(30)])
+    assert samples[("queue", "free")][1] == [1.5] * 30
+
+
+def test_a_bad_event_after_columns_went_to_the_temporary_file_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 64)
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+    events = _trace()
+    events.append({"ph": "X", "name": "bad", "ts": "soon", "pid": 1, "tid": 1})
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(events))
+    with pytest.raises(InvalidInputError, match=r"\$\[243\]\.ts: expected the timestamp in microseconds"):
+        chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert os.listdir(tmp_path) == ["t.json"]
+
+
+def test_an_end_before_its_begin_in_an_earlier_batch_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+    events = [{"ph": "B", "name": "a", "ts": 10, "pid": 1, "tid": 1}]
+    events += [{"ph": "X", "name": "x", "ts": 11 + k, "dur": 0, "pid": 1, "tid": 1} for k in range(5)]
+    events.append({"ph": "E", "ts": 9, "pid": 1, "tid": 1})
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(events))
+    with pytest.raises(InvalidInputError, match=r"\$\[6\]\.ts: the end \(9\.0 µs\) comes before its begin event"):
+        chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+
+
+def test_trace_writer_takes_a_whole_thread_as_columns(tmp_path):
+    path = tmp_path / "t.pvti"
+    with TraceWriter(path, producer="test") as writer:
+        channel = writer.channel("gpu")
+        first = writer.reserve_event_ids(3)
+        ids = np.arange(first, first + 3, dtype=np.int64)
+        writer.insert_thread_columns(
+            7,
+            3,
+            ids,
+            np.array([NULL, first, NULL], dtype=np.int64),
+            pa.array(["outer", "inner", "open"]),
+            np.array([channel] * 3, dtype=np.int64),
+            np.array([0, 10, 500], dtype=np.int64),
+            np.array([100, 20, NULL], dtype=np.int64),
+            [(first + 1, '{"rows":5}')],
+        )
+        with pytest.raises(InvalidInputError, match="thread 7/3 were already written whole"):
+            writer.add_event(7, 3, "late", 600, 1)
+    with pva.openTrace(path) as trace:
+        (outer, open_event) = trace.process(7).thread(3).events
+        assert (outer.label, outer.timestamp, outer.duration, outer.channel) == ("outer", 0, 100, "gpu")
+        (inner,) = outer.children()
+        assert (inner.label, inner.timestamp, inner.duration, inner.args) == ("inner", 10, 20, {"rows": 5})
+        assert (open_event.label, open_event.isComplete) == ("open", False)
+    connection = sqlite3.connect(path)
+    try:
+        (stored,) = connection.execute("SELECT data FROM thread_event_columns WHERE pid = 7 AND tid = 3").fetchone()
+        from_sql = encode_thread_columns(connection.execute(THREAD_EVENTS_SQL, (7, 3)).fetchone())
+        (last,) = connection.execute("SELECT value FROM metadata WHERE key = 'last_timestamp'").fetchone()
+    finally:
+        connection.close()
+    assert stored == from_sql  # the same stream as one read back from the events table
+    assert last == "500"

@@ -30,7 +30,6 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -63,6 +62,8 @@ _INFINITY = 1 << 63
 _MAX_TIME_FLOAT = float(MAX_TIME)
 #: The end of an event that never ended, in the staged columns.
 _OPEN = 2**63 - 1
+#: Bytes of staged columns sorted and written to the temporary file at a time.
+_SPILL_BYTES = 32 << 20
 #: Events of a thread taken at a time by the nesting pass.
 _NEST_SLICE = 1 << 16
 #: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
@@ -125,12 +126,12 @@ class _Spool:
         self._file: AtomicOutput | None = None
         self._sink: Any = None
         self._writer: Any = None
+        self._source: Any = None
         self._reader: Any = None
-        self._kept: dict[int, pa.Table] = {}
-
-    @property
-    def spilled(self) -> bool:
-        return self._file is not None
+        # the rows left in memory once all are added: the table, its rows by group, each group's range
+        self._kept: pa.Table | None = None
+        self._kept_order = np.zeros(0, dtype=np.int64)
+        self._kept_ranges: dict[int, tuple[int, int]] = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
         self._memory.append(batch)
@@ -138,60 +139,71 @@ class _Spool:
         if self._bytes > self._limit:
             self._spill()
 
-    def _by_group(self) -> Iterator[tuple[int, pa.Table]]:
-        """The rows in memory, a group at a time (in the order they were added within a group)."""
-        table = pa.Table.from_batches(self._memory, self.schema).combine_chunks()
-        self._memory = []
-        self._bytes = 0
-        groups = table.column(0).to_numpy()
-        order = np.argsort(groups, kind="stable")
-        table = table.take(order)
-        groups = groups[order]
-        bounds = np.flatnonzero(np.diff(groups)) + 1
-        starts = [0, *bounds.tolist()]
-        ends = [*bounds.tolist(), len(groups)]
-        for first, stop in zip(starts, ends):
-            if stop > first:
-                yield int(groups[first]), table.slice(first, stop - first)
-
     def _spill(self) -> None:
+        """Move the rows in memory to the file, a slice of at most _SPILL_BYTES at a time, each
+        written as one record batch per group."""
         if self._file is None:
             self._file = AtomicOutput(self._output)
             self._sink = pa.OSFile(self._file.path, "wb")
             self._writer = pa.ipc.new_file(self._sink, self.schema)
-        for group, rows in self._by_group():
-            for batch in rows.to_batches():
-                self._writer.write_batch(batch)
-                self._spilled.setdefault(group, []).append(self._batches)
-                self._batches += 1
+        batches, self._memory, self._bytes = self._memory, [], 0
+        while batches:
+            size = 0
+            count = 0
+            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
+                size += batches[count].nbytes
+                count += 1
+            part = pa.Table.from_batches(batches[:count], self.schema)
+            del batches[:count]
+            order, ranges = _group_order(part)
+            part = part.take(order).combine_chunks()
+            for group, (first, stop) in ranges.items():
+                for batch in part.slice(first, stop - first).to_batches():
+                    self._writer.write_batch(batch)
+                    self._spilled.setdefault(group, []).append(self._batches)
+                    self._batches += 1
 
     def finish(self) -> None:
-        """All rows are added: those in memory are sorted by group, the file opened for reading."""
+        """All rows are added: those in memory are ordered by group, the file opened for reading."""
         if self._memory:
-            self._kept = dict(self._by_group())
+            self._kept = pa.Table.from_batches(self._memory, self.schema)
+            self._memory = []
+            self._kept_order, self._kept_ranges = _group_order(self._kept)
         if self._writer is not None:
             self._writer.close()
             self._sink.close()
             self._writer = self._sink = None
-            self._reader = pa.ipc.open_file(pa.OSFile(self._file.path, "rb"))  # type: ignore[union-attr]
+            self._source = pa.OSFile(self._file.path, "rb")  # type: ignore[union-attr]
+            self._reader = pa.ipc.open_file(self._source)
 
     def group(self, group: int) -> pa.Table:
         """The rows of one group, in the order they were added."""
         pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
-        kept = self._kept.get(group)
+        kept = self._kept_ranges.get(group)
         if kept is not None:
-            pieces.extend(kept.to_batches())
+            pieces.extend(self._kept.take(self._kept_order[kept[0] : kept[1]]).to_batches())  # type: ignore[union-attr]
         return pa.Table.from_batches(pieces, self.schema).combine_chunks()
 
     def close(self) -> None:
         """Remove the temporary file."""
-        for handle in (self._writer, self._sink):
+        for handle in (self._writer, self._sink, self._source):
             if handle is not None:
                 with contextlib.suppress(Exception):
                     handle.close()
-        self._writer = self._sink = self._reader = None
+        self._writer = self._sink = self._source = self._reader = None
         if self._file is not None:
             self._file.abort()
+
+
+def _group_order(table: pa.Table) -> tuple[np.ndarray, dict[int, tuple[int, int]]]:
+    """The rows of `table` by group (in their order within a group), and each group's range in it."""
+    groups = table.column(0).to_numpy()
+    order = np.argsort(groups, kind="stable")
+    groups = groups[order]
+    bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
+    starts = [0, *bounds]
+    stops = [*bounds, len(groups)]
+    return order, {int(groups[first]): (first, stop) for first, stop in zip(starts, stops) if stop > first}
 
 
 class _Importer:

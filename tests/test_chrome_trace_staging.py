@@ -48,7 +48,9 @@ def _contents(path) -> dict:
         connection.close()
 
 
-def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monkeypatch):
+@pytest.mark.parametrize("bound, slice_bytes", [(64, 32 << 20), (3000, 1)])
+def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monkeypatch, bound, slice_bytes):
+    # (64 bytes: every batch goes to the file as it comes; 3,000: several at a time, sorted a batch at a time)
     source = tmp_path / "t.json"
     source.write_text(json.dumps({"traceEvents": _trace()}))
     in_memory = chrome_import.import_chrome_trace(source, tmp_path / "memory.pvti")
@@ -61,11 +63,12 @@ def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monke
         spill(self)
 
     monkeypatch.setattr(chrome_import._Spool, "_spill", counted)
-    monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 64)  # every batch goes to the file
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)  # a batch of about one event
+    monkeypatch.setattr(chrome_import, "STAGE_MEMORY", bound)
+    monkeypatch.setattr(chrome_import, "_SPILL_BYTES", slice_bytes)
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)  # a batch of one or two events
     spilled = chrome_import.import_chrome_trace(source, tmp_path / "spilled.pvti")
 
-    assert spills.count("seq") > 50 and spills.count("timestamp") == 30  # events and counter samples
+    assert spills.count("seq") >= 3 and spills.count("timestamp") >= 3  # events and counter samples
     assert spilled == in_memory
     assert in_memory.events == 182 and in_memory.threads == 3 and in_memory.counter_samples == 60
     assert _contents(tmp_path / "spilled.pvti") == _contents(tmp_path / "memory.pvti")

@@ -313,24 +313,36 @@ class _Importer:
         base = self._base
         seq = self.stats.events
         ends = self._ends
+        low = -limit
+        id_low = -_ID_LIMIT
         for offset, event in enumerate(events):
             try:
                 ph = event["ph"]
                 ts = event["ts"]
                 kind = type(ts)
-                if not ((kind is float or kind is int) and -limit < ts < limit):
+                if not ((kind is float or kind is int) and low < ts < limit):
                     raise _SlowPathError
-                if ph == "C":
+                instant = False
+                if ph == "X":
+                    dur = event.get("dur", 0)
+                    kind = type(dur)
+                    if not ((kind is float or kind is int) and 0 <= dur < limit and ts + dur < limit):
+                        raise _SlowPathError
+                elif ph == "E":
+                    dur = None
+                elif ph == "B":
+                    dur = nan
+                elif ph == "C":
                     pid = event["pid"]
                     label = event["name"]
                     args = event["args"]
                     tid = event.get("tid")
                     if (
                         type(pid) is not int
-                        or not -_ID_LIMIT <= pid < _ID_LIMIT
+                        or not id_low <= pid < _ID_LIMIT
                         or type(label) is not str
                         or type(args) is not dict
-                        or not (tid is None or (type(tid) is int and -_ID_LIMIT <= tid < _ID_LIMIT))
+                        or not (tid is None or (type(tid) is int and id_low <= tid < _ID_LIMIT))
                     ):
                         raise _SlowPathError
                     keys = []
@@ -345,6 +357,11 @@ class _Importer:
                         sample_value(value)
                     self.stats.counter_samples += len(keys)
                     continue
+                elif ph == "i" or ph == "I":
+                    dur = 0.0
+                    instant = True
+                else:
+                    raise _SlowPathError
                 pid = event["pid"]
                 tid = event["tid"]
                 if type(pid) is not int or type(tid) is not int:
@@ -355,7 +372,7 @@ class _Importer:
                 args = event.get("args")
                 if args is not None and type(args) is not dict:
                     raise _SlowPathError
-                if ph == "E":
+                if dur is None:  # an E event
                     label = event.get("name")
                     if label is not None and type(label) is not str:
                         raise _SlowPathError
@@ -372,17 +389,6 @@ class _Importer:
                     else:
                         self._late.append((thread.index, begin_seq, end, None))
                     continue
-                if ph == "X":
-                    dur = event.get("dur", 0)
-                    kind = type(dur)
-                    if not ((kind is float or kind is int) and 0 <= dur < limit and ts + dur < limit):
-                        raise _SlowPathError
-                elif ph == "B":
-                    dur = nan
-                elif ph == "i" or ph == "I":
-                    dur = 0.0
-                else:
-                    raise _SlowPathError
                 label = event["name"]
                 if type(label) is not str:
                     raise _SlowPathError
@@ -391,7 +397,7 @@ class _Importer:
                     if extra:
                         args = dict(args or {})
                         args["_chrome"] = extra
-                if dur == 0.0 and ph != "X":  # an instant
+                if instant:
                     args = dict(args or {})
                     args.setdefault("_chrome", {})["ph"] = ph
                 text = dumps(args) if args else None
@@ -402,7 +408,7 @@ class _Importer:
                 base = self._base
                 ends = self._ends
                 continue
-            if ph == "B":
+            if dur != dur:  # NaN: a B event
                 thread.stack.append((seq, round(float(ts))))
             stage((thread.index, ts, dur, label, channel, text))
             seq += 1
@@ -743,7 +749,7 @@ def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     never = _OPEN
     for first in range(0, count, _NEST_SLICE):
         part = slice(first, first + _NEST_SLICE)
-        found = []
+        found: list[int] = []
         record = found.append
         for i, (s, e) in enumerate(zip(starts[part].tolist(), ends[part].tolist()), first):
             top = top_ends[-1]

@@ -30,6 +30,7 @@ import gc
 import json
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -128,10 +129,7 @@ class _Spool:
         self._writer: Any = None
         self._source: Any = None
         self._reader: Any = None
-        # the rows left in memory once all are added: the table, its rows by group, each group's range
-        self._kept: pa.Table | None = None
-        self._kept_order = np.zeros(0, dtype=np.int64)
-        self._kept_ranges: dict[int, tuple[int, int]] = {}
+        self._kept: dict[int, list[pa.RecordBatch]] = {}  # group -> its rows left in memory at the end
 
     def add(self, batch: pa.RecordBatch) -> None:
         self._memory.append(batch)
@@ -140,12 +138,19 @@ class _Spool:
             self._spill()
 
     def _spill(self) -> None:
-        """Move the rows in memory to the file, a slice of at most _SPILL_BYTES at a time, each
-        written as one record batch per group."""
+        """Move the rows in memory to the file."""
         if self._file is None:
             self._file = AtomicOutput(self._output)
             self._sink = pa.OSFile(self._file.path, "wb")
             self._writer = pa.ipc.new_file(self._sink, self.schema)
+        for group, batch in self._by_group():
+            self._writer.write_batch(batch)
+            self._spilled.setdefault(group, []).append(self._batches)
+            self._batches += 1
+
+    def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record
+        batch per group of each slice (rows in the order they were added)."""
         batches, self._memory, self._bytes = self._memory, [], 0
         while batches:
             size = 0
@@ -153,22 +158,22 @@ class _Spool:
             while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
                 size += batches[count].nbytes
                 count += 1
-            part = pa.Table.from_batches(batches[:count], self.schema)
+            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
             del batches[:count]
-            order, ranges = _group_order(part)
+            groups = part.column(0).to_numpy()
+            order = np.argsort(groups, kind="stable")
+            groups = groups[order]
             part = part.take(order).combine_chunks()
-            for group, (first, stop) in ranges.items():
-                for batch in part.slice(first, stop - first).to_batches():
-                    self._writer.write_batch(batch)
-                    self._spilled.setdefault(group, []).append(self._batches)
-                    self._batches += 1
+            bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
+            for first, stop in zip([0, *bounds], [*bounds, len(groups)]):
+                if stop > first:
+                    for batch in part.slice(first, stop - first).to_batches():
+                        yield int(groups[first]), batch
 
     def finish(self) -> None:
         """All rows are added: those in memory are ordered by group, the file opened for reading."""
-        if self._memory:
-            self._kept = pa.Table.from_batches(self._memory, self.schema)
-            self._memory = []
-            self._kept_order, self._kept_ranges = _group_order(self._kept)
+        for group, batch in self._by_group():
+            self._kept.setdefault(group, []).append(batch)
         if self._writer is not None:
             self._writer.close()
             self._sink.close()
@@ -179,9 +184,7 @@ class _Spool:
     def group(self, group: int) -> pa.Table:
         """The rows of one group, in the order they were added."""
         pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
-        kept = self._kept_ranges.get(group)
-        if kept is not None:
-            pieces.extend(self._kept.take(self._kept_order[kept[0] : kept[1]]).to_batches())  # type: ignore[union-attr]
+        pieces.extend(self._kept.pop(group, ()))
         return pa.Table.from_batches(pieces, self.schema).combine_chunks()
 
     def close(self) -> None:
@@ -193,17 +196,6 @@ class _Spool:
         self._writer = self._sink = self._source = self._reader = None
         if self._file is not None:
             self._file.abort()
-
-
-def _group_order(table: pa.Table) -> tuple[np.ndarray, dict[int, tuple[int, int]]]:
-    """The rows of `table` by group (in their order within a group), and each group's range in it."""
-    groups = table.column(0).to_numpy()
-    order = np.argsort(groups, kind="stable")
-    groups = groups[order]
-    bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
-    starts = [0, *bounds]
-    stops = [*bounds, len(groups)]
-    return order, {int(groups[first]): (first, stop) for first, stop in zip(starts, stops) if stop > first}
 
 
 class _Importer:

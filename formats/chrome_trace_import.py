@@ -724,22 +724,79 @@ class _SlowPathError(Exception):
     """An event the fast path of `_Importer.add_block` leaves to `_Importer.add`."""
 
 
+def _nested_prefix(starts: np.ndarray, ends: np.ndarray, parents: np.ndarray) -> tuple[int, list[int]]:
+    """Fill in `parents` (positions) for the events (by start, longest first) up to the first one
+    that does not nest; return how many, and the positions of the events still open after them,
+    outermost first.
+
+    While events nest, each one's parent is the last earlier event still open at its start (ending
+    after it): found for a slice of events at a time by halving jumps back over events that ended,
+    with the latest end of each run of 2**k events at hand, or else among the events open when the
+    slice began.
+    """
+    count = len(starts)
+    chain: list[int] = []
+    first = 0
+    size = min(_NEST_SLICE, 1 << 12)
+    while first < count:
+        stop = min(count, first + size)
+        start = starts[first:stop]
+        end = ends[first:stop]
+        runs = [end]  # runs[k][x]: the latest end of events x - 2**k + 1 ... x of the slice
+        width = 1
+        while width * 2 <= stop - first:
+            longer = runs[-1].copy()
+            longer[width:] = np.maximum(runs[-1][width:], runs[-1][:-width])
+            runs.append(longer)
+            width *= 2
+        found = np.arange(-1, stop - first - 1, dtype=np.int64)
+        for k in range(len(runs) - 1, -1, -1):
+            jump = 1 << k
+            inside = found >= jump - 1
+            ended = inside & (runs[k][np.where(inside, found, 0)] <= start)
+            found -= np.where(ended, jump, 0)
+        parent = np.where(found >= 0, found + first, -1)
+        if chain:
+            outer_positions = np.array(chain, dtype=np.int64)
+            open_count = np.searchsorted(-ends[outer_positions], -start, side="left")  # ends fall along the chain
+            outer = np.where(open_count > 0, outer_positions[np.maximum(open_count - 1, 0)], -1)
+            parent = np.where(found >= 0, parent, outer)
+        misfit = np.flatnonzero((parent >= 0) & (end > ends[np.maximum(parent, 0)]))
+        done = first + (int(misfit[0]) if misfit.size else stop - first)
+        parents[first:done] = parent[: done - first]
+        if done > first:
+            chain = []
+            position = done - 1
+            while position >= 0:
+                chain.append(position)
+                position = int(parents[position])
+            chain.reverse()
+        if done < stop:
+            return done, chain
+        first = stop
+        size = min(_NEST_SLICE, size * 2)
+    return count, chain
+
+
 def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lane and parent position of each event, the events in order by start, longest first:
     each goes to the first lane where it nests inside the innermost event still open (or where
-    none is open), its parent that event. Python lists are made a slice at a time."""
+    none is open), its parent that event. While all nest, they are placed by `_nested_prefix`;
+    from the first that does not, one at a time, with Python lists made a slice at a time."""
     count = len(starts)
     lanes = np.zeros(count, dtype=np.int64)
     parents = np.empty(count, dtype=np.int64)
-    top_ends: list[int] = [_OPEN]  # lane 0: ends and positions of its open events, over a root that never ends
-    top_positions: list[int] = [-1]
+    done, chain = _nested_prefix(starts, ends, parents)
+    # lane 0: ends and positions of its open events, over a root that never ends
+    top_ends: list[int] = [_OPEN, *ends[chain].tolist()]
+    top_positions: list[int] = [-1, *chain]
     pop_end = top_ends.pop
     pop_position = top_positions.pop
     push_end = top_ends.append
     push_position = top_positions.append
     others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
     never = _OPEN
-    for first in range(0, count, _NEST_SLICE):
+    for first in range(done, count, _NEST_SLICE):
         part = slice(first, first + _NEST_SLICE)
         found: list[int] = []
         record = found.append

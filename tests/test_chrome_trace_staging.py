@@ -158,3 +158,33 @@ def test_trace_writer_takes_a_whole_thread_as_columns(tmp_path):
         connection.close()
     assert stored == from_sql  # the same stream as one read back from the events table
     assert last == "500"
+
+
+def test_nesting_pass_gives_lanes_and_parents_while_nested_and_after(monkeypatch):
+    never = chrome_import._OPEN
+    # by start, longest first: a [0, 100] holds b [10, 50] and c [50, 60]; d [55, 70] overlaps a's c
+    # (lane 1); e [80, 90] is in a again; f [200, open) stays open and holds g [300, 310]
+    starts = np.array([0, 10, 50, 55, 80, 200, 300], dtype=np.int64)
+    ends = np.array([100, 50, 60, 70, 90, never, 310], dtype=np.int64)
+    for slice_size in (1, 2, 1 << 16):
+        monkeypatch.setattr(chrome_import, "_NEST_SLICE", slice_size)
+        lanes, parents = chrome_import._nest(starts, ends)
+        assert lanes.tolist() == [0, 0, 0, 1, 0, 0, 0]
+        assert parents.tolist() == [-1, 0, 0, -1, 0, -1, 5]
+        done, chain = chrome_import._nested_prefix(starts, ends, np.empty(7, dtype=np.int64))
+        assert (done, chain) == (3, [0, 2])  # d is the first that does not nest; a and c are open before it
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        count = int(rng.integers(1, 400))
+        starts = np.sort(rng.integers(0, 1000, count))
+        ends = starts + rng.choice([0, 1, 3, 10, 40, 300], count)
+        ends[rng.random(count) < 0.02] = never
+        order = np.lexsort((np.arange(count), -ends, starts))
+        starts, ends = starts[order], ends[order]
+        lanes, parents = chrome_import._nest(starts, ends)
+        expected_lanes = chrome_import.assign_lanes(starts.tolist(), [e + (e == never) for e in ends.tolist()])
+        assert lanes.tolist() == expected_lanes
+        for i, parent in enumerate(parents.tolist()):  # each parent is the innermost open event of its lane
+            if parent >= 0:
+                assert lanes[parent] == lanes[i] and starts[parent] <= starts[i] and ends[i] <= ends[parent]

@@ -51,15 +51,17 @@ from .trace_writer import NULL
 PHASES = frozenset("XBEiICM")
 #: Largest |timestamp| accepted, in microseconds (about 146,000 years).
 MAX_TIME = 1 << 62
-#: Events (and counter samples) checked and staged per batch.
+#: Events (and counter samples) staged per batch by the exact reader; the fast one stages a block
+#: (about 1 MB of JSON) per batch.
 BATCH = 50_000
 #: Keys of an event that map to trace file columns.
 _CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
 #: Ids given to processes and threads named by strings start here.
 _SYNTHETIC_ID = 1 << 40
 _ID_LIMIT = 1 << 62
-#: The end of an event that never ended, in lane assignment.
+#: The end of an event that never ended, in `assign_lanes`.
 _INFINITY = 1 << 63
+#: MAX_TIME as a float, compared with timestamps (a float compared with a large int is slower).
 _MAX_TIME_FLOAT = float(MAX_TIME)
 #: The end of an event that never ended, in the staged columns.
 _OPEN = 2**63 - 1

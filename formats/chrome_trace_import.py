@@ -69,6 +69,8 @@ _OPEN = 2**63 - 1
 _SPILL_BYTES = 32 << 20
 #: Events of a thread taken at a time by the nesting pass.
 _NEST_SLICE = 1 << 16
+#: Events that must nest in a row before the nesting pass tries numpy again after one that does not.
+_NEST_RUN = 64
 #: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
 STAGE_MEMORY = 256 << 20
 
@@ -726,10 +728,12 @@ class _SlowPathError(Exception):
     """An event the fast path of `_Importer.add_block` leaves to `_Importer.add`."""
 
 
-def _nested_prefix(starts: np.ndarray, ends: np.ndarray, parents: np.ndarray) -> tuple[int, list[int]]:
-    """Fill in `parents` (positions) for the events (by start, longest first) up to the first one
-    that does not nest; return how many, and the positions of the events still open after them,
-    outermost first.
+def _nested_prefix(
+    starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, first: int, chain: list[int], size: int
+) -> tuple[int, list[int]]:
+    """Fill in `parents` (positions) for the events (by start, longest first) from `first` up to
+    the next one that does not nest in lane 0, whose open events are `chain` (positions, outermost
+    first); return where it stopped and the open events then. `size` is the first slice's length.
 
     While events nest, each one's parent is the last earlier event still open at its start (ending
     after it): found for a slice of events at a time by halving jumps back over events that ended,
@@ -737,9 +741,7 @@ def _nested_prefix(starts: np.ndarray, ends: np.ndarray, parents: np.ndarray) ->
     slice began.
     """
     count = len(starts)
-    chain: list[int] = []
-    first = 0
-    size = min(_NEST_SLICE, 1 << 12)
+    size = min(_NEST_SLICE, size)
     while first < count:
         stop = min(count, first + size)
         start = starts[first:stop]
@@ -783,51 +785,79 @@ def _nested_prefix(starts: np.ndarray, ends: np.ndarray, parents: np.ndarray) ->
 def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lane and parent position of each event, the events in order by start, longest first:
     each goes to the first lane where it nests inside the innermost event still open (or where
-    none is open), its parent that event. While all nest, they are placed by `_nested_prefix`;
-    from the first that does not, one at a time, with Python lists made a slice at a time."""
+    none is open), its parent that event. Runs of events that nest in lane 0 are placed by
+    `_nested_prefix`, the others one at a time."""
     count = len(starts)
     lanes = np.zeros(count, dtype=np.int64)
     parents = np.empty(count, dtype=np.int64)
-    done, chain = _nested_prefix(starts, ends, parents)
-    # lane 0: ends and positions of its open events, over a root that never ends
-    top_ends: list[int] = [_OPEN, *ends[chain].tolist()]
+    others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
+    chain: list[int] = []  # lane 0's open events, outermost first
+    done = 0
+    size = 1 << 12
+    while done < count:
+        placed, chain = _nested_prefix(starts, ends, parents, done, chain, size)
+        run = placed - done
+        done = placed
+        if done == count:
+            break
+        if run >= _NEST_RUN:  # an event that does not nest now and then: place it, then runs again
+            stop = done + 1
+            size = max(_NEST_RUN * 4, 2 * run)
+        else:  # frequent ones: a slice one at a time
+            stop = min(count, done + _NEST_SLICE)
+            size = 1 << 12
+        chain = _place_one_at_a_time(starts, ends, parents, lanes, done, stop, chain, others)
+        done = stop
+    return lanes, parents
+
+
+def _place_one_at_a_time(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    parents: np.ndarray,
+    lanes: np.ndarray,
+    first: int,
+    stop: int,
+    chain: list[int],
+    others: list[list[tuple[int, int]]],
+) -> list[int]:
+    """Place events `first` to `stop` as `_nest` says, lane 0's open events being `chain`; return
+    lane 0's open events after them."""
+    top_ends: list[int] = [_OPEN, *ends[chain].tolist()]  # over a root that never ends
     top_positions: list[int] = [-1, *chain]
     pop_end = top_ends.pop
     pop_position = top_positions.pop
     push_end = top_ends.append
     push_position = top_positions.append
-    others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
     never = _OPEN
-    for first in range(done, count, _NEST_SLICE):
-        part = slice(first, first + _NEST_SLICE)
-        found: list[int] = []
-        record = found.append
-        for i, (s, e) in enumerate(zip(starts[part].tolist(), ends[part].tolist()), first):
+    found: list[int] = []
+    record = found.append
+    for i, (s, e) in enumerate(zip(starts[first:stop].tolist(), ends[first:stop].tolist()), first):
+        top = top_ends[-1]
+        while top <= s:  # ends of events never ended (and of the root) are above every start
+            pop_end()
+            pop_position()
             top = top_ends[-1]
-            while top <= s:  # ends of events never ended (and of the root) are above every start
-                pop_end()
-                pop_position()
-                top = top_ends[-1]
-            if e <= top:
-                record(top_positions[-1])
-                push_end(e)
-                push_position(i)
-                continue
-            lane = 1
-            for stack in others:
-                while stack and stack[-1][0] <= s and stack[-1][0] != never:
-                    stack.pop()
-                if not stack or e <= stack[-1][0]:
-                    break
-                lane += 1
-            else:
-                stack = []
-                others.append(stack)
-            record(stack[-1][1] if stack else -1)
-            stack.append((e, i))
-            lanes[i] = lane
-        parents[part] = found
-    return lanes, parents
+        if e <= top:
+            record(top_positions[-1])
+            push_end(e)
+            push_position(i)
+            continue
+        lane = 1
+        for stack in others:
+            while stack and stack[-1][0] <= s and stack[-1][0] != never:
+                stack.pop()
+            if not stack or e <= stack[-1][0]:
+                break
+            lane += 1
+        else:
+            stack = []
+            others.append(stack)
+        record(stack[-1][1] if stack else -1)
+        stack.append((e, i))
+        lanes[i] = lane
+    parents[first:stop] = found
+    return top_positions[1:]
 
 
 def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:

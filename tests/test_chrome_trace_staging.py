@@ -166,13 +166,16 @@ def test_nesting_pass_gives_lanes_and_parents_while_nested_and_after(monkeypatch
     # (lane 1); e [80, 90] is in a again; f [200, open) stays open and holds g [300, 310]
     starts = np.array([0, 10, 50, 55, 80, 200, 300], dtype=np.int64)
     ends = np.array([100, 50, 60, 70, 90, never, 310], dtype=np.int64)
-    for slice_size in (1, 2, 1 << 16):
+    for slice_size, run in ((1, 64), (2, 1), (1 << 16, 1), (1 << 16, 64)):
         monkeypatch.setattr(chrome_import, "_NEST_SLICE", slice_size)
+        monkeypatch.setattr(chrome_import, "_NEST_RUN", run)
         lanes, parents = chrome_import._nest(starts, ends)
         assert lanes.tolist() == [0, 0, 0, 1, 0, 0, 0]
         assert parents.tolist() == [-1, 0, 0, -1, 0, -1, 5]
-        done, chain = chrome_import._nested_prefix(starts, ends, np.empty(7, dtype=np.int64))
+        done, chain = chrome_import._nested_prefix(starts, ends, np.empty(7, dtype=np.int64), 0, [], 4)
         assert (done, chain) == (3, [0, 2])  # d is the first that does not nest; a and c are open before it
+        done, chain = chrome_import._nested_prefix(starts, ends, np.empty(7, dtype=np.int64), 4, [0, 2], 4)
+        assert (done, chain) == (7, [5, 6])  # from e on, all nest
 
     rng = np.random.default_rng(5)
     for _ in range(200):

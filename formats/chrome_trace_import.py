@@ -222,9 +222,9 @@ class _Importer:
         limit = STAGE_MEMORY if memory is None else memory
         self._events = _Spool(_event_schema(), output, limit * 7 // 8)
         self._counters = _Spool(_counter_schema(), output, limit // 8)
-        # the batch being staged, a list per column; `_base` is the seq of its first event
+        # the batch being staged, a row per event: (thread index, ts, dur or NaN for a B event, label,
+        # channel index, args JSON or None); `_base` is the seq (order in the file) of its first event
         self._base = 0
-        # (thread index, ts, dur or NaN for a B event, label, channel index, args JSON or None)
         self._rows: list[tuple[int, float, float, str, int, bytes | None]] = []
         self._counts = np.zeros(0, dtype=np.int64)  # events staged per thread, up to the last batch
         self._ends: dict[int, int] = {}  # position in the batch -> end, for B events ended

@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .atomic import AtomicOutput
+from .atomic import AtomicOutput, output_error
 from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
 from .errors import InvalidInputError
@@ -143,14 +143,22 @@ class _Spool:
 
     def _spill(self) -> None:
         """Move the rows in memory to the file."""
-        if self._file is None:
-            self._file = AtomicOutput(self._output)
-            self._sink = pa.OSFile(self._file.path, "wb")
-            self._writer = pa.ipc.new_file(self._sink, self.schema)
-        for group, batch in self._by_group():
-            self._writer.write_batch(batch)
-            self._spilled.setdefault(group, []).append(self._batches)
-            self._batches += 1
+        try:
+            if self._file is None:
+                self._file = AtomicOutput(self._output)
+                self._sink = pa.OSFile(self._file.path, "wb")
+                self._writer = pa.ipc.new_file(self._sink, self.schema)
+            for group, batch in self._by_group():
+                self._writer.write_batch(batch)
+                self._spilled.setdefault(group, []).append(self._batches)
+                self._batches += 1
+        except (FileNotFoundError, PermissionError) as exc:
+            raise InvalidInputError(f"cannot write {self._output!r}: {exc}", self._output) from None
+        except OSError as exc:  # a full disk
+            translated = output_error(exc, self._output, only_machine=True)
+            if translated is not None:
+                raise translated from None
+            raise
 
     def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
         """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record

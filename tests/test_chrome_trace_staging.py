@@ -4,6 +4,7 @@ columns."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -191,3 +192,20 @@ def test_nesting_pass_gives_lanes_and_parents_while_nested_and_after(monkeypatch
         for i, parent in enumerate(parents.tolist()):  # each parent is the innermost open event of its lane
             if parent >= 0:
                 assert lanes[parent] == lanes[i] and starts[parent] <= starts[i] and ends[i] <= ends[parent]
+
+
+def test_a_full_disk_while_columns_go_to_the_temporary_file_is_an_output_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 64)
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+
+    def full(self):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(chrome_import._Spool, "_by_group", full)
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(_trace()))
+    with pytest.raises(OSError, match="no space left on device") as caught:
+        chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert type(caught.value).__name__ == "OutputError" and "t.pvti" in str(caught.value)
+    assert os.listdir(tmp_path) == ["t.json"]

@@ -1,10 +1,12 @@
 """Chrome trace import: the staged columns moved to a temporary file beyond the memory bound give the
-same trace file, E events that end a B event of an earlier batch, and TraceWriter's whole-thread
-columns."""
+same trace file, E events that end a B event of an earlier batch, the nesting pass, the fast
+reader's blocks, and TraceWriter's whole-thread columns."""
 
 from __future__ import annotations
 
 import errno
+import io
+import itertools
 import json
 import os
 import sqlite3
@@ -15,6 +17,7 @@ import pytest
 
 import formats.chrome_trace_import as chrome_import
 import pva
+from formats.chrome_trace_json import read_trace_blocks_fast
 from formats.errors import InvalidInputError
 from formats.trace_writer import NULL, THREAD_EVENTS_SQL, TraceWriter, encode_thread_columns
 
@@ -209,3 +212,18 @@ def test_a_full_disk_while_columns_go_to_the_temporary_file_is_an_output_error(t
         chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
     assert type(caught.value).__name__ == "OutputError" and "t.pvti" in str(caught.value)
     assert os.listdir(tmp_path) == ["t.json"]
+
+
+def test_the_fast_reader_gives_blocks_with_the_index_of_their_first_event(monkeypatch):
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 100)
+    events = [{"ph": "X", "name": f"e{k}", "ts": k, "dur": 1} for k in range(12)]
+    document = json.dumps({"traceEvents": events, "otherData": {"v": 1}}).encode()
+    with io.BytesIO(document) as raw:
+        blocks, others, status = read_trace_blocks_fast(raw)
+        seen = [(prefix, first, [event["name"] for event in block]) for prefix, first, block in blocks]
+    assert len(seen) > 2 and all(prefix == ["traceEvents"] for prefix, _, _ in seen)
+    assert [first for _, first, _ in seen] == list(
+        itertools.accumulate([0] + [len(names) for _, _, names in seen[:-1]])
+    )
+    assert [name for _, _, names in seen for name in names] == [f"e{k}" for k in range(12)]
+    assert others == {"otherData": {"v": 1}} and not status["truncated"]

@@ -682,14 +682,15 @@ class _Importer:
             end = end.copy()
             where = np.searchsorted(seq, [item[0] for item in late])
             end[where] = [item[1] for item in late]
-            merged = args.to_pylist()
-            for position, (_, _, extra) in zip(where.tolist(), late):
-                if extra:
-                    staged = merged[position]
-                    value = orjson.loads(staged) if staged else {}
-                    value.update(extra)
-                    merged[position] = _json(value, self, [])
-            args = pa.array(merged, type=pa.binary())
+            if any(extra for _, _, extra in late):  # args of E events to merge into their B's
+                merged = args.to_pylist()
+                for position, (_, _, extra) in zip(where.tolist(), late):
+                    if extra:
+                        staged = merged[position]
+                        value = orjson.loads(staged) if staged else {}
+                        value.update(extra)
+                        merged[position] = _json(value, self, [])
+                args = pa.array(merged, type=pa.binary())
         order = np.lexsort((seq, -end, start))
         start = start[order]
         end = end[order]

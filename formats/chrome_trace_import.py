@@ -11,61 +11,68 @@ of one thread that overlap without nesting are moved to extra threads named "...
 because trace file events nest. Other phases (async, flow, samples, objects) are counted and
 skipped.
 
-Events are checked as they are read and staged, a batch at a time, in a temporary SQLite file
-beside the output; each thread's events are then read back in start order (longest first), given
-their track, id and parent in two passes that keep only the open events of each track, and
-written a batch at a time. Memory stays within a fixed bound plus one batch, whatever the size
+Events are checked a block at a time as they are parsed (events of the usual shapes in one quick
+pass, any other one by a check that names its JSON location) and staged as columns: a thread index,
+start, end, file order, channel, label and args per event. Up to a memory bound (`STAGE_MEMORY`)
+the columns stay in memory; beyond it they are moved, sorted by thread, to a temporary Arrow IPC
+file beside the output, removed when the conversion ends. Each thread's events are then gathered,
+ordered by start (longest first, then in file order), placed on the thread or an overlap thread
+where they nest, given their ids and parents, and written to the trace file as one set of
+columns. Memory stays within the bound plus the events of the largest thread, whatever the size
 of the trace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import math
 import os
-import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import orjson
+import pyarrow as pa
 
-from .atomic import AtomicOutput
-from .chrome_trace_json import NotFastError, read_trace_items, read_trace_items_fast
+from .atomic import AtomicOutput, output_error
+from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
 from .errors import InvalidInputError
 from .jsonplain import plain
 from .legacy.jsonstream import open_binary
 from .legacy.tree import describe, location
 from .progress import Progress
+from .trace_writer import NULL
 
 #: Phases imported; any other phase is counted and skipped.
 PHASES = frozenset("XBEiICM")
 #: Largest |timestamp| accepted, in microseconds (about 146,000 years).
 MAX_TIME = 1 << 62
-#: Events (and counter samples) staged, read back and written per batch.
+#: Events (and counter samples) staged per batch by the exact reader; the fast one stages a block
+#: (about 1 MB of JSON) per batch.
 BATCH = 50_000
 #: Keys of an event that map to trace file columns.
 _CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
 #: Ids given to processes and threads named by strings start here.
 _SYNTHETIC_ID = 1 << 40
 _ID_LIMIT = 1 << 62
-#: The end of an event that never ended, in lane assignment.
+#: The end of an event that never ended, in `assign_lanes`.
 _INFINITY = 1 << 63
-#: SQLite page cache of the staging file, in KiB (negative: SQLite's unit for a size).
-_STAGING_CACHE_KIB = 64 << 10
-
-_STAGING_DDL = """
-CREATE TABLE stage (
-  seq INTEGER PRIMARY KEY,  -- order of the event in the file
-  thread INTEGER NOT NULL,  -- index of its (pid, tid)
-  start INTEGER NOT NULL,  -- microseconds
-  neg_end INTEGER,  -- minus its end, so that ascending order is longest first; NULL while open
-  label TEXT NOT NULL,
-  channel INTEGER NOT NULL,  -- index in the channels, in order of first use
-  args TEXT  -- JSON object, or NULL
-);
-CREATE TABLE stage_counters (key INTEGER NOT NULL, timestamp INTEGER NOT NULL, value REAL NOT NULL);
-"""
+#: MAX_TIME as a float, compared with timestamps (a float compared with a large int is slower).
+_MAX_TIME_FLOAT = float(MAX_TIME)
+#: The end of an event that never ended, in the staged columns.
+_OPEN = 2**63 - 1
+#: Bytes of staged columns sorted and written to the temporary file at a time.
+_SPILL_BYTES = 32 << 20
+#: Events of a thread taken at a time by the nesting pass.
+_NEST_SLICE = 1 << 16
+#: Events that must nest in a row before the nesting pass tries numpy again after one that does not.
+_NEST_RUN = 64
+#: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
+STAGE_MEMORY = 256 << 20
 
 
 @dataclasses.dataclass
@@ -81,22 +88,135 @@ class ImportStats:
 
 
 class _Thread:
-    """A (pid, tid) seen: its index in the staging file and its B events waiting for their E."""
+    """A (pid, tid) seen: its index in the staged columns and its B events waiting for their E."""
 
-    __slots__ = ("index", "count", "stack")
+    __slots__ = ("index", "stack")
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.count = 0  # events staged
         self.stack: list[tuple[int, int]] = []  # (seq, start) of B events not ended yet
 
 
-class _Importer:
-    """Checks events one at a time and stages them; `write` writes the trace file from the staging file."""
+def _event_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("group", pa.int32()),  # index of the event's thread
+            ("seq", pa.int64()),  # order of the event in the file
+            ("start", pa.int64()),
+            ("end", pa.int64()),  # _OPEN while open
+            ("channel", pa.int32()),  # index in the channels, in order of first use
+            ("label", pa.string()),
+            ("args", pa.binary()),  # JSON object, or null
+        ]
+    )
 
-    def __init__(self, name: str, output: str) -> None:
+
+def _counter_schema() -> pa.Schema:
+    return pa.schema([("group", pa.int32()), ("timestamp", pa.int64()), ("value", pa.float64())])
+
+
+class _Spool:
+    """Record batches whose first column ("group") says which thread or counter a row belongs to:
+    kept in memory up to `limit` bytes, and beyond it moved, sorted by group, to a temporary Arrow
+    IPC file beside the output. `group` then gives a group's rows in the order they were added."""
+
+    def __init__(self, schema: pa.Schema, output: str, limit: int) -> None:
+        self.schema = schema
+        self._output = output
+        self._limit = limit
+        self._memory: list[pa.RecordBatch] = []
+        self._bytes = 0
+        self._spilled: dict[int, list[int]] = {}  # group -> numbers of its batches in the file
+        self._batches = 0
+        self._file: AtomicOutput | None = None
+        self._sink: Any = None
+        self._writer: Any = None
+        self._source: Any = None
+        self._reader: Any = None
+        self._kept: dict[int, list[pa.RecordBatch]] = {}  # group -> its rows left in memory at the end
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._memory.append(batch)
+        self._bytes += batch.nbytes
+        if self._bytes > self._limit:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Move the rows in memory to the file."""
+        try:
+            if self._file is None:
+                self._file = AtomicOutput(self._output)
+                self._sink = pa.OSFile(self._file.path, "wb")
+                self._writer = pa.ipc.new_file(self._sink, self.schema)
+            for group, batch in self._by_group():
+                self._writer.write_batch(batch)
+                self._spilled.setdefault(group, []).append(self._batches)
+                self._batches += 1
+        except (FileNotFoundError, PermissionError) as exc:
+            raise InvalidInputError(f"cannot write {self._output!r}: {exc}", self._output) from None
+        except OSError as exc:  # a full disk
+            translated = output_error(exc, self._output, only_machine=True)
+            if translated is not None:
+                raise translated from None
+            raise
+
+    def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record
+        batch per group of each slice (rows in the order they were added)."""
+        batches, self._memory, self._bytes = self._memory, [], 0
+        while batches:
+            size = 0
+            count = 0
+            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
+                size += batches[count].nbytes
+                count += 1
+            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
+            del batches[:count]
+            groups = part.column(0).to_numpy()
+            order = np.argsort(groups, kind="stable")
+            groups = groups[order]
+            part = part.take(order).combine_chunks()
+            bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
+            for first, stop in zip([0, *bounds], [*bounds, len(groups)]):
+                if stop > first:
+                    for batch in part.slice(first, stop - first).to_batches():
+                        yield int(groups[first]), batch
+
+    def finish(self) -> None:
+        """All rows are added: those in memory are ordered by group, the file opened for reading."""
+        for group, batch in self._by_group():
+            self._kept.setdefault(group, []).append(batch)
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
+            self._source = pa.OSFile(self._file.path, "rb")  # type: ignore[union-attr]
+            self._reader = pa.ipc.open_file(self._source)
+
+    def group(self, group: int) -> pa.Table:
+        """The rows of one group, in the order they were added."""
+        pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
+        pieces.extend(self._kept.pop(group, ()))
+        return pa.Table.from_batches(pieces, self.schema).combine_chunks()
+
+    def close(self) -> None:
+        """Remove the temporary file."""
+        for handle in (self._writer, self._sink, self._source):
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.close()
+        self._writer = self._sink = self._source = self._reader = None
+        if self._file is not None:
+            self._file.abort()
+
+
+class _Importer:
+    """Checks events and stages them as columns; `write` writes the trace file from them."""
+
+    def __init__(self, name: str, output: str, memory: int | None = None) -> None:
         self.name = name
         self.threads: dict[tuple[int, int], _Thread] = {}
+        self._fast_threads: dict[tuple[int, int], _Thread] = {}  # threads of integer pid and tid
         self.process_names: dict[int, str] = {}
         self.process_order: dict[int, int] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
@@ -107,28 +227,24 @@ class _Importer:
         self.string_tids: dict[tuple[int, str], int] = {}
         self.stats = ImportStats()
         self.unmatched_ends = 0
-        self._batch: list[list] = []
-        self._batch_first = 0  # seq of _batch[0]
-        self._samples: list[tuple[int, int, float]] = []
-        self._staging = AtomicOutput(output)
-        try:
-            self._db = sqlite3.connect(self._staging.path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=OFF")
-            self._db.execute("PRAGMA synchronous=OFF")
-            self._db.execute(f"PRAGMA cache_size=-{_STAGING_CACHE_KIB}")
-            self._db.executescript(_STAGING_DDL)
-            self._db.execute("BEGIN")
-        except BaseException:
-            self.close()
-            raise
+        limit = STAGE_MEMORY if memory is None else memory
+        self._events = _Spool(_event_schema(), output, limit * 7 // 8)
+        self._counters = _Spool(_counter_schema(), output, limit // 8)
+        # the batch being staged, a row per event: (thread index, ts, dur or NaN for a B event, label,
+        # channel index, args JSON or None); `_base` is the seq (order in the file) of its first event
+        self._base = 0
+        self._rows: list[tuple[int, float, float, str, int, bytes | None]] = []
+        self._counts = np.zeros(0, dtype=np.int64)  # events staged per thread, up to the last batch
+        self._ends: dict[int, int] = {}  # position in the batch -> end, for B events ended
+        self._late: list[tuple[int, int, int, dict | None]] = []  # (thread, seq, end, args) of earlier B events
+        self._sample_key: list[int] = []
+        self._sample_ts: list[float] = []
+        self._sample_value: list[float] = []
 
     def close(self) -> None:
-        """Remove the staging file."""
-        db: sqlite3.Connection | None = getattr(self, "_db", None)
-        if db is not None:
-            db.close()
-            del self._db
-        self._staging.abort()
+        """Remove the temporary files."""
+        self._events.close()
+        self._counters.close()
 
     def fail(self, parts: list, message: str) -> InvalidInputError:
         return InvalidInputError(f"{self.name!r}: {location(parts)}: {message}", self.name)
@@ -181,6 +297,130 @@ class _Importer:
             raise self.fail(parts, f"expected {what} (a string), found {describe(value)}")
         return value
 
+    def add_block(self, prefix: list, first: int, events: list) -> None:
+        """Check and stage a block of events (the `first`-th of the array onwards).
+
+        Events of the usual shapes (integer pid and tid already seen, string name and category,
+        numeric times, object args, and for an E event no args) are staged here; every other
+        event, and any that fails a check, by `add`, which says what is wrong."""
+        threads = self._fast_threads
+        channels = self.channels
+        counter_keys = self.counter_keys
+        stage = self._rows.append
+        sample_key = self._sample_key.append
+        sample_ts = self._sample_ts.append
+        sample_value = self._sample_value.append
+        dumps = orjson.dumps
+        core = _CORE_KEYS
+        nan = math.nan
+        limit = _MAX_TIME_FLOAT
+        base = self._base
+        seq = self.stats.events
+        ends = self._ends
+        low = -limit
+        id_low = -_ID_LIMIT
+        for offset, event in enumerate(events):
+            try:
+                ph = event["ph"]
+                ts = event["ts"]
+                kind = type(ts)
+                if not ((kind is float or kind is int) and low < ts < limit):
+                    raise _SlowPathError
+                instant = False
+                if ph == "X":
+                    dur = event.get("dur", 0)
+                    kind = type(dur)
+                    if not ((kind is float or kind is int) and 0 <= dur < limit and ts + dur < limit):
+                        raise _SlowPathError
+                elif ph == "E":
+                    dur = None
+                elif ph == "B":
+                    dur = nan
+                elif ph == "C":
+                    pid = event["pid"]
+                    label = event["name"]
+                    args = event["args"]
+                    tid = event.get("tid")
+                    if (
+                        type(pid) is not int
+                        or not id_low <= pid < _ID_LIMIT
+                        or type(label) is not str
+                        or type(args) is not dict
+                        or not (tid is None or (type(tid) is int and id_low <= tid < _ID_LIMIT))
+                    ):
+                        raise _SlowPathError
+                    keys = []
+                    for series, value in args.items():
+                        kind = type(value)
+                        if not ((kind is int or kind is float) and value - value == 0):
+                            raise _SlowPathError
+                        keys.append(counter_keys[(pid, label, series)])
+                    for key, value in zip(keys, args.values()):
+                        sample_key(key)
+                        sample_ts(ts)
+                        sample_value(value)
+                    self.stats.counter_samples += len(keys)
+                    continue
+                elif ph == "i" or ph == "I":
+                    dur = 0.0
+                    instant = True
+                else:
+                    raise _SlowPathError
+                pid = event["pid"]
+                tid = event["tid"]
+                if type(pid) is not int or type(tid) is not int:
+                    raise _SlowPathError
+                thread = threads[(pid, tid)]
+                cat = event.get("cat")
+                channel = channels[cat if cat is not None else ""]
+                args = event.get("args")
+                if args is not None and type(args) is not dict:
+                    raise _SlowPathError
+                if dur is None:  # an E event
+                    label = event.get("name")
+                    if label is not None and type(label) is not str:
+                        raise _SlowPathError
+                    size = 4 + (label is not None) + ("dur" in event) + (cat is not None) + (args is not None)
+                    if args or len(event) != size or not thread.stack:
+                        raise _SlowPathError  # args to merge, or unknown keys, or no begin event
+                    begin_seq, begin = thread.stack[-1]
+                    end = round(float(ts))
+                    if end < begin:
+                        raise _SlowPathError
+                    thread.stack.pop()
+                    if begin_seq >= base:
+                        ends[begin_seq - base] = end
+                    else:
+                        self._late.append((thread.index, begin_seq, end, None))
+                    continue
+                label = event["name"]
+                if type(label) is not str:
+                    raise _SlowPathError
+                if len(event) != 5 + ("dur" in event) + (cat is not None) + (args is not None):
+                    extra = {key: value for key, value in event.items() if key not in core}
+                    if extra:
+                        args = dict(args or {})
+                        args["_chrome"] = extra
+                if instant:
+                    args = dict(args or {})
+                    args.setdefault("_chrome", {})["ph"] = ph
+                text = dumps(args) if args else None
+            except (_SlowPathError, KeyError, TypeError, orjson.JSONEncodeError):
+                self.stats.events = seq
+                self.add(prefix + [first + offset], event)
+                seq = self.stats.events
+                base = self._base
+                ends = self._ends
+                continue
+            if dur != dur:  # NaN: a B event
+                thread.stack.append((seq, round(float(ts))))
+            stage((thread.index, ts, dur, label, channel, text))
+            seq += 1
+        self.stats.events = seq
+        # sealed now, so that nothing parsed from this block outlives it (small objects kept from
+        # many blocks would keep the memory of all their events)
+        self._seal()
+
     def add(self, parts: list, event: Any) -> None:
         """Check one trace event and stage it."""
         if not isinstance(event, dict):
@@ -191,10 +431,12 @@ class _Importer:
         if phase not in PHASES:
             self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + 1
             return
-        pid = event.get("pid")
+        raw_pid = event.get("pid")
+        pid = raw_pid
         if type(pid) is not int or not -_ID_LIMIT <= pid < _ID_LIMIT:
             pid = self._pid(pid, parts + ["pid"])
-        tid = event.get("tid")
+        raw_tid = event.get("tid")
+        tid = raw_tid
         if type(tid) is not int or not -_ID_LIMIT <= tid < _ID_LIMIT:
             tid = self._tid(pid, tid, parts + ["tid"])
         label = event.get("name")
@@ -218,6 +460,8 @@ class _Importer:
         thread = self.threads.get((pid, tid))
         if thread is None:
             thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
+        if type(raw_pid) is int and type(raw_tid) is int and raw_pid == pid and raw_tid == tid:
+            self._fast_threads[(pid, tid)] = thread
         if phase == "E":
             self._end(event, parts, thread, ts)
             return
@@ -227,7 +471,6 @@ class _Importer:
         if phase == "i" or phase == "I":
             args = dict(args or {})
             args.setdefault("_chrome", {})["ph"] = phase
-        start = round(ts)
         if phase == "X":
             duration = event.get("dur", 0)
             kind = type(duration)
@@ -237,30 +480,24 @@ class _Importer:
                 duration = self._time(event.get("dur", 0), parts + ["dur"], "the duration")
                 if duration < 0:
                     raise self.fail(parts + ["dur"], f"expected a duration >= 0, found {describe(duration)}")
-            neg_end: int | None = -round(ts + duration)
+            if not ts + duration < MAX_TIME:
+                raise self.fail(
+                    parts + ["dur"], f"expected the event to end before 2**62 µs, found {describe(duration)}"
+                )
         elif phase == "B":
-            neg_end = None
-            thread.stack.append((self.stats.events, start))
+            duration = math.nan
+            thread.stack.append((self.stats.events, round(ts)))
         else:  # instant
-            neg_end = -start
+            duration = 0.0
         channel_index = self.channels.get(channel)
         if channel_index is None:
             channel_index = self.channels[channel] = len(self.channels)
-        self._batch.append(
-            [
-                self.stats.events,
-                thread.index,
-                start,
-                neg_end,
-                label,
-                channel_index,
-                _json(args, self, parts) if args else None,
-            ]
+        self._rows.append(
+            (thread.index, ts, duration, label, channel_index, _json(args, self, parts) if args else None)
         )
         self.stats.events += 1
-        thread.count += 1
-        if len(self._batch) >= BATCH:
-            self._flush()
+        if len(self._rows) >= BATCH:
+            self._seal()
 
     def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
         """An E event: the end of the thread's innermost B event still open."""
@@ -272,23 +509,18 @@ class _Importer:
         if end < begin:
             raise self.fail(parts + ["ts"], f"the end ({ts} µs) comes before its begin event ({begin} µs)")
         args = self._args(event, parts)
-        staged = self._batch[seq - self._batch_first] if seq >= self._batch_first else None
-        if staged is not None:
-            staged[3] = -end
+        if seq < self._base:  # staged in an earlier batch: applied when the thread is written
             if args:
-                merged = json.loads(staged[6]) if staged[6] else {}
-                merged.update(args)
-                staged[6] = _json(merged, self, parts)
+                _json(args, self, parts)  # checked now, where its location is known
+            self._late.append((thread.index, seq, end, args or None))
             return
+        position = seq - self._base
+        self._ends[position] = end
         if args:
-            (text,) = self._db.execute("SELECT args FROM stage WHERE seq = ?", (seq,)).fetchone()
-            merged = json.loads(text) if text else {}
+            row = self._rows[position]
+            merged = orjson.loads(row[5]) if row[5] else {}
             merged.update(args)
-            self._db.execute(
-                "UPDATE stage SET neg_end = ?, args = ? WHERE seq = ?", (-end, _json(merged, self, parts), seq)
-            )
-        else:
-            self._db.execute("UPDATE stage SET neg_end = ? WHERE seq = ?", (-end, seq))
+            self._rows[position] = (*row[:5], _json(merged, self, parts))
 
     def _args(self, event: dict, parts: list) -> dict | None:
         args = event.get("args")
@@ -300,14 +532,51 @@ class _Importer:
             args["_chrome"] = extra
         return args
 
-    def _flush(self) -> None:
-        if self._batch:
-            self._db.executemany("INSERT INTO stage VALUES (?, ?, ?, ?, ?, ?, ?)", self._batch)
-            self._batch_first += len(self._batch)
-            self._batch = []
-        if self._samples:
-            self._db.executemany("INSERT INTO stage_counters VALUES (?, ?, ?)", self._samples)
-            self._samples = []
+    def _seal(self) -> None:
+        """Move the batch being staged to the spool, as Arrow columns."""
+        count = len(self._rows)
+        if count:
+            group, ts_values, dur_values, labels, channels, texts = zip(*self._rows)
+            self._rows.clear()
+            ts = np.array(ts_values, dtype=np.float64)
+            dur = np.array(dur_values, dtype=np.float64)
+            start = np.rint(ts).astype(np.int64)
+            open_ = np.isnan(dur)
+            end = np.rint(np.where(open_, 0.0, ts + dur)).astype(np.int64)
+            end[open_] = _OPEN
+            if self._ends:
+                end[np.fromiter(self._ends, np.int64)] = np.fromiter(self._ends.values(), np.int64)
+            threads = np.array(group, dtype=np.int32)
+            batch = pa.record_batch(
+                [
+                    pa.array(threads),
+                    pa.array(np.arange(self._base, self._base + count, dtype=np.int64)),
+                    pa.array(start),
+                    pa.array(end),
+                    pa.array(np.array(channels, dtype=np.int32)),
+                    pa.array(labels, type=pa.string()),
+                    pa.array(texts, type=pa.binary()),
+                ],
+                schema=self._events.schema,
+            )
+            self._events.add(batch)
+            counts = np.bincount(threads, minlength=len(self.threads))
+            counts[: len(self._counts)] += self._counts
+            self._counts = counts
+            self._base += count
+            self._ends = {}
+        if self._sample_key:
+            batch = pa.record_batch(
+                [
+                    pa.array(np.array(self._sample_key, dtype=np.int32)),
+                    pa.array(np.rint(np.array(self._sample_ts, dtype=np.float64)).astype(np.int64)),
+                    pa.array(np.array(self._sample_value, dtype=np.float64)),
+                ],
+                schema=self._counters.schema,
+            )
+            self._counters.add(batch)
+            for column in (self._sample_key, self._sample_ts, self._sample_value):
+                column.clear()
 
     def _metadata(self, event: dict, parts: list, pid: int, tid: int, label: str) -> None:
         args = event.get("args")
@@ -339,24 +608,29 @@ class _Importer:
             index = self.counter_keys.get(key)
             if index is None:
                 index = self.counter_keys[key] = len(self.counter_keys)
-            self._samples.append((index, round(ts), float(value)))
+            self._sample_key.append(index)
+            self._sample_ts.append(ts)
+            self._sample_value.append(float(value))
             self.stats.counter_samples += 1
-        if len(self._samples) >= BATCH:
-            self._flush()
+        if len(self._sample_key) >= BATCH:
+            self._seal()
 
     def finish(self) -> None:
         """All events are read: B events never ended stay open."""
-        self._flush()
+        self._seal()
+        self._events.finish()
+        self._counters.finish()
         if self.unmatched_ends:
             self.stats.warnings.append(f"{self.unmatched_ends} end (E) event(s) without a begin event were skipped")
 
     def write(self, output: str, fields: str = "") -> None:
-        """Write the trace file from the staging file, a batch of events at a time."""
+        """Write the trace file from the staged columns, a thread at a time."""
         from .trace_writer import TraceWriter
 
-        db = self._db
-        db.execute("CREATE INDEX stage_order ON stage (thread, start, neg_end)")
-        db.execute("CREATE INDEX stage_counters_order ON stage_counters (key)")
+        late: dict[int, list[tuple[int, int, dict | None]]] = {}
+        for thread_index, seq, end, args in self._late:
+            late.setdefault(thread_index, []).append((seq, end, args))
+        self._late = []
         with TraceWriter(output, producer="pva convert") as writer:
             writer.set_metadata(source_format="Chrome trace event JSON")
             if fields:
@@ -366,70 +640,233 @@ class _Importer:
             for pid in self.process_order:
                 if pid not in self.process_names:
                     writer.add_process(pid, "", self.process_order[pid])
-            channel_ids = [writer.channel(name) for name in self.channels]
+            channel_ids = np.array([writer.channel(name) for name in self.channels] or [0], dtype=np.int64)
             used = set(self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
-                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids)
+                ends = late.pop(thread.index, [])
+                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids, ends)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
                 if (pid, tid) not in self.thread_names:
                     writer.add_thread(pid, tid, "", index)
             for (pid, label, series), key in self.counter_keys.items():
-                cursor = db.execute("SELECT timestamp, value FROM stage_counters WHERE key = ? ORDER BY rowid", (key,))
-                while rows := cursor.fetchmany(BATCH):
-                    writer.add_counter_samples(pid, label, [r[0] for r in rows], [r[1] for r in rows], series)
+                samples = self._counters.group(key)
+                times = samples.column("timestamp").to_numpy()
+                values = samples.column("value").to_numpy()
+                for at in range(0, len(times), BATCH):
+                    part = slice(at, at + BATCH)
+                    writer.add_counter_samples(pid, label, times[part], values[part], series)
 
-    def _ordered(self, columns: str, thread: int) -> sqlite3.Cursor:
-        """A thread's staged events by start, longest first (open events first), then in file order."""
-        return self._db.execute(f"SELECT {columns} FROM stage WHERE thread = ? ORDER BY start, neg_end, seq", (thread,))
-
-    def _write_thread(self, writer: Any, pid: int, tid: int, thread: _Thread, used: set, channel_ids: list[int]) -> int:
-        """Write a thread's events in one pass by start, longest first: each goes to the first lane
-        (track) where it nests, as `assign_lanes` places them, and gets the next id; lanes after
-        the first become threads "... (overlap N)". Returns the number of lanes."""
-        if not thread.count:
+    def _write_thread(
+        self,
+        writer: Any,
+        pid: int,
+        tid: int,
+        thread: _Thread,
+        used: set,
+        channel_ids: np.ndarray,
+        late: list[tuple[int, int, dict | None]],
+    ) -> int:
+        """Write a thread's events by start, longest first: each goes to the first lane (track)
+        where it nests, as `assign_lanes` places them, and gets the next id; lanes after the
+        first become threads "... (overlap N)". Returns the number of lanes."""
+        if thread.index >= len(self._counts) or not self._counts[thread.index]:
             return 0
-        next_id = writer.reserve_event_ids(thread.count)
-        stacks: list[list[tuple[int, int]]] = []  # per lane: (end, id) of its open events
-        lane_tids: list[int] = []
-        cursor = self._ordered("start, neg_end, label, channel, args", thread.index)
-        while rows := cursor.fetchmany(BATCH):
-            out: list[list[tuple]] = [[] for _ in lane_tids]
-            out_args: list[list[tuple[int, str]]] = [[] for _ in lane_tids]
-            for start, neg_end, label, channel, args in rows:
-                end = _INFINITY if neg_end is None else -neg_end
-                lane = 0
-                for stack in stacks:
-                    while stack and stack[-1][0] <= start and stack[-1][0] != _INFINITY:
-                        stack.pop()
-                    if not stack or end <= stack[-1][0]:
-                        break
-                    lane += 1
-                else:
-                    stacks.append([])
-                    out.append([])
-                    out_args.append([])
-                    if lane == 0:
-                        lane_tids.append(tid)
-                    else:
-                        lane_tids.append(_free_tid(pid, tid, lane, used))
-                        base = self.thread_names.get((pid, tid), f"thread {tid}")
-                        writer.add_thread(pid, lane_tids[lane], f"{base} (overlap {lane})")
-                stack = stacks[lane]
-                parent = stack[-1][1] if stack else None
-                stack.append((end, next_id))
-                if neg_end is None:
-                    out[lane].append((next_id, parent, label, channel_ids[channel], start, None, 0))
-                else:
-                    out[lane].append((next_id, parent, label, channel_ids[channel], start, end - start, 1))
-                if args is not None:
-                    out_args[lane].append((next_id, args))
-                next_id += 1
-            for lane, lane_tid in enumerate(lane_tids):
-                if out[lane]:
-                    writer.insert_event_rows(pid, lane_tid, out[lane], out_args[lane])
-        return len(lane_tids)
+        rows = self._events.group(thread.index)
+        seq = _array(rows, "seq").to_numpy()
+        start = _array(rows, "start").to_numpy()
+        end = _array(rows, "end").to_numpy()
+        args = _array(rows, "args")
+        if late:
+            end = end.copy()
+            where = np.searchsorted(seq, [item[0] for item in late])
+            end[where] = [item[1] for item in late]
+            if any(extra for _, _, extra in late):  # args of E events to merge into their B's
+                merged = args.to_pylist()
+                for position, (_, _, extra) in zip(where.tolist(), late):
+                    if extra:
+                        staged = merged[position]
+                        value = orjson.loads(staged) if staged else {}
+                        value.update(extra)
+                        merged[position] = _json(value, self, [])
+                args = pa.array(merged, type=pa.binary())
+        order = np.lexsort((seq, -end, start))
+        start = start[order]
+        end = end[order]
+        lanes, parents = _nest(start, end)
+        count = len(order)
+        first = writer.reserve_event_ids(count)
+        ids = np.arange(first, first + count, dtype=np.int64)
+        parent_ids = np.where(parents >= 0, parents + first, NULL)
+        durations = np.where(end == _OPEN, NULL, end - start)
+        channels = channel_ids[_array(rows, "channel").to_numpy()[order]]
+        labels = _array(rows, "label").take(order)
+        args = args.take(order).cast(pa.string())
+        lane_count = int(lanes.max()) + 1
+        base = self.thread_names.get((pid, tid), f"thread {tid}")
+        for lane in range(lane_count):
+            if lane == 0:
+                lane_tid = tid
+            else:
+                lane_tid = _free_tid(pid, tid, lane, used)
+                writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
+            chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
+            lane_args = args.take(chosen) if lane_count > 1 else args
+            lane_ids = ids[chosen]
+            present = np.flatnonzero(lane_args.is_valid().to_numpy(zero_copy_only=False))
+            writer.insert_thread_columns(
+                pid,
+                lane_tid,
+                lane_ids,
+                parent_ids[chosen],
+                labels.take(chosen) if lane_count > 1 else labels,
+                channels[chosen],
+                start[chosen],
+                durations[chosen],
+                zip(lane_ids[present].tolist(), lane_args.take(present).to_pylist()),
+            )
+        return lane_count
+
+
+def _array(table: pa.Table, name: str) -> pa.Array:
+    return table.column(name).combine_chunks()
+
+
+class _SlowPathError(Exception):
+    """An event the fast path of `_Importer.add_block` leaves to `_Importer.add`."""
+
+
+def _nested_prefix(
+    starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, first: int, chain: list[int], size: int
+) -> tuple[int, list[int]]:
+    """Fill in `parents` (positions) for the events (by start, longest first) from `first` up to
+    the next one that does not nest in lane 0, whose open events are `chain` (positions, outermost
+    first); return where it stopped and the open events then. `size` is the first slice's length.
+
+    While events nest, each one's parent is the last earlier event still open at its start (ending
+    after it): found for a slice of events at a time by halving jumps back over events that ended,
+    with the latest end of each run of 2**k events at hand, or else among the events open when the
+    slice began.
+    """
+    count = len(starts)
+    size = min(_NEST_SLICE, size)
+    while first < count:
+        stop = min(count, first + size)
+        start = starts[first:stop]
+        end = ends[first:stop]
+        runs = [end]  # runs[k][x]: the latest end of events x - 2**k + 1 ... x of the slice
+        width = 1
+        while width * 2 <= stop - first:
+            longer = runs[-1].copy()
+            longer[width:] = np.maximum(runs[-1][width:], runs[-1][:-width])
+            runs.append(longer)
+            width *= 2
+        found = np.arange(-1, stop - first - 1, dtype=np.int64)
+        for k in range(len(runs) - 1, -1, -1):
+            jump = 1 << k
+            inside = found >= jump - 1
+            ended = inside & (runs[k][np.where(inside, found, 0)] <= start)
+            found -= np.where(ended, jump, 0)
+        parent = np.where(found >= 0, found + first, -1)
+        if chain:
+            outer_positions = np.array(chain, dtype=np.int64)
+            open_count = np.searchsorted(-ends[outer_positions], -start, side="left")  # ends fall along the chain
+            outer = np.where(open_count > 0, outer_positions[np.maximum(open_count - 1, 0)], -1)
+            parent = np.where(found >= 0, parent, outer)
+        misfit = np.flatnonzero((parent >= 0) & (end > ends[np.maximum(parent, 0)]))
+        done = first + (int(misfit[0]) if misfit.size else stop - first)
+        parents[first:done] = parent[: done - first]
+        if done > first:
+            chain = []
+            position = done - 1
+            while position >= 0:
+                chain.append(position)
+                position = int(parents[position])
+            chain.reverse()
+        if done < stop:
+            return done, chain
+        first = stop
+        size = min(_NEST_SLICE, size * 2)
+    return count, chain
+
+
+def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lane and parent position of each event, the events in order by start, longest first:
+    each goes to the first lane where it nests inside the innermost event still open (or where
+    none is open), its parent that event. Runs of events that nest in lane 0 are placed by
+    `_nested_prefix`, the others one at a time."""
+    count = len(starts)
+    lanes = np.zeros(count, dtype=np.int64)
+    parents = np.empty(count, dtype=np.int64)
+    others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
+    chain: list[int] = []  # lane 0's open events, outermost first
+    done = 0
+    size = 1 << 12
+    while done < count:
+        placed, chain = _nested_prefix(starts, ends, parents, done, chain, size)
+        run = placed - done
+        done = placed
+        if done == count:
+            break
+        if run >= _NEST_RUN:  # an event that does not nest now and then: place it, then runs again
+            stop = done + 1
+            size = max(_NEST_RUN * 4, 2 * run)
+        else:  # frequent ones: a slice one at a time
+            stop = min(count, done + _NEST_SLICE)
+            size = 1 << 12
+        chain = _place_one_at_a_time(starts, ends, parents, lanes, done, stop, chain, others)
+        done = stop
+    return lanes, parents
+
+
+def _place_one_at_a_time(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    parents: np.ndarray,
+    lanes: np.ndarray,
+    first: int,
+    stop: int,
+    chain: list[int],
+    others: list[list[tuple[int, int]]],
+) -> list[int]:
+    """Place events `first` to `stop` as `_nest` says, lane 0's open events being `chain`; return
+    lane 0's open events after them."""
+    top_ends: list[int] = [_OPEN, *ends[chain].tolist()]  # over a root that never ends
+    top_positions: list[int] = [-1, *chain]
+    pop_end = top_ends.pop
+    pop_position = top_positions.pop
+    push_end = top_ends.append
+    push_position = top_positions.append
+    never = _OPEN
+    found: list[int] = []
+    record = found.append
+    for i, (s, e) in enumerate(zip(starts[first:stop].tolist(), ends[first:stop].tolist()), first):
+        top = top_ends[-1]
+        while top <= s:  # ends of events never ended (and of the root) are above every start
+            pop_end()
+            pop_position()
+            top = top_ends[-1]
+        if e <= top:
+            record(top_positions[-1])
+            push_end(e)
+            push_position(i)
+            continue
+        lane = 1
+        for stack in others:
+            while stack and stack[-1][0] <= s and stack[-1][0] != never:
+                stack.pop()
+            if not stack or e <= stack[-1][0]:
+                break
+            lane += 1
+        else:
+            stack = []
+            others.append(stack)
+        record(stack[-1][1] if stack else -1)
+        stack.append((e, i))
+        lanes[i] = lane
+    parents[first:stop] = found
+    return top_positions[1:]
 
 
 def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:
@@ -440,13 +877,13 @@ def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:
     return candidate
 
 
-def _json(value: Any, importer: _Importer, parts: list) -> str:
+def _json(value: Any, importer: _Importer, parts: list) -> bytes:
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value)
     except orjson.JSONEncodeError:
         pass
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
         raise importer.fail(parts + ["args"], f"args cannot be stored as JSON ({exc})") from None
 
@@ -487,38 +924,45 @@ def import_chrome_trace(
     name = os.fspath(path)
     output = os.fspath(output)
     info = check_regular_file(name, "Chrome trace file")
-    for fast in (True, False):
-        importer = _Importer(name, output)
-        try:
-            if progress is not None:
-                progress.start("reading", info.st_size)
-            advance = progress.advance if progress is not None else None
-            with open_binary(name) as raw:
-                if fast:
-                    items, others, status = read_trace_items_fast(raw, progress=advance)
-                    for parts, event in items:
-                        importer.add(parts, event)
-                else:
-                    items, others, status = read_trace_items(raw, name, progress=advance)
-                    for parts, event in items:
-                        importer.add(parts, plain(event))
-            if progress is not None:
-                progress.finish()
-            importer.finish()
-            stats = importer.stats
-            stats.truncated = status["truncated"]
-            if stats.truncated:
-                stats.warnings.append(
-                    "the trace event array is not closed (as when a tracer stopped early); the complete events were read"
-                )
-            if stats.skipped:
-                shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
-                stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
-            other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
-            importer.write(output, other_fields)
-            return stats
-        except NotFastError:
-            continue
-        finally:
-            importer.close()
+    collecting = gc.isenabled()
+    gc.disable()  # the parsed events hold no cycles: collections would only walk them again
+    try:
+        for fast in (True, False):
+            importer = _Importer(name, output)
+            try:
+                if progress is not None:
+                    progress.start("reading", info.st_size)
+                advance = progress.advance if progress is not None else None
+                with open_binary(name) as raw:
+                    if fast:
+                        blocks, others, status = read_trace_blocks_fast(raw, progress=advance)
+                        for prefix, first, events in blocks:
+                            importer.add_block(prefix, first, events)
+                    else:
+                        items, others, status = read_trace_items(raw, name, progress=advance)
+                        for parts, event in items:
+                            importer.add(parts, plain(event))
+                if progress is not None:
+                    progress.finish()
+                importer.finish()
+                stats = importer.stats
+                stats.truncated = status["truncated"]
+                if stats.truncated:
+                    stats.warnings.append(
+                        "the trace event array is not closed (as when a tracer stopped early); "
+                        "the complete events were read"
+                    )
+                if stats.skipped:
+                    shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
+                    stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
+                other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
+                importer.write(output, other_fields)
+                return stats
+            except NotFastError:
+                continue
+            finally:
+                importer.close()
+    finally:
+        if collecting:
+            gc.enable()
     raise AssertionError("the exact reader never asks for another")  # pragma: no cover

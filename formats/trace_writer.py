@@ -69,19 +69,33 @@ def encode_thread_columns(row: tuple) -> bytes:
     labels = json.loads(row[7]) if count else []
     if any(a.size != count for a in numbers) or len(labels) != count:
         raise InvalidInputError("events changed while their columns were written")
-    label_array = pa.array(labels, type=pa.utf8()).dictionary_encode()
+    ids, parents, channels, stamps, lengths, complete = numbers
+    return thread_columns_stream(ids, parents, pa.array(labels, type=pa.utf8()), channels, stamps, lengths, complete)
+
+
+def thread_columns_stream(
+    ids: np.ndarray,
+    parents: np.ndarray,
+    labels: pa.Array,
+    channels: np.ndarray,
+    stamps: np.ndarray,
+    lengths: np.ndarray,
+    complete: np.ndarray,
+) -> bytes:
+    """The thread_event_columns stream of a thread's events (in id order): int64 columns with NULL
+    for a missing parent or duration, and the labels as an Arrow string array."""
+    label_array = labels.dictionary_encode()
     if label_array.type != thread_columns_schema().field("label").type:
         label_array = label_array.cast(thread_columns_schema().field("label").type)
-    ids, parents, channels, stamps, lengths, complete = numbers
     batch = pa.record_batch(
         [
-            pa.array(ids),
-            pa.array(parents),
+            pa.array(ids, type=pa.int64()),
+            pa.array(parents, type=pa.int64()),
             label_array,
-            pa.array(channels),
-            pa.array(stamps),
-            pa.array(lengths),
-            pa.array(complete.astype(np.int8)),
+            pa.array(channels, type=pa.int64()),
+            pa.array(stamps, type=pa.int64()),
+            pa.array(lengths, type=pa.int64()),
+            pa.array(np.asarray(complete).astype(np.int8)),
         ],
         schema=thread_columns_schema(),
     )
@@ -262,6 +276,7 @@ class TraceWriter(SqliteFileWriter):
         self._registry = _ThreadRegistry()
         self._next_id = 0
         self._last = 0
+        self._whole: set[tuple[int, int]] = set()  # threads written by insert_thread_columns
 
     @property
     def next_event_id(self) -> int:
@@ -286,6 +301,7 @@ class TraceWriter(SqliteFileWriter):
         """
         pid = _check_id(pid, "pid", self.path)
         tid = _check_id(tid, "tid", self.path)
+        self._check_not_whole(pid, tid)
         self._registry.thread(pid, tid)
         last = self._last
         for row in rows:
@@ -297,6 +313,79 @@ class TraceWriter(SqliteFileWriter):
         self.insert("events", _EVENT_COLUMNS, [(pid, tid, *row) for row in rows])
         if args:
             self.insert("event_args", ("event", "args"), args)
+
+    def insert_thread_columns(
+        self,
+        pid: int,
+        tid: int,
+        ids: np.ndarray,
+        parents: np.ndarray,
+        labels: pa.Array,
+        channels: np.ndarray,
+        timestamps: np.ndarray,
+        durations: np.ndarray,
+        args: Iterable[tuple[int, str]] = (),
+    ) -> None:
+        """Insert all the events of one thread at once, as columns, for converters that nest events
+        themselves: int64 arrays of ids (ascending, from `reserve_event_ids`), parents (`NULL` for a
+        root), channel ids (from `channel`), timestamps and durations (`NULL` for an event that never
+        ended), the labels as an Arrow string array, and `args` as ``(id, JSON object text)``.
+
+        The thread's thread_event_columns stream is written from the same columns, so the thread
+        takes no further events.
+        """
+        pid = _check_id(pid, "pid", self.path)
+        tid = _check_id(tid, "tid", self.path)
+        self._check_not_whole(pid, tid)
+        self._registry.thread(pid, tid)
+        count = len(ids)
+        if not count:
+            return
+        complete = (durations != NULL).astype(np.int8)
+        ends = np.where(complete == 1, timestamps + durations, timestamps)
+        self._last = max(self._last, int(ends.max()))
+        # pid and tid (checked integers) as literals: six values bound a row instead of nine
+        sql = (
+            f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "
+            f"VALUES ({pid}, {tid}, ?1, ?2, ?3, ?4, ?5, ?6, ?6 IS NOT NULL)"
+        )
+        step = 1 << 16
+        for at in range(0, count, step):
+            part = slice(at, at + step)
+            parent = parents[part].astype(object)
+            parent[parents[part] == NULL] = None
+            duration = durations[part].astype(object)
+            duration[complete[part] == 0] = None
+            self._insert_events(
+                sql,
+                zip(
+                    ids[part].tolist(),
+                    parent.tolist(),
+                    labels.slice(at, len(parent)).to_pylist(),
+                    channels[part].tolist(),
+                    timestamps[part].tolist(),
+                    duration.tolist(),
+                ),
+            )
+        self.insert("event_args", ("event", "args"), args)
+        stream = thread_columns_stream(ids, parents, labels, channels, timestamps, durations, complete)
+        self.insert("thread_event_columns", ("pid", "tid", "num_events", "data"), [(pid, tid, count, stream)])
+        self._whole.add((pid, tid))
+
+    def _insert_events(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run `sql` (an INSERT of ours, with literal values and parameters) for many rows."""
+        self._check_open()
+        try:
+            self._conn.executemany(sql, rows)
+        except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError) as exc:
+            raise InvalidInputError(f"{self.path!r}: bad row for table 'events': {exc}") from None
+        except (sqlite3.Error, OSError) as exc:
+            self._machine_failure(exc)
+            raise
+
+    def _check_not_whole(self, pid: int, tid: int) -> None:
+        if (pid, tid) in self._whole:
+            raise InvalidInputError(f"{self.path!r}: the events of thread {pid}/{tid} were already written whole")
 
     # -- processes, threads, channels ----------------------------------------------------
 
@@ -416,6 +505,7 @@ class TraceWriter(SqliteFileWriter):
             args = list(args)
             if len(args) != n:
                 raise InvalidInputError(f"{where}: expected {n} args, got {len(args)}")
+        self._check_not_whole(pid, tid)
         self._registry.thread(pid, tid)
         first = self.next_event_id
 
@@ -569,7 +659,7 @@ class TraceWriter(SqliteFileWriter):
         self.insert(  # a thread at a time: memory holds one thread's columns, not the file's
             "thread_event_columns",
             ("pid", "tid", "num_events", "data"),
-            thread_columns_rows(self.execute, sorted(registry.threads)),
+            thread_columns_rows(self.execute, sorted(set(registry.threads) - self._whole)),
         )
         self.set_metadata(last_timestamp=self._last)
 

@@ -30,7 +30,7 @@ _CONVERT_AND_PEAK = r"""
 import sys
 sys.path.insert(0, sys.argv[3])
 import formats.chrome_trace_import as chrome_import
-chrome_import._STAGING_CACHE_KIB = 4096
+chrome_import.STAGE_MEMORY = 1 << 18
 chrome_import.import_chrome_trace(sys.argv[1], sys.argv[2])
 with open("/proc/self/status") as status:
     print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024)
@@ -142,7 +142,7 @@ def test_fast_and_exact_readers_write_the_same_trace_file(tmp_path, monkeypatch,
     def refuse(*args, **kwargs):
         raise NotFastError("disabled")
 
-    monkeypatch.setattr(chrome_import, "read_trace_items_fast", refuse)
+    monkeypatch.setattr(chrome_import, "read_trace_blocks_fast", refuse)
     assert outcome("exact.pvti") == fast_outcome
 
 

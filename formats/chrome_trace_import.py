@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from .atomic import AtomicOutput, output_error
 from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
 from .errors import InvalidInputError
+from .gcpause import gc_paused
 from .jsonplain import plain
 from .legacy.jsonstream import open_binary
 from .legacy.tree import describe, location
@@ -924,9 +924,7 @@ def import_chrome_trace(
     name = os.fspath(path)
     output = os.fspath(output)
     info = check_regular_file(name, "Chrome trace file")
-    collecting = gc.isenabled()
-    gc.disable()  # the parsed events hold no cycles: collections would only walk them again
-    try:
+    with gc_paused():  # the parsed events hold no cycles: collections would only walk them again
         for fast in (True, False):
             importer = _Importer(name, output)
             try:
@@ -962,7 +960,4 @@ def import_chrome_trace(
                 continue
             finally:
                 importer.close()
-    finally:
-        if collecting:
-            gc.enable()
     raise AssertionError("the exact reader never asks for another")  # pragma: no cover

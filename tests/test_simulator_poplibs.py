@@ -203,3 +203,16 @@ def test_operands_created_for_the_plan_are_not_copied():
     names = [cs.name for cs in g.state.compute_sets]
     assert not any("Rearranged" in n for n in names)
     assert not any(type(p).__name__ == "Copy" for p in prog.programs)
+
+
+def test_matmul_cells_take_consecutive_tiles_in_poplins_order():
+    # lib/poplin/Convolution.cpp, linearizeConvIndices: input-channel split outermost, output
+    # channels innermost, from tile 0, so both tiles of a super tile read the same activations
+    g = Graph(Target("ipu2", tiles_per_ipu=64))
+    plan = poplin.plan_matmul(g, 64, 64, 64, HALF, FLOAT, HALF)
+    pm, pn, pk = plan.pm, plan.pn, plan.pk
+    assert pm * pn * pk > 1
+    for cell, tile in enumerate(plan.tiles.tolist()):
+        im, jn, ik = cell // (pn * pk), (cell // pk) % pn, cell % pk
+        assert tile == (ik * pm + im) * pn + jn
+    assert sorted(plan.tiles.tolist()) == list(range(pm * pn * pk))

@@ -144,8 +144,13 @@ def plan_matmul(
     grid, estimate = _best_grid(
         target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type, conv_kernel
     )
-    count = grid[0] * grid[1] * grid[2]
-    cell_tiles = (np.arange(count, dtype=np.int64) * tiles) // count
+    pm, pn, pk = grid
+    cell = np.arange(pm * pn * pk, dtype=np.int64)
+    im, jn, ik = cell // (pn * pk), (cell // pk) % pn, cell % pk
+    # consecutive tiles from the first, the output-channel split innermost and the input-channel
+    # split outermost, so that the two tiles of a super tile read the same activations
+    # (lib/poplin/Convolution.cpp, linearizeConvIndices and linearizeTileIndices, startTile 0)
+    cell_tiles = (ik * pm + im) * pn + jn
     icpg, ocpg = _groups(target.arch, in_type, partials_type)
     return MatMulPlan(
         m,
@@ -763,7 +768,11 @@ def convolution(
     pm = max(1, min(positions, plan.pm))
     pn, pk = plan.pn, max(1, min(c, plan.pk))
     count = pm * pn * pk
-    tiles_all = np.asarray(graph.tile((np.arange(count, dtype=np.int64) * graph.num_tiles) // count), dtype=np.int64)
+    cell = np.arange(count, dtype=np.int64)
+    # poplin's tile order (lib/poplin/Convolution.cpp, linearizeConvIndices): input-channel split
+    # outermost, output channels innermost, from the first tile
+    linear = ((cell % pk) * pm + cell // (pn * pk)) * pn + (cell // pk) % pn
+    tiles_all = np.asarray(graph.tile(linear), dtype=np.int64)
     rows_per = -(-positions // pm)
     o_per = -(-o // pn)
     c_per = -(-c // pk)

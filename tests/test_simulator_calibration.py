@@ -66,6 +66,24 @@ def test_amp_estimate_matches_poplibs_formula_by_hand():
     assert amp.num_conv_units(a, "float", "float") == 16
 
 
+def test_amp_group_of_two_conv_units_takes_two_output_passes():
+    # poplin may group 16 output channels on 8 conv units (ConvVertexType.cpp,
+    # getConvVertexAMPCandidates: partialChansCandidates {numConvUnits, weightsPerConvUnit}); the
+    # estimate then runs two passes per group (outputPassesPerGroup):
+    # 50 + 6*10 + (12 + (10 + 1 + (19 + 2 * (7 + 32 + 192))))
+    from simulator.poplibs.poplin import partial_chans_candidates
+    from simulator.types import FLOAT, HALF
+
+    a = architecture("ipu2")
+    assert int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 1, 1, out_chans_per_group=16)) == (
+        50 + 60 + 12 + 11 + 19 + 2 * (7 + 32 + 192)
+    )
+    assert partial_chans_candidates(a, HALF, FLOAT) == (8, 16)
+    assert partial_chans_candidates(a, HALF, HALF) == (16,)
+    assert partial_chans_candidates(a, FLOAT, FLOAT) == (16,)  # 8 is not a multiple of 16 conv units
+    assert partial_chans_candidates(a, HALF, FLOAT, conv_kernel=9) == (8,)
+
+
 def test_mk2_half_float_amp_runs_at_half_the_half_half_rate():
     # 16 input channels x 8 conv units per 4-cycle position (the "16x8 AMP vertex" core loop of
     # PerformanceEstimation.hpp): 32 MACs a cycle, half of the 16-unit half-partials vertex

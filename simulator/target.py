@@ -118,9 +118,16 @@ ARCHITECTURES: dict[str, Architecture] = {
         host_bytes_per_cycle=8,
         memcpy_bytes_per_cycle=8,
         half_half_macs=64,
-        half_float_macs=64,
+        # half inputs with float partials run on 8 conv units (32 MACs a cycle): poplibs at
+        # sdk-release-2.0 has no 16-unit AMP vertex for them. lib/poplin/codelets/ConvPartial1x1Out.cpp
+        # and ConvPartialnx1.cpp instantiate numConvUnits = 16 only for <half,half> and
+        # <float,float> (hasAssembly: 16 units only when AccumType is half or FPType float), and the
+        # assembly is conv_partial_1x1_half_float_8_and_half_half_h16.S. poplin builds the vertex
+        # with the target's getFp16InFp32OutConvUnitsPerTile() (ConvVertexType.cpp,
+        # getConvVertexAMPCandidates), so on Mk2 that count is 8.
+        half_float_macs=32,
         float_float_macs=16,
-        conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 0},
+        conv_units={"fp16_fp16": 16, "fp16_fp32": 8, "fp32_fp32": 16, "fp8_fp16": 0},
         conv_unit_coeff_load_bytes_per_cycle=16,
         tiles_per_super_tile=2,
         supports_super_tile_send_receive=True,
@@ -133,7 +140,7 @@ ARCHITECTURES["Ipu21"] = dataclasses.replace(
     ARCHITECTURES["Ipu2"],
     name="Ipu21",
     clock_frequency=1.85e9,
-    conv_units={"fp16_fp16": 16, "fp16_fp32": 16, "fp32_fp32": 16, "fp8_fp16": 32},
+    conv_units={"fp16_fp16": 16, "fp16_fp32": 8, "fp32_fp32": 16, "fp8_fp16": 32},
     fp8=True,
 )
 

@@ -50,15 +50,53 @@ def test_registry_builds_the_vertices_the_presets_use():
 
 
 def test_amp_estimate_matches_poplibs_formula_by_hand():
-    # Mk2, half in, float partials, 16 conv units, no 128-bit loads: 64 cycles to load a pass's weights.
-    # 16 output positions: workers take 3,3,3,3,2,2 -> slowest worker 2 positions: (40+4-10) x 6 = 204
-    # without zeroing, (40+2-10) x 6 = 192 with; one in and one out group:
-    # 50 + 6*(10 + 0) + (12 + 0 + (10 + 1 + (19 + (7 + 64 + 192))))
+    # Mk2, half in, float partials: 8 conv units (poplibs has no 16-unit <half,float> AMP vertex),
+    # no 128-bit loads: 8 units x 16 weights x 2 bytes / 8 bytes a cycle = 32 cycles to load a
+    # pass's weights. 16 output positions: workers take 3,3,3,3,2,2 -> slowest worker 2 positions:
+    # (40+4-10) x 6 = 204 without zeroing, (40+2-10) x 6 = 192 with; one in and one out group:
+    # 50 + 6*(10 + 0) + (12 + 0 + (10 + 1 + (19 + (7 + 32 + 192))))
     a = architecture("ipu2")
-    assert int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 1, 1)) == 50 + 60 + 12 + 11 + 19 + 7 + 64 + 192
-    # a second input group adds (15 + 1 + (19 + (6 + 64 + 204))) and 6*2 of state retention
+    assert amp.num_conv_units(a, "half", "float") == 8
+    assert int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 1, 1)) == 50 + 60 + 12 + 11 + 19 + 7 + 32 + 192
+    # a second input group adds (15 + 1 + (19 + (6 + 32 + 204))) and 6*2 of state retention
     two = int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 2, 1))
-    assert two - int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 1, 1)) == 16 + 19 + 6 + 64 + 204 + 12
+    assert two - int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 1, 1)) == 16 + 19 + 6 + 32 + 204 + 12
+    # half partials keep all 16 units: 64 cycles of weight loads per pass
+    assert amp.num_conv_units(a, "half", "half") == 16
+    assert amp.num_conv_units(a, "float", "float") == 16
+
+
+def test_amp_group_of_two_conv_units_takes_two_output_passes():
+    # poplin may group 16 output channels on 8 conv units (ConvVertexType.cpp,
+    # getConvVertexAMPCandidates: partialChansCandidates {numConvUnits, weightsPerConvUnit}); the
+    # estimate then runs two passes per group (outputPassesPerGroup):
+    # 50 + 6*10 + (12 + (10 + 1 + (19 + 2 * (7 + 32 + 192))))
+    from simulator.poplibs.poplin import partial_chans_candidates
+    from simulator.types import FLOAT, HALF
+
+    a = architecture("ipu2")
+    assert int(amp.conv_partial_1x1_cycles(a, "half", "float", 16, 1, 1, out_chans_per_group=16)) == (
+        50 + 60 + 12 + 11 + 19 + 2 * (7 + 32 + 192)
+    )
+    assert partial_chans_candidates(a, HALF, FLOAT) == (8, 16)
+    assert partial_chans_candidates(a, HALF, HALF) == (16,)
+    assert partial_chans_candidates(a, FLOAT, FLOAT) == (16,)  # 8 is not a multiple of 16 conv units
+    assert partial_chans_candidates(a, HALF, FLOAT, conv_kernel=9) == (8,)
+
+
+def test_mk2_half_float_amp_runs_at_half_the_half_half_rate():
+    # 16 input channels x 8 conv units per 4-cycle position (the "16x8 AMP vertex" core loop of
+    # PerformanceEstimation.hpp): 32 MACs a cycle, half of the 16-unit half-partials vertex
+    a = architecture("ipu2")
+    assert (a.half_float_macs, a.half_half_macs) == (32, 64)
+    elems, groups = 6 * 2000, 64
+    half_float = int(amp.conv_partial_1x1_cycles(a, "half", "float", elems, groups, 1))
+    half_half = int(amp.conv_partial_1x1_cycles(a, "half", "half", elems, groups, 1))
+    assert elems * groups * 16 * 8 / half_float == pytest.approx(32, rel=0.02)
+    assert elems * groups * 16 * 16 / half_half == pytest.approx(64, rel=0.02)
+    details = build_preset("matmul", {"m": 16, "k": 16, "n": 16, "tiles-per-ipu": 4}).graph.target.writer_details()
+    assert details["fp16_in_fp32_out_conv_units_per_tile"] == 8
+    assert details["fp16_in_fp16_out_conv_units_per_tile"] == 16
 
 
 @pytest.mark.parametrize("arch", ["ipu1", "ipu2"])
@@ -68,7 +106,13 @@ def test_amp_macs_per_cycle_never_exceed_the_peak(arch, in_type, partials):
     peak = {"halffloat": a.half_float_macs, "halfhalf": a.half_half_macs, "floatfloat": a.float_float_macs}[
         in_type + partials
     ]
-    assert peak == {"ipu1": {"half": 32, "float": 8}, "ipu2": {"half": 64, "float": 16}}[arch][in_type]
+    assert (
+        peak
+        == {
+            "ipu1": {"halffloat": 32, "halfhalf": 32, "floatfloat": 8},
+            "ipu2": {"halffloat": 32, "halfhalf": 64, "floatfloat": 16},
+        }[arch][in_type + partials]
+    )
     elems = np.arange(1, 4000)
     best = 0.0
     for in_groups in (1, 3, 16, 64):

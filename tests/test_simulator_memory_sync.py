@@ -223,3 +223,28 @@ def test_target_options_are_checked():
     with pytest.raises(GraphError, match="relative_sync_delay"):
         Target("ipu2", relative_sync_delay="SOMETIMES")
     assert Target("ipu1", min_sync_delay=0, relative_sync_delay="NO_DELAY").relative_sync_delays().max() == 0
+
+
+def test_super_tile_pairs_receive_shared_data_at_twice_the_rate():
+    # four tiles each broadcast 100 bytes to two receivers: 400 bytes a receiver, 100 a sender.
+    # On Mk2 the two tiles of a super tile receive the same data in the same cycles (poplin's
+    # ExchangeEstimator counts twice the bandwidth), so a pair takes 400 / 2 / 4 = 50 cycles of
+    # transfer; receivers in different super tiles, or a Mk1 pair, take 400 / 4 = 100.
+    from simulator.compiler.exchange import pieces_plan
+
+    src = np.repeat([4, 5, 6, 7], 2)
+    key = np.repeat([0, 1, 2, 3], 2)
+    nbytes = np.full(8, 100)
+
+    def check(arch, receivers, receive_cycles):
+        target = Target(arch, tiles_per_ipu=8)
+        plan, _ = pieces_plan(target, 8, src, np.tile(receivers, 4), nbytes, key)
+        latency = target.exchange_latency()
+        own = {t: latency[t] + (receive_cycles if t in receivers else 25) for t in [4, 5, 6, 7, *receivers]}
+        assert set(plan.cycles.idx.tolist()) == set(own)
+        assert np.all(plan.cycles.val == target.arch.exchange_setup_cycles + max(own.values()))
+        assert list(plan.recv.at(np.array(receivers))) == [400, 400]  # the data are not halved, only their time
+
+    check("ipu2", [0, 1], 50)
+    check("ipu2", [1, 2], 100)
+    check("ipu1", [0, 1], 100)

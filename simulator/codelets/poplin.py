@@ -94,8 +94,10 @@ def conv_partial_1x1_cycles(
     out_groups,
     conv_groups=1,
     use_128bit_load: bool = False,
+    out_chans_per_group=None,
 ) -> np.ndarray:
-    """Tile cycles of poplin::ConvPartial1x1Out
+    """Tile cycles of poplin::ConvPartial1x1Out; `out_chans_per_group` (default: one conv unit
+    each) sets the output passes of a group
     (PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate and
     getConvPartial1x1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartial1x1Out)."""
     float_act = in_type == "float"
@@ -107,8 +109,8 @@ def conv_partial_1x1_cycles(
     conv_g = np.maximum(np.asarray(conv_groups, dtype=np.int64), 1)
     with_zero = _amp_1x1_inner(elems, True, float_act, float_part, units)
     without_zero = _amp_1x1_inner(elems, False, float_act, float_part, units)
-    out_chans_per_group = units  # poplin's AMP partial groups are one conv unit wide
-    passes = -(-out_chans_per_group // units)
+    ocpg = units if out_chans_per_group is None else np.maximum(np.asarray(out_chans_per_group, dtype=np.int64), 1)
+    passes = -(-ocpg // units)  # outputPassesPerGroup
     weight_bytes = weights_per_conv_unit(in_type) * (4 if float_act else 2)
     # getConvPartialAmpSupervisorWeightLoadCycleEstimate (filter height 1)
     loads = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load)
@@ -253,13 +255,17 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
     def cost(work, n, target):
         arch = target.arch
         args = (work_array(work, "out_elems", n), work_array(work, "in_groups", n), work_array(work, "out_groups", n))
+        ocpg = work_array(work, "out_chans_per_group", n)
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
         if nx1:
             cycles = conv_partial_nx1_cycles(
                 arch, in_type, partials_type, *args, np.maximum(work_array(work, "kernel", n), 1), conv_groups
             )
         else:
-            cycles = conv_partial_1x1_cycles(arch, in_type, partials_type, *args, conv_groups)
+            units = num_conv_units(arch, in_type, partials_type)
+            cycles = conv_partial_1x1_cycles(
+                arch, in_type, partials_type, *args, conv_groups, out_chans_per_group=np.where(ocpg > 0, ocpg, units)
+            )
         cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
         return cycles, cycles
 

@@ -74,18 +74,25 @@ def internal_plan(
     send_regions: Sparse,
     message: Sparse | None = None,
     message_category: str = "message",
+    shared: Sparse | None = None,
 ) -> ExchangePlan:
     """A statically scheduled exchange inside each IPU.
 
     A tile's transfers take its set-up and fabric latency plus its bytes at the per-tile
     exchange bandwidth (the larger of what it sends and what it receives), as poplibs' planners
-    estimate exchange (popops reduction/ReductionPlan.cpp, estimateReduceAtDstCost). The
+    estimate exchange (popops reduction/ReductionPlan.cpp, estimateReduceAtDstCost). Bytes that
+    both tiles of a super tile receive from one send (`shared`) take half the time: the two tiles
+    share an exchange bus and receive the same data in the same cycle, which poplin's planner
+    counts as twice the bandwidth (lib/poplin/ExchangeEstimator.hpp, the ExchangeEstimator
+    constructor: target.supportsExchangeBusSharing(), getTilesPerSharedExchangeBus()). The
     compiler schedules the transfers of all tiles as one program, so every tile taking part
     runs the exchange until the schedule's last transfer on its IPU.
     """
     a = target.arch
     tiles, r, s = _participants(recv, sent, n)
     latency = target.exchange_latency()[tiles % target.tiles_per_ipu]
+    if shared is not None:
+        r = r - shared.at(tiles) // 2
     busy = np.maximum(r, s)
     own = a.exchange_setup_cycles + latency + (busy + a.exchange_bytes_per_cycle - 1) // a.exchange_bytes_per_cycle
     ipu = tiles // target.tiles_per_ipu
@@ -165,6 +172,20 @@ def host_plan(target, n: int, recv: Sparse, sent: Sparse, regions: Sparse) -> Ex
     return plan
 
 
+def _super_tile_shared(target, n: int, dst: np.ndarray, nbytes: np.ndarray, key: np.ndarray) -> Sparse | None:
+    """Bytes each tile receives that the other tile of its super tile receives from the same send
+    (pieces given by destination, bytes and data key; each tile receives a key at most once)."""
+    a = target.arch
+    per = a.tiles_per_super_tile
+    if not a.supports_super_tile_send_receive or per < 2 or dst.size < 2:
+        return None
+    ids = group_ids(dst // per, key)
+    both = np.bincount(ids)[ids] >= 2
+    if not both.any():
+        return None
+    return Sparse.from_pairs(dst[both], nbytes[both], n)
+
+
 def pieces_plan(
     target,
     n: int,
@@ -201,7 +222,10 @@ def pieces_plan(
         recv_regions = Sparse.from_pairs(d, np.ones(d.size), n)
         msg = recv if message else None
         if kind == "internal":
-            plans.append(internal_plan(target, n, recv, sent, recv_regions, send_regions, msg, message_category))
+            shared = _super_tile_shared(target, n, d, b, send_key[mask]) if send_key is not None else None
+            plans.append(
+                internal_plan(target, n, recv, sent, recv_regions, send_regions, msg, message_category, shared)
+            )
         else:
             plans.append(global_plan(target, n, recv, sent, recv_regions, send_regions, msg))
     return plans[0], plans[1]

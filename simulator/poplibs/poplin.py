@@ -127,6 +127,20 @@ def _groups(arch, in_type: Type, partials_type: Type) -> tuple[int, int]:
     return (amp.weights_per_conv_unit(in_type.name), amp.num_conv_units(arch, in_type.name, partials_type.name))
 
 
+def partial_chans_candidates(arch, in_type: Type, partials_type: Type, conv_kernel: int = 1) -> tuple[int, ...]:
+    """Output channels of one AMP partials group the planner may choose: the tile's conv units or
+    one conv unit's weights, when a multiple of the conv units (lib/poplin/ConvVertexType.cpp,
+    getConvVertexAMPCandidates: partialChansCandidates = {numConvUnitsOnIpu, weightsPerConvUnit};
+    canUseConvolutionInstruction: outChansPerGroup % numConvUnitsRequired == 0). A group wider
+    than the conv units takes several output passes (PerformanceEstimation.hpp,
+    getConvPartial1x1SupervisorOuterLoopCycleEstimate, outputPassesPerGroup); the nx1 vertex's
+    estimate here assumes one pass, so kernels wider than 1x1 keep one conv unit per channel."""
+    wpcu, units = _groups(arch, in_type, partials_type)
+    if conv_kernel > 1 or wpcu == units or wpcu % units:
+        return (units,)
+    return (units, wpcu)
+
+
 def plan_matmul(
     graph: Graph,
     m: int,
@@ -141,12 +155,17 @@ def plan_matmul(
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
-    grid, estimate = _best_grid(
+    grid, estimate, ocpg = _best_grid(
         target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type, conv_kernel
     )
-    count = grid[0] * grid[1] * grid[2]
-    cell_tiles = (np.arange(count, dtype=np.int64) * tiles) // count
-    icpg, ocpg = _groups(target.arch, in_type, partials_type)
+    pm, pn, pk = grid
+    cell = np.arange(pm * pn * pk, dtype=np.int64)
+    im, jn, ik = cell // (pn * pk), (cell // pk) % pn, cell % pk
+    # consecutive tiles from the first, the output-channel split innermost and the input-channel
+    # split outermost, so that the two tiles of a super tile read the same activations
+    # (lib/poplin/Convolution.cpp, linearizeConvIndices and linearizeTileIndices, startTile 0)
+    cell_tiles = (ik * pm + im) * pn + jn
+    icpg = amp.weights_per_conv_unit(in_type.name)
     return MatMulPlan(
         m,
         k,
@@ -178,33 +197,38 @@ def _best_grid(
     from ..target import architecture
 
     arch = architecture(arch_name)
-    icpg, ocpg = _groups(arch, in_type, partials_type)
+    icpg, units = _groups(arch, in_type, partials_type)
     # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
     # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
     # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
     # of getInChanGrainSizes and getOutChanGrainSizes)
-    k_grains, n_grains = -(-k // icpg), -(-n // ocpg)
+    k_grains = -(-k // icpg)
     pm_c = _minimal_splits(max(1, m), tiles)
-    pn_c = _minimal_splits(max(1, n_grains), tiles)
     pk_c = _minimal_splits(max(1, k_grains), tiles)
-    pm, pn, pk = (x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij"))
+    grids = []
+    for ocpg in partial_chans_candidates(arch, in_type, partials_type, conv_kernel):
+        pn_c = _minimal_splits(max(1, -(-n // ocpg)), tiles)
+        grid = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
+        grids.append(np.vstack([grid, np.full(grid.shape[1], ocpg)]))
+    pm, pn, pk, og = np.hstack(grids)
     ok = pm * pn * pk <= tiles
     if not ok.any():
-        pm, pn, pk = np.array([1]), np.array([1]), np.array([1])
+        pm, pn, pk, og = np.array([1]), np.array([1]), np.array([1]), np.array([units])
     else:
-        pm, pn, pk = pm[ok], pn[ok], pk[ok]
+        pm, pn, pk, og = pm[ok], pn[ok], pk[ok], og[ok]
     mb = -(-m // pm)
-    nb = np.minimum(n, -(-n_grains // pn) * ocpg)
+    n_grains = -(-n // og)
+    nb = np.minimum(n, -(-n_grains // pn) * og)
     kb = np.minimum(k, -(-k_grains // pk) * icpg)
     e = in_type.size
     # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
     if conv_kernel > 1:
         compute = amp.conv_partial_nx1_cycles(
-            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), conv_kernel
+            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // og), conv_kernel
         )
     else:
         compute = amp.conv_partial_1x1_cycles(
-            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg)
+            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // og), out_chans_per_group=og
         )
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
@@ -248,7 +272,7 @@ def _best_grid(
     fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
-    best = int(np.lexsort((pm * pn * pk, total))[0])
+    best = int(np.lexsort((og, pm * pn * pk, total))[0])
     estimate = (
         ("compute", int(compute[best])),
         ("exchange", int(exchange[best])),
@@ -256,7 +280,7 @@ def _best_grid(
         ("reduceCompute", int(red_compute[best])),
         ("total", int(total[best])),
     )
-    return (int(pm[best]), int(pn[best]), int(pk[best])), estimate
+    return (int(pm[best]), int(pn[best]), int(pk[best])), estimate, int(og[best])
 
 
 def _blocked_view(
@@ -575,7 +599,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     # the AMP vertex's out field is a Vector<AccumType, COMPACT_PTR, 16, true>: interleaved memory
     # (lib/poplin/codelets/ConvPartial1x1Out.cpp, ConvPartialnx1.cpp)
     state.vars[pvar].interleaved = True
-    icpg, ocpg = _groups(graph.target.arch, plan.in_type, plan.partials_type)
+    icpg, ocpg = plan.k_grain, plan.n_grain
     cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
     add_vertices(
         graph,
@@ -587,7 +611,12 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
             "weights": (vb[rb], var_b, st_b, ln_b),
             "out": (v, np.full(v.size, pvar), p_off, block_sizes),
         },
-        work={"out_elems": r1 - r0, "in_groups": -(-(k1 - k0) // icpg), "out_groups": -(-(c1 - c0) // ocpg)},
+        work={
+            "out_elems": r1 - r0,
+            "in_groups": -(-(k1 - k0) // icpg),
+            "out_groups": -(-(c1 - c0) // ocpg),
+            "out_chans_per_group": ocpg,
+        },
     )
     blocks = list(zip(r0.tolist(), r1.tolist(), c0.tolist(), c1.tolist(), k0.tolist(), k1.tolist(), p_off.tolist()))
 
@@ -763,7 +792,11 @@ def convolution(
     pm = max(1, min(positions, plan.pm))
     pn, pk = plan.pn, max(1, min(c, plan.pk))
     count = pm * pn * pk
-    tiles_all = np.asarray(graph.tile((np.arange(count, dtype=np.int64) * graph.num_tiles) // count), dtype=np.int64)
+    cell = np.arange(count, dtype=np.int64)
+    # poplin's tile order (lib/poplin/Convolution.cpp, linearizeConvIndices): input-channel split
+    # outermost, output channels innermost, from the first tile
+    linear = ((cell % pk) * pm + cell // (pn * pk)) * pn + (cell // pk) % pn
+    tiles_all = np.asarray(graph.tile(linear), dtype=np.int64)
     rows_per = -(-positions // pm)
     o_per = -(-o // pn)
     c_per = -(-c // pk)
@@ -794,7 +827,7 @@ def convolution(
     state.vars[pvar].interleaved = True  # the AMP vertices' out field (see _build_matmul)
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
-    icpg, ocpg = _groups(graph.target.arch, params.dtype, partials_type)
+    icpg, ocpg = plan.k_grain, plan.n_grain
     in_rows, w_rows, work_out, work_in, work_og, macs = [], [], [], [], [], []
     for vi, (_im, _jn, _ik, p0, p1, o0, o1, k0, k1, _tile) in enumerate(cells):
         for pos in range(p0, p1):
@@ -831,6 +864,7 @@ def convolution(
             "out_elems": np.array(work_out),
             "in_groups": np.array(work_in),
             "out_groups": np.array(work_og),
+            "out_chans_per_group": ocpg,
             "macs": np.array(macs),
             "kernel": kh * kw,
             "in_chans": c_per,

@@ -246,6 +246,18 @@ def test_the_quick_commands_load_no_arrays_no_simulator(sample, argv):
     assert out.strip() == "[]"
 
 
+def test_running_a_command_imports_no_other_command_module(sample):
+    code = (
+        "import sys, contextlib, io\n"
+        "from pva.cli import COMMANDS, main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['info', {str(sample.path)!r}])\n"
+        "print(sorted(c for c in COMMANDS if f'pva.cli.{c}' in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['info']"
+
+
 # -- bad values -------------------------------------------------------------------------------
 
 

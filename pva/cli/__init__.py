@@ -64,8 +64,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> _Parser:
-    """The parser of every command."""
+def build_parser(only: str | None = None) -> _Parser:
+    """The parser of every command, or of the command `only` alone (a command run needs no other)."""
     parser = _Parser(
         prog="pva",
         description="Read, query, convert and compare accelerator profile reports (profile.pop).",
@@ -73,7 +73,7 @@ def build_parser() -> _Parser:
     )
     parser.add_argument("--version", action="version", version=f"pva {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in command_modules():
+    for name in [only] if only in COMMANDS else command_modules():
         importlib.import_module(f"pva.cli.{name}").register(sub)
     parser.commands = dict(sub.choices)
     return parser
@@ -81,7 +81,8 @@ def build_parser() -> _Parser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 flagged, 2 bad usage or input, 3 a bug)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown and getattr(args, "accepts_extra_arguments", False):
         args.extra_arguments = unknown

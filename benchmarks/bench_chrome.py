@@ -30,7 +30,7 @@ IMPORT_EVENTS = {"tiny": 100_000, "small": 1_000_000, "large": 10_000_000}
 EXPORT_RATE_TARGET = 100.0  # MB/s of JSON written
 EXPORT_PEAK_TARGET = 150.0  # MB
 IMPORT_RATE_TARGET = 20.0  # MB/s of JSON read
-IMPORT_PEAK_TARGET = 1000.0  # MB, for the large trace (10**7 events)
+IMPORT_PEAK_TARGET = 1000.0  # MB, whatever the number of events
 
 
 def chrome_trace(events: int, log=print) -> pathlib.Path:

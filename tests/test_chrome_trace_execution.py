@@ -119,7 +119,6 @@ def test_damaged_step_values_are_refused(sample, tmp_path, sql, message):
 
 
 def test_a_value_of_another_type_after_the_rows_the_driver_types_by_is_caught(tmp_path):
-    pytest.importorskip("adbc_driver_sqlite")
     path = tmp_path / "t.db"
     connection = sqlite3.connect(path)
     connection.execute("CREATE TABLE t (a INTEGER)")

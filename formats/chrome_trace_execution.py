@@ -14,6 +14,7 @@ earlier one without nesting in it goes to the IPU's first extra track where it n
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
@@ -38,7 +39,7 @@ _SQLITE3_BATCH = 1 << 12
 #: Tables the export reads besides the steps.
 _SMALL_TABLES = ("target", "ipus", "runs", "run_cycles_by_ipu")
 #: Largest finite double: a balance beyond it is infinite.
-_LARGEST = 1.7976931348623157e308
+_LARGEST = sys.float_info.max
 
 #: Per step: its event's text up to its args' type, the text after data_balance (program and compute
 #: set when present), and whether its values have the schema's types.

@@ -93,8 +93,11 @@ class SqliteFileWriter:
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         """Insert many rows, each a sequence of values for `columns`, in one statement."""
+        self.insert_with(self._insert_sql(table, columns), table, rows)
+
+    def insert_with(self, sql: str, table: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run `sql`, an INSERT of ours into `table` (literal values and parameters), for many rows."""
         self._check_open()
-        sql = self._insert_sql(table, columns)
         try:
             self._conn.executemany(sql, rows)
         except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError) as exc:

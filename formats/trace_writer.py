@@ -356,8 +356,9 @@ class TraceWriter(SqliteFileWriter):
             parent[parents[part] == NULL] = None
             duration = durations[part].astype(object)
             duration[complete[part] == 0] = None
-            self._insert_events(
+            self.insert_with(
                 sql,
+                "events",
                 zip(
                     ids[part].tolist(),
                     parent.tolist(),
@@ -371,17 +372,6 @@ class TraceWriter(SqliteFileWriter):
         stream = thread_columns_stream(ids, parents, labels, channels, timestamps, durations, complete)
         self.insert("thread_event_columns", ("pid", "tid", "num_events", "data"), [(pid, tid, count, stream)])
         self._whole.add((pid, tid))
-
-    def _insert_events(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run `sql` (an INSERT of ours, with literal values and parameters) for many rows."""
-        self._check_open()
-        try:
-            self._conn.executemany(sql, rows)
-        except (sqlite3.IntegrityError, sqlite3.InterfaceError, OverflowError) as exc:
-            raise InvalidInputError(f"{self.path!r}: bad row for table 'events': {exc}") from None
-        except (sqlite3.Error, OSError) as exc:
-            self._machine_failure(exc)
-            raise
 
     def _check_not_whole(self, pid: int, tid: int) -> None:
         if (pid, tid) in self._whole:

@@ -5,13 +5,13 @@ damaged values refused."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reportbuilder import changed_copy
 
 import formats.arrow_sqlite
 from formats import chrome_trace_execution as execution
@@ -21,17 +21,6 @@ from formats.exporters.chrome import export_chrome_trace
 
 def _events(path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
-
-
-def _copy(sample, tmp_path, sql: str, params=()) -> str:
-    """A copy of the sample report changed by one statement."""
-    target = tmp_path / "changed.pop"
-    shutil.copy(sample.path, target)
-    connection = sqlite3.connect(target)
-    connection.execute(sql, params)
-    connection.commit()
-    connection.close()
-    return str(target)
 
 
 # -- tracks ------------------------------------------------------------------------------------------------------------
@@ -73,9 +62,9 @@ def test_rows_read_through_sqlite3_give_the_same_events(sample, tmp_path, monkey
 
 
 def test_a_step_that_overlaps_the_next_ones_goes_to_an_overlap_track(sample, tmp_path):
-    report = _copy(
-        sample,
-        tmp_path,
+    report = changed_copy(
+        sample.path,
+        tmp_path / "changed.pop",
         "UPDATE steps_by_ipu SET all_cycles_to_max = all_cycles_to_max + 1000000 WHERE step_id = 4 AND ipu = 1",
     )
     export_chrome_trace(report, tmp_path / "out.json")
@@ -94,7 +83,7 @@ def test_a_step_that_overlaps_the_next_ones_goes_to_an_overlap_track(sample, tmp
     ['say "hi"', "back\\slash", "tab\tnew\nline\x01", "</script><!--", "naïve ✓ 名前", "\u2028"],
 )
 def test_step_names_are_quoted_as_json_strings(sample, tmp_path, name):
-    report = _copy(sample, tmp_path, "UPDATE steps SET name = ? WHERE id = 4", (name,))
+    report = changed_copy(sample.path, tmp_path / "changed.pop", "UPDATE steps SET name = ? WHERE id = 4", (name,))
     export_chrome_trace(report, tmp_path / "out.json")
     named = [e for e in _events(tmp_path / "out.json") if e["ph"] == "X" and e.get("args", {}).get("step") == 4]
     assert len(named) == 2 and all(e["name"] == name for e in named)
@@ -112,7 +101,7 @@ def test_step_names_are_quoted_as_json_strings(sample, tmp_path, name):
     ],
 )
 def test_damaged_step_values_are_refused(sample, tmp_path, sql, message):
-    report = _copy(sample, tmp_path, sql)
+    report = changed_copy(sample.path, tmp_path / "changed.pop", sql)
     with pytest.raises(CorruptReportError, match=message):
         export_chrome_trace(report, tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()

@@ -7,12 +7,12 @@ import io
 import json
 import os
 import random
-import shutil
 import sqlite3
 import subprocess
 import sys
 
 import pytest
+from reportbuilder import changed_copy
 
 import formats.chrome_trace_import as chrome_import
 from formats.chrome_trace_json import NotFastError, read_trace_items, read_trace_items_fast
@@ -226,12 +226,9 @@ def test_execution_export_writes_each_track_in_start_order_and_nested(tmp_path, 
 
 
 def test_execution_export_refuses_a_step_value_of_the_wrong_type(tmp_path, sample):
-    damaged = tmp_path / "damaged.pop"
-    shutil.copy(sample.path, damaged)
-    connection = sqlite3.connect(damaged)
-    connection.execute("UPDATE steps_by_ipu SET tile_balance = 'high' WHERE step_id = 3")
-    connection.commit()
-    connection.close()
+    damaged = changed_copy(
+        sample.path, tmp_path / "damaged.pop", "UPDATE steps_by_ipu SET tile_balance = 'high' WHERE step_id = 3"
+    )
     with pytest.raises(CorruptReportError, match=r"steps_by_ipu\.tile_balance holds text 'high'"):
         export_chrome_trace(damaged, tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
-import shutil
-import sqlite3
+import pathlib
 import subprocess
 import sys
 
 import pytest
+from reportbuilder import changed_copy
 
 import pva
 from formats.profile_reader import ProfileReader
@@ -27,13 +27,8 @@ def _step_times(sample) -> dict[int, int]:
 @pytest.fixture
 def changed(sample, tmp_path):
     """The sample with tile 3 using twice its memory (including gaps)."""
-    path = tmp_path / "changed.pop"
-    shutil.copyfile(sample.path, path)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE memory_by_tile SET total_including_gaps = total_including_gaps * 2 WHERE tile = 3")
-    conn.commit()
-    conn.close()
-    return path
+    sql = "UPDATE memory_by_tile SET total_including_gaps = total_including_gaps * 2 WHERE tile = 3"
+    return pathlib.Path(changed_copy(sample.path, tmp_path / "changed.pop", sql))
 
 
 # -- facts of the file ------------------------------------------------------------------------
@@ -271,12 +266,7 @@ def test_running_a_command_imports_no_other_command_module(sample):
 def test_a_value_of_the_wrong_type_is_a_damaged_report(sample, tmp_path, capsys, statement, column, found):
     from pva.cli import main
 
-    path = tmp_path / "damaged.pop"
-    shutil.copyfile(sample.path, path)
-    conn = sqlite3.connect(path)
-    conn.execute(statement)
-    conn.commit()
-    conn.close()
+    path = changed_copy(sample.path, tmp_path / "damaged.pop", statement)
     with pva.openReport(path) as report, pytest.raises(pva.PvaError) as caught:
         report.summary()
     assert (

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import sqlite3
 
 import numpy as np
 
@@ -65,6 +67,18 @@ class _Recorder:
             ("program", "kind", "row", "total", "min", "max"),
             [(program, kind, row, int(array.sum()), int(array.min()), int(array.max()))],
         )
+
+
+def changed_copy(source: str | os.PathLike[str], target: str | os.PathLike[str], sql: str, params=()) -> str:
+    """A copy of a report at `target`, changed by one SQL statement (for tests of damaged or edited files)."""
+    shutil.copyfile(source, target)
+    connection = sqlite3.connect(target)
+    try:
+        connection.execute(sql, params)
+        connection.commit()
+    finally:
+        connection.close()
+    return str(target)
 
 
 def write_sample_report(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 import json
 import os
 import sqlite3
@@ -344,31 +345,23 @@ class TraceWriter(SqliteFileWriter):
         complete = (durations != NULL).astype(np.int8)
         ends = np.where(complete == 1, timestamps + durations, timestamps)
         self._last = max(self._last, int(ends.max()))
-        # pid and tid (checked integers) as literals: six values bound a row instead of nine
-        sql = (
-            f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "
-            f"VALUES ({pid}, {tid}, ?1, ?2, ?3, ?4, ?5, ?6, ?6 IS NOT NULL)"
-        )
+        # pid and tid (checked integers) as literals: seven values bound a row instead of nine
+        row = f"({pid}, {tid}, ?, ?, ?, ?, ?, ?, ?)"
         step = 1 << 16
         for at in range(0, count, step):
             part = slice(at, at + step)
-            parent = parents[part].astype(object)
-            parent[parents[part] == NULL] = None
-            duration = durations[part].astype(object)
-            duration[complete[part] == 0] = None
-            self.insert_with(
-                sql,
-                "events",
-                zip(
-                    ids[part].tolist(),
-                    parent.tolist(),
-                    labels.slice(at, len(parent)).to_pylist(),
-                    channels[part].tolist(),
-                    timestamps[part].tolist(),
-                    duration.tolist(),
-                ),
-            )
-        self.insert("event_args", ("event", "args"), args)
+            values = np.empty((len(ids[part]), 7), dtype=object)  # Python ints, str and None
+            values[:, 0] = ids[part]
+            values[:, 1] = parents[part]
+            values[parents[part] == NULL, 1] = None
+            values[:, 2] = labels.slice(at, len(values)).to_numpy(zero_copy_only=False)
+            values[:, 3] = channels[part]
+            values[:, 4] = timestamps[part]
+            values[:, 5] = durations[part]
+            values[complete[part] == 0, 5] = None
+            values[:, 6] = complete[part]
+            self.insert_flat("events", _EVENT_COLUMNS, values.ravel().tolist(), row)
+        self.insert_flat("event_args", ("event", "args"), list(itertools.chain.from_iterable(args)))
         stream = thread_columns_stream(ids, parents, labels, channels, timestamps, durations, complete)
         self.insert("thread_event_columns", ("pid", "tid", "num_events", "data"), [(pid, tid, count, stream)])
         self._whole.add((pid, tid))

@@ -26,17 +26,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
 
+from . import chrome_trace_halves as halves
 from .atomic import AtomicOutput, output_error
+from .background import InOrder
 from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
 from .errors import InvalidInputError
@@ -120,10 +123,11 @@ class _Spool:
     kept in memory up to `limit` bytes, and beyond it moved, sorted by group, to a temporary Arrow
     IPC file beside the output. `group` then gives a group's rows in the order they were added."""
 
-    def __init__(self, schema: pa.Schema, output: str, limit: int) -> None:
+    def __init__(self, schema: pa.Schema, output: str, limit: int, path: str | None = None) -> None:
         self.schema = schema
         self._output = output
         self._limit = limit
+        self._path = path  # a temporary file another owns, to spill to instead of one of our own
         self._memory: list[pa.RecordBatch] = []
         self._bytes = 0
         self._spilled: dict[int, list[int]] = {}  # group -> numbers of its batches in the file
@@ -134,6 +138,9 @@ class _Spool:
         self._source: Any = None
         self._reader: Any = None
         self._kept: dict[int, list[pa.RecordBatch]] = {}  # group -> its rows left in memory at the end
+        # rows of another spool's file: (reader, group -> its batches there, change to each batch)
+        self._parts: list[tuple[Any, dict[int, list[int]], Callable[[pa.RecordBatch], pa.RecordBatch]]] = []
+        self._part_sources: list[Any] = []
 
     def add(self, batch: pa.RecordBatch) -> None:
         self._memory.append(batch)
@@ -144,9 +151,10 @@ class _Spool:
     def _spill(self) -> None:
         """Move the rows in memory to the file."""
         try:
-            if self._file is None:
-                self._file = AtomicOutput(self._output)
-                self._sink = pa.OSFile(self._file.path, "wb")
+            if self._sink is None:
+                if self._path is None:
+                    self._file = AtomicOutput(self._output)
+                self._sink = pa.OSFile(self._path or self._file.path, "wb")  # type: ignore[union-attr]
                 self._writer = pa.ipc.new_file(self._sink, self.schema)
             for group, batch in self._by_group():
                 self._writer.write_batch(batch)
@@ -190,22 +198,43 @@ class _Spool:
             self._writer.close()
             self._sink.close()
             self._writer = self._sink = None
-            self._source = pa.OSFile(self._file.path, "rb")  # type: ignore[union-attr]
+            self._source = pa.OSFile(self._path or self._file.path, "rb")  # type: ignore[union-attr]
             self._reader = pa.ipc.open_file(self._source)
+
+    def hand_over(self) -> dict[int, list[int]]:
+        """All rows are added: move them all to the file (another's, given as `path`) and close it;
+        returns the numbers of each group's batches there, for `attach`."""
+        self._spill()
+        self._writer.close()
+        self._sink.close()
+        self._writer = self._sink = None
+        return self._spilled
+
+    def attach(
+        self, path: str, groups: dict[int, list[int]], change: Callable[[pa.RecordBatch], pa.RecordBatch]
+    ) -> None:
+        """Add the rows another spool handed over in `path` after ours: `groups` gives each of our
+        groups its batches there, and `change` is applied to each batch read."""
+        source = pa.OSFile(path, "rb")
+        self._parts.append((pa.ipc.open_file(source), groups, change))
+        self._part_sources.append(source)
 
     def group(self, group: int) -> pa.Table:
         """The rows of one group, in the order they were added."""
         pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
         pieces.extend(self._kept.pop(group, ()))
+        for reader, groups, change in self._parts:
+            pieces.extend(change(reader.get_batch(k)) for k in groups.get(group, ()))
         return pa.Table.from_batches(pieces, self.schema).combine_chunks()
 
     def close(self) -> None:
         """Remove the temporary file."""
-        for handle in (self._writer, self._sink, self._source):
+        for handle in (self._writer, self._sink, self._source, *self._part_sources):
             if handle is not None:
                 with contextlib.suppress(Exception):
                     handle.close()
         self._writer = self._sink = self._source = self._reader = None
+        self._parts, self._part_sources = [], []
         if self._file is not None:
             self._file.abort()
 
@@ -213,7 +242,11 @@ class _Spool:
 class _Importer:
     """Checks events and stages them as columns; `write` writes the trace file from them."""
 
-    def __init__(self, name: str, output: str, memory: int | None = None) -> None:
+    def __init__(
+        self, name: str, output: str, memory: int | None = None, *, spill_to: tuple[str, str] | None = None
+    ) -> None:
+        """`spill_to`: for the second half of a trace read apart (`hand_over`), the temporary files
+        (of another) that take its staged events and counter samples."""
         self.name = name
         self.threads: dict[tuple[int, int], _Thread] = {}
         self._fast_threads: dict[tuple[int, int], _Thread] = {}  # threads of integer pid and tid
@@ -228,8 +261,11 @@ class _Importer:
         self.stats = ImportStats()
         self.unmatched_ends = 0
         limit = STAGE_MEMORY if memory is None else memory
-        self._events = _Spool(_event_schema(), output, limit * 7 // 8)
-        self._counters = _Spool(_counter_schema(), output, limit // 8)
+        events_file, counters_file = spill_to or (None, None)
+        self._events = _Spool(_event_schema(), output, limit * 7 // 8, events_file)
+        self._counters = _Spool(_counter_schema(), output, limit // 8, counters_file)
+        # E events of a second half whose B event is not in it: (thread, end, args), in file order
+        self._dangling: list[tuple[int, int, dict | None]] | None = [] if spill_to else None
         # the batch being staged, a row per event: (thread index, ts, dur or NaN for a B event, label,
         # channel index, args JSON or None); `_base` is the seq (order in the file) of its first event
         self._base = 0
@@ -502,6 +538,12 @@ class _Importer:
     def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
         """An E event: the end of the thread's innermost B event still open."""
         if not thread.stack:
+            if self._dangling is not None:  # its B event may be in the first half
+                args = self._args(event, parts)
+                if args:
+                    _json(args, self, parts)
+                self._dangling.append((thread.index, round(ts), args or None))
+                return
             self.unmatched_ends += 1
             return
         seq, begin = thread.stack.pop()
@@ -623,6 +665,86 @@ class _Importer:
         if self.unmatched_ends:
             self.stats.warnings.append(f"{self.unmatched_ends} end (E) event(s) without a begin event were skipped")
 
+    def hand_over(self) -> dict:
+        """All events of a second half are read: its staged rows go to the files of `spill_to`, and
+        the rest of what it read is returned for `merge` (in the process of the first half)."""
+        self._seal()
+        return {
+            "stats": self.stats,
+            "threads": {key: thread.index for key, thread in self.threads.items()},
+            "counts": self._counts,
+            "channels": self.channels,
+            "counter_keys": self.counter_keys,
+            "names": (self.process_names, self.process_order, self.thread_names, self.thread_order),
+            "string_ids": bool(self.string_pids or self.string_tids),
+            "late": self._late,
+            "dangling": self._dangling,
+            "unmatched_ends": self.unmatched_ends,
+            "events": self._events.hand_over(),
+            "counters": self._counters.hand_over(),
+        }
+
+    def merge(self, half: dict, files: tuple[str, str]) -> bool:
+        """Take in the second half of the trace (`hand_over`'s answer, its rows in `files`) after this
+        first half, as if read in one go; False, with this half unusable, when only reading the
+        whole trace in one go can tell (string process or thread ids, an end before its begin)."""
+        if half["string_ids"]:
+            return False
+        self._seal()
+        offset = self.stats.events
+        keys = list(half["threads"])
+        thread_map = np.zeros(len(keys), dtype=np.int64)
+        for key, index in half["threads"].items():
+            thread = self.threads.get(key)
+            if thread is None:
+                thread = self.threads[key] = _Thread(len(self.threads))
+            thread_map[index] = thread.index
+        threads_by_index = {index: self.threads[key] for key, index in half["threads"].items()}
+        for index, end, args in half["dangling"]:
+            thread = threads_by_index[index]
+            if not thread.stack:
+                self.unmatched_ends += 1
+                continue
+            seq, begin = thread.stack.pop()
+            if end < begin:
+                return False
+            self._late.append((thread.index, seq, end, args))
+        for index, seq, end, args in half["late"]:
+            self._late.append((int(thread_map[index]), seq + offset, end, args))
+        channel_map = np.array(
+            [self.channels.setdefault(name, len(self.channels)) for name in half["channels"]] or [0], dtype=np.int32
+        )
+        key_map = {
+            index: self.counter_keys.setdefault(key, len(self.counter_keys))
+            for key, index in half["counter_keys"].items()
+        }
+        counts = np.zeros(len(self.threads), dtype=np.int64)
+        counts[: len(self._counts)] = self._counts
+        np.add.at(counts, thread_map[: len(half["counts"])], half["counts"][: len(thread_map)])
+        self._counts = counts
+        for mine, theirs in zip(
+            (self.process_names, self.process_order, self.thread_names, self.thread_order), half["names"]
+        ):
+            mine.update(theirs)
+        stats = half["stats"]
+        self.stats.events += stats.events
+        self.stats.counter_samples += stats.counter_samples
+        for phase, count in stats.skipped.items():
+            self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + count
+        self.unmatched_ends += half["unmatched_ends"]
+
+        def shift(batch: pa.RecordBatch) -> pa.RecordBatch:
+            columns = batch.columns
+            columns[1] = pa.array(columns[1].to_numpy() + offset)
+            columns[4] = pa.array(channel_map[columns[4].to_numpy()])
+            return pa.record_batch(columns, schema=batch.schema)
+
+        self._events.attach(files[0], {int(thread_map[g]): found for g, found in half["events"].items()}, shift)
+        self._counters.attach(
+            files[1], {key_map[g]: found for g, found in half["counters"].items()}, lambda batch: batch
+        )
+        return True
+
     def write(self, output: str, fields: str = "") -> None:
         """Write the trace file from the staged columns, a thread at a time."""
         from .trace_writer import TraceWriter
@@ -631,7 +753,7 @@ class _Importer:
         for thread_index, seq, end, args in self._late:
             late.setdefault(thread_index, []).append((seq, end, args))
         self._late = []
-        with TraceWriter(output, producer="pva convert") as writer:
+        with TraceWriter(output, producer="pva convert") as writer, InOrder() as inserts:
             writer.set_metadata(source_format="Chrome trace event JSON")
             if fields:
                 writer.set_metadata(chrome_trace_fields=fields)
@@ -644,7 +766,8 @@ class _Importer:
             used = set(self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
                 ends = late.pop(thread.index, [])
-                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids, ends)
+                self.stats.threads += self._write_thread(writer, inserts, pid, tid, thread, used, channel_ids, ends)
+            inserts.wait()
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
@@ -661,6 +784,7 @@ class _Importer:
     def _write_thread(
         self,
         writer: Any,
+        inserts: InOrder,
         pid: int,
         tid: int,
         thread: _Thread,
@@ -710,12 +834,13 @@ class _Importer:
                 lane_tid = tid
             else:
                 lane_tid = _free_tid(pid, tid, lane, used)
-                writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
+                inserts.submit(functools.partial(writer.add_thread, pid, lane_tid, f"{base} (overlap {lane})"))
             chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
             lane_args = args.take(chosen) if lane_count > 1 else args
             lane_ids = ids[chosen]
             present = np.flatnonzero(lane_args.is_valid().to_numpy(zero_copy_only=False))
-            writer.insert_thread_columns(
+            job = functools.partial(
+                writer.insert_thread_columns,
                 pid,
                 lane_tid,
                 lane_ids,
@@ -726,6 +851,7 @@ class _Importer:
                 durations[chosen],
                 zip(lane_ids[present].tolist(), lane_args.take(present).to_pylist()),
             )
+            inserts.submit(job)
         return lane_count
 
 
@@ -919,12 +1045,17 @@ def import_chrome_trace(
     """Convert a Chrome trace event JSON file into a pva trace file (read it with pva.openTrace).
 
     The file is read with the fast reader, and again with the exact one when the fast reader
-    cannot be sure (see formats.chrome_trace_json).
+    cannot be sure (see formats.chrome_trace_json). A large file is read as two halves at once
+    on two processors (formats.chrome_trace_halves) when there are two.
     """
     name = os.fspath(path)
     output = os.fspath(output)
     info = check_regular_file(name, "Chrome trace file")
     with gc_paused():  # the parsed events hold no cycles: collections would only walk them again
+        if info.st_size >= halves.MIN_BYTES and halves.processors() >= 2:
+            stats = _import_in_halves(name, output, info.st_size, progress)
+            if stats is not None:
+                return stats
         for fast in (True, False):
             importer = _Importer(name, output)
             try:
@@ -942,22 +1073,80 @@ def import_chrome_trace(
                             importer.add(parts, plain(event))
                 if progress is not None:
                     progress.finish()
-                importer.finish()
-                stats = importer.stats
-                stats.truncated = status["truncated"]
-                if stats.truncated:
-                    stats.warnings.append(
-                        "the trace event array is not closed (as when a tracer stopped early); "
-                        "the complete events were read"
-                    )
-                if stats.skipped:
-                    shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
-                    stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
-                other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
-                importer.write(output, other_fields)
-                return stats
+                return _finish(importer, output, others, status)
             except NotFastError:
                 continue
             finally:
                 importer.close()
     raise AssertionError("the exact reader never asks for another")  # pragma: no cover
+
+
+def _import_in_halves(name: str, output: str, size: int, progress: Progress | None) -> ImportStats | None:
+    """Import the file read as two halves at once, or None when they cannot decide as one reading does."""
+    cut = halves.find_cut(name, size)
+    if cut is None:
+        return None
+    end, start, before, after = cut
+    files = (AtomicOutput(output), AtomicOutput(output))  # the second half's staged rows
+    second = halves.SecondHalf(name, output, start, before, (files[0].path, files[1].path), STAGE_MEMORY // 2)
+    importer = _Importer(name, output, STAGE_MEMORY // 2)
+    try:
+        if progress is not None:
+            progress.start("reading", size)
+        read = _read_halves(importer, second, name, end, after, (files[0].path, files[1].path), progress)
+        if read is None:
+            return None
+        if progress is not None:
+            progress.finish()
+        return _finish(importer, output, *read)
+    finally:
+        second.stop()
+        importer.close()
+        for file in files:
+            file.abort()
+
+
+def _read_halves(
+    importer: _Importer,
+    second: halves.SecondHalf,
+    name: str,
+    end: int,
+    after: bytes,
+    files: tuple[str, str],
+    progress: Progress | None,
+) -> tuple[dict, dict] | None:
+    """Read the first half into `importer` and merge the second; the keys besides the events and
+    the status of the reading, or None when the halves cannot decide."""
+    try:
+        with halves.HalfReader(name, 0, end, after=after) as raw:
+            blocks, others, status = read_trace_blocks_fast(
+                raw, progress=progress.advance if progress is not None else None
+            )
+            for prefix, first, events in blocks:
+                importer.add_block(prefix, first, events)
+    except (NotFastError, InvalidInputError):
+        return None
+    if status.get("keys_after_events"):  # the cut was not in the events array
+        return None
+    answer = second.result()
+    if answer is None or not importer.merge(answer["half"], files):
+        return None
+    others.update(answer["others"])
+    return others, answer["status"]
+
+
+def _finish(importer: _Importer, output: str, others: dict, status: dict) -> ImportStats:
+    """Write the trace file of a whole reading."""
+    importer.finish()
+    stats = importer.stats
+    stats.truncated = status["truncated"]
+    if stats.truncated:
+        stats.warnings.append(
+            "the trace event array is not closed (as when a tracer stopped early); the complete events were read"
+        )
+    if stats.skipped:
+        shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
+        stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
+    other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
+    importer.write(output, other_fields)
+    return stats

@@ -3,7 +3,7 @@
 Two readers give the same values: `read_trace_items` (ijson, exact about every fault and its
 location, and accepting an array whose closing bracket is missing) and `read_trace_items_fast`
 (orjson over blocks of whole events, several times faster; `read_trace_blocks_fast` gives
-the same a block at a time), which raises `NotFastError` as soon as it
+the same a block at a time, its status naming the keys found after the events array), which raises `NotFastError` as soon as it
 meets anything it cannot be sure to read as the exact reader does (a syntax error, a missing
 bracket, integers beyond 64 bits, deep nesting); the caller then starts again with the exact
 reader.
@@ -153,7 +153,7 @@ def read_trace_items_fast(
     yielding some items) where the exact reader must decide."""
     others: dict = {}
     status = {"truncated": False}
-    return _FastReader(raw, progress).items(others), others, status
+    return _FastReader(raw, progress, status).items(others), others, status
 
 
 def read_trace_blocks_fast(
@@ -162,13 +162,14 @@ def read_trace_blocks_fast(
     """As `read_trace_items_fast`, a block of events at a time: (JSON location of the array, index of
     the block's first event in it, the events)."""
     others: dict = {}
-    status = {"truncated": False}
-    return _FastReader(raw, progress).blocks(others), others, status
+    status: dict = {"truncated": False}
+    return _FastReader(raw, progress, status).blocks(others), others, status
 
 
 class _FastReader:
-    def __init__(self, raw: BinaryIO, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, raw: BinaryIO, progress: Callable[[int], None] | None, status: dict | None = None) -> None:
         self._raw = raw
+        self._status = status if status is not None else {}
         self._progress = progress
         self._buf = b""
         self._pos = 0
@@ -239,7 +240,9 @@ class _FastReader:
             yield prefix, index, events
             index += len(events)
         if prefix:
-            others.update(self._tail())
+            tail = self._tail()
+            self._status["keys_after_events"] = list(tail)
+            others.update(tail)
         elif self._skip_space() != -1:
             raise NotFastError("text after the array")
 

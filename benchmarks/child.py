@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.child TASK ARGS...`` prints one JSON object: the seconds measured (imports
 excluded), the answer computed (so the caller can check both sides agree) and ``peak_mb``, the
-process's peak resident memory.
+process's peak resident memory, plus the largest peak of any process it started (an upper bound
+of their memory together).
 
 The peak is the kernel's high-water mark of this process image (``VmHWM`` in /proc/self/status),
 taken with getrusage's ``ru_maxrss`` where /proc is missing. On Linux ``ru_maxrss`` alone would not
@@ -137,6 +138,12 @@ def main(argv: list[str]) -> int:
     result = TASKS[argv[0]](*argv[1:])
     result["peak_mb"] = _peak_mb()
     result["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # processes the task started (the second half of a Chrome trace import): their largest peak,
+    # counted as if it coincided with ours (an upper bound)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if children:
+        result["children_peak_mb"] = children
+        result["peak_mb"] += children
     print(json.dumps(result))
     return 0
 

@@ -722,9 +722,8 @@ class _Importer:
         counts[: len(self._counts)] = self._counts
         np.add.at(counts, thread_map[: len(half["counts"])], half["counts"][: len(thread_map)])
         self._counts = counts
-        for mine, theirs in zip(
-            (self.process_names, self.process_order, self.thread_names, self.thread_order), half["names"]
-        ):
+        names: tuple[dict, ...] = (self.process_names, self.process_order, self.thread_names, self.thread_order)
+        for mine, theirs in zip(names, half["names"]):
             mine.update(theirs)
         stats = half["stats"]
         self.stats.events += stats.events
@@ -1087,7 +1086,13 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
     if cut is None:
         return None
     end, start, before, after = cut
-    files = (AtomicOutput(output), AtomicOutput(output))  # the second half's staged rows
+    files: list[AtomicOutput] = []  # for the second half's staged rows
+    try:
+        files.extend(AtomicOutput(output) for _ in range(2))
+    except (OSError, InvalidInputError):  # the reading in one go says what is wrong with the output
+        for file in files:
+            file.abort()
+        return None
     second = halves.SecondHalf(name, output, start, before, (files[0].path, files[1].path), STAGE_MEMORY // 2)
     importer = _Importer(name, output, STAGE_MEMORY // 2)
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import orjson
 
@@ -36,6 +36,12 @@ _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in rang
 _NINETEEN_ZEROS = b"0" * 19
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"{}[]")
 _SPACE = b" \t\r\n"
+
+
+class Readable(Protocol):
+    """A binary file open for reading (only `read` is used)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class NotFastError(Exception):
@@ -157,7 +163,7 @@ def read_trace_items_fast(
 
 
 def read_trace_blocks_fast(
-    raw: BinaryIO, *, progress: Callable[[int], None] | None = None
+    raw: Readable, *, progress: Callable[[int], None] | None = None
 ) -> tuple[Iterator[tuple[list, int, list]], dict, dict]:
     """As `read_trace_items_fast`, a block of events at a time: (JSON location of the array, index of
     the block's first event in it, the events)."""
@@ -167,7 +173,7 @@ def read_trace_blocks_fast(
 
 
 class _FastReader:
-    def __init__(self, raw: BinaryIO, progress: Callable[[int], None] | None, status: dict | None = None) -> None:
+    def __init__(self, raw: Readable, progress: Callable[[int], None] | None, status: dict | None = None) -> None:
         self._raw = raw
         self._status = status if status is not None else {}
         self._progress = progress

@@ -21,7 +21,7 @@ from typing import Any
 #: Files smaller than this are read in one go: starting a process would cost more than it saves.
 MIN_BYTES = 32 << 20
 #: Bytes the first half takes beyond the middle: about what it reads while the child starts.
-_START_BYTES = 16 << 20
+_START_BYTES = 8 << 20
 #: Bytes searched for a cut from where it is wanted.
 _WINDOW = 1 << 20
 #: The end of an event, a comma, and the start of the next: a quote right after a brace is never

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -39,7 +38,6 @@ import pyarrow as pa
 
 from . import chrome_trace_halves as halves
 from .atomic import AtomicOutput, output_error
-from .background import InOrder
 from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
 from .errors import InvalidInputError
@@ -752,7 +750,7 @@ class _Importer:
         for thread_index, seq, end, args in self._late:
             late.setdefault(thread_index, []).append((seq, end, args))
         self._late = []
-        with TraceWriter(output, producer="pva convert") as writer, InOrder() as inserts:
+        with TraceWriter(output, producer="pva convert") as writer:
             writer.set_metadata(source_format="Chrome trace event JSON")
             if fields:
                 writer.set_metadata(chrome_trace_fields=fields)
@@ -765,8 +763,7 @@ class _Importer:
             used = set(self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
                 ends = late.pop(thread.index, [])
-                self.stats.threads += self._write_thread(writer, inserts, pid, tid, thread, used, channel_ids, ends)
-            inserts.wait()
+                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids, ends)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
@@ -783,7 +780,6 @@ class _Importer:
     def _write_thread(
         self,
         writer: Any,
-        inserts: InOrder,
         pid: int,
         tid: int,
         thread: _Thread,
@@ -833,13 +829,12 @@ class _Importer:
                 lane_tid = tid
             else:
                 lane_tid = _free_tid(pid, tid, lane, used)
-                inserts.submit(functools.partial(writer.add_thread, pid, lane_tid, f"{base} (overlap {lane})"))
+                writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
             chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
             lane_args = args.take(chosen) if lane_count > 1 else args
             lane_ids = ids[chosen]
             present = np.flatnonzero(lane_args.is_valid().to_numpy(zero_copy_only=False))
-            job = functools.partial(
-                writer.insert_thread_columns,
+            writer.insert_thread_columns(
                 pid,
                 lane_tid,
                 lane_ids,
@@ -850,7 +845,6 @@ class _Importer:
                 durations[chosen],
                 zip(lane_ids[present].tolist(), lane_args.take(present).to_pylist()),
             )
-            inserts.submit(job)
         return lane_count
 
 

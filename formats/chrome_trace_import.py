@@ -1083,11 +1083,11 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
     files: list[AtomicOutput] = []  # for the second half's staged rows
     try:
         files.extend(AtomicOutput(output) for _ in range(2))
+        second = halves.SecondHalf(name, output, start, before, (files[0].path, files[1].path), STAGE_MEMORY // 2)
     except (OSError, InvalidInputError):  # the reading in one go says what is wrong with the output
         for file in files:
             file.abort()
         return None
-    second = halves.SecondHalf(name, output, start, before, (files[0].path, files[1].path), STAGE_MEMORY // 2)
     importer = _Importer(name, output, STAGE_MEMORY // 2)
     try:
         if progress is not None:

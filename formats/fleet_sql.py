@@ -13,9 +13,7 @@ import contextlib
 import functools
 import json
 import os
-import pathlib
 import re
-import sqlite3
 import struct
 import threading
 import time
@@ -232,30 +230,36 @@ class _LooseReport:
         self.path = path
         self.file_size = os.path.getsize(path)
         self.reader: ProfileReader | None = None
-        self._sqlite: sqlite3.Connection | None = None
         self.arrow = None
-        if light:
-            self._sqlite = sqlite3.connect(pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True)
+        if light:  # one connection, the ADBC driver's, for the header tables and the query's tables
+            self.arrow = adbc_connect(path)
             self._metadata: dict | None = None  # read when the catalogue asks for it
-            cursor = self._sqlite.execute("SELECT * FROM target")
-            names = [d[0] for d in cursor.description]
-            rows = cursor.fetchall()
-            if len(rows) != 1:
-                raise ValueError("target")
-            self.target = dict(zip(names, rows[0]))
-            self._columns = {t: [r[1] for r in self._sqlite.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+            try:
+                rows = self._rows("SELECT * FROM target")
+                if len(rows) != 1:
+                    raise ValueError("target")
+                self.target = rows[0]
+                self._columns = {
+                    t: [r["name"] for r in self._rows(f"SELECT name FROM pragma_table_info('{t}')")] for t in tables
+                }
+            except BaseException:
+                self.close()
+                raise
         else:
             self.reader = ProfileReader(path)
             self._metadata, self.target = self.reader.metadata, self.reader.target
             self._columns = {t: list(self.reader.file.tables.get(t, ())) for t in tables}
-        if tables:
-            self.arrow = adbc_connect(path)
+            if tables:
+                self.arrow = adbc_connect(path)
+
+    def _rows(self, sql: str) -> list[dict]:
+        assert self.arrow is not None
+        return self.arrow.arrow(sql).to_pylist()
 
     @property
     def metadata(self) -> dict:
         if self._metadata is None:
-            assert self._sqlite is not None
-            self._metadata = dict(self._sqlite.execute("SELECT key, value FROM metadata").fetchall())
+            self._metadata = {row["key"]: row["value"] for row in self._rows("SELECT key, value FROM metadata")}
         return self._metadata
 
     def columns(self, table: str) -> list[str]:
@@ -264,8 +268,8 @@ class _LooseReport:
     def query_one(self, sql: str):
         if self.reader is not None:
             return self.reader.query_one(sql)
-        assert self._sqlite is not None
-        return self._sqlite.execute(sql).fetchone()
+        rows = self._rows(sql)
+        return tuple(rows[0].values()) if rows else None
 
     @property
     def file(self):  # the sqlite3 fallback of read_table reads through the ProfileReader
@@ -275,8 +279,6 @@ class _LooseReport:
     def close(self) -> None:
         if self.arrow is not None:
             self.arrow.close()
-        if self._sqlite is not None:
-            self._sqlite.close()
         if self.reader is not None:
             self.reader.close()
 
@@ -285,6 +287,8 @@ def _open_report(path: str, tables: list[str]) -> _LooseReport:
     """A loose report opened for a query: lightly where its header says it is a report of a version we read."""
     light = _adbc_available() and _plain_report(path)
     if light:
+        from adbc_driver_manager import Error as AdbcError
+
         try:
             report = _LooseReport(path, tables, light=True)
             expected = ds.base_schemas()
@@ -293,7 +297,7 @@ def _open_report(path: str, tables: list[str]) -> _LooseReport:
             ):
                 return report
             report.close()
-        except (sqlite3.Error, ValueError, KeyError, TypeError):
+        except (AdbcError, PvaError, ValueError, KeyError, TypeError):
             pass
     return _LooseReport(path, tables, light=False)  # raises the precise error of a bad file
 

@@ -189,8 +189,10 @@ def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_
     r = ProfileReader(tmp_path / "profile.pop")
     names = [row[0] for row in r.query("SELECT name FROM compute_sets")]
     r.close()
-    # the transposed activations are regrouped on their tiles, then copied into the plan's layout
-    assert "Wu/actsRearranged/regroup" in names
+    # the transposed activations are regrouped (their matrices copied to the tiles that transpose
+    # them, popops::rearrange::regroupTensor), then copied into the plan's layout
+    assert "Wu/actsRearranged/regroup/Transpose" in names
+    assert any("regroup/preRegroup" in n for n in names)
     assert any("actsRearranged/OnTileCopy" in n or "actsRearranged/Exchange" in n for n in names)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -453,63 +454,147 @@ def _arrange_operand(
     return view
 
 
-def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> Tensor:
-    """A row-major copy of T made on the tiles that hold T's elements.
+def regroup_grain(dtype: Type) -> int:
+    """The smallest group a regroup transposes: 4 two-byte or 2 four-byte elements
+    (lib/popops/Rearrange.cpp, getMinimumRegroupGrainSize)."""
+    return 4 if dtype.size == 2 else 2 if dtype.size == 4 else 1
 
-    As popops::rearrange::regroupTensor (lib/popops/Rearrange.cpp): each tile transposes its
-    elements as grain x grain matrices, shared between its six workers, one Transpose2d vertex
-    each (addTransposeVertices, split between workers)."""
+
+def _dim0_grouping(T: Tensor, limit: int) -> int:
+    """The largest power of two up to `limit` dividing T's rows such that every aligned group of
+    that many rows of a column is contiguous in one variable (the grouping of dimension 0 that
+    popops' detectDimGroupings finds); 1 when there is none."""
+    rows, cols = T.shape
+    var, idx = T.transpose().element_arrays()
+    var = var.reshape(cols, rows)
+    idx = idx.reshape(cols, rows)
+    g = 1
+    while g * 2 <= limit and rows % (g * 2) == 0:
+        h = g * 2
+        v = var.reshape(cols, rows // h, h)
+        i = idx.reshape(cols, rows // h, h)
+        if not (np.all(v == v[:, :, :1]) and np.all(np.diff(i, axis=2) == 1)):
+            break
+        g = h
+    return g
+
+
+def regroup_sizes(from_group: int, to_group: int, transpositions: int, tiles: int, min_grain: int) -> tuple[int, int]:
+    """The group sizes a regroup uses: as long as the transpositions of the fullest IPU times a
+    factor stay within the graph's tiles, the groups are split by the factor (the smallest prime
+    of what is left), the `from` side first, down to `min_grain` (lib/popops/Rearrange.cpp,
+    updateGroupingInternal)."""
+    additional = (from_group * to_group) // (min_grain * min_grain)
+    factor_total = 1
+    allow = to_group % min_grain == 0 and from_group % min_grain == 0
+    while allow and additional > 1:
+        factor = next(x for x in range(2, additional + 1) if additional % x == 0)
+        if transpositions * factor_total * factor > tiles:
+            break
+        factor_total *= factor
+        additional //= factor
+    if factor_total != 1:
+        from_factor = math.gcd(factor_total, from_group // min_grain)
+        factor_total //= from_factor
+        to_factor = math.gcd(factor_total, to_group // min_grain)
+        return from_group // from_factor, to_group // to_factor
+    return from_group, to_group
+
+
+def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> Tensor:
+    """T [rows, cols], contiguous along its rows (a transposed view), regrouped so that groups of
+    `grain` columns are contiguous, or T itself when it cannot be.
+
+    As popops::rearrange::regroupTensor (lib/popops/Rearrange.cpp), called by poplin when an
+    operand's grouping differs from the plan's (regroupIfBeneficialForPlan: both groupings
+    multiples of getMinimumRegroupGrainSize): T is viewed as matrices of to x from elements (from
+    rows contiguous, to columns), each matrix is copied into a variable of its own ("preRegroup")
+    whose matrices are spread evenly over the tiles of the IPU that holds each matrix's first
+    element, then each tile transposes its matrices with Transpose2d vertices shared between its
+    workers (partialTranspose, addTransposeVertices); the result is a view of the transposed
+    matrices."""
+    require_codelets(graph, "popops")
+    rows, cols = T.shape
+    min_grain = regroup_grain(T.dtype)
+    to_group = math.gcd(grain, cols)
+    from_group = _dim0_grouping(T, grain)
+    if to_group % min_grain or from_group % min_grain or rows % from_group:
+        return T
+    state = graph.state
+    size = from_group * to_group
+    count = rows * cols // size
+    tiles_per_ipu = graph.tiles_per_ipu
+    graph_tiles = np.asarray(graph.tile(np.arange(graph.num_tiles)), dtype=np.int64)
     from ._util import tile_pieces
 
-    require_codelets(graph, "popops")
-    tiles, pos, pvar, pstart, plen = tile_pieces(graph, T)
-    uniq, inverse, counts = np.unique(tiles, return_inverse=True, return_counts=True)
-    elems = np.bincount(inverse, weights=plen).astype(np.int64)
-    # a tile's pieces are the rows of the matrix it transposes; one piece needs no transpose
-    rows = np.minimum(grain, counts)
-    cols = np.minimum(grain, -(-elems // counts))
-    matrices = np.where(counts > 1, -(-elems // (rows * cols)), 0)
-    workers = np.minimum(WORKERS, matrices)
-    if not workers.any():
-        return T
-    out = graph.addVariable(T.dtype, [T.numElements()], name)
-    ovar = int(out.vars[0])
-    order = np.argsort(pos, kind="stable")
-    graph.state.set_mapping(ovar, pos[order], pos[order] + plen[order], tiles[order])
-    busy = workers[inverse] > 0
-    rank = np.arange(tiles.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    first_vertex = np.cumsum(workers) - workers
-    vertex = first_vertex[inverse] + rank % np.maximum(workers[inverse], 1)
-    has = workers > 0
-    cs = graph.addComputeSet(name)
+    p_tiles, p_pos, _, _, p_len = tile_pieces(graph, T)
+    ipu_elems = np.bincount(p_tiles // tiles_per_ipu, weights=p_len)
+    from_group, to_group = regroup_sizes(
+        from_group, to_group, -(-int(ipu_elems.max()) // size), graph.num_tiles, min_grain
+    )
+    size = from_group * to_group
+    count = rows * cols // size
+    col_groups = cols // to_group
+    # element p of the matrices: matrix t = a * col_groups + b holds T[a*from + x, b*to + y] at
+    # (y, x), from innermost
+    p = np.arange(rows * cols, dtype=np.int64)
+    x, y, t = p % from_group, (p // from_group) % to_group, p // size
+    a, b = t // col_groups, t % col_groups
+    t_flat = (a * from_group + x) * cols + b * to_group + y
+    var_t, idx_t = T.element_arrays()
+    grouped = Tensor.from_elements(state, T.dtype, (rows * cols,), var_t[t_flat], idx_t[t_flat])
+    # the IPU of each matrix's first element
+    owner = np.zeros(rows * cols, dtype=np.int64)
+    owner[np.repeat(p_pos, p_len) + (np.arange(int(p_len.sum())) - np.repeat(np.cumsum(p_len) - p_len, p_len))] = (
+        np.repeat(p_tiles, p_len)
+    )
+    first_ipu = owner[t_flat[::size]] // tiles_per_ipu
+    pre = graph.addVariable(T.dtype, [rows * cols], f"{name}/preRegroup")
+    out = graph.addVariable(T.dtype, [rows * cols], name)
+    m_tiles = np.zeros(count, dtype=np.int64)
+    for ipu in np.unique(first_ipu):
+        chosen = np.flatnonzero(first_ipu == ipu)
+        ipu_tiles = graph_tiles[graph_tiles // tiles_per_ipu == ipu]
+        per_tile = -(-chosen.size // ipu_tiles.size)
+        m_tiles[chosen] = ipu_tiles[np.arange(chosen.size) // per_tile]
+    for var in (pre, out):
+        state.set_mapping(int(var.vars[0]), np.arange(count) * size, np.arange(1, count + 1) * size, m_tiles)
+    prog.add(Copy(grouped, pre))
+    # each tile's matrices are consecutive: its workers take equal runs of them
+    uniq, first, per = np.unique(m_tiles, return_index=True, return_counts=True)
+    workers = np.minimum(WORKERS, per)
+    run = -(-per // workers)
+    v_tile = np.repeat(uniq, workers)
+    j = np.arange(int(workers.sum())) - np.repeat(np.cumsum(workers) - workers, workers)
+    t0 = np.repeat(first, workers) + j * np.repeat(run, workers)
+    t1 = np.minimum(t0 + np.repeat(run, workers), np.repeat(first + per, workers))
+    keep = t1 > t0
+    v_tile, t0, t1 = v_tile[keep], t0[keep], t1[keep]
+    v = np.arange(v_tile.size, dtype=np.int64)
+    cs = graph.addComputeSet(f"{name}/Transpose")
     add_vertices(
         graph,
         cs,
         f"popops::Transpose2d<{T.dtype}>",
-        np.repeat(uniq, workers),
+        v_tile,
         {
-            "src": (vertex[busy], pvar[busy], pstart[busy], plen[busy]),
-            "dst": (vertex[busy], np.full(int(busy.sum()), ovar), pos[busy], plen[busy]),
+            "src": (v, np.full(v.size, int(pre.vars[0])), t0 * size, (t1 - t0) * size),
+            "dst": (v, np.full(v.size, int(out.vars[0])), t0 * size, (t1 - t0) * size),
         },
-        work={
-            "rows": np.repeat(rows[has], workers[has]),
-            "cols": np.repeat(cols[has], workers[has]),
-            "matrices": np.repeat(-(-matrices[has] // workers[has]), workers[has]),
-        },
+        work={"rows": np.full(v.size, to_group), "cols": np.full(v.size, from_group), "matrices": t1 - t0},
     )
-    view = Tensor.from_elements(
-        graph.state,
-        T.dtype,
-        tuple(T.shape),
-        np.full(T.numElements(), int(out.vars[0]), dtype=np.int64),
-        np.arange(T.numElements(), dtype=np.int64),
-    )
+    # the view: T'[r, c] is element (x, y) of matrix t of the transposed matrices, to innermost
+    r, c = np.divmod(p, cols)
+    a, x, b, y = r // from_group, r % from_group, c // to_group, c % to_group
+    q = ((a * col_groups + b) * from_group + x) * to_group + y
+    view = Tensor.from_elements(state, T.dtype, tuple(T.shape), np.full(q.size, int(out.vars[0]), dtype=np.int64), q)
 
-    def run(data):
+    def run_transpose(data):
         data.write(view, data.read(T))
 
-    graph.state.compute_sets[cs.id].functional.append(run)
+    state.compute_sets[cs.id].functional.append(run_transpose)
     prog.add(Execute(cs))
+    prog.add(WriteUndef(pre))
     return view
 
 

@@ -1069,9 +1069,12 @@ def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -
 
 @poplibs_op("Transpose")
 def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose") -> Tensor:
-    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape): each
-    tile transposes the blocks it holds in place with popops::Transpose2d vertices, as poplin
-    rearranges the weights of a fully-connected backward pass."""
+    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape), laid
+    out for the backward pass's plan, as poplin::fullyConnectedWeightTranspose makes it
+    (lib/poplin/Convolution.cpp): the transposed weights are a new tensor created for the
+    backward plan (createWeights(bwdPlan)), and Transpose2d vertices on the tiles of the forward
+    blocks transpose each block's pieces of the backward blocks into it (addTransposeVertices,
+    shared between the tile's workers); what lands on other tiles is exchanged after them."""
     require_codelets(graph, "popops")
     k, n = W.shape
     m = aShape[0]
@@ -1079,56 +1082,62 @@ def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPre
     if len(W.variable_ids()) != 1:
         raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
     wvar = int(W.vars[0])
+    bwd = plan_matmul(graph, m, n, k, W.dtype)
+    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/transposed")
+    view = _place_operand(graph, out, _operand_layout(bwd, "rhs"))
     rb, cb = plan.kb, plan.nb
     heights = np.minimum(rb, k - np.arange(plan.pk) * rb).clip(min=0)
     widths = np.minimum(cb, n - np.arange(plan.pn) * cb).clip(min=0)
     sizes = np.outer(heights, widths).reshape(-1)
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/out")
-    tvar = int(out.vars[0])
-    cells = [(0 * plan.pn + jn) * plan.pk + ik for ik in range(plan.pk) for jn in range(plan.pn)]
-    block_tiles = plan.tiles[cells]
-    keep = sizes > 0
-    graph.state.set_mapping(tvar, offsets[keep], offsets[keep] + sizes[keep], block_tiles[keep])
-    r = np.arange(k, dtype=np.int64)
-    c = np.arange(n, dtype=np.int64)
-    bi, bj = r // rb, c // cb
-    block = bi[None, :] * plan.pn + bj[:, None]
-    idx = offsets[block] + (c % cb)[:, None] * heights[bi][None, :] + (r % rb)[None, :]
-    view = Tensor.from_elements(graph.state, W.dtype, (n, k), np.full(idx.size, tvar, dtype=np.int64), idx.reshape(-1))
+    # a forward block's rows (k) are cut where the backward blocks' columns (k) are: each piece is
+    # one matrix to transpose, whose rows land contiguous in one backward block
+    cut = bwd.nb
+    v_tile, v_src, v_len, v_rows, v_cols, v_mats, d_v, d_pos, d_len = [], [], [], [], [], [], [], [], []
+    vertex = 0
+    for ik in range(plan.pk):
+        for jn in range(plan.pn):
+            h, w = int(heights[ik]), int(widths[jn])
+            if h == 0 or w == 0:
+                continue
+            r0 = ik * rb
+            edges = np.unique(np.concatenate(([r0, r0 + h], np.arange(-(-r0 // cut) * cut, r0 + h, cut))))
+            lo, hi = edges[:-1], edges[1:]
+            parts = min(WORKERS, lo.size)
+            share = -(-lo.size // parts)
+            tile = plan.tiles[jn * plan.pk + ik]
+            for first in range(0, lo.size, share):
+                a, b = lo[first : first + share], hi[first : first + share]
+                v_tile.append(tile)
+                v_src.append(offsets[ik * plan.pn + jn] + (a[0] - r0) * w)
+                v_len.append((b[-1] - a[0]) * w)
+                v_rows.append(int((b - a).max()))
+                v_cols.append(w)
+                v_mats.append(a.size)
+                # W^T[c, a:b] for each piece, row by row
+                c = jn * cb + np.arange(w)
+                d_pos.append(((c[None, :] * k) + a[:, None]).reshape(-1))
+                d_len.append(np.repeat(b - a, w))
+                d_v.append(np.full(a.size * w, vertex))
+                vertex += 1
+    dv = np.concatenate(d_v)
+    row, dvar, dstart, dlen = regions_at(view, np.concatenate(d_pos), np.concatenate(d_len))
     cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
-    # each block's rows are shared by up to six worker vertices (poplin spreads the transposes of a
-    # tile over its workers); a vertex reads whole source rows and writes a column strip of the block
-    b_idx = np.flatnonzero(keep)
-    b_h = np.repeat(heights, plan.pn)[b_idx]
-    b_w = np.tile(widths, plan.pk)[b_idx]
-    b_off = offsets[b_idx]
-    parts = np.minimum(6, -(-b_h // 4))
-    step = -(-b_h // parts)
-    step = -(-step // 4) * 4
-    parts = -(-b_h // step)
-    v_block = np.repeat(np.arange(b_idx.size), parts)
-    j = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts, parts)
-    r0 = j * step[v_block]
-    r1 = np.minimum(r0 + step[v_block], b_h[v_block])
-    v = np.arange(v_block.size, dtype=np.int64)
-    src = (v, np.full(v.size, wvar), b_off[v_block] + r0 * b_w[v_block], (r1 - r0) * b_w[v_block])
-    cols = b_w[v_block]
-    dv = np.repeat(v, cols)
-    col = np.arange(int(cols.sum())) - np.repeat(np.cumsum(cols) - cols, cols)
-    dst = (
-        dv,
-        np.full(dv.size, tvar),
-        np.repeat(b_off[v_block] + r0, cols) + col * np.repeat(b_h[v_block], cols),
-        np.repeat(r1 - r0, cols),
-    )
+    v = np.arange(vertex, dtype=np.int64)
     add_vertices(
         graph,
         cs,
         f"popops::Transpose2d<{W.dtype}>",
-        block_tiles[keep][v_block],
-        {"src": src, "dst": dst},
-        work={"rows": r1 - r0, "cols": cols, "matrices": 1},
+        np.asarray(v_tile, dtype=np.int64),
+        {
+            "src": (v, np.full(v.size, wvar), np.asarray(v_src, dtype=np.int64), np.asarray(v_len, dtype=np.int64)),
+            "dst": (dv[row], dvar, dstart, dlen),
+        },
+        work={
+            "rows": np.asarray(v_rows, dtype=np.int64),
+            "cols": np.asarray(v_cols, dtype=np.int64),
+            "matrices": np.asarray(v_mats, dtype=np.int64),
+        },
     )
 
     def run(data):

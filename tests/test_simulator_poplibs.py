@@ -8,7 +8,7 @@ from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
-from simulator.poplibs import poplin, popnn, popops
+from simulator.poplibs import poplin, popnn, popops, rearrange
 
 TS = "2024-01-01T00:00:00Z"
 
@@ -226,12 +226,12 @@ def test_regroup_group_sizes_follow_update_grouping_internal():
     # within the tiles, then the factor is taken from `from` first, down to the grain
     # 62 transpositions of 16 x 16 halves on 1,472 tiles: factors 2, 4, 8, 16 fit (992 <= 1,472);
     # gcd(16, 16 / 4) = 4 from `from`, gcd(4, 4) = 4 from `to`
-    assert poplin.regroup_sizes(16, 16, 62, 1472, 4) == (4, 4)
+    assert rearrange.regroup_sizes(16, 16, 62, 1472, 4) == (4, 4)
     # 500 transpositions: only the factor 2 fits (1,000 <= 1,472 < 2,000), taken from `from`
-    assert poplin.regroup_sizes(16, 16, 500, 1472, 4) == (8, 16)
+    assert rearrange.regroup_sizes(16, 16, 500, 1472, 4) == (8, 16)
     # a group that is not a multiple of the grain is left alone
-    assert poplin.regroup_sizes(2, 16, 1, 1472, 4) == (2, 16)
-    assert poplin.regroup_grain(HALF) == 4 and poplin.regroup_grain(FLOAT) == 2
+    assert rearrange.regroup_sizes(2, 16, 1, 1472, 4) == (2, 16)
+    assert rearrange.regroup_grain(HALF) == 4 and rearrange.regroup_grain(FLOAT) == 2
 
 
 def test_regroup_copies_matrices_spread_over_the_tiles_and_charges_their_exchange_code(tmp_path):
@@ -298,3 +298,35 @@ def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
     rows, cols = np.divmod(np.arange(idx.size), 40)
     block = (rows // layout.rb) * -(-40 // layout.cb) + cols // layout.cb
     assert all(t in layout.users[b] for t, b in zip(tiles.tolist(), block.tolist()))
+
+
+def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_path):
+    # popops::scaledAddTo regroups B to A's grouping when they are grouped along different
+    # dimensions (lib/popops/ScaledAdd.cpp: regroupIfBeneficial(B, A))
+    g = _graph(tiles=4)
+    W = g.addVariable(HALF, [8, 32], "W")
+    for t in range(4):
+        g.setTileMapping(W[2 * t : 2 * t + 2], t)
+    B = g.addVariable(HALF, [32, 8], "B")
+    for t in range(4):
+        g.setTileMapping(B[8 * t : 8 * t + 8], t)
+    A = W.transpose()
+    # detectDimGroupings: A's rows are W's columns, contiguous 32 at a time on one tile; B's rows
+    # are 8 contiguous elements
+    assert rearrange.dim_grouping(g, A) == (0, 32)
+    assert rearrange.dim_grouping(g, B) == (1, 8)
+    prog = Sequence()
+    popops.scaledAddTo(g, A, B, 0.5, prog, "update")
+    # one 8 x 32 transposition on 4 tiles: updateGroupingInternal cuts it 4 ways (2 from `from`,
+    # 2 from `to`): four matrices of 16 x 4 halves, one a tile
+    pre = next(v for v in g.state.vars if v.name == "update/regroupB/preRegroup")
+    pre.finalize_mapping()
+    assert pre.map_starts.tolist() == [0, 64, 128, 192]
+    assert pre.map_tiles.tolist() == [0, 1, 2, 3]
+    for name, t in (("W", W), ("B", B)):
+        g.createHostWrite(name, t)
+    g.createHostRead("W_out", W)
+    w = np.arange(256, dtype=np.float16).reshape(8, 32) / 8
+    b = np.arange(256, dtype=np.float16).reshape(32, 8) / 16
+    out = _run(g, [prog], tmp_path, {"W": w, "B": b}, ["W_out"])
+    assert np.allclose(out["W_out"], w + 0.5 * b.T)

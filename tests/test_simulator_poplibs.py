@@ -8,7 +8,7 @@ from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
-from simulator.poplibs import poplin, popnn, popops
+from simulator.poplibs import poplin, popnn, popops, rearrange
 
 TS = "2024-01-01T00:00:00Z"
 
@@ -189,8 +189,10 @@ def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_
     r = ProfileReader(tmp_path / "profile.pop")
     names = [row[0] for row in r.query("SELECT name FROM compute_sets")]
     r.close()
-    # the transposed activations are regrouped on their tiles, then copied into the plan's layout
-    assert "Wu/actsRearranged/regroup" in names
+    # the transposed activations are regrouped (their matrices copied to the tiles that transpose
+    # them, popops::rearrange::regroupTensor), then copied into the plan's layout
+    assert "Wu/actsRearranged/regroup/Transpose" in names
+    assert any("regroup/preRegroup" in n for n in names)
     assert any("actsRearranged/OnTileCopy" in n or "actsRearranged/Exchange" in n for n in names)
 
 
@@ -216,3 +218,115 @@ def test_matmul_cells_take_consecutive_tiles_in_poplins_order():
         im, jn, ik = cell // (pn * pk), (cell // pk) % pn, cell % pk
         assert tile == (ik * pm + im) * pn + jn
     assert sorted(plan.tiles.tolist()) == list(range(pm * pn * pk))
+
+
+def test_regroup_group_sizes_follow_update_grouping_internal():
+    # lib/popops/Rearrange.cpp, updateGroupingInternal: the groups are split by the smallest prime
+    # of (from * to) / grain^2 while the transpositions of the fullest IPU times the factor stay
+    # within the tiles, then the factor is taken from `from` first, down to the grain
+    # 62 transpositions of 16 x 16 halves on 1,472 tiles: factors 2, 4, 8, 16 fit (992 <= 1,472);
+    # gcd(16, 16 / 4) = 4 from `from`, gcd(4, 4) = 4 from `to`
+    assert rearrange.regroup_sizes(16, 16, 62, 1472, 4) == (4, 4)
+    # 500 transpositions: only the factor 2 fits (1,000 <= 1,472 < 2,000), taken from `from`
+    assert rearrange.regroup_sizes(16, 16, 500, 1472, 4) == (8, 16)
+    # a group that is not a multiple of the grain is left alone
+    assert rearrange.regroup_sizes(2, 16, 1, 1472, 4) == (2, 16)
+    assert rearrange.regroup_grain(HALF) == 4 and rearrange.regroup_grain(FLOAT) == 2
+
+
+def test_regroup_copies_matrices_spread_over_the_tiles_and_charges_their_exchange_code(tmp_path):
+    from simulator.compiler import compile_graph
+    from simulator.compiler.exchange import EXCHANGE_CODE_BYTES_PER_REGION, EXCHANGE_CODE_FIXED_BYTES
+
+    g = _graph(tiles=4)
+    X = g.addVariable(HALF, [16, 16], "X")
+    g.setTileMapping(X[:8], 0)
+    g.setTileMapping(X[8:], 1)
+    prog = Sequence()
+    T = poplin._regroup(g, X.transpose(), 16, prog, "regroup")
+    assert T.shape == (16, 16)
+    # X^T's rows are contiguous in runs of 16 and one 16 x 16 matrix fits one of the 4 tiles four
+    # times: the groups become 16 (to) x 4 (from), four matrices of 64 halves, matrix t on tile t,
+    # matrix t holding X[y, 4t:4t+4] for the 16 rows y
+    exe = compile_graph(g, [prog])
+    plans = [p.plan for p in exe.progs if p.type == "DoExchange" and "preRegroup" in p.name]
+    assert len(plans) == 1
+    code = dict(zip(plans[0].code.idx.tolist(), plans[0].code.val.tolist()))
+    # regions: tiles 0 and 1 each receive the 8 rows the other holds and send their 8 rows to the
+    # three other tiles (8 + 24); tiles 2 and 3 receive 16 rows of 4 halves
+    fixed, per_region = EXCHANGE_CODE_FIXED_BYTES, EXCHANGE_CODE_BYTES_PER_REGION
+    assert code == {
+        0: fixed + 32 * per_region,
+        1: fixed + 32 * per_region,
+        2: fixed + 16 * per_region,
+        3: fixed + 16 * per_region,
+    }
+    g.createHostWrite("X", X)
+    g.createHostRead("T", T)
+    x = np.arange(256, dtype=np.float16).reshape(16, 16)
+    out = _run(g, [prog], tmp_path, {"X": x}, ["T"])
+    assert np.array_equal(out["T"], x.T)
+
+
+def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
+    # poplin::fullyConnectedWeightTranspose: the transposed weights are created for the backward
+    # plan, so the backward pass reads them where they are, without a rearrangement
+    g = _graph(tiles=16)
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    z = rng.standard_normal((4, 24)).astype(np.float32)
+    W = poplin.createMatMulInputRHS(g, FLOAT, (4, 40), (40, 24), "W")
+    Z = poplin.createMatMulInputLHS(g, FLOAT, (4, 24), (24, 40), "Z")
+    prog = Sequence()
+    Wt = poplin.transposeMatMulRHS(g, W, (4, 40), prog, "Bwd/WeightsTranspose")
+    D = poplin.matMul(g, Z, Wt, prog, "Bwd")
+    for name, t in (("W", W), ("Z", Z)):
+        g.createHostWrite(name, t)
+    g.createHostRead("D", D)
+    out = _run(g, [prog], tmp_path, {"W": w, "Z": z}, ["D"])
+    assert np.allclose(out["D"], z @ w.T, atol=1e-4)
+    names = {cs.name for cs in g.state.compute_sets}
+    assert "Bwd/WeightsTranspose/Transpose" in names
+    assert not any("weightsRearranged" in n for n in names)
+    # every element of W^T sits on a tile of the backward plan that reads its block
+    bwd = poplin.plan_matmul(g, 4, 24, 40, FLOAT)
+    layout = poplin._operand_layout(bwd, "rhs")
+    var, idx = Wt.element_arrays()
+    from simulator.compiler.regions import split_by_mapping
+
+    _, tiles, _, _ = split_by_mapping(g.state, var, idx, np.ones(idx.size, dtype=np.int64))
+    rows, cols = np.divmod(np.arange(idx.size), 40)
+    block = (rows // layout.rb) * -(-40 // layout.cb) + cols // layout.cb
+    assert all(t in layout.users[b] for t, b in zip(tiles.tolist(), block.tolist()))
+
+
+def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_path):
+    # popops::scaledAddTo regroups B to A's grouping when they are grouped along different
+    # dimensions (lib/popops/ScaledAdd.cpp: regroupIfBeneficial(B, A))
+    g = _graph(tiles=4)
+    W = g.addVariable(HALF, [8, 32], "W")
+    for t in range(4):
+        g.setTileMapping(W[2 * t : 2 * t + 2], t)
+    B = g.addVariable(HALF, [32, 8], "B")
+    for t in range(4):
+        g.setTileMapping(B[8 * t : 8 * t + 8], t)
+    A = W.transpose()
+    # detectDimGroupings: A's rows are W's columns, contiguous 32 at a time on one tile; B's rows
+    # are 8 contiguous elements
+    assert rearrange.dim_grouping(g, A) == (0, 32)
+    assert rearrange.dim_grouping(g, B) == (1, 8)
+    prog = Sequence()
+    popops.scaledAddTo(g, A, B, 0.5, prog, "update")
+    # one 8 x 32 transposition on 4 tiles: updateGroupingInternal cuts it 4 ways (2 from `from`,
+    # 2 from `to`): four matrices of 16 x 4 halves, one a tile
+    pre = next(v for v in g.state.vars if v.name == "update/regroupB/preRegroup")
+    pre.finalize_mapping()
+    assert pre.map_starts.tolist() == [0, 64, 128, 192]
+    assert pre.map_tiles.tolist() == [0, 1, 2, 3]
+    for name, t in (("W", W), ("B", B)):
+        g.createHostWrite(name, t)
+    g.createHostRead("W_out", W)
+    w = np.arange(256, dtype=np.float16).reshape(8, 32) / 8
+    b = np.arange(256, dtype=np.float16).reshape(32, 8) / 16
+    out = _run(g, [prog], tmp_path, {"W": w, "B": b}, ["W_out"])
+    assert np.allclose(out["W_out"], w + 0.5 * b.T)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from ..graph import Graph
 from ..programs import Copy, Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, HALF, Type, as_type
+from . import rearrange
 from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets
 
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
@@ -454,63 +456,18 @@ def _arrange_operand(
 
 
 def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> Tensor:
-    """A row-major copy of T made on the tiles that hold T's elements.
-
-    As popops::rearrange::regroupTensor (lib/popops/Rearrange.cpp): each tile transposes its
-    elements as grain x grain matrices, shared between its six workers, one Transpose2d vertex
-    each (addTransposeVertices, split between workers)."""
-    from ._util import tile_pieces
-
-    require_codelets(graph, "popops")
-    tiles, pos, pvar, pstart, plen = tile_pieces(graph, T)
-    uniq, inverse, counts = np.unique(tiles, return_inverse=True, return_counts=True)
-    elems = np.bincount(inverse, weights=plen).astype(np.int64)
-    # a tile's pieces are the rows of the matrix it transposes; one piece needs no transpose
-    rows = np.minimum(grain, counts)
-    cols = np.minimum(grain, -(-elems // counts))
-    matrices = np.where(counts > 1, -(-elems // (rows * cols)), 0)
-    workers = np.minimum(WORKERS, matrices)
-    if not workers.any():
+    """T [rows, cols], contiguous along its rows (a transposed view), regrouped so that groups of
+    `grain` columns are contiguous, or T itself when it cannot be: poplin regroups an operand whose
+    grouping differs from the plan's (lib/poplin/Convolution.cpp, regroupIfBeneficialForPlan: the
+    operand's grouping of dimension 0 to the plan's channel group, both multiples of
+    getMinimumRegroupGrainSize), with popops::rearrange::regroupTensor (rearrange.regroup)."""
+    rows, cols = T.shape
+    min_grain = rearrange.regroup_grain(T.dtype)
+    to_group = math.gcd(grain, cols)
+    from_group = rearrange.dim0_grouping(T, grain)
+    if to_group % min_grain or from_group % min_grain or rows % from_group:
         return T
-    out = graph.addVariable(T.dtype, [T.numElements()], name)
-    ovar = int(out.vars[0])
-    order = np.argsort(pos, kind="stable")
-    graph.state.set_mapping(ovar, pos[order], pos[order] + plen[order], tiles[order])
-    busy = workers[inverse] > 0
-    rank = np.arange(tiles.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    first_vertex = np.cumsum(workers) - workers
-    vertex = first_vertex[inverse] + rank % np.maximum(workers[inverse], 1)
-    has = workers > 0
-    cs = graph.addComputeSet(name)
-    add_vertices(
-        graph,
-        cs,
-        f"popops::Transpose2d<{T.dtype}>",
-        np.repeat(uniq, workers),
-        {
-            "src": (vertex[busy], pvar[busy], pstart[busy], plen[busy]),
-            "dst": (vertex[busy], np.full(int(busy.sum()), ovar), pos[busy], plen[busy]),
-        },
-        work={
-            "rows": np.repeat(rows[has], workers[has]),
-            "cols": np.repeat(cols[has], workers[has]),
-            "matrices": np.repeat(-(-matrices[has] // workers[has]), workers[has]),
-        },
-    )
-    view = Tensor.from_elements(
-        graph.state,
-        T.dtype,
-        tuple(T.shape),
-        np.full(T.numElements(), int(out.vars[0]), dtype=np.int64),
-        np.arange(T.numElements(), dtype=np.int64),
-    )
-
-    def run(data):
-        data.write(view, data.read(T))
-
-    graph.state.compute_sets[cs.id].functional.append(run)
-    prog.add(Execute(cs))
-    return view
+    return rearrange.regroup(graph, T, from_group, to_group, prog, name)
 
 
 def _reduce_slices(block: np.ndarray, size: np.ndarray, base: np.ndarray, p_off: np.ndarray, tiles: np.ndarray):
@@ -984,9 +941,12 @@ def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -
 
 @poplibs_op("Transpose")
 def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose") -> Tensor:
-    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape): each
-    tile transposes the blocks it holds in place with popops::Transpose2d vertices, as poplin
-    rearranges the weights of a fully-connected backward pass."""
+    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape), laid
+    out for the backward pass's plan, as poplin::fullyConnectedWeightTranspose makes it
+    (lib/poplin/Convolution.cpp): the transposed weights are a new tensor created for the
+    backward plan (createWeights(bwdPlan)), and Transpose2d vertices on the tiles of the forward
+    blocks transpose each block's pieces of the backward blocks into it (addTransposeVertices,
+    shared between the tile's workers); what lands on other tiles is exchanged after them."""
     require_codelets(graph, "popops")
     k, n = W.shape
     m = aShape[0]
@@ -994,56 +954,62 @@ def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPre
     if len(W.variable_ids()) != 1:
         raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
     wvar = int(W.vars[0])
+    bwd = plan_matmul(graph, m, n, k, W.dtype)
+    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/transposed")
+    view = _place_operand(graph, out, _operand_layout(bwd, "rhs"))
     rb, cb = plan.kb, plan.nb
     heights = np.minimum(rb, k - np.arange(plan.pk) * rb).clip(min=0)
     widths = np.minimum(cb, n - np.arange(plan.pn) * cb).clip(min=0)
     sizes = np.outer(heights, widths).reshape(-1)
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/out")
-    tvar = int(out.vars[0])
-    cells = [(0 * plan.pn + jn) * plan.pk + ik for ik in range(plan.pk) for jn in range(plan.pn)]
-    block_tiles = plan.tiles[cells]
-    keep = sizes > 0
-    graph.state.set_mapping(tvar, offsets[keep], offsets[keep] + sizes[keep], block_tiles[keep])
-    r = np.arange(k, dtype=np.int64)
-    c = np.arange(n, dtype=np.int64)
-    bi, bj = r // rb, c // cb
-    block = bi[None, :] * plan.pn + bj[:, None]
-    idx = offsets[block] + (c % cb)[:, None] * heights[bi][None, :] + (r % rb)[None, :]
-    view = Tensor.from_elements(graph.state, W.dtype, (n, k), np.full(idx.size, tvar, dtype=np.int64), idx.reshape(-1))
+    # a forward block's rows (k) are cut where the backward blocks' columns (k) are: each piece is
+    # one matrix to transpose, whose rows land contiguous in one backward block
+    cut = bwd.nb
+    v_tile, v_src, v_len, v_rows, v_cols, v_mats, d_v, d_pos, d_len = [], [], [], [], [], [], [], [], []
+    vertex = 0
+    for ik in range(plan.pk):
+        for jn in range(plan.pn):
+            h, w = int(heights[ik]), int(widths[jn])
+            if h == 0 or w == 0:
+                continue
+            r0 = ik * rb
+            edges = np.unique(np.concatenate(([r0, r0 + h], np.arange(-(-r0 // cut) * cut, r0 + h, cut))))
+            lo, hi = edges[:-1], edges[1:]
+            parts = min(WORKERS, lo.size)
+            share = -(-lo.size // parts)
+            tile = plan.tiles[jn * plan.pk + ik]
+            for first in range(0, lo.size, share):
+                a, b = lo[first : first + share], hi[first : first + share]
+                v_tile.append(tile)
+                v_src.append(offsets[ik * plan.pn + jn] + (a[0] - r0) * w)
+                v_len.append((b[-1] - a[0]) * w)
+                v_rows.append(int((b - a).max()))
+                v_cols.append(w)
+                v_mats.append(a.size)
+                # W^T[c, a:b] for each piece, row by row
+                c = jn * cb + np.arange(w)
+                d_pos.append(((c[None, :] * k) + a[:, None]).reshape(-1))
+                d_len.append(np.repeat(b - a, w))
+                d_v.append(np.full(a.size * w, vertex))
+                vertex += 1
+    dv = np.concatenate(d_v)
+    row, dvar, dstart, dlen = regions_at(view, np.concatenate(d_pos), np.concatenate(d_len))
     cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
-    # each block's rows are shared by up to six worker vertices (poplin spreads the transposes of a
-    # tile over its workers); a vertex reads whole source rows and writes a column strip of the block
-    b_idx = np.flatnonzero(keep)
-    b_h = np.repeat(heights, plan.pn)[b_idx]
-    b_w = np.tile(widths, plan.pk)[b_idx]
-    b_off = offsets[b_idx]
-    parts = np.minimum(6, -(-b_h // 4))
-    step = -(-b_h // parts)
-    step = -(-step // 4) * 4
-    parts = -(-b_h // step)
-    v_block = np.repeat(np.arange(b_idx.size), parts)
-    j = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts, parts)
-    r0 = j * step[v_block]
-    r1 = np.minimum(r0 + step[v_block], b_h[v_block])
-    v = np.arange(v_block.size, dtype=np.int64)
-    src = (v, np.full(v.size, wvar), b_off[v_block] + r0 * b_w[v_block], (r1 - r0) * b_w[v_block])
-    cols = b_w[v_block]
-    dv = np.repeat(v, cols)
-    col = np.arange(int(cols.sum())) - np.repeat(np.cumsum(cols) - cols, cols)
-    dst = (
-        dv,
-        np.full(dv.size, tvar),
-        np.repeat(b_off[v_block] + r0, cols) + col * np.repeat(b_h[v_block], cols),
-        np.repeat(r1 - r0, cols),
-    )
+    v = np.arange(vertex, dtype=np.int64)
     add_vertices(
         graph,
         cs,
         f"popops::Transpose2d<{W.dtype}>",
-        block_tiles[keep][v_block],
-        {"src": src, "dst": dst},
-        work={"rows": r1 - r0, "cols": cols, "matrices": 1},
+        np.asarray(v_tile, dtype=np.int64),
+        {
+            "src": (v, np.full(v.size, wvar), np.asarray(v_src, dtype=np.int64), np.asarray(v_len, dtype=np.int64)),
+            "dst": (dv[row], dvar, dstart, dlen),
+        },
+        work={
+            "rows": np.asarray(v_rows, dtype=np.int64),
+            "cols": np.asarray(v_cols, dtype=np.int64),
+            "matrices": np.asarray(v_mats, dtype=np.int64),
+        },
     )
 
     def run(data):

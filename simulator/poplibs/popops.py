@@ -13,6 +13,7 @@ from ..graph import Graph
 from ..programs import Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, Type, as_type
+from . import rearrange
 from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets, tile_pieces
 
 _BINARY_NUMPY = {
@@ -180,6 +181,9 @@ def scaledAddTo(
     require_codelets(graph, "popops")
     if A.shape != B.shape:
         raise GraphError(f"scaledAddTo needs tensors of one shape, got {list(A.shape)} and {list(B.shape)}")
+    # B is regrouped to A's grouping first when they are grouped along different dimensions
+    # (lib/popops/ScaledAdd.cpp, scaledArithmeticTensorImpl: regroupIfBeneficial(B, A))
+    B = rearrange.regroup_if_beneficial(graph, B, A, prog, f"{debugPrefix}/regroupB")
     cs = graph.addComputeSet(f"{debugPrefix}/AddTo")
     vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, A)
     rb, vb, sb, lb = regions_at(B, pos, length)

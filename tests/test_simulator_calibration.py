@@ -315,3 +315,44 @@ def test_total_memory_and_cycles_near_published(tmp_path, name, preset, knobs):
     total = _total_memory(tmp_path) / _reference("TotalMemory")[name]
     assert 1 / 1.5 <= cycles <= 1.5, f"{name}: cycles ratio {cycles:.2f}"
     assert 1 / 1.5 <= total <= 1.5, f"{name}: total memory ratio {total:.2f}"
+
+
+def test_hmac_and_outer_product_costs_follow_poplins_estimators():
+    # ConvPartialHorizontalMac, half inputs and float partials, one position, 1,000 input channels and
+    # one output channel (PerformanceEstimation.hpp): the dot product takes 1+2+3+1 + 1000/4 = 257
+    # cycles (getDenseDotProductCycles); the worker 16 + 19 + (7 + 257) + 16 = 315
+    # (getConvPartialHorizontalMacCycleEstimate and its non-loop overhead), run in one of six
+    # contexts; the supervisor 63 + 6*9 + 23 + 15 + 10 + 6*315 (...OuterLoopCycleEstimate); the
+    # partials zeroed first, 6 * (ceil(1/2) + 14 - 9) (getZeroSupervisorVertexCycleEstimate)
+    assert int(amp.conv_partial_hmac_cycles("half", "float", 1, 1000, 1, 1)) == (
+        63 + 54 + 23 + 15 + 10 + 6 * 315 + 6 * 6
+    )
+    # each further output group reruns the workers: 10 + 6*315, and zeroes one more group
+    assert int(amp.conv_partial_hmac_cycles("half", "float", 1, 1000, 1, 1, 1, 3)) == (
+        63 + 54 + 23 + 15 + 3 * (10 + 6 * 315) + 3 * 6 * 6
+    )
+    # OuterProduct, half, 10 positions by 12 channels in groups of 4 (the vector width): the slow
+    # path, 25 + 3 * (10 + 10 * (10 + 4*5/2)) (getOuterProductCycleEstimate)
+    a = architecture("ipu2")
+    assert amp.outer_product_chans_per_group(a, "half") == 4
+    assert int(amp.outer_product_cycles("half", 10, 12, 4)) == 25 + 3 * (10 + 10 * 20)
+    # a float group of 8 takes the fast path: 25 + 2 * (11 + 10 * (6 + 1))
+    assert int(amp.outer_product_cycles("float", 10, 16, 8)) == 25 + 2 * (11 + 10 * 7)
+
+
+def test_planner_costs_one_row_on_hmac_vertices():
+    # C[1000, 1] = A[1000, 1000] B[1000, 1] in half on a Mk2 IPU: AMP would pad the one output
+    # channel to 8 conv units; HMAC (one output channel a group with float partials) is cheaper by
+    # the ported estimates, and the plan's compute is the vertex estimate of its largest block
+    from simulator.poplibs.poplin import MATMUL_METHODS, _best_grid
+    from simulator.types import FLOAT, HALF
+
+    grid, estimate, ocpg, icpg, method = _best_grid(
+        "ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, 1, MATMUL_METHODS
+    )
+    amp_only = _best_grid("ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, 1, ("AMP",))
+    assert method == "HMAC" and (ocpg, icpg) == (1, 2)
+    assert dict(estimate)["total"] < dict(amp_only[1])["total"]
+    pm, pn, pk = grid
+    mb, kb = -(-1000 // pm), -(-500 // pk) * 2  # k split in whole grains of 2 halves
+    assert dict(estimate)["compute"] == int(amp.conv_partial_hmac_cycles("half", "float", mb, kb, 1, 1))

@@ -8,6 +8,7 @@ from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
+from simulator.errors import GraphError
 from simulator.poplibs import poplin, popnn, popops, rearrange
 
 TS = "2024-01-01T00:00:00Z"
@@ -330,3 +331,56 @@ def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_pa
     b = np.arange(256, dtype=np.float16).reshape(32, 8) / 16
     out = _run(g, [prog], tmp_path, {"W": w, "B": b}, ["W_out"])
     assert np.allclose(out["W_out"], w + 0.5 * b.T)
+
+
+def test_matmul_planner_chooses_poplins_method_per_shape():
+    # poplin weighs AMP, HMAC and OUTER_PRODUCT for a matrix product (ConvVertexType.cpp,
+    # getConvVertexTypeCandidates; SLIC is disabled for fully-connected passes) and keeps the cheapest
+    g = Graph(Target("ipu2", tiles_per_ipu=16))
+    every = poplin.plan_methods({"planConstraints": '{"method": "all"}'})
+    assert every == poplin.MATMUL_METHODS == ("AMP", "HMAC", "OUTER_PRODUCT")
+    # one output channel: AMP would pad it to 8 conv units, HMAC's dot products do not pad
+    hmac = poplin.plan_matmul(g, 64, 64, 1, FLOAT, FLOAT, FLOAT, methods=every)
+    assert (hmac.method, hmac.pm, hmac.pn, hmac.pk) == ("HMAC", 16, 1, 1)
+    # one input channel: an outer product, its output written in the input type
+    outer = poplin.plan_matmul(g, 16, 1, 16, FLOAT, FLOAT, FLOAT, methods=every)
+    assert outer.method == "OUTER_PRODUCT" and outer.pk == 1 and outer.n_grain == 2
+    assert outer.vertex_out_type() == FLOAT
+    # a square product stays on the conv units
+    assert poplin.plan_matmul(g, 64, 64, 64, HALF, FLOAT, HALF, methods=every).method == "AMP"
+    # by default (no plan constraint) the planner weighs AMP only
+    assert poplin.plan_methods(None) == poplin.plan_methods({}) == ("AMP",)
+    assert poplin.plan_matmul(g, 64, 64, 1, FLOAT, FLOAT, FLOAT).method == "AMP"
+    # a constrained method is the only one weighed, as poplin's planConstraints "method"
+    assert poplin.plan_methods({"planConstraints": {"method": "hmac"}}) == ("HMAC",)
+    with pytest.raises(GraphError, match="OUTER_PRODUCT for one input channel only"):
+        poplin.plan_matmul(g, 16, 8, 16, FLOAT, FLOAT, FLOAT, methods=("OUTER_PRODUCT",))
+    with pytest.raises(GraphError, match="planConstraints method must be one of"):
+        poplin.plan_methods({"planConstraints": '{"method": "SLIC"}'})
+    with pytest.raises(GraphError, match="planConstraints must be a JSON object"):
+        poplin.plan_methods({"planConstraints": "{method"})
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 1), (16, 1, 16)])
+def test_hmac_and_outer_product_matmuls_compute_on_data(tmp_path, shape):
+    m, k, n = shape
+    g = _graph(tiles=16)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    options = {"planConstraints": '{"method": "all"}'}
+    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", options)
+    B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", options)
+    prog = Sequence()
+    C = poplin.matMul(g, A, B, prog, "mm", options)
+    g.createHostWrite("A", A)
+    g.createHostWrite("B", B)
+    g.createHostRead("C", C)
+    out = _run(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
+    assert np.allclose(out["C"], a @ b, atol=1e-4)
+    vertex = "poplin::ConvPartialHorizontalMac" if k > 1 else "poplin::OuterProduct"
+    assert any(name.startswith(vertex) for name in g.state.vertex_types)
+    assert not any(name.startswith("poplin::ConvPartial1x1Out") for name in g.state.vertex_types)
+    # neither method's partials are in interleaved memory (only AMP's out field asks for it)
+    products = [v for v in g.state.vars if v.name.startswith("mm/")]
+    assert products and not any(v.interleaved for v in products)

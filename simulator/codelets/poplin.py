@@ -187,16 +187,39 @@ def conv_partial_nx1_cycles(
     return outer + zero_worker * WORKERS * out_g * conv_g
 
 
-def conv_partial_hmac_cycles(in_type: str, partials_type: str, out_elems, in_chans, out_chans, kernel) -> np.ndarray:
-    """Tile cycles of poplin::ConvPartialHorizontalMac, one in/out group, output positions split
-    over the workers (PerformanceEstimation.hpp, getConvPartialHorizontalMacSupervisorCycleEstimate,
-    getConvPartialHorizontalMacCycleEstimate, getDenseDotProductCycles)."""
+def zero_supervisor_cycles(out_elems, groups, float_partials: bool, data_path_width: int = 64) -> np.ndarray:
+    """Tile cycles of the workers zeroing `groups` groups of `out_elems` partials each before a conv
+    vertex accumulates into them (PerformanceEstimation.hpp, getZeroSupervisorVertexCycleEstimate
+    with zeroPartialsRetentionSavings; estimateZeroSupervisorCycles splits the elements evenly)."""
+    vector = data_path_width // (32 if float_partials else 16)
+    per_worker = -(-np.asarray(out_elems, dtype=np.int64) // WORKERS)
+    worker = -(-per_worker // vector) + (14 if float_partials else 15) - (9 if float_partials else 10)
+    return worker * WORKERS * np.maximum(np.asarray(groups, dtype=np.int64), 1)
+
+
+def hmac_out_chans_per_group(partials_type: str) -> int:
+    """Output channels of one ConvPartialHorizontalMac group: 1, or 2 with half partials, which
+    the vertex processes in pairs (ConvVertexType.cpp, getConvVertexHMACCandidates)."""
+    return 1 if partials_type == "float" else 2
+
+
+def conv_partial_hmac_cycles(
+    in_type: str, partials_type: str, out_elems, in_chans, out_chans, kernel, in_groups=1, out_groups=1
+) -> np.ndarray:
+    """Tile cycles of poplin::ConvPartialHorizontalMac: `in_groups` x `out_groups` groups of
+    `in_chans` x `out_chans` channels, output positions split over the workers, partials zeroed
+    first (PerformanceEstimation.hpp, getConvPartialHorizontalMacSupervisorOuterLoopCycleEstimate,
+    getConvPartialHorizontalMacSupervisorInnerLoopCycleEstimate,
+    getConvPartialHorizontalMacCycleEstimate, getDenseDotProductCycles;
+    poplinCycleEstimators.cpp, ConvPartialHorizontalMac: plus getZeroSupervisorVertexCycleEstimate)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
     elems = np.asarray(out_elems, dtype=np.int64)
     ic = np.maximum(np.asarray(in_chans, dtype=np.int64), 1)
     oc = np.maximum(np.asarray(out_chans, dtype=np.int64), 1)
     k = np.maximum(np.asarray(kernel, dtype=np.int64), 1)
+    in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
+    out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
     inner = 1 + 2 + 3 + 1
     if float_act:
         dot = inner + np.where(ic % 2 == 0, ic, 2 * ic)
@@ -209,7 +232,30 @@ def conv_partial_hmac_cycles(in_type: str, partials_type: str, out_elems, in_cha
     per_kernel = 16 + 19 + per_worker * (7 + chans * dot)
     worker = k * per_kernel + 16
     overhead = 58 if float_act else 63
-    return overhead + WORKERS * (9 if float_part else 10) + 23 + 15 + 10 + WORKERS * worker
+    zero = zero_supervisor_cycles(elems * oc, out_g, float_part)
+    return zero + overhead + WORKERS * (9 if float_part else 10) + 23 + in_g * (15 + out_g * (10 + WORKERS * worker))
+
+
+def outer_product_chans_per_group(arch, in_type: str) -> int:
+    """Output channels of one OuterProduct group: the vector width of the input type
+    (ConvVertexType.cpp, getConvVertexOuterProductCandidates: target.getVectorWidth)."""
+    return arch.data_path_width // (32 if in_type == "float" else 16)
+
+
+def outer_product_cycles(in_type: str, width, num_chans, chans_per_group) -> np.ndarray:
+    """Thread cycles of one poplin::OuterProduct worker vertex: `width` inputs times `num_chans`
+    weights in groups of `chans_per_group` (PerformanceEstimation.hpp, getOuterProductCycleEstimate,
+    its fast and slow paths; the repeat-count limits are far above any group used here)."""
+    w = np.asarray(width, dtype=np.int64)
+    cpg = np.asarray(chans_per_group, dtype=np.int64)
+    groups = -(-np.asarray(num_chans, dtype=np.int64) // cpg)
+    if in_type == "float":
+        fast = (cpg >= 6) & (cpg % 2 == 0)
+        per = np.where(fast, 6 + (cpg - 6) // 2, 10 + cpg * 2)
+        return 25 + groups * (11 + w * per)
+    fast = (cpg >= 12) & (cpg % 4 == 0)
+    per = np.where(fast, 6 + (cpg - 12) // 4, 10 + (cpg * 5) // 2)
+    return 25 + groups * (10 + w * per)
 
 
 def reduce_add_cycles(
@@ -281,6 +327,22 @@ def _hmac_cost(in_type: str, partials_type: str):
             work_array(work, "in_chans", n),
             work_array(work, "out_chans", n),
             np.maximum(work_array(work, "kernel", n), 1),
+            np.maximum(work_array(work, "in_groups", n), 1),
+            np.maximum(work_array(work, "out_groups", n), 1),
+        )
+        cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
+        return cycles, cycles
+
+    return cost
+
+
+def _outer_product_cost(in_type: str):
+    def cost(work, n, target):
+        cycles = outer_product_cycles(
+            in_type,
+            work_array(work, "width", n),
+            work_array(work, "chans", n),
+            np.maximum(work_array(work, "chans_per_group", n), 1),
         )
         cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
         return cycles, cycles
@@ -346,6 +408,20 @@ def _hmac(name, args):
     )
 
 
+def _outer_product(name, args):
+    # a worker vertex; out is a Vector<Output<Vector<T, ONE_PTR, 8>>>, not in interleaved memory
+    # (lib/poplin/codelets/OuterProduct.cpp); code size by this table's rule for vertices without
+    # a measured size (codelets/base.py: 200 bytes and 48 per field)
+    t_in = args[0]
+    return VertexType(
+        name,
+        fields(("in", "in", t_in, "vector"), ("weights", "in", t_in, "vector"), ("out", "out", t_in, "vectorlist")),
+        code_bytes=200 + 48 * 3,
+        library="poplin",
+        cost=_outer_product_cost(t_in),
+    )
+
+
 def _reduce_add(name, args):
     t_out, t_part = args[0], args[1]
     return VertexType(
@@ -373,6 +449,7 @@ VERTICES = {
     "poplin::ConvPartial1x1Out": (4, _conv_partial("1x1", 1_824)),
     "poplin::ConvPartialnx1": (4, _conv_partial("nx1", 2_496)),
     "poplin::ConvPartialHorizontalMac": (3, _hmac),
+    "poplin::OuterProduct": (1, _outer_product),
     "poplin::ReduceAdd": (2, _reduce_add),
     "poplin::Transpose2d": (1, _transpose),
 }

@@ -55,6 +55,7 @@ class MatMulPlan:
     estimate: dict
     k_grain: int = 1  # input channels of one AMP group: k is split in whole groups
     n_grain: int = 1  # output channels of one AMP group: n is split in whole groups
+    method: str = "AMP"  # poplin's Plan::Method: AMP, HMAC or OUTER_PRODUCT
 
     @property
     def mb(self) -> int:
@@ -80,7 +81,9 @@ class MatMulPlan:
         """What the AMP vertices write: the partials type, or the smaller output type when nothing
         is reduced and all of k fits one conv unit's weights (lib/poplin/ConvVertexType.cpp,
         getConvVertexAMPCandidates: inputChannelsPerConvGroup <= weightsPerConvUnit; getConvTypes)."""
-        if self.pk == 1 and self.k <= amp.weights_per_conv_unit(self.in_type.name):
+        if self.method == "OUTER_PRODUCT":
+            return self.in_type
+        if self.method == "AMP" and self.pk == 1 and self.k <= amp.weights_per_conv_unit(self.in_type.name):
             return self.out_type if self.out_type.size < self.partials_type.size else self.partials_type
         return self.partials_type
 
@@ -89,6 +92,11 @@ def _grain_block(size: int, grain: int, parts: int) -> int:
     """Elements of one block when `size` elements are split into `parts` blocks of whole grains."""
     grains = -(-size // grain)
     return -(-grains // parts) * grain
+
+
+def _ceil(a, b):
+    """ceil(a / b) for non-negative integers or integer arrays."""
+    return -(-a // b)
 
 
 def _minimal_splits(grains: int, limit: int) -> np.ndarray:
@@ -143,6 +151,48 @@ def partial_chans_candidates(arch, in_type: Type, partials_type: Type, conv_kern
     return (units, wpcu)
 
 
+#: poplin's methods for a matrix product, in its candidate order (lib/poplin/ConvVertexType.cpp,
+#: getConvVertexTypeCandidates: AMP, SLIC, HMAC, VMAC, OUTER_PRODUCT; SLIC is disabled for the
+#: fully-connected passes, and VMAC, for grouped convolutions, is not modelled).
+MATMUL_METHODS = ("AMP", "HMAC", "OUTER_PRODUCT")
+
+#: The methods the planner weighs unless a plan constraint names one: AMP only. poplin weighs all of
+#: MATMUL_METHODS, but on operands it may swap and, for the fully-connected passes, in one joint plan
+#: whose weight-update method follows the forward plan's (ConvPlan.cpp, getSwapOperandCandidates;
+#: ConvModel.cpp, getFullyConnectedWUMethod); neither is modelled, and weighing the methods pass by
+#: pass on unswapped operands moves the calibration table away from poplibs' figures
+#: (docs/simulator.md, "Reading the gaps").
+DEFAULT_METHODS = ("AMP",)
+
+
+def plan_methods(options: dict | None) -> tuple[str, ...]:
+    """The methods a matrix product's options let the planner weigh: poplin's ``planConstraints``
+    option (a JSON object, or a dict) may name one with ``method`` (ConvVertexType.cpp,
+    getConvVertexTypeCandidates: constrainedMethod); ``"all"`` weighs every method of
+    MATMUL_METHODS."""
+    import json
+
+    constraints = (options or {}).get("planConstraints")
+    if constraints is None:
+        return DEFAULT_METHODS
+    if isinstance(constraints, str):
+        try:
+            constraints = json.loads(constraints) if constraints.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise GraphError(f"planConstraints must be a JSON object, got {constraints!r}: {exc}") from None
+    if not isinstance(constraints, dict):
+        raise GraphError(f"planConstraints must be a JSON object, got {constraints!r}")
+    method = constraints.get("method")
+    if method is None:
+        return DEFAULT_METHODS
+    method = str(method).upper()
+    if method == "ALL":
+        return MATMUL_METHODS
+    if method not in MATMUL_METHODS:
+        raise GraphError(f"planConstraints method must be one of {', '.join(MATMUL_METHODS)} or all, got {method!r}")
+    return (method,)
+
+
 def plan_matmul(
     graph: Graph,
     m: int,
@@ -152,13 +202,14 @@ def plan_matmul(
     partials_type: Type = FLOAT,
     out_type: Type | None = None,
     conv_kernel: int = 1,
+    methods: tuple[str, ...] = DEFAULT_METHODS,
 ) -> MatMulPlan:
-    """The cheapest grid for this shape on the graph's tiles, by the vertex cycle model."""
+    """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model."""
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
-    grid, estimate, ocpg = _best_grid(
-        target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type, conv_kernel
+    grid, estimate, ocpg, icpg, method = _best_grid(
+        target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type, conv_kernel, methods
     )
     pm, pn, pk = grid
     cell = np.arange(pm * pn * pk, dtype=np.int64)
@@ -167,7 +218,6 @@ def plan_matmul(
     # split outermost, so that the two tiles of a super tile read the same activations
     # (lib/poplin/Convolution.cpp, linearizeConvIndices and linearizeTileIndices, startTile 0)
     cell_tiles = (ik * pm + im) * pn + jn
-    icpg = amp.weights_per_conv_unit(in_type.name)
     return MatMulPlan(
         m,
         k,
@@ -180,6 +230,7 @@ def plan_matmul(
         dict(estimate),
         icpg,
         ocpg,
+        method,
     )
 
 
@@ -195,43 +246,78 @@ def _best_grid(
     partials_type: Type,
     out_type: Type,
     conv_kernel: int,
+    methods: tuple[str, ...] = ("AMP",),
 ):
+    from ..codelets.popops import cast_supervisor_cycles
     from ..target import architecture
 
     arch = architecture(arch_name)
     icpg, units = _groups(arch, in_type, partials_type)
-    # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
-    # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
-    # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
-    # of getInChanGrainSizes and getOutChanGrainSizes)
-    k_grains = -(-k // icpg)
     pm_c = _minimal_splits(max(1, m), tiles)
-    pk_c = _minimal_splits(max(1, k_grains), tiles)
-    grids = []
-    for ocpg in partial_chans_candidates(arch, in_type, partials_type, conv_kernel):
-        pn_c = _minimal_splits(max(1, -(-n // ocpg)), tiles)
-        grid = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
-        grids.append(np.vstack([grid, np.full(grid.shape[1], ocpg)]))
-    pm, pn, pk, og = np.hstack(grids)
-    ok = pm * pn * pk <= tiles
-    if not ok.any():
-        pm, pn, pk, og = np.array([1]), np.array([1]), np.array([1]), np.array([units])
-    else:
-        pm, pn, pk, og = pm[ok], pn[ok], pk[ok], og[ok]
+    cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
+
+    def grid(n_grain: int, k_grain: int, k_split: bool):
+        pn_c = _minimal_splits(max(1, -(-n // n_grain)), tiles)
+        pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
+        g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
+        g = g[:, g[0] * g[1] * g[2] <= tiles]
+        mb = -(-m // g[0])
+        nb = np.minimum(n, _ceil(_ceil(n, n_grain), g[1]) * n_grain)
+        kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
+        return g, mb, nb, kb
+
+    if "AMP" in methods:
+        # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
+        # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
+        # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
+        # of getInChanGrainSizes and getOutChanGrainSizes)
+        for ocpg in partial_chans_candidates(arch, in_type, partials_type, conv_kernel):
+            g, mb, nb, kb = grid(ocpg, icpg, True)
+            # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
+            if conv_kernel > 1:
+                compute = amp.conv_partial_nx1_cycles(
+                    arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), conv_kernel
+                )
+            else:
+                compute = amp.conv_partial_1x1_cycles(
+                    arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), out_chans_per_group=ocpg
+                )
+            cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
+    if "HMAC" in methods and conv_kernel == 1:
+        # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
+        # and the cheapest for a tile's block is one group of all of it (fewest loop overheads),
+        # output channels in groups of 1 (float partials) or 2 (ConvVertexType.cpp,
+        # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate)
+        k_grain = 1 if in_type.name == "float" else 2
+        ocpg = amp.hmac_out_chans_per_group(partials_type.name)
+        g, mb, nb, kb = grid(ocpg, k_grain, True)
+        compute = amp.conv_partial_hmac_cycles(in_type.name, partials_type.name, mb, kb, ocpg, 1, 1, -(-nb // ocpg))
+        cands.append((g, ocpg, k_grain, 1, compute))
+    if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
+        # one input channel: poplin offers an outer product, its partials in the input type, the
+        # output positions of a tile split over the workers (ConvVertexType.cpp,
+        # getConvVertexOuterProductCandidates; ConvModel.cpp, addPartialCalcCycleEstimate:
+        # getOuterProductCycleEstimate of ceil(tileOutWidth / numContexts) positions, times the contexts)
+        ocpg = amp.outer_product_chans_per_group(arch, in_type.name)
+        g, mb, nb, kb = grid(ocpg, 1, False)
+        compute = WORKERS * amp.outer_product_cycles(in_type.name, -(-mb // WORKERS), nb, ocpg)
+        cands.append((g, ocpg, 1, 2, compute))
+    if not cands:
+        raise GraphError(
+            f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n}] product: poplin offers "
+            "OUTER_PRODUCT for one input channel only, and HMAC for 1x1 kernels"
+        )
+    pm = np.concatenate([c[0][0] for c in cands])
+    pn = np.concatenate([c[0][1] for c in cands])
+    pk = np.concatenate([c[0][2] for c in cands])
+    og = np.concatenate([np.full(c[0].shape[1], c[1]) for c in cands])
+    kg = np.concatenate([np.full(c[0].shape[1], c[2]) for c in cands])
+    method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
+    compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
     mb = -(-m // pm)
-    n_grains = -(-n // og)
-    nb = np.minimum(n, -(-n_grains // pn) * og)
-    kb = np.minimum(k, -(-k_grains // pk) * icpg)
+    nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
+    kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
     e = in_type.size
-    # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
-    if conv_kernel > 1:
-        compute = amp.conv_partial_nx1_cycles(
-            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // og), conv_kernel
-        )
-    else:
-        compute = amp.conv_partial_1x1_cycles(
-            arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // og), out_chans_per_group=og
-        )
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
     reduce_needed = pk > 1
@@ -258,23 +344,26 @@ def _best_grid(
             )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay
-    # an unsplit k wider than one conv unit leaves float partials to cast (vertex_out_type)
-    from ..codelets.popops import cast_supervisor_cycles
-
-    cast_needed = (pk == 1) & (k > icpg) & (out_type.size < partials_type.size)
+    # float partials of an unsplit k are cast to the output type (MatMulPlan.vertex_out_type): AMP
+    # vertices write the output type when k fits one conv unit, HMAC always writes partials, the
+    # outer product always writes its input type
+    narrower = out_type.size < partials_type.size
+    cast_needed = (pk == 1) & narrower & (((method == 0) & (k > icpg)) | (method == 1))
     cast = np.where(
         cast_needed,
         cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width) + arch.min_sync_delay,
         0,
     )
     total = compute + exchange + red_exchange + red_compute + syncs + cast
-    memory = recv + mb * nb * partials_type.size + red_memory
+    part_size = np.where(method == 2, in_type.size, partials_type.size)
+    memory = recv + mb * nb * part_size + red_memory
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
     fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
-    best = int(np.lexsort((og, pm * pn * pk, total))[0])
+    # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
+    best = int(np.lexsort((og, method, pm * pn * pk, total))[0])
     estimate = (
         ("compute", int(compute[best])),
         ("exchange", int(exchange[best])),
@@ -282,7 +371,13 @@ def _best_grid(
         ("reduceCompute", int(red_compute[best])),
         ("total", int(total[best])),
     )
-    return (int(pm[best]), int(pn[best]), int(pk[best])), estimate, int(og[best])
+    return (
+        (int(pm[best]), int(pn[best]), int(pk[best])),
+        estimate,
+        int(og[best]),
+        int(kg[best]),
+        MATMUL_METHODS[int(method[best])],
+    )
 
 
 def _blocked_view(
@@ -361,7 +456,7 @@ def createMatMulInputLHS(
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
-    plan = plan_matmul(graph, m, k, n, dtype)
+    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options))
     return _place_operand(graph, graph.addVariable(dtype, [m * k], debugPrefix), _operand_layout(plan, "lhs"))
 
 
@@ -372,7 +467,7 @@ def createMatMulInputRHS(
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
-    plan = plan_matmul(graph, m, k, n, dtype)
+    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options))
     return _place_operand(graph, graph.addVariable(dtype, [k * n], debugPrefix), _operand_layout(plan, "rhs"))
 
 
@@ -397,7 +492,7 @@ def matMul(
     out_type = as_type(outputType) if outputType is not None else A.dtype
     m, k = A.shape
     n = B.shape[1]
-    plan = plan_matmul(graph, m, k, n, A.dtype, partials, out_type)
+    plan = plan_matmul(graph, m, k, n, A.dtype, partials, out_type, methods=plan_methods(options))
     # the weight-update pass always rearranges its operands (lib/poplin/Convolution.cpp,
     # inputRearrangementIsExpensive and weightRearrangementIsExpensive)
     always = str(options.get("fullyConnectedPass", "NONE")).upper() == "TRAINING_WU"
@@ -553,28 +648,79 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     pvar = int(partials.vars[0])
     p_off = np.concatenate(([0], np.cumsum(block_sizes)[:-1]))
     graph.state.set_mapping(pvar, p_off, p_off + block_sizes, tiles)
-    # the AMP vertex's out field is a Vector<AccumType, COMPACT_PTR, 16, true>: interleaved memory
-    # (lib/poplin/codelets/ConvPartial1x1Out.cpp, ConvPartialnx1.cpp)
-    state.vars[pvar].interleaved = True
     icpg, ocpg = plan.k_grain, plan.n_grain
     cs = graph.addComputeSet(f"{name}/Conv_1/Convolve")
-    add_vertices(
-        graph,
-        cs,
-        lib.conv_partial_1x1(plan.in_type, vertex_type),
-        tiles,
-        {
-            "in": (va[ra], var_a, st_a, ln_a),
-            "weights": (vb[rb], var_b, st_b, ln_b),
-            "out": (v, np.full(v.size, pvar), p_off, block_sizes),
-        },
-        work={
-            "out_elems": r1 - r0,
-            "in_groups": -(-(k1 - k0) // icpg),
-            "out_groups": -(-(c1 - c0) // ocpg),
-            "out_chans_per_group": ocpg,
-        },
-    )
+    fields_ = {
+        "in": (va[ra], var_a, st_a, ln_a),
+        "weights": (vb[rb], var_b, st_b, ln_b),
+        "out": (v, np.full(v.size, pvar), p_off, block_sizes),
+    }
+    if plan.method == "AMP":
+        # the AMP vertex's out field is a Vector<AccumType, COMPACT_PTR, 16, true>: interleaved memory
+        # (lib/poplin/codelets/ConvPartial1x1Out.cpp, ConvPartialnx1.cpp)
+        state.vars[pvar].interleaved = True
+        add_vertices(
+            graph,
+            cs,
+            lib.conv_partial_1x1(plan.in_type, vertex_type),
+            tiles,
+            fields_,
+            work={
+                "out_elems": r1 - r0,
+                "in_groups": -(-(k1 - k0) // icpg),
+                "out_groups": -(-(c1 - c0) // ocpg),
+                "out_chans_per_group": ocpg,
+            },
+        )
+    elif plan.method == "HMAC":
+        # out is a Vector<Output<Vector<AccumType, COMPACT_PTR, 8>>>: any memory
+        # (lib/poplin/codelets/ConvPartialHorizontalMac.cpp); one input group of the tile's channels
+        add_vertices(
+            graph,
+            cs,
+            f"poplin::ConvPartialHorizontalMac<{plan.in_type},{vertex_type},true>",
+            tiles,
+            fields_,
+            work={
+                "out_elems": r1 - r0,
+                "in_chans": k1 - k0,
+                "out_chans": np.full(v.size, ocpg),
+                "kernel": np.ones(v.size, dtype=np.int64),
+                "in_groups": np.ones(v.size, dtype=np.int64),
+                "out_groups": -(-(c1 - c0) // ocpg),
+            },
+        )
+    else:
+        # OUTER_PRODUCT: a worker vertex per context, each taking a share of the tile's rows and all its
+        # output channels (ConvModel.cpp, addPartialCalcCycleEstimate for OUTER_PRODUCT)
+        rows = r1 - r0
+        share = -(-rows // WORKERS)
+        parts = -(-rows // share)
+        vw = np.repeat(v, parts)
+        j = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts, parts)
+        w0 = np.repeat(r0, parts) + j * np.repeat(share, parts)
+        w1 = np.minimum(np.repeat(r1, parts), w0 + np.repeat(share, parts))
+        width = c1 - c0
+        wv = np.arange(vw.size)
+        ra2, var_a2, st_a2, ln_a2 = regions_at(A, w0 * k, w1 - w0)
+        rb2, var_b2, st_b2, ln_b2 = regions_at(B, np.repeat(c0, parts), np.repeat(width, parts))
+        add_vertices(
+            graph,
+            cs,
+            f"poplin::OuterProduct<{plan.in_type}>",
+            tiles[vw],
+            {
+                "in": (wv[ra2], var_a2, st_a2, ln_a2),
+                "weights": (wv[rb2], var_b2, st_b2, ln_b2),
+                "out": (
+                    wv,
+                    np.full(wv.size, pvar),
+                    p_off[vw] + (w0 - np.repeat(r0, parts)) * np.repeat(width, parts),
+                    (w1 - w0) * np.repeat(width, parts),
+                ),
+            },
+            work={"width": w1 - w0, "chans": np.repeat(width, parts), "chans_per_group": np.full(vw.size, ocpg)},
+        )
     blocks = list(zip(r0.tolist(), r1.tolist(), c0.tolist(), c1.tolist(), k0.tolist(), k1.tolist(), p_off.tolist()))
 
     def convolve(data):
@@ -744,7 +890,9 @@ def convolution(
     options = options or {}
     partials_type = as_type(options.get("partialsType", "float"))
     positions = b * oh
-    plan = plan_matmul(graph, positions * ow, c, o, params.dtype, partials_type, params.dtype, conv_kernel=kh * kw)
+    plan = plan_matmul(
+        graph, positions * ow, c, o, params.dtype, partials_type, params.dtype, conv_kernel=kh * kw, methods=("AMP",)
+    )
     # keep whole output rows in a block: split positions (b, oh rows) instead of single pixels
     pm = max(1, min(positions, plan.pm))
     pn, pk = plan.pn, max(1, min(c, plan.pk))

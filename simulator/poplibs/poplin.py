@@ -6,7 +6,8 @@ pm x pn x pk tiles. Each tile runs one ``poplin::ConvPartial1x1Out`` vertex on i
 and B, writing float partials; when k is split (pk > 1), or the output type differs from the
 partials type, ``poplin::ReduceAdd`` vertices sum the partials into C. The planner evaluates
 every grid with the same cycle model the vertices use (compute, exchange, reduction) and
-keeps the cheapest one that fits in tile memory.
+keeps the cheapest one that fits in tile memory. A plan constraint may ask for poplin's other
+methods, ``ConvPartialHorizontalMac`` (HMAC) and ``OuterProduct`` vertices (plan_methods).
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ def _best_grid(
     from ..target import architecture
 
     arch = architecture(arch_name)
-    icpg, units = _groups(arch, in_type, partials_type)
+    icpg = amp.weights_per_conv_unit(in_type.name)
     pm_c = _minimal_splits(max(1, m), tiles)
     cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
 

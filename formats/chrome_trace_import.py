@@ -42,7 +42,7 @@ from .atomic import AtomicOutput, output_error
 from .background import InOrder
 from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
-from .errors import InvalidInputError
+from .errors import InvalidInputError, PvaError
 from .gcpause import gc_paused
 from .jsonplain import plain
 from .legacy.jsonstream import open_binary
@@ -1087,21 +1087,30 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
     if cut is None:
         return None
     end, start, before, after = cut
-    files = (AtomicOutput(output), AtomicOutput(output))  # the second half's staged rows
-    second = halves.SecondHalf(name, output, start, before, (files[0].path, files[1].path), STAGE_MEMORY // 2)
-    importer = _Importer(name, output, STAGE_MEMORY // 2)
+    files: list[AtomicOutput] = []  # the second half's staged rows
+    second: halves.SecondHalf | None = None
+    importer: _Importer | None = None
     try:
+        try:
+            files.extend(AtomicOutput(output) for _ in range(2))
+            paths = (files[0].path, files[1].path)
+            second = halves.SecondHalf(name, output, start, before, paths, STAGE_MEMORY // 2)
+        except (PvaError, OSError):  # no output there, or no process to be had: one reading says which error
+            return None
+        importer = _Importer(name, output, STAGE_MEMORY // 2)
         if progress is not None:
             progress.start("reading", size)
-        read = _read_halves(importer, second, name, end, after, (files[0].path, files[1].path), progress)
+        read = _read_halves(importer, second, name, end, after, paths, progress)
         if read is None:
             return None
         if progress is not None:
             progress.finish()
         return _finish(importer, output, *read)
     finally:
-        second.stop()
-        importer.close()
+        if second is not None:
+            second.stop()
+        if importer is not None:
+            importer.close()
         for file in files:
             file.abort()
 

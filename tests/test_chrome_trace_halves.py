@@ -15,6 +15,7 @@ import pytest
 
 import formats.chrome_trace_halves as halves
 import formats.chrome_trace_import as chrome_import
+import pva
 from formats.background import InOrder
 from formats.errors import InvalidInputError
 from formats.trace_writer import TraceWriter
@@ -139,3 +140,275 @@ def test_halves_give_the_one_go_trace_in_either_form(tmp_path, monkeypatch, form
         ]
     else:
         assert "chrome_trace_fields" not in metadata
+
+
+def _events(path) -> dict:
+    """{(tid, label): (timestamp, duration or None when open, args, parent label)} of every event."""
+    found = {}
+    with pva.openTrace(path) as trace:
+        for process in trace.processes:
+            for thread in process.threads:
+                pending = [(event, None) for event in thread.events]
+                while pending:
+                    event, parent = pending.pop()
+                    duration = event.duration if event.isComplete else None
+                    found[(thread.tid, event.label)] = (event.timestamp, duration, event.args, parent)
+                    pending.extend((child, event.label) for child in event.children())
+    return found
+
+
+def _document(first: list, second: list, form: str = "array", tail: str = "") -> tuple[str, int]:
+    """The JSON text of `first` then `second` events, and where the last event of `first` ends."""
+    head = "[" if form == "array" else '{"traceEvents": ['
+    text = head + ", ".join(json.dumps(event) for event in first)
+    boundary = len(text.encode()) - 1
+    text += ", " + ", ".join(json.dumps(event) for event in second)
+    text += "]" if form == "array" else "]" + tail + "}"
+    return text, boundary
+
+
+def _assert_cut_at(tmp_path, monkeypatch, text: str, boundary: int) -> None:
+    """find_cut cuts `text` right after byte `boundary` (the '}' of the first half's last event)."""
+    source = tmp_path / "cut.json"
+    source.write_text(text)
+    size = len(text.encode())
+    with monkeypatch.context() as patch:
+        patch.setattr(halves, "_START_BYTES", 2 * boundary - size)
+        cut = halves.find_cut(str(source), size)
+    source.unlink()
+    assert cut is not None and cut[0] == boundary + 1, (cut, boundary)
+
+
+def test_begin_end_pairs_across_the_cut_are_matched_as_in_one_go(tmp_path, monkeypatch):
+    first = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+        {"ph": "B", "name": "outer", "ts": 10, "pid": 1, "tid": 1, "args": {"b": 1}},
+        {"ph": "X", "name": "work", "ts": 12, "dur": 3, "pid": 1, "tid": 1},
+        {"ph": "B", "name": "inner", "ts": 20, "pid": 1, "tid": 1, "cat": "io"},
+        {"ph": "B", "name": "other", "ts": 15, "pid": 1, "tid": 2},
+        {"ph": "B", "name": "fast", "ts": 16, "pid": 2, "tid": 7},
+        {"ph": "B", "name": "never ends", "ts": 17, "pid": 2, "tid": 8},
+    ]
+    first += [{"ph": "X", "name": f"pad{k}", "ts": 1000 + k, "dur": 1, "pid": 3, "tid": 1} for k in range(50)]
+    second = [{"ph": "X", "name": f"pad{k}", "ts": 2000 + k, "dur": 1, "pid": 3, "tid": 1} for k in range(50)]
+    second += [
+        {"ph": "E", "ts": 30, "pid": 1, "tid": 1, "args": {"e": 2}, "tts": 5},  # ends inner; args and a key
+        {"ph": "E", "ts": 40, "pid": 1, "tid": 2},  # ends other
+        {"ph": "E", "ts": 50, "pid": 1, "tid": 1, "args": {"b": 9}},  # ends outer: its args win
+        {"ph": "E", "ts": 60, "pid": 1, "tid": 1},  # no begin anywhere
+        {"ph": "E", "ts": 61, "pid": 4, "tid": 4},  # no begin anywhere, a thread of no event
+        {"ph": "E", "ts": 26, "pid": 2, "tid": 7},  # plain E of the fast path in one go
+        {"ph": "B", "name": "late", "ts": 70, "pid": 1, "tid": 2},
+        {"ph": "E", "ts": 80, "pid": 1, "tid": 2, "args": {"in": "second"}},
+    ]
+    text, boundary = _document(first, second)
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, boundary, merged=True)
+    assert spy.merged == [True] and spy.dangling == [6]  # 4 that end a B of the first half, 2 of none
+    assert whole.events == 107 and whole.threads == 5
+    assert whole.warnings == ["2 end (E) event(s) without a begin event were skipped"]
+    found = {key: value for key, value in _events(tmp_path / "halves.pvti").items() if not key[1].startswith("pad")}
+    assert found == {
+        (1, "outer"): (10, 40, {"b": 9}, None),
+        (1, "work"): (12, 3, {}, "outer"),
+        (1, "inner"): (20, 10, {"e": 2, "_chrome": {"tts": 5}}, "outer"),
+        (2, "other"): (15, 25, {}, None),
+        (2, "late"): (70, 10, {"in": "second"}, None),
+        (7, "fast"): (16, 10, {}, None),
+        (8, "never ends"): (17, None, {}, None),
+    }
+
+
+def test_channels_counters_threads_and_names_first_seen_in_the_second_half(tmp_path, monkeypatch):
+    first = [
+        {"ph": "X", "name": f"a{k}", "ts": k * 10, "dur": 5, "pid": 1, "tid": 1, "cat": "old"} for k in range(40)
+    ]
+    first.append({"ph": "C", "name": "mem", "ts": 0, "pid": 1, "args": {"used": 1}})
+    first.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "first name"}})
+    second = [
+        {"ph": "X", "name": "n", "ts": 500, "dur": 5, "pid": 1, "tid": 1, "cat": "new"},
+        {"ph": "X", "name": "m", "ts": 510, "dur": 5, "pid": 1, "tid": 1, "cat": "old"},
+        {"ph": "X", "name": "t", "ts": 520, "dur": 5, "pid": 5, "tid": 9, "cat": "newer"},
+        {"ph": "X", "name": "u", "ts": 522, "dur": 10, "pid": 5, "tid": 9},  # overlaps t: an overlap lane
+        {"ph": "i", "name": "mark", "ts": 530, "pid": 5, "tid": 9, "s": "p"},
+        {"ph": "C", "name": "mem", "ts": 600, "pid": 1, "args": {"used": 2, "free": 7.5}},
+        {"ph": "C", "name": "disk", "ts": 610, "pid": 5, "args": {"io": 3}},
+        {"ph": "M", "name": "process_name", "pid": 5, "args": {"name": "worker"}},
+        {"ph": "M", "name": "process_sort_index", "pid": 5, "args": {"sort_index": -1}},
+        {"ph": "M", "name": "thread_name", "pid": 5, "tid": 9, "args": {"name": "w9"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 5, "tid": 9, "args": {"sort_index": 3}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "renamed"}},
+        {"ph": "M", "name": "process_labels", "pid": 5, "args": {"labels": "x"}},
+        {"ph": "s", "name": "flow", "ts": 1, "pid": 5, "tid": 9, "id": 1},
+    ]
+    text, boundary = _document(first, second, "object", ', "traceName": "x"')
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, boundary, merged=True)
+    assert spy.merged == [True]
+    assert (whole.events, whole.threads, whole.counter_samples) == (45, 3, 4)
+    assert whole.skipped == {"M:process_labels": 1, "s": 1}
+    assert whole.warnings == ["skipped events of phases this format does not keep (M:process_labels: 1, s: 1)"]
+    assert [name for _, name in sorted(contents["channels"])] == ["old", "new", "newer", ""]
+    with pva.openTrace(tmp_path / "halves.pvti") as trace:
+        assert {(p.pid, p.name) for p in trace.processes} == {(1, ""), (5, "worker")}
+        names = {(p.pid, t.name) for p in trace.processes for t in p.threads}
+        assert names == {(1, "renamed"), (5, "w9"), (5, "w9 (overlap 1)")}
+    reader = __import__("formats.trace_reader", fromlist=["TraceReader"]).TraceReader(tmp_path / "halves.pvti")
+    try:
+        assert reader.counter_samples(1) == {("mem", "used"): ([0, 600], [1.0, 2.0]), ("mem", "free"): ([600], [7.5])}
+        assert reader.counter_samples(5) == {("disk", "io"): ([610], [3.0])}
+    finally:
+        reader.close()
+
+
+# -- where the halves fall back to one reading -----------------------------------------------------------------------
+
+
+def test_string_ids_in_the_second_half_fall_back(tmp_path, monkeypatch):
+    first = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": "p", "tid": 1} for k in range(30)]
+    second = [{"ph": "X", "name": f"b{k}", "ts": 100 + k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    second.append({"ph": "X", "name": "s", "ts": 500, "dur": 1, "pid": 1, "tid": "main"})
+    second.append({"ph": "X", "name": "again", "ts": 600, "dur": 1, "pid": "p", "tid": 1})
+    text, boundary = _document(first, second)
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, boundary, merged=False)
+    assert spy.merged == [False]
+    assert (whole.events, whole.threads) == (62, 3)
+    with pva.openTrace(tmp_path / "halves.pvti") as trace:
+        names = {(p.name, t.name): len(t.events) for p in trace.processes for t in p.threads}
+    assert names == {("p", ""): 31, ("", ""): 30, ("", "main"): 1}
+
+
+def test_an_end_before_its_begin_across_the_cut_falls_back_to_the_one_go_error(tmp_path, monkeypatch):
+    first = [{"ph": "B", "name": "b", "ts": 100, "pid": 1, "tid": 1}]
+    first += [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 2} for k in range(30)]
+    second = [{"ph": "X", "name": f"b{k}", "ts": 100 + k, "dur": 1, "pid": 1, "tid": 2} for k in range(30)]
+    second.append({"ph": "E", "ts": 50, "pid": 1, "tid": 1})
+    text, boundary = _document(first, second)
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    source = tmp_path / "t.json"
+    source.write_text(text)
+    with monkeypatch.context() as patch:
+        spy = _in_halves(patch, len(text), boundary)
+        with pytest.raises(InvalidInputError) as split:
+            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert spy.merged == [False] and spy.halves == [False]
+    with monkeypatch.context() as patch:
+        _one_go(patch)
+        with pytest.raises(InvalidInputError) as whole:
+            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert str(split.value) == str(whole.value)
+    assert str(whole.value) == f"{str(source)!r}: $[61].ts: the end (50.0 µs) comes before its begin event (100 µs)"
+    assert os.listdir(tmp_path) == ["t.json"]
+
+
+@pytest.mark.parametrize("half", ["first", "second"])
+@pytest.mark.parametrize("form", ["array", "object"])
+def test_an_invalid_event_in_either_half_gives_the_one_go_error(tmp_path, monkeypatch, half, form):
+    first = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    second = [{"ph": "X", "name": f"b{k}", "ts": 100 + k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    (first if half == "first" else second)[7]["ts"] = "x"
+    text, boundary = _document(first, second, form)
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    source = tmp_path / "t.json"
+    source.write_text(text)
+    with monkeypatch.context() as patch:
+        spy = _in_halves(patch, len(text), boundary)
+        with pytest.raises(InvalidInputError) as split:
+            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert spy.halves == [False] and spy.merged == ([] if half == "first" else [])
+    with monkeypatch.context() as patch:
+        _one_go(patch)
+        with pytest.raises(InvalidInputError) as whole:
+            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert str(split.value) == str(whole.value)
+    index = 7 if half == "first" else 37
+    where = f"$[{index}]" if form == "array" else f"$.traceEvents[{index}]"
+    assert str(whole.value) == (
+        f"{str(source)!r}: {where}.ts: expected the timestamp in microseconds (a number), found the string \"x\""
+    )
+    assert os.listdir(tmp_path) == ["t.json"]
+
+
+@pytest.mark.parametrize("form", ["array", "object"])
+def test_a_cut_inside_an_events_nested_array_falls_back(tmp_path, monkeypatch, form):
+    first = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    second = [{"ph": "X", "name": f"b{k}", "ts": 100 + k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    nested = {"ph": "X", "name": "n", "ts": 50, "dur": 2, "pid": 1, "tid": 1, "args": {"list": [{"a": 1}, {"b": 2}]}}
+    text, boundary = _document(first, [nested, *second], form)
+    inside = text.index('{"a": 1}') + len('{"a": 1}') - 1  # the '}' before ', {"b"'
+    _assert_cut_at(tmp_path, monkeypatch, text, inside)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, inside, merged=False)
+    assert whole.events == 61
+    assert _events(tmp_path / "halves.pvti")[(1, "n")] == (50, 2, {"list": [{"a": 1}, {"b": 2}]}, None)
+
+
+def test_a_cut_inside_an_event_keyed_array_of_objects_falls_back(tmp_path, monkeypatch):
+    # the event's own key holds the array: the first half's text plus ']}' closes the event
+    first = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    second = [{"ph": "X", "name": f"b{k}", "ts": 100 + k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    nested = {"ph": "X", "name": "n", "ts": 50, "dur": 2, "pid": 1, "tid": 1, "stack": [{"a": 1}, {"ph": "X"}]}
+    text, boundary = _document(first, [nested, *second], "object")
+    inside = text.index('{"a": 1}') + len('{"a": 1}') - 1
+    _assert_cut_at(tmp_path, monkeypatch, text, inside)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, inside, merged=False)
+    assert whole.events == 61
+    assert _events(tmp_path / "halves.pvti")[(1, "n")][2] == {"_chrome": {"stack": [{"a": 1}, {"ph": "X"}]}}
+
+
+def test_a_cut_in_the_keys_after_the_events_falls_back(tmp_path, monkeypatch):
+    events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(10)]
+    other = [{"ph": "X", "name": f"o{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(30)]
+    text = json.dumps({"traceEvents": events, "otherEvents": other})
+    inside = text.index('"o15"')
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, inside, merged=False)
+    assert whole.events == 10
+    assert json.loads(dict(contents["metadata"])["chrome_trace_fields"]) == {"otherEvents": other}
+
+
+def test_an_unclosed_array_falls_back(tmp_path, monkeypatch):
+    events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(60)]
+    text = json.dumps(events)[:-1]
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, merged=False)
+    assert whole.truncated and whole.events == 60
+
+
+def test_a_file_that_cannot_be_cut_is_read_in_one_go(tmp_path, monkeypatch):
+    text = json.dumps([{"ph": "X", "name": "only", "ts": 1, "dur": 1, "pid": 1, "tid": 1}])
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, merged=False)
+    assert spy.merged == [] and whole.events == 1
+
+
+def test_a_child_that_cannot_start_falls_back(tmp_path, monkeypatch):
+    events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(60)]
+
+    def refuse(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(halves.subprocess, "Popen", refuse)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, json.dumps(events), merged=False)
+    assert whole.events == 60
+
+
+@pytest.mark.parametrize("bad_input", [False, True])
+def test_an_output_that_cannot_be_written_gives_the_one_go_error(tmp_path, monkeypatch, bad_input):
+    # one reading reads the input first: a bad event is reported before the missing directory
+    events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(60)]
+    if bad_input:
+        events[50]["dur"] = -1
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(events))
+    output = tmp_path / "missing" / "t.pvti"
+    errors = []
+    for force in (_in_halves, _one_go):
+        with monkeypatch.context() as patch:
+            force(patch)
+            with pytest.raises(pva.PvaError) as caught:
+                chrome_import.import_chrome_trace(source, output)
+            errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
+    if bad_input:
+        assert errors[1][1] == f"{str(source)!r}: $[50].dur: expected a duration >= 0, found the number -1.0"
+    else:
+        assert "does not exist" in errors[1][1]
+    assert os.listdir(tmp_path) == ["t.json"]

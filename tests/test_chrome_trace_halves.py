@@ -504,3 +504,213 @@ def test_ends_many_blocks_after_their_begin_in_either_half(tmp_path, monkeypatch
     assert found[(1, "inner")] == (50, 24_950, {"from": "second", "to": "inner"}, "outer")
     assert found[(2, "near")] == (1, 39, {"near": 1}, None)
     assert whole.events == 20_033
+
+
+# -- formats.background.InOrder ----------------------------------------------------------------------------------------
+
+
+def _within(seconds: float, action) -> None:
+    """Run `action` on a thread; fail (rather than hang) when it takes longer than `seconds`."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as exc:  # checked by the caller
+            failure.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(seconds)
+    assert not runner.is_alive(), f"still running after {seconds} s"
+    if failure:
+        raise failure[0]
+
+
+def test_in_order_runs_the_jobs_in_order_on_one_thread():
+    done: list[tuple[int, str]] = []
+
+    def job(k: int) -> None:
+        if k % 7 == 0:
+            time.sleep(0.001)  # a slow job does not let a later one pass it
+        done.append((k, threading.current_thread().name))
+
+    def run() -> None:
+        with InOrder(ahead=3) as jobs:
+            for k in range(100):
+                jobs.submit(lambda k=k: job(k))
+            jobs.wait()
+            assert [k for k, _ in done] == list(range(100))
+            jobs.submit(lambda: job(100))
+
+    _within(30, run)
+    assert [k for k, _ in done] == list(range(101))  # leaving the block waits for the last job
+    assert {name for _, name in done} == {"pva-in-order"}
+
+
+def test_in_order_raises_a_jobs_error_on_the_next_submit_and_skips_later_jobs():
+    done: list[int] = []
+
+    def fail() -> None:
+        raise ValueError("job 1 failed")
+
+    def run() -> None:
+        jobs = InOrder()
+        try:
+            jobs.submit(lambda: done.append(0))
+            jobs.submit(fail)
+            deadline = time.monotonic() + 10
+            with pytest.raises(ValueError, match="job 1 failed"):
+                while time.monotonic() < deadline:  # until the worker has run the failing job
+                    jobs.submit(lambda: done.append(2))
+                    time.sleep(0.001)
+            with pytest.raises(ValueError, match="job 1 failed"):  # and again: the first error stays
+                jobs.wait()
+            with pytest.raises(ValueError, match="job 1 failed"):
+                jobs.submit(lambda: done.append(3))
+        finally:
+            jobs.close()
+
+    _within(30, run)
+    assert done == [0]
+
+
+def test_in_order_raises_a_jobs_error_on_wait_without_hanging():
+    done: list[int] = []
+
+    def fail() -> None:
+        raise KeyError("bad")
+
+    def run() -> None:
+        with pytest.raises(KeyError):  # leaving the block raises it again
+            with InOrder(ahead=1) as jobs:
+                jobs.submit(fail)
+                for _ in range(3):  # each wait returns: the worker still answers waits after an error
+                    with pytest.raises(KeyError):
+                        jobs.wait()
+                    jobs_after = [lambda: done.append(1)] * 5
+                    for job in jobs_after:  # more than `ahead`: none blocks, none runs
+                        with pytest.raises(KeyError):
+                            jobs.submit(job)
+
+    _within(30, run)
+    assert done == []
+
+
+def test_in_order_raises_a_jobs_error_when_leaving_the_block():
+    done: list[int] = []
+    started = threading.Event()
+    release = threading.Event()
+
+    def fail() -> None:
+        started.set()
+        release.wait(10)
+        raise RuntimeError("insert failed")
+
+    def run() -> None:
+        with pytest.raises(RuntimeError, match="insert failed"):
+            with InOrder(ahead=2) as jobs:
+                jobs.submit(fail)
+                started.wait(10)
+                jobs.submit(lambda: done.append(1))  # queued before the error: skipped
+                release.set()
+
+    _within(30, run)
+    assert done == []
+
+
+def test_in_order_lets_the_blocks_own_error_through():
+    def fail() -> None:
+        raise RuntimeError("a job's error")
+
+    def run() -> None:
+        with pytest.raises(LookupError, match="the caller's"):
+            with InOrder() as jobs:
+                jobs.submit(fail)
+                jobs.submit(lambda: None)  # may raise the job's error already: checked below
+                raise LookupError("the caller's")
+
+    try:
+        _within(30, run)
+    except RuntimeError as exc:  # the job's error reached the second submit first
+        assert str(exc) == "a job's error"
+
+
+# -- SqliteFileWriter.insert_flat ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def writer(tmp_path):
+    trace = TraceWriter(tmp_path / "t.pvti", producer="test")
+    yield trace
+    trace.abort()
+
+
+def _statements(writer) -> list[str]:
+    """The SQL of each statement the writer runs from now on (its values filled in)."""
+    seen: list[str] = []
+    writer._conn.set_trace_callback(seen.append)
+    return seen
+
+
+@pytest.mark.parametrize("count", [0, 1, 127, 128, 129, 300])
+def test_insert_flat_inserts_every_row_whatever_their_number(writer, count):
+    values = [value for k in range(count) for value in (k, json.dumps({"k": k}))]
+    seen = _statements(writer)
+    writer.insert_flat("event_args", ("event", "args"), values)
+    rows = writer.execute("SELECT event, args FROM event_args ORDER BY event").fetchall()
+    assert rows == [(k, json.dumps({"k": k})) for k in range(count)]
+    inserts = [sql.count("), (") + 1 for sql in seen if sql.startswith("INSERT")]
+    assert inserts == [128] * (count // 128) + ([count % 128] if count % 128 else [])
+
+
+def test_insert_flat_keeps_within_a_low_parameter_limit(writer):
+    writer._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20)
+    seen = _statements(writer)
+    writer.insert_flat("event_args", ("event", "args"), [value for k in range(25) for value in (k, "{}")])
+    assert [sql.count("), (") + 1 for sql in seen if sql.startswith("INSERT")] == [10, 10, 5]
+    assert writer.execute("SELECT count(*), sum(event) FROM event_args").fetchone() == (25, 300)
+
+
+def test_insert_flat_rows_of_literals_and_parameters(writer):
+    writer.insert_flat("event_args", ("event", "args"), [3, 1, 2], row="(?, '{\"x\": 1}')")
+    assert writer.execute("SELECT * FROM event_args ORDER BY event").fetchall() == [
+        (1, '{"x": 1}'),
+        (2, '{"x": 1}'),
+        (3, '{"x": 1}'),
+    ]
+
+
+@pytest.mark.parametrize(
+    "values, problem",
+    [
+        ([1, "{}", 2, None], "NOT NULL constraint failed: event_args.args"),
+        ([1, "{}", 1, "{}"], "UNIQUE constraint failed: event_args.event"),
+        ([1 << 70, "{}"], "Python int too large"),
+    ],
+)
+def test_insert_flat_bad_values_name_the_table(writer, values, problem):
+    with pytest.raises(InvalidInputError, match="bad row for table 'event_args'") as caught:
+        writer.insert_flat("event_args", ("event", "args"), values * 100)
+    assert problem in str(caught.value)
+
+
+def test_insert_flat_values_that_do_not_make_whole_rows(writer):
+    with pytest.raises(ValueError, match="5 values do not make rows of 2"):
+        writer.insert_flat("event_args", ("event", "args"), [1, "{}", 2, "{}", 3])
+    with pytest.raises(ValueError, match="4 values do not make rows of 3"):
+        writer.insert_flat("event_args", ("event", "args"), [1, 2, 3, 4], row="(?, ? || ?)")
+    assert writer.execute("SELECT count(*) FROM event_args").fetchone() == (0,)
+
+
+def test_insert_flat_names_an_unknown_table_or_column(writer):
+    with pytest.raises(InvalidInputError, match="no table 'nothing'"):
+        writer.insert_flat("nothing", ("a",), [1])
+    with pytest.raises(InvalidInputError, match="table 'event_args' has no column"):
+        writer.insert_flat("event_args", ("event", "size"), [1, 2])
+
+
+def test_insert_flat_on_a_closed_writer(writer):
+    writer.close()
+    with pytest.raises(InvalidInputError, match="the writer is closed"):
+        writer.insert_flat("event_args", ("event", "args"), [1, "{}"])

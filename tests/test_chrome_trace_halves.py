@@ -506,6 +506,41 @@ def test_ends_many_blocks_after_their_begin_in_either_half(tmp_path, monkeypatch
     assert whole.events == 20_033
 
 
+def test_random_traces_staged_in_temporary_files_in_both_halves(tmp_path, monkeypatch):
+    # a small memory bound (which the child takes half of) moves staged rows to temporary files in
+    # both processes: the first half's own, then the ones the child handed over
+    spills = []
+    spill = chrome_import._Spool._spill
+
+    def counted(self):
+        spills.append(self._path is None)
+        spill(self)
+
+    monkeypatch.setattr(chrome_import._Spool, "_spill", counted)
+    monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 4000)
+    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 512)
+    rng = random.Random(99)
+    text = json.dumps({"traceEvents": _random_trace(rng, 3000)})
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, merged=True)
+    assert spy.merged == [True] and spy.dangling[0] > 0
+    assert spills.count(True) > 10  # the parent's spills (its own file) in both readings
+    assert whole.events > 2000 and whole.counter_samples > 200
+
+
+def test_a_second_half_of_only_metadata_and_ends(tmp_path, monkeypatch):
+    first = [{"ph": "B", "name": "open", "ts": 1, "pid": 1, "tid": 1}]
+    first += [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 2} for k in range(40)]
+    second = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "named late"}}] * 20
+    second.append({"ph": "E", "ts": 99, "pid": 1, "tid": 1, "args": {"closed": "late"}})
+    text, boundary = _document(first, second)
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, boundary, merged=True)
+    assert spy.dangling == [1] and (whole.events, whole.threads) == (41, 2)
+    found = _events(tmp_path / "halves.pvti")
+    assert found[(1, "open")] == (1, 98, {"closed": "late"}, None)
+    assert contents["threads"] == [(1, 1, "", None), (1, 2, "named late", None)]
+
+
 # -- formats.background.InOrder ----------------------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 import traceback
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 #: Files smaller than this are read in one go: starting a process would cost more than it saves.
 MIN_BYTES = 32 << 20
@@ -154,7 +154,7 @@ def _read_second_half(
         importer = _Importer(name, output, memory, spill_to=files)
         try:
             with gc_paused(), HalfReader(name, start, os.path.getsize(name), before) as raw:
-                blocks, others, status = read_trace_blocks_fast(raw)
+                blocks, others, status = read_trace_blocks_fast(cast(BinaryIO, raw))
                 for prefix, first, events in blocks:
                     importer.add_block(prefix, first, events)
                 return ("read", {"half": importer.hand_over(), "others": others, "status": status})

@@ -31,7 +31,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import orjson
@@ -722,10 +722,11 @@ class _Importer:
         counts[: len(self._counts)] = self._counts
         np.add.at(counts, thread_map[: len(half["counts"])], half["counts"][: len(thread_map)])
         self._counts = counts
-        for mine, theirs in zip(
-            (self.process_names, self.process_order, self.thread_names, self.thread_order), half["names"]
-        ):
-            mine.update(theirs)
+        process_names, process_order, thread_names, thread_order = half["names"]
+        self.process_names.update(process_names)
+        self.process_order.update(process_order)
+        self.thread_names.update(thread_names)
+        self.thread_order.update(thread_order)
         stats = half["stats"]
         self.stats.events += stats.events
         self.stats.counter_samples += stats.counter_samples
@@ -1129,7 +1130,7 @@ def _read_halves(
     try:
         with halves.HalfReader(name, 0, end, after=after) as raw:
             blocks, others, status = read_trace_blocks_fast(
-                raw, progress=progress.advance if progress is not None else None
+                cast(BinaryIO, raw), progress=progress.advance if progress is not None else None
             )
             for prefix, first, events in blocks:
                 importer.add_block(prefix, first, events)

@@ -220,9 +220,7 @@ def test_begin_end_pairs_across_the_cut_are_matched_as_in_one_go(tmp_path, monke
 
 
 def test_channels_counters_threads_and_names_first_seen_in_the_second_half(tmp_path, monkeypatch):
-    first = [
-        {"ph": "X", "name": f"a{k}", "ts": k * 10, "dur": 5, "pid": 1, "tid": 1, "cat": "old"} for k in range(40)
-    ]
+    first = [{"ph": "X", "name": f"a{k}", "ts": k * 10, "dur": 5, "pid": 1, "tid": 1, "cat": "old"} for k in range(40)]
     first.append({"ph": "C", "name": "mem", "ts": 0, "pid": 1, "args": {"used": 1}})
     first.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "first name"}})
     second = [
@@ -325,7 +323,7 @@ def test_an_invalid_event_in_either_half_gives_the_one_go_error(tmp_path, monkey
     index = 7 if half == "first" else 37
     where = f"$[{index}]" if form == "array" else f"$.traceEvents[{index}]"
     assert str(whole.value) == (
-        f"{str(source)!r}: {where}.ts: expected the timestamp in microseconds (a number), found the string \"x\""
+        f'{str(source)!r}: {where}.ts: expected the timestamp in microseconds (a number), found the string "x"'
     )
     assert os.listdir(tmp_path) == ["t.json"]
 
@@ -617,16 +615,14 @@ def test_in_order_raises_a_jobs_error_on_wait_without_hanging():
         raise KeyError("bad")
 
     def run() -> None:
-        with pytest.raises(KeyError):  # leaving the block raises it again
-            with InOrder(ahead=1) as jobs:
-                jobs.submit(fail)
-                for _ in range(3):  # each wait returns: the worker still answers waits after an error
+        with pytest.raises(KeyError), InOrder(ahead=1) as jobs:  # leaving the block raises it again
+            jobs.submit(fail)
+            for _ in range(3):  # each wait returns: the worker still answers waits after an error
+                with pytest.raises(KeyError):
+                    jobs.wait()
+                for _ in range(5):  # more than `ahead`: none blocks, none runs
                     with pytest.raises(KeyError):
-                        jobs.wait()
-                    jobs_after = [lambda: done.append(1)] * 5
-                    for job in jobs_after:  # more than `ahead`: none blocks, none runs
-                        with pytest.raises(KeyError):
-                            jobs.submit(job)
+                        jobs.submit(lambda: done.append(1))
 
     _within(30, run)
     assert done == []
@@ -643,12 +639,11 @@ def test_in_order_raises_a_jobs_error_when_leaving_the_block():
         raise RuntimeError("insert failed")
 
     def run() -> None:
-        with pytest.raises(RuntimeError, match="insert failed"):
-            with InOrder(ahead=2) as jobs:
-                jobs.submit(fail)
-                started.wait(10)
-                jobs.submit(lambda: done.append(1))  # queued before the error: skipped
-                release.set()
+        with pytest.raises(RuntimeError, match="insert failed"), InOrder(ahead=2) as jobs:
+            jobs.submit(fail)
+            started.wait(10)
+            jobs.submit(lambda: done.append(1))  # queued before the error: skipped
+            release.set()
 
     _within(30, run)
     assert done == []
@@ -659,11 +654,10 @@ def test_in_order_lets_the_blocks_own_error_through():
         raise RuntimeError("a job's error")
 
     def run() -> None:
-        with pytest.raises(LookupError, match="the caller's"):
-            with InOrder() as jobs:
-                jobs.submit(fail)
-                jobs.submit(lambda: None)  # may raise the job's error already: checked below
-                raise LookupError("the caller's")
+        with pytest.raises(LookupError, match="the caller's"), InOrder() as jobs:
+            jobs.submit(fail)
+            jobs.submit(lambda: None)  # may raise the job's error already: checked below
+            raise LookupError("the caller's")
 
     try:
         _within(30, run)

@@ -101,6 +101,54 @@ def _assert_same(tmp_path, monkeypatch, text: str, cut_near: int | None = None, 
     return whole, whole_contents, spy
 
 
+# -- find_cut and HalfReader ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, halves_text",
+    [
+        ('[{"a": 1}, {"b": 2}, {"c": 3}]', ('[{"a": 1}, {"b": 2}]', '[{"c": 3}]')),
+        ('  \n[{"a": 1},\n\t{"b": 2} , {"c": 3}]\n', ('  \n[{"a": 1},\n\t{"b": 2}]', '[{"c": 3}]\n')),
+        ('{"x": 0, "traceEvents": [{"a": 1}, {"b": 2}, {"c": 3}]}', (None, None)),
+    ],
+)
+def test_find_cut_and_the_halves_it_makes(tmp_path, monkeypatch, text, halves_text):
+    source = tmp_path / "t.json"
+    source.write_text(text)
+    size = len(text)
+    monkeypatch.setattr(halves, "_START_BYTES", 2 * text.index('{"b"') - size)  # cut after {"b": 2}
+    end, start, before, after = halves.find_cut(str(source), size)
+    assert text[end - 1] == "}" and text[start] == "{" and text[end:start].strip() == ","
+    with halves.HalfReader(str(source), 0, end, after=after) as first:
+        first_text = b"".join(iter(lambda: first.read(3), b"")).decode()
+    with halves.HalfReader(str(source), start, size, before) as second:
+        second_text = b"".join(iter(lambda: second.read(3), b"")).decode()
+    if halves_text[0] is None:  # the object form: the second half is put in an object of its own
+        assert (before, after) == (b'{"traceEvents":[', b"]}")
+        assert json.loads(first_text) == {"x": 0, "traceEvents": [{"a": 1}, {"b": 2}]}
+        assert json.loads(second_text) == {"traceEvents": [{"c": 3}]}
+    else:
+        assert (first_text, second_text) == halves_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"a": 1}, {"b": 2}]',  # the only boundary is before the middle
+        '[{"a": [{"x": 1}]}]',
+        '\ufeff[{"a": 1}, {"b": 2}, {"c": 3}, {"d": 4}]',  # neither an array nor an object
+        '"[{\\"a\\": 1}, {\\"b\\": 2}, {\\"c\\": 3}]"',
+        " " * 80 + '[{"a": 1}, {"b": 2}, {"c": 3}, {"d": 4}]',
+    ],
+)
+def test_find_cut_finds_no_cut(tmp_path, monkeypatch, text):
+    source = tmp_path / "t.json"
+    source.write_text(text)
+    size = len(text.encode())
+    monkeypatch.setattr(halves, "_START_BYTES", 0)  # looked for after the middle
+    assert halves.find_cut(str(source), size) is None
+
+
 # -- the halves give what one reading gives ------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ class InOrder:
     def __init__(self, ahead: int = 1) -> None:
         self._jobs: queue.Queue[Callable[[], object] | threading.Event | None] = queue.Queue(maxsize=ahead)
         self._error: BaseException | None = None
+        self._closed = False
         self._worker = threading.Thread(target=self._run, name="pva-in-order", daemon=True)
         self._worker.start()
 
@@ -37,13 +38,16 @@ class InOrder:
     def submit(self, job: Callable[[], object]) -> None:
         """Run `job` after the ones submitted before it."""
         self._raise()
+        if self._closed:
+            raise RuntimeError("a job submitted after close")
         self._jobs.put(job)
 
     def wait(self) -> None:
         """Wait for every job submitted so far; raise the first error of one."""
-        done = threading.Event()
-        self._jobs.put(done)
-        done.wait()
+        if not self._closed:  # else every job has run
+            done = threading.Event()
+            self._jobs.put(done)
+            done.wait()
         self._raise()
 
     def _raise(self) -> None:
@@ -51,7 +55,10 @@ class InOrder:
             raise self._error
 
     def close(self) -> None:
-        """Finish the jobs submitted and stop the worker."""
+        """Finish the jobs submitted and stop the worker (once: closing again does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
         self._jobs.put(None)
         self._worker.join()
 

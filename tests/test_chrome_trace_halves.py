@@ -795,3 +795,22 @@ def test_insert_flat_on_a_closed_writer(writer):
     writer.close()
     with pytest.raises(InvalidInputError, match="the writer is closed"):
         writer.insert_flat("event_args", ("event", "args"), [1, "{}"])
+
+
+def test_in_order_after_close_neither_hangs_nor_runs_jobs():
+    done: list[int] = []
+
+    def run() -> None:
+        jobs = InOrder(ahead=1)
+        jobs.submit(lambda: done.append(1))
+        jobs.close()
+        assert done == [1]
+        jobs.close()  # again: the worker is gone, nothing waits for it
+        jobs.wait()  # every job has run
+        with pytest.raises(RuntimeError, match="submitted after close"):
+            jobs.submit(lambda: done.append(2))
+        with jobs:
+            pass
+
+    _within(30, run)
+    assert done == [1]

@@ -591,6 +591,23 @@ def test_a_second_half_of_only_metadata_and_ends(tmp_path, monkeypatch):
     assert contents["threads"] == [(1, 1, "", None), (1, 2, "named late", None)]
 
 
+@pytest.mark.parametrize(
+    "event, counter_samples, skipped",
+    [
+        ({"ph": "C", "name": "c", "ts": 5, "pid": 3, "args": {"v": 1}}, 10, {}),
+        ({"ph": "M", "name": "process_name", "pid": 9, "args": {"name": "z"}}, 0, {}),
+        ({"ph": "s", "ts": 1, "pid": 1, "tid": 1, "id": 4}, 0, {"s": 10}),
+    ],
+)
+def test_a_second_half_without_threads(tmp_path, monkeypatch, event, counter_samples, skipped):
+    first = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 2} for k in range(40)]
+    text, boundary = _document(first, [event] * 10)
+    _assert_cut_at(tmp_path, monkeypatch, text, boundary)
+    whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, boundary, merged=True)
+    assert spy.merged == [True]
+    assert (whole.events, whole.threads, whole.counter_samples, whole.skipped) == (40, 1, counter_samples, skipped)
+
+
 # -- formats.background.InOrder ----------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ import sqlite3
 import threading
 import time
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 import formats.chrome_trace_halves as halves
@@ -18,7 +20,7 @@ import formats.chrome_trace_import as chrome_import
 import pva
 from formats.background import InOrder
 from formats.errors import InvalidInputError
-from formats.trace_writer import TraceWriter
+from formats.trace_writer import NULL, TraceWriter
 
 # -- helpers -----------------------------------------------------------------------------------------------------------
 
@@ -831,3 +833,62 @@ def test_in_order_after_close_neither_hangs_nor_runs_jobs():
 
     _within(30, run)
     assert done == [1]
+
+
+@pytest.mark.parametrize("count, limit", [(70_000, None), (301, 20)])
+def test_insert_thread_columns_through_insert_flat(tmp_path, count, limit):
+    # 70,000 events: two slices of 65,536 rows, each not a multiple of 128 rows; 301 events under a
+    # limit of 20 parameters: two rows of seven parameters a statement
+    path = tmp_path / "t.pvti"
+    with TraceWriter(path, producer="test") as writer:
+        if limit is not None:
+            writer._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+        channel = writer.channel("c")
+        first = writer.reserve_event_ids(count)
+        ids = np.arange(first, first + count, dtype=np.int64)
+        parents = np.full(count, NULL, dtype=np.int64)
+        parents[1::2] = ids[0::2][: count // 2]  # each odd event inside the one before it
+        starts = np.arange(count, dtype=np.int64) * 10
+        starts[1::2] = starts[0::2][: count // 2] + 1
+        durations = np.where(np.arange(count) % 2 == 0, 5, 2).astype(np.int64)
+        durations[-1] = NULL  # the last never ended, a root after the others
+        parents[-1] = NULL
+        starts[-1] = count * 10 + 5
+        writer.insert_thread_columns(
+            -3,
+            1 << 40,
+            ids,
+            parents,
+            pa.array([f"e{k}" for k in range(count)]),
+            np.full(count, channel, dtype=np.int64),
+            starts,
+            durations,
+            [(int(ids[k]), json.dumps({"k": k})) for k in range(0, count, 97)],
+        )
+    connection = sqlite3.connect(path)
+    try:
+        assert connection.execute("SELECT count(*), count(DISTINCT id), min(pid), max(tid) FROM events").fetchone() == (
+            count,
+            count,
+            -3,
+            1 << 40,
+        )
+        assert connection.execute("SELECT count(*) FROM event_args").fetchone() == (len(range(0, count, 97)),)
+        rows = connection.execute(
+            "SELECT id, parent, label, timestamp, duration, complete FROM events WHERE id IN (?, ?, ?) ORDER BY id",
+            (first + 1, first + 200, first + count - 1),
+        ).fetchall()
+    finally:
+        connection.close()
+    last = count - 1
+    assert rows == [
+        (first + 1, first, "e1", 1, 2, 1),
+        (first + 200, None, "e200", 2000, 5, 1),
+        (first + last, None, f"e{last}", count * 10 + 5, None, 0),
+    ]
+    with pva.openTrace(path) as trace:
+        events = trace.process(-3).thread(1 << 40).events
+        assert len(events) == (count + 1) // 2 + (count % 2 == 0)
+        assert (events[-1].label, events[-1].isComplete) == (f"e{last}", False)
+        assert [(e.label, e.args) for e in events[:1]] == [("e0", {"k": 0})]
+        assert [c.label for c in events[0].children()] == ["e1"]

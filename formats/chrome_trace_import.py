@@ -1100,7 +1100,7 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
             return None
         importer = _Importer(name, output, STAGE_MEMORY // 2)
         if progress is not None:
-            progress.start("reading", size)
+            progress.start("reading", end + len(after))  # the bytes this process reads; the child's in parallel
         read = _read_halves(importer, second, name, end, after, paths, progress)
         if read is None:
             return None

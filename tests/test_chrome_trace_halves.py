@@ -892,3 +892,34 @@ def test_insert_thread_columns_through_insert_flat(tmp_path, count, limit):
         assert (events[-1].label, events[-1].isComplete) == (f"e{last}", False)
         assert [(e.label, e.args) for e in events[:1]] == [("e0", {"k": 0})]
         assert [c.label for c in events[0].children()] == ["e1"]
+
+
+def test_progress_of_a_reading_in_halves_counts_the_first_half(tmp_path, monkeypatch):
+    from formats.progress import Progress
+
+    class Recorded(Progress):
+        def __init__(self) -> None:
+            super().__init__(enabled=False)
+            self.phases: list[tuple[str, int, int]] = []
+
+        def finish(self) -> None:
+            if self.label:
+                self.phases.append((self.label, self.total, self.done))
+            super().finish()
+
+    text, boundary = _document(
+        [{"ph": "X", "name": "a", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(40)],
+        [{"ph": "X", "name": "b", "ts": 100 + k, "dur": 1, "pid": 1, "tid": 1} for k in range(40)],
+    )
+    source = tmp_path / "t.json"
+    source.write_text(text)
+    spy = _in_halves(monkeypatch, len(text), boundary)
+    progress = Recorded()
+    chrome_import.import_chrome_trace(source, tmp_path / "t.pvti", progress=progress)
+    assert spy.merged == [True]
+    # the bar fills as this process reads its half ("]" closes it), the child reading the other meanwhile
+    assert progress.phases == [("reading", boundary + 2, boundary + 2)]
+    _one_go(monkeypatch)
+    progress = Recorded()
+    chrome_import.import_chrome_trace(source, tmp_path / "t.pvti", progress=progress)
+    assert progress.phases == [("reading", len(text), len(text))]

@@ -39,7 +39,8 @@ def _contents(path) -> dict:
 
 
 class _Spy:
-    """Records what `_Importer.merge` answered (and the dangling E events it was given)."""
+    """Records whether `_import_in_halves` gave the answer (`halves`), what `_Importer.merge`
+    answered (`merged`) and the number of dangling E events it was given (`dangling`)."""
 
     def __init__(self, monkeypatch) -> None:
         self.merged: list[bool] = []
@@ -53,7 +54,7 @@ class _Spy:
             return answer
 
         monkeypatch.setattr(chrome_import._Importer, "merge", spied)
-        self.halves: list[object] = []
+        self.halves: list[bool] = []
         import_in_halves = chrome_import._import_in_halves
 
         def spied_halves(*args):

@@ -3,7 +3,8 @@
 `find_cut` finds a place between two events near the middle of the file, `HalfReader` serves
 either side of it as a whole JSON document, and `SecondHalf` checks and stages the second half in
 a child process, as formats.chrome_trace_import does, handing its staged rows over in two
-temporary files that the caller owns. The caller merges the halves (`_Importer.merge`). When the
+temporary files that the caller owns, and the rest of what it read as JSON on its standard output
+(never pickle: nothing here unpickles). The caller merges the halves (`_Importer.merge`). When the
 halves cannot be sure to give what one reading gives (a cut inside an event, an error, string
 ids), the caller reads the whole file in one go instead.
 """
@@ -11,12 +12,13 @@ ids), the caller reads the whole file in one go instead.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import subprocess
 import sys
 import traceback
 from typing import Any, BinaryIO, cast
+
+import orjson
 
 #: Files smaller than this are read in one go: starting a process would cost more than it saves.
 MIN_BYTES = 32 << 20
@@ -104,7 +106,7 @@ class SecondHalf:
         )
         assert self._process.stdin is not None
         try:
-            pickle.dump((name, output, start, before, files, memory), self._process.stdin)
+            self._process.stdin.write(orjson.dumps([name, output, start, before.decode("ascii"), list(files), memory]))
             self._process.stdin.close()
         except OSError:  # the child could not start reading
             pass
@@ -114,8 +116,8 @@ class SecondHalf:
         status), or None when the halves cannot decide (the whole file is then read in one go)."""
         assert self._process.stdout is not None
         try:
-            kind, value = pickle.load(self._process.stdout)
-        except (EOFError, pickle.UnpicklingError, OSError):  # the child died
+            kind, value = orjson.loads(self._process.stdout.read())
+        except (orjson.JSONDecodeError, ValueError, TypeError, OSError):  # the child died
             return None
         finally:
             self.stop()
@@ -135,9 +137,13 @@ class SecondHalf:
 
 def child() -> None:
     """The child's program: read its task from stdin, answer on stdout."""
-    task = pickle.load(sys.stdin.buffer)
-    answer = _read_second_half(*task)
-    pickle.dump(answer, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    name, output, start, before, files, memory = orjson.loads(sys.stdin.buffer.read())
+    answer = _read_second_half(name, output, start, before.encode("ascii"), (files[0], files[1]), memory)
+    try:
+        text = orjson.dumps(answer)
+    except orjson.JSONEncodeError:  # a value JSON cannot carry: the caller reads the whole file
+        text = orjson.dumps(["undecided", None])
+    sys.stdout.buffer.write(text)
     sys.stdout.buffer.flush()
 
 

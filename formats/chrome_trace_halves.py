@@ -3,7 +3,8 @@
 `find_cut` finds a place between two events near the middle of the file, `HalfReader` serves
 either side of it as a whole JSON document, and `SecondHalf` checks and stages the second half in
 a child process, as formats.chrome_trace_import does, handing its staged rows over in two
-temporary files that the caller owns. The caller merges the halves (`_Importer.merge`). When the
+temporary files that the caller owns, and the rest of what it read as JSON on its standard output
+(never pickle: nothing here unpickles). The caller merges the halves (`_Importer.merge`). When the
 halves cannot be sure to give what one reading gives (a cut inside an event, an error, string
 ids), the caller reads the whole file in one go instead.
 """
@@ -11,12 +12,13 @@ ids), the caller reads the whole file in one go instead.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import subprocess
 import sys
 import traceback
-from typing import Any
+from typing import Any, BinaryIO, cast
+
+import orjson
 
 #: Files smaller than this are read in one go: starting a process would cost more than it saves.
 MIN_BYTES = 32 << 20
@@ -24,9 +26,10 @@ MIN_BYTES = 32 << 20
 _START_BYTES = 8 << 20
 #: Bytes searched for a cut from where it is wanted.
 _WINDOW = 1 << 20
-#: The end of an event, a comma, and the start of the next: a quote right after a brace is never
-#: inside a JSON string (quotes there are escaped).
-_CUT = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{"')
+#: What the end of an event, a comma and the start of the next look like. A match inside a string
+#: or deeper in an event is possible; the first half is then not a whole document (its text up to
+#: the cut parses as it does in the file), and the file is read in one go.
+_CUT = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{[ \t\r\n]*"')
 
 
 def processors() -> int:
@@ -55,7 +58,7 @@ def find_cut(path: str, size: int) -> tuple[int, int, bytes, bytes] | None:
         before, after = b'{"traceEvents":[', b"]}"
     else:
         return None
-    return at + match.start() + 1, at + match.end() - 2, before, after
+    return at + match.start() + 1, at + window.index(b"{", match.start()), before, after
 
 
 class HalfReader:
@@ -104,7 +107,7 @@ class SecondHalf:
         )
         assert self._process.stdin is not None
         try:
-            pickle.dump((name, output, start, before, files, memory), self._process.stdin)
+            self._process.stdin.write(orjson.dumps([name, output, start, before.decode("ascii"), list(files), memory]))
             self._process.stdin.close()
         except OSError:  # the child could not start reading
             pass
@@ -114,8 +117,8 @@ class SecondHalf:
         status), or None when the halves cannot decide (the whole file is then read in one go)."""
         assert self._process.stdout is not None
         try:
-            kind, value = pickle.load(self._process.stdout)
-        except (EOFError, pickle.UnpicklingError, OSError):  # the child died
+            kind, value = orjson.loads(self._process.stdout.read())
+        except (orjson.JSONDecodeError, ValueError, TypeError, OSError):  # the child died
             return None
         finally:
             self.stop()
@@ -135,9 +138,13 @@ class SecondHalf:
 
 def child() -> None:
     """The child's program: read its task from stdin, answer on stdout."""
-    task = pickle.load(sys.stdin.buffer)
-    answer = _read_second_half(*task)
-    pickle.dump(answer, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    name, output, start, before, files, memory = orjson.loads(sys.stdin.buffer.read())
+    answer = _read_second_half(name, output, start, before.encode("ascii"), (files[0], files[1]), memory)
+    try:
+        text = orjson.dumps(answer)
+    except orjson.JSONEncodeError:  # a value JSON cannot carry: the caller reads the whole file
+        text = orjson.dumps(["undecided", None])
+    sys.stdout.buffer.write(text)
     sys.stdout.buffer.flush()
 
 
@@ -154,7 +161,7 @@ def _read_second_half(
         importer = _Importer(name, output, memory, spill_to=files)
         try:
             with gc_paused(), HalfReader(name, start, os.path.getsize(name), before) as raw:
-                blocks, others, status = read_trace_blocks_fast(raw)
+                blocks, others, status = read_trace_blocks_fast(cast(BinaryIO, raw))
                 for prefix, first, events in blocks:
                     importer.add_block(prefix, first, events)
                 return ("read", {"half": importer.hand_over(), "others": others, "status": status})

@@ -30,7 +30,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import orjson
@@ -40,7 +40,7 @@ from . import chrome_trace_halves as halves
 from .atomic import AtomicOutput, output_error
 from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
-from .errors import InvalidInputError
+from .errors import InvalidInputError, PvaError
 from .gcpause import gc_paused
 from .jsonplain import plain
 from .legacy.jsonstream import open_binary
@@ -665,21 +665,27 @@ class _Importer:
 
     def hand_over(self) -> dict:
         """All events of a second half are read: its staged rows go to the files of `spill_to`, and
-        the rest of what it read is returned for `merge` (in the process of the first half)."""
+        the rest of what it read is returned for `merge` (in the process of the first half), as
+        values JSON carries (lists of pairs where keys are not strings)."""
         self._seal()
         return {
-            "stats": self.stats,
-            "threads": {key: thread.index for key, thread in self.threads.items()},
-            "counts": self._counts,
-            "channels": self.channels,
-            "counter_keys": self.counter_keys,
-            "names": (self.process_names, self.process_order, self.thread_names, self.thread_order),
+            "stats": dataclasses.asdict(self.stats),
+            "threads": [[pid, tid, thread.index] for (pid, tid), thread in self.threads.items()],
+            "counts": self._counts.tolist(),
+            "channels": list(self.channels),  # in order of their indices
+            "counter_keys": [[*key, index] for key, index in self.counter_keys.items()],
+            "names": [
+                list(self.process_names.items()),
+                list(self.process_order.items()),
+                [[*key, name] for key, name in self.thread_names.items()],
+                [[*key, index] for key, index in self.thread_order.items()],
+            ],
             "string_ids": bool(self.string_pids or self.string_tids),
             "late": self._late,
             "dangling": self._dangling,
             "unmatched_ends": self.unmatched_ends,
-            "events": self._events.hand_over(),
-            "counters": self._counters.hand_over(),
+            "events": list(self._events.hand_over().items()),
+            "counters": list(self._counters.hand_over().items()),
         }
 
     def merge(self, half: dict, files: tuple[str, str]) -> bool:
@@ -690,14 +696,14 @@ class _Importer:
             return False
         self._seal()
         offset = self.stats.events
-        keys = list(half["threads"])
-        thread_map = np.zeros(len(keys), dtype=np.int64)
-        for key, index in half["threads"].items():
-            thread = self.threads.get(key)
+        thread_map = np.zeros(len(half["threads"]), dtype=np.int64)
+        threads_by_index: dict[int, _Thread] = {}
+        for pid, tid, index in half["threads"]:
+            thread = self.threads.get((pid, tid))
             if thread is None:
-                thread = self.threads[key] = _Thread(len(self.threads))
+                thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
             thread_map[index] = thread.index
-        threads_by_index = {index: self.threads[key] for key, index in half["threads"].items()}
+            threads_by_index[index] = thread
         for index, end, args in half["dangling"]:
             thread = threads_by_index[index]
             if not thread.stack:
@@ -713,20 +719,23 @@ class _Importer:
             [self.channels.setdefault(name, len(self.channels)) for name in half["channels"]] or [0], dtype=np.int32
         )
         key_map = {
-            index: self.counter_keys.setdefault(key, len(self.counter_keys))
-            for key, index in half["counter_keys"].items()
+            index: self.counter_keys.setdefault((pid, label, series), len(self.counter_keys))
+            for pid, label, series, index in half["counter_keys"]
         }
         counts = np.zeros(len(self.threads), dtype=np.int64)
         counts[: len(self._counts)] = self._counts
-        np.add.at(counts, thread_map[: len(half["counts"])], half["counts"][: len(thread_map)])
+        theirs = np.array(half["counts"], dtype=np.int64)
+        np.add.at(counts, thread_map[: len(theirs)], theirs[: len(thread_map)])
         self._counts = counts
-        names: tuple[dict, ...] = (self.process_names, self.process_order, self.thread_names, self.thread_order)
-        for mine, theirs in zip(names, half["names"]):
-            mine.update(theirs)
+        process_names, process_order, thread_names, thread_order = half["names"]
+        self.process_names.update((pid, name) for pid, name in process_names)
+        self.process_order.update((pid, index) for pid, index in process_order)
+        self.thread_names.update(((pid, tid), name) for pid, tid, name in thread_names)
+        self.thread_order.update(((pid, tid), index) for pid, tid, index in thread_order)
         stats = half["stats"]
-        self.stats.events += stats.events
-        self.stats.counter_samples += stats.counter_samples
-        for phase, count in stats.skipped.items():
+        self.stats.events += stats["events"]
+        self.stats.counter_samples += stats["counter_samples"]
+        for phase, count in stats["skipped"].items():
             self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + count
         self.unmatched_ends += half["unmatched_ends"]
 
@@ -736,10 +745,8 @@ class _Importer:
             columns[4] = pa.array(channel_map[columns[4].to_numpy()])
             return pa.record_batch(columns, schema=batch.schema)
 
-        self._events.attach(files[0], {int(thread_map[g]): found for g, found in half["events"].items()}, shift)
-        self._counters.attach(
-            files[1], {key_map[g]: found for g, found in half["counters"].items()}, lambda batch: batch
-        )
+        self._events.attach(files[0], {int(thread_map[g]): found for g, found in half["events"]}, shift)
+        self._counters.attach(files[1], {key_map[g]: found for g, found in half["counters"]}, lambda batch: batch)
         return True
 
     def write(self, output: str, fields: str = "") -> None:
@@ -1080,27 +1087,30 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
     if cut is None:
         return None
     end, start, before, after = cut
-    files: list[AtomicOutput] = []  # for the second half's staged rows
+    files: list[AtomicOutput] = []  # the second half's staged rows
+    second: halves.SecondHalf | None = None
+    importer: _Importer | None = None
     try:
-        files.extend(AtomicOutput(output) for _ in range(2))
-        second = halves.SecondHalf(name, output, start, before, (files[0].path, files[1].path), STAGE_MEMORY // 2)
-    except (OSError, InvalidInputError):  # the reading in one go says what is wrong with the output
-        for file in files:
-            file.abort()
-        return None
-    importer = _Importer(name, output, STAGE_MEMORY // 2)
-    try:
+        try:
+            files.extend(AtomicOutput(output) for _ in range(2))
+            paths = (files[0].path, files[1].path)
+            second = halves.SecondHalf(name, output, start, before, paths, STAGE_MEMORY // 2)
+        except (PvaError, OSError):  # no output there, or no process to be had: one reading says which error
+            return None
+        importer = _Importer(name, output, STAGE_MEMORY // 2)
         if progress is not None:
-            progress.start("reading", size)
-        read = _read_halves(importer, second, name, end, after, (files[0].path, files[1].path), progress)
+            progress.start("reading", end + len(after))  # the bytes this process reads; the child's in parallel
+        read = _read_halves(importer, second, name, end, after, paths, progress)
         if read is None:
             return None
         if progress is not None:
             progress.finish()
         return _finish(importer, output, *read)
     finally:
-        second.stop()
-        importer.close()
+        if second is not None:
+            second.stop()
+        if importer is not None:
+            importer.close()
         for file in files:
             file.abort()
 
@@ -1119,7 +1129,7 @@ def _read_halves(
     try:
         with halves.HalfReader(name, 0, end, after=after) as raw:
             blocks, others, status = read_trace_blocks_fast(
-                raw, progress=progress.advance if progress is not None else None
+                cast(BinaryIO, raw), progress=progress.advance if progress is not None else None
             )
             for prefix, first, events in blocks:
                 importer.add_block(prefix, first, events)

@@ -115,6 +115,7 @@ class SqliteFileWriter:
 
         `row` is the SQL of one row's values for `columns`, literals or ``?`` parameters (default:
         a parameter per column); a row takes as many values as `row` has parameters."""
+        self._check_open()  # before the connection is asked for its limit
         row = row or "(" + ", ".join("?" * len(columns)) + ")"
         width = row.count("?")
         if len(values) % width:

@@ -683,7 +683,6 @@ class _Importer:
             "string_ids": bool(self.string_pids or self.string_tids),
             "late": self._late,
             "dangling": self._dangling,
-            "unmatched_ends": self.unmatched_ends,
             "events": list(self._events.hand_over().items()),
             "counters": list(self._counters.hand_over().items()),
         }
@@ -737,7 +736,6 @@ class _Importer:
         self.stats.counter_samples += stats["counter_samples"]
         for phase, count in stats["skipped"].items():
             self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + count
-        self.unmatched_ends += half["unmatched_ends"]
 
         def shift(batch: pa.RecordBatch) -> pa.RecordBatch:
             columns = batch.columns

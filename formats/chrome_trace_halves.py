@@ -95,19 +95,23 @@ class HalfReader:
 
 class SecondHalf:
     """The second half of a trace, read in a child process started at once (a new interpreter
-    that imports only this package: the caller's main module is not run again)."""
+    that imports only this package, from where this process found it: the caller's main module is
+    not run again)."""
 
     def __init__(self, name: str, output: str, start: int, before: bytes, files: tuple[str, str], memory: int) -> None:
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        program = (
-            f"import sys; sys.path.insert(0, {package_root!r}); import formats.chrome_trace_halves as h; h.child()"
-        )
+        try:
+            task = orjson.dumps([name, output, start, before.decode("ascii"), list(files), memory])
+        except orjson.JSONEncodeError:  # a file name that is not UTF-8
+            raise OSError(f"cannot hand {name!r} over to a child process") from None
+        # the child finds modules where this process does (its `formats` is this one)
+        path = [entry for entry in sys.path if isinstance(entry, str)]
+        program = f"import sys; sys.path[:] = {path!r}; import formats.chrome_trace_halves as h; h.child()"
         self._process = subprocess.Popen(
             [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         assert self._process.stdin is not None
         try:
-            self._process.stdin.write(orjson.dumps([name, output, start, before.decode("ascii"), list(files), memory]))
+            self._process.stdin.write(task)
             self._process.stdin.close()
         except OSError:  # the child could not start reading
             pass

@@ -612,7 +612,7 @@ def measure_chrome_import(ctx: Context) -> list[Row]:
         ),
         Row(
             "chrome-import-memory",
-            f"pva convert of a Chrome trace of {events:,} events: peak memory (own process)",
+            f"pva convert of a Chrome trace of {events:,} events: peak memory (its process and the one it starts)",
             peak,
             ijson_peak,
             "MB",

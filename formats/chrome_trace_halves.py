@@ -1,12 +1,10 @@
 """A large Chrome trace file read as two halves at once, the second in a child process.
 
-`find_cut` finds a place between two events near the middle of the file, `HalfReader` serves
-either side of it as a whole JSON document, and `SecondHalf` checks and stages the second half in
-a child process, as formats.chrome_trace_import does, handing its staged rows over in two
-temporary files that the caller owns, and the rest of what it read as JSON on its standard output
-(never pickle: nothing here unpickles). The caller merges the halves (`_Importer.merge`). When the
-halves cannot be sure to give what one reading gives (a cut inside an event, an error, string
-ids), the caller reads the whole file in one go instead.
+`find_cut`: a place between two events near the middle of the file. `HalfReader`: either side of
+it as a whole JSON document. `SecondHalf`: the second half checked and staged by a child process
+as formats.chrome_trace_import does, its staged rows handed over in two temporary files the caller
+owns and the rest as JSON (never pickle). The caller merges the halves (`_Importer.merge`), or
+reads the whole file in one go where the halves cannot be sure to give what one reading gives.
 """
 
 from __future__ import annotations
@@ -16,13 +14,14 @@ import re
 import subprocess
 import sys
 import traceback
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 import orjson
 
 #: Files smaller than this are read in one go: starting a process would cost more than it saves.
 MIN_BYTES = 32 << 20
-#: Bytes the first half takes beyond the middle: about what it reads while the child starts.
+#: The first half takes half of this beyond the middle of the file: about what one process reads
+#: (at 20 to 25 MB/s) in the 0.3 s a child takes to start Python and import this package.
 _START_BYTES = 8 << 20
 #: Bytes searched for a cut from where it is wanted.
 _WINDOW = 1 << 20
@@ -93,25 +92,51 @@ class HalfReader:
         self.close()
 
 
+#: The child's program: it takes its task (a JSON line) from stdin, finds modules where the parent
+#: does, and answers on stdout; a failure to start is reported as a bug.
+_PROGRAM = """\
+import json, sys, traceback
+try:
+    task = json.loads(sys.stdin.buffer.readline())
+    sys.path[:] = task.pop("path")
+    import formats.chrome_trace_halves as halves
+except Exception:
+    sys.stdout.write(json.dumps(["bug", traceback.format_exc()]))
+    raise SystemExit(1)
+halves.child(task)
+"""
+
+
 class SecondHalf:
-    """The second half of a trace, read in a child process started at once (a new interpreter
-    that imports only this package, from where this process found it: the caller's main module is
-    not run again)."""
+    """The second half of a trace, read by a child process (this package in a new interpreter:
+    the caller's own program is not run again) while the caller reads the first."""
 
     def __init__(self, name: str, output: str, start: int, before: bytes, files: tuple[str, str], memory: int) -> None:
+        if not sys.executable:
+            raise OSError("no Python interpreter to start")
+        task = {
+            "path": [entry for entry in sys.path if isinstance(entry, str)],
+            "name": name,
+            "output": output,
+            "start": start,
+            "before": before.decode("ascii"),
+            "files": list(files),
+            "memory": memory,
+            "parent": os.getpid(),
+        }
         try:
-            task = orjson.dumps([name, output, start, before.decode("ascii"), list(files), memory])
+            line = orjson.dumps(task) + b"\n"
         except orjson.JSONEncodeError:  # a file name that is not UTF-8
             raise OSError(f"cannot hand {name!r} over to a child process") from None
-        # the child finds modules where this process does (its `formats` is this one)
-        path = [entry for entry in sys.path if isinstance(entry, str)]
-        program = f"import sys; sys.path[:] = {path!r}; import formats.chrome_trace_halves as h; h.child()"
         self._process = subprocess.Popen(
-            [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            [sys.executable, "-I", "-c", _PROGRAM],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
         assert self._process.stdin is not None
         try:
-            self._process.stdin.write(task)
+            self._process.stdin.write(line)
             self._process.stdin.close()
         except OSError:  # the child could not start reading
             pass
@@ -140,38 +165,52 @@ class SecondHalf:
                 pipe.close()
 
 
-def child() -> None:
-    """The child's program: read its task from stdin, answer on stdout."""
-    name, output, start, before, files, memory = orjson.loads(sys.stdin.buffer.read())
-    answer = _read_second_half(name, output, start, before.encode("ascii"), (files[0], files[1]), memory)
+def child(task: dict) -> None:
+    """In the child: read the second half of `task`, answer on stdout."""
     try:
+        answer = _read_second_half(task)
         text = orjson.dumps(answer)
-    except orjson.JSONEncodeError:  # a value JSON cannot carry: the caller reads the whole file
+    except (MemoryError, orjson.JSONEncodeError):  # reading in one go may still do
         text = orjson.dumps(["undecided", None])
+    except Exception:  # a bug: reported by the parent
+        text = orjson.dumps(["bug", traceback.format_exc()])
     sys.stdout.buffer.write(text)
     sys.stdout.buffer.flush()
 
 
-def _read_second_half(
-    name: str, output: str, start: int, before: bytes, files: tuple[str, str], memory: int
-) -> tuple[str, Any]:
-    """Check and stage the events from `start` to the end of the file: what was read, as an answer."""
-    from .chrome_trace_import import _Importer
-    from .chrome_trace_json import NotFastError, read_trace_blocks_fast
+class _ParentGoneError(OSError):
+    """The process that started this one has ended."""
+
+
+class _WhileParentLives:
+    """A binary file read only while the parent process lives (a child stops when it is left alone)."""
+
+    def __init__(self, raw: HalfReader, parent: int) -> None:
+        self._raw = raw
+        self._parent = parent
+
+    def read(self, size: int = -1) -> bytes:
+        if os.getppid() != self._parent:
+            raise _ParentGoneError("the parent process has ended")
+        return self._raw.read(size)
+
+
+def _read_second_half(task: dict) -> tuple[str, Any]:
+    """Check and stage the events from the task's start to the end of the file: what was read."""
+    from .chrome_trace_import import _Importer, stage_fast
+    from .chrome_trace_json import NotFastError
     from .errors import InvalidInputError
     from .gcpause import gc_paused
 
+    name = task["name"]
     try:
-        importer = _Importer(name, output, memory, spill_to=files)
+        importer = _Importer(name, task["output"], task["memory"], spill_to=tuple(task["files"]))
         try:
-            with gc_paused(), HalfReader(name, start, os.path.getsize(name), before) as raw:
-                blocks, others, status = read_trace_blocks_fast(cast(BinaryIO, raw))
-                for prefix, first, events in blocks:
-                    importer.add_block(prefix, first, events)
+            before = task["before"].encode("ascii")
+            with gc_paused(), HalfReader(name, task["start"], os.path.getsize(name), before) as raw:
+                others, status = stage_fast(importer, _WhileParentLives(raw, task["parent"]))
                 return ("read", {"half": importer.hand_over(), "others": others, "status": status})
         finally:
             importer.close()
     except (NotFastError, InvalidInputError, OSError):
         return ("undecided", None)
-    except Exception:  # a bug: reported by the parent
-        return ("bug", traceback.format_exc())

@@ -30,7 +30,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 import numpy as np
 import orjson
@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from . import chrome_trace_halves as halves
 from .atomic import AtomicOutput, output_error
-from .chrome_trace_json import NotFastError, read_trace_blocks_fast, read_trace_items
+from .chrome_trace_json import NotFastError, Readable, read_trace_blocks_fast, read_trace_items
 from .detect import check_regular_file
 from .errors import InvalidInputError, PvaError
 from .gcpause import gc_paused
@@ -1062,16 +1062,14 @@ def import_chrome_trace(
                 advance = progress.advance if progress is not None else None
                 with open_binary(name) as raw:
                     if fast:
-                        blocks, others, status = read_trace_blocks_fast(raw, progress=advance)
-                        for prefix, first, events in blocks:
-                            importer.add_block(prefix, first, events)
+                        others, status = stage_fast(importer, raw, advance)
                     else:
                         items, others, status = read_trace_items(raw, name, progress=advance)
                         for parts, event in items:
                             importer.add(parts, plain(event))
                 if progress is not None:
                     progress.finish()
-                return _finish(importer, output, others, status)
+                return _write_trace(importer, output, others, status)
             except NotFastError:
                 continue
             finally:
@@ -1103,7 +1101,7 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
             return None
         if progress is not None:
             progress.finish()
-        return _finish(importer, output, *read)
+        return _write_trace(importer, output, *read)
     finally:
         if second is not None:
             second.stop()
@@ -1126,11 +1124,7 @@ def _read_halves(
     the status of the reading, or None when the halves cannot decide."""
     try:
         with halves.HalfReader(name, 0, end, after=after) as raw:
-            blocks, others, status = read_trace_blocks_fast(
-                cast(BinaryIO, raw), progress=progress.advance if progress is not None else None
-            )
-            for prefix, first, events in blocks:
-                importer.add_block(prefix, first, events)
+            others, status = stage_fast(importer, raw, progress.advance if progress is not None else None)
     except (NotFastError, InvalidInputError):
         return None
     if status.get("keys_after_events"):  # the cut was not in the events array
@@ -1142,7 +1136,16 @@ def _read_halves(
     return others, answer["status"]
 
 
-def _finish(importer: _Importer, output: str, others: dict, status: dict) -> ImportStats:
+def stage_fast(importer: _Importer, raw: Readable, progress: Callable[[int], None] | None = None) -> tuple[dict, dict]:
+    """Check and stage every event of `raw` with the fast reader: the keys besides the events and
+    the status of the reading (NotFastError where only the exact reader can tell)."""
+    blocks, others, status = read_trace_blocks_fast(raw, progress=progress)
+    for prefix, first, events in blocks:
+        importer.add_block(prefix, first, events)
+    return others, status
+
+
+def _write_trace(importer: _Importer, output: str, others: dict, status: dict) -> ImportStats:
     """Write the trace file of a whole reading."""
     importer.finish()
     stats = importer.stats

@@ -153,7 +153,7 @@ def _array_items(events: Iterator, prefix: list, name: str, status: dict) -> Ite
 
 
 def read_trace_items_fast(
-    raw: BinaryIO, *, progress: Callable[[int], None] | None = None
+    raw: Readable, *, progress: Callable[[int], None] | None = None
 ) -> tuple[Iterator[tuple[list, Any]], dict, dict]:
     """As `read_trace_items`, with orjson over blocks of whole events; raises NotFastError (possibly after
     yielding some items) where the exact reader must decide."""
@@ -173,9 +173,9 @@ def read_trace_blocks_fast(
 
 
 class _FastReader:
-    def __init__(self, raw: Readable, progress: Callable[[int], None] | None, status: dict | None = None) -> None:
+    def __init__(self, raw: Readable, progress: Callable[[int], None] | None, status: dict) -> None:
         self._raw = raw
-        self._status = status if status is not None else {}
+        self._status = status
         self._progress = progress
         self._buf = b""
         self._pos = 0

@@ -268,8 +268,9 @@ class _LooseReport:
     def query_one(self, sql: str):
         if self.reader is not None:
             return self.reader.query_one(sql)
-        rows = self._rows(sql)
-        return tuple(rows[0].values()) if rows else None
+        assert self.arrow is not None
+        table = self.arrow.arrow(sql)
+        return tuple(column[0].as_py() for column in table.columns) if table.num_rows else None
 
     @property
     def file(self):  # the sqlite3 fallback of read_table reads through the ProfileReader

@@ -80,20 +80,23 @@ class SqliteFileWriter:
         key = (table, tuple(columns))
         sql = self._sql_cache.get(key)
         if sql is None:
-            spec = self.schema.tables.get(table)
-            if spec is None:
-                raise InvalidInputError(f"{self.path!r}: no table {table!r} in the schema")
-            unknown = [c for c in columns if c not in spec.column_names]
-            if unknown:
-                raise InvalidInputError(
-                    f"{self.path!r}: table {table!r} has no column(s) {', '.join(unknown)}; "
-                    f"expected some of {', '.join(spec.column_names)}"
-                )
-            quoted = ", ".join(f'"{c}"' for c in columns)
             marks = ", ".join("?" * len(columns))
-            sql = f'INSERT INTO "{table}" ({quoted}) VALUES ({marks})'
-            self._sql_cache[key] = sql
+            sql = self._sql_cache[key] = f"{self._insert_head(table, columns)} ({marks})"
         return sql
+
+    def _insert_head(self, table: str, columns: Sequence[str]) -> str:
+        """``INSERT INTO table (columns) VALUES``, the table and columns checked against the schema."""
+        spec = self.schema.tables.get(table)
+        if spec is None:
+            raise InvalidInputError(f"{self.path!r}: no table {table!r} in the schema")
+        unknown = [c for c in columns if c not in spec.column_names]
+        if unknown:
+            raise InvalidInputError(
+                f"{self.path!r}: table {table!r} has no column(s) {', '.join(unknown)}; "
+                f"expected some of {', '.join(spec.column_names)}"
+            )
+        quoted = ", ".join(f'"{c}"' for c in columns)
+        return f'INSERT INTO "{table}" ({quoted}) VALUES'
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         """Insert many rows, each a sequence of values for `columns`, in one statement."""
@@ -118,9 +121,11 @@ class SqliteFileWriter:
         self._check_open()  # before the connection is asked for its limit
         row = row or "(" + ", ".join("?" * len(columns)) + ")"
         width = row.count("?")
+        if not width:
+            raise ValueError(f"a row of {table!r} without parameters: {row}")
         if len(values) % width:
             raise ValueError(f"{len(values)} values do not make rows of {width}")
-        head = self._insert_sql(table, columns).split(" VALUES ", 1)[0] + " VALUES "
+        head = self._insert_head(table, columns) + " "
         per = max(1, min(_ROWS_PER_STATEMENT, self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
         span = per * width
         whole = len(values) // span * span

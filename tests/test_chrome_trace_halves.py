@@ -440,6 +440,21 @@ def test_a_child_that_cannot_start_falls_back(tmp_path, monkeypatch):
     assert whole.events == 60
 
 
+def test_a_child_that_cannot_start_its_program_is_a_bug(tmp_path, monkeypatch):
+    # a child that fails before reading (here: a module it cannot import) is our fault (exit 3),
+    # not the input's, and is not hidden by reading in one go
+    source = tmp_path / "t.json"
+    events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(60)]
+    source.write_text(json.dumps(events))
+    _in_halves(monkeypatch)
+    program = halves._PROGRAM.replace("formats.chrome_trace_halves", "formats.no_such_module")
+    assert program != halves._PROGRAM
+    monkeypatch.setattr(halves, "_PROGRAM", program)
+    with pytest.raises(RuntimeError, match="second half of the Chrome trace failed(.|\n)*no_such_module"):
+        chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["t.json"]
+
+
 @pytest.mark.parametrize("bad_input", [False, True])
 def test_an_output_that_cannot_be_written_gives_the_one_go_error(tmp_path, monkeypatch, bad_input):
     # one reading reads the input first: a bad event is reported before the missing directory

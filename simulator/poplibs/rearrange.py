@@ -80,7 +80,6 @@ def regroup(graph: Graph, T: Tensor, from_group: int, to_group: int, prog: Seque
     min_grain = regroup_grain(T.dtype)
     state = graph.state
     size = from_group * to_group
-    count = rows * cols // size
     tiles_per_ipu = graph.tiles_per_ipu
     graph_tiles = np.asarray(graph.tile(np.arange(graph.num_tiles)), dtype=np.int64)
     p_tiles, p_pos, _, _, p_len = tile_pieces(graph, T)

@@ -16,10 +16,23 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from formats.exporters import EXPORTERS, Exporter
+from formats.query.examples import FLEET_QUERY as QUERY_EXAMPLE
+from formats.query.examples import REPORT_SQL as SQL_EXAMPLE
 from formats.readonly_sql import DEFAULT_MEMORY_LIMIT as SQL_MEMORY_LIMIT
 from formats.readonly_sql import DEFAULT_TIMEOUT as SQL_TIMEOUT
 
-__all__ = ["EXPORT_FORMATS", "SQL_MEMORY_LIMIT", "SQL_TIMEOUT", "check", "check_notes", "convert", "export", "sql"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "QUERY_EXAMPLE",
+    "SQL_EXAMPLE",
+    "SQL_MEMORY_LIMIT",
+    "SQL_TIMEOUT",
+    "check",
+    "check_notes",
+    "convert",
+    "export",
+    "sql",
+]
 
 #: Every export format by name, with its description and what it writes (the one registry).
 EXPORT_FORMATS: dict[str, Exporter] = EXPORTERS

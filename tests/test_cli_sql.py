@@ -138,3 +138,28 @@ def test_sql_on_a_trace_file(simulated, capsys):
     assert out[0] == "label" and len(out) == 2
     assert main(["sql", str(trace), "DELETE FROM events"]) == 2
     assert _digest(trace) == before
+
+
+def test_the_help_example_runs_on_a_report(report, capsys):
+    """The example of `pva sql --help` answers on a real report what the tables say."""
+    import sqlite3
+    from collections import Counter
+
+    from pva.files import SQL_EXAMPLE
+
+    assert main(["sql", str(report), SQL_EXAMPLE, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    conn = sqlite3.connect(f"file:{report}?mode=ro", uri=True)
+    try:
+        names = dict(conn.execute("SELECT compute_set, name FROM compute_sets"))
+        step_sets = dict(conn.execute("SELECT id, compute_set FROM steps"))
+        cycles: Counter = Counter()
+        for step, value in conn.execute("SELECT step_id, cycles FROM steps_by_ipu"):
+            if step_sets.get(step) is not None:
+                cycles[names[step_sets[step]]] += value
+    finally:
+        conn.close()
+    expected = sorted(cycles.values(), reverse=True)[:10]
+    assert len(rows) == min(10, len(cycles)) > 0
+    assert [row["cycles"] for row in rows] == expected
+    assert all(cycles[row["name"]] == row["cycles"] for row in rows)

@@ -332,3 +332,16 @@ def test_a_full_disk_stops_the_add_with_exit_2(sample, compile_only, tmp_path, m
         if _rid(compile_only.path) in n
     ]
     assert not [n for t in os.listdir(data / fds.STAGING) for n in os.listdir(data / fds.STAGING / t)]
+
+
+def test_the_help_example_runs_on_a_dataset(fleet):
+    """The example of `pva query --help` answers on a dataset what each report's own tables say."""
+    from pva.files import QUERY_EXAMPLE
+
+    rows = pva.dataset.query(fleet["dir"], QUERY_EXAMPLE).to_pylist()
+    expected = {}
+    for key in ("base", "slower", "compiled"):
+        ((total,),) = _sqlite(fleet[key], "SELECT sum(total_including_gaps) FROM memory_by_tile")
+        expected[os.path.abspath(fleet[key])] = total
+    assert {os.path.abspath(row["path"]): row["bytes"] for row in rows} == expected
+    assert [row["bytes"] for row in rows] == sorted(expected.values(), reverse=True)

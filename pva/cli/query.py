@@ -7,6 +7,7 @@ import time
 
 from ..analysis.multi import SUGGEST_DATASET_REPORTS, Limits, run_query
 from ..errors import PvaError
+from ..files import QUERY_EXAMPLE
 from ._tables import add_format_options, write_rows
 
 
@@ -25,10 +26,7 @@ def register(sub) -> None:
             "*.pop report under it is read and each table gains a first column `report` (the report's path "
             "relative to DIR). One statement only; no file access, no extensions; time and memory are limited."
         ),
-        epilog=(
-            'Example: pva query fleet/ "SELECT r.path, sum(m.total_including_gaps) AS bytes FROM memory_by_tile m '
-            'JOIN reports r USING (report_id) GROUP BY r.path ORDER BY bytes DESC"'
-        ),
+        epilog=f'Example: pva query fleet/ "{QUERY_EXAMPLE}"',
     )
     parser.add_argument(
         "directory", help="a dataset, a directory searched recursively for *.pop reports, or one report"

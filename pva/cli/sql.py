@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..files import SQL_MEMORY_LIMIT, SQL_TIMEOUT
+from ..files import SQL_EXAMPLE, SQL_MEMORY_LIMIT, SQL_TIMEOUT
 from ._tables import add_format_options, write_rows
 
 
@@ -15,11 +15,7 @@ def register(sub) -> None:
             "the file is never modified. A query is stopped (exit 2) past its time or memory limit. Rows are "
             "streamed as they are found. `pva tables REPORT` lists the tables."
         ),
-        epilog=(
-            'Example: pva sql profile.pop "SELECT cs.name, sum(s.cycles) AS cycles FROM steps_by_ipu s '
-            "JOIN steps ON steps.id = s.step_id JOIN compute_sets cs ON cs.compute_set = steps.compute_set "
-            'GROUP BY cs.name ORDER BY cycles DESC LIMIT 10"'
-        ),
+        epilog=f'Example: pva sql profile.pop "{SQL_EXAMPLE}"',
     )
     parser.add_argument("report", help="a profile.pop file (or a pva trace file)")
     parser.add_argument("query", help="one SQL statement (SELECT, WITH or a read-only PRAGMA)")

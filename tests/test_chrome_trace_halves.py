@@ -91,6 +91,22 @@ def _both(tmp_path, monkeypatch, text: str, cut_near: int | None = None):
     return split, split_contents, whole, whole_contents, spy
 
 
+def _both_errors(tmp_path, monkeypatch, text: str, cut_near: int | None = None, output=None):
+    """Import `text` in halves and in one go, each failing with a PvaError: the spy and both errors."""
+    source = tmp_path / "t.json"
+    source.write_text(text)
+    output = output or tmp_path / "t.pvti"
+    with monkeypatch.context() as patch:
+        spy = _in_halves(patch, len(text.encode()), cut_near)
+        with pytest.raises(pva.PvaError) as split:
+            chrome_import.import_chrome_trace(source, output)
+    with monkeypatch.context() as patch:
+        _one_go(patch)
+        with pytest.raises(pva.PvaError) as whole:
+            chrome_import.import_chrome_trace(source, output)
+    return spy, split.value, whole.value
+
+
 def _assert_same(tmp_path, monkeypatch, text: str, cut_near: int | None = None, *, merged: bool):
     """Both readings give the same stats and trace file, the halves merged (or fell back) as `merged` says."""
     split, split_contents, whole, whole_contents, spy = _both(tmp_path, monkeypatch, text, cut_near)
@@ -332,19 +348,11 @@ def test_an_end_before_its_begin_across_the_cut_falls_back_to_the_one_go_error(t
     second.append({"ph": "E", "ts": 50, "pid": 1, "tid": 1})
     text, boundary = _document(first, second)
     _assert_cut_at(tmp_path, monkeypatch, text, boundary)
-    source = tmp_path / "t.json"
-    source.write_text(text)
-    with monkeypatch.context() as patch:
-        spy = _in_halves(patch, len(text), boundary)
-        with pytest.raises(InvalidInputError) as split:
-            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    spy, split, whole = _both_errors(tmp_path, monkeypatch, text, boundary)
     assert spy.merged == [False] and spy.halves == [False]
-    with monkeypatch.context() as patch:
-        _one_go(patch)
-        with pytest.raises(InvalidInputError) as whole:
-            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
-    assert str(split.value) == str(whole.value)
-    assert str(whole.value) == f"{str(source)!r}: $[61].ts: the end (50.0 µs) comes before its begin event (100 µs)"
+    assert type(split) is type(whole) is InvalidInputError and str(split) == str(whole)
+    source = tmp_path / "t.json"
+    assert str(whole) == f"{str(source)!r}: $[61].ts: the end (50.0 µs) comes before its begin event (100 µs)"
     assert os.listdir(tmp_path) == ["t.json"]
 
 
@@ -356,21 +364,13 @@ def test_an_invalid_event_in_either_half_gives_the_one_go_error(tmp_path, monkey
     (first if half == "first" else second)[7]["ts"] = "x"
     text, boundary = _document(first, second, form)
     _assert_cut_at(tmp_path, monkeypatch, text, boundary)
-    source = tmp_path / "t.json"
-    source.write_text(text)
-    with monkeypatch.context() as patch:
-        spy = _in_halves(patch, len(text), boundary)
-        with pytest.raises(InvalidInputError) as split:
-            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
+    spy, split, whole = _both_errors(tmp_path, monkeypatch, text, boundary)
     assert spy.halves == [False] and spy.merged == []  # the child found the error and answered undecided
-    with monkeypatch.context() as patch:
-        _one_go(patch)
-        with pytest.raises(InvalidInputError) as whole:
-            chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
-    assert str(split.value) == str(whole.value)
+    assert type(split) is type(whole) is InvalidInputError and str(split) == str(whole)
     index = 7 if half == "first" else 37
     where = f"$[{index}]" if form == "array" else f"$.traceEvents[{index}]"
-    assert str(whole.value) == (
+    source = tmp_path / "t.json"
+    assert str(whole) == (
         f'{str(source)!r}: {where}.ts: expected the timestamp in microseconds (a number), found the string "x"'
     )
     assert os.listdir(tmp_path) == ["t.json"]
@@ -461,19 +461,13 @@ def test_an_output_that_cannot_be_written_gives_the_one_go_error(tmp_path, monke
     events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(60)]
     if bad_input:
         events[50]["dur"] = -1
-    source = tmp_path / "t.json"
-    source.write_text(json.dumps(events))
-    output = tmp_path / "missing" / "t.pvti"
-    errors = []
-    for force in (_in_halves, _one_go):
-        with monkeypatch.context() as patch:
-            force(patch)
-            with pytest.raises(pva.PvaError) as caught:
-                chrome_import.import_chrome_trace(source, output)
-            errors.append((type(caught.value), str(caught.value)))
+    _, split, whole = _both_errors(tmp_path, monkeypatch, json.dumps(events), output=tmp_path / "missing" / "t.pvti")
+    errors = [(type(split), str(split)), (type(whole), str(whole))]
     assert errors[0] == errors[1]
     if bad_input:
-        assert errors[1][1] == f"{str(source)!r}: $[50].dur: expected a duration >= 0, found the number -1.0"
+        assert (
+            errors[1][1] == f"{str(tmp_path / 't.json')!r}: $[50].dur: expected a duration >= 0, found the number -1.0"
+        )
     else:
         assert "does not exist" in errors[1][1]
     assert os.listdir(tmp_path) == ["t.json"]

@@ -193,19 +193,21 @@ class _Spool:
         for group, batch in self._by_group():
             self._kept.setdefault(group, []).append(batch)
         if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
-            self._writer = self._sink = None
+            self._close_file()
             self._source = pa.OSFile(self._path or self._file.path, "rb")  # type: ignore[union-attr]
             self._reader = pa.ipc.open_file(self._source)
+
+    def _close_file(self) -> None:
+        """Finish the file the rows were moved to."""
+        self._writer.close()
+        self._sink.close()
+        self._writer = self._sink = None
 
     def hand_over(self) -> dict[int, list[int]]:
         """All rows are added: move them all to the file (another's, given as `path`) and close it;
         returns the numbers of each group's batches there, for `attach`."""
         self._spill()
-        self._writer.close()
-        self._sink.close()
-        self._writer = self._sink = None
+        self._close_file()
         return self._spilled
 
     def attach(

@@ -5,8 +5,9 @@ cycle counters and the clock.
 Events are formatted a column at a time, in native code: each IPU's steps are read as Arrow
 columns (the ADBC SQLite driver), SQLite quotes the steps' names, Arrow renders the numbers
 (doubles in their shortest round-trip form) and joins each event's pieces, and the joined events
-of a batch go to the output as one block. The next IPU is read while one is written. The steps
-of each IPU are written ordered by start (longest first, then by step); a step that overlaps an
+of a batch go to the output as one block. steps and steps_by_ipu are each read in one pass, the
+latter split by IPU as it is read and kept in the narrowest integer type that holds its values.
+The steps of each IPU are written ordered by start (longest first, then by step); a step that overlaps an
 earlier one without nesting in it goes to the IPU's first extra track where it nests, named
 "IPU n (overlap k)" and declared just before its first event.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -54,15 +54,18 @@ SELECT id,
 FROM steps ORDER BY id
 """
 _STEPS_COLUMNS = ("id", "head", "tail", "ok")
-_EMPTY_STEPS = pa.table({"id": pa.array([], pa.int64()), "head": [], "tail": [], "ok": pa.array([], pa.int64())})
+#: Rows of steps read per batch.
+_TEXTS_BATCH = 1 << 13
 
-#: Columns of steps_by_ipu the export reads: the step, its times, then its args.
+#: Columns of steps_by_ipu the export reads: the IPU, the step, its times, then its args.
 _ARGS = ("cycles", "tile_cycles_max", "active_tiles", "data_in", "data_out")
 _BALANCES = ("tile_balance", "active_tile_balance", "thread_balance", "data_balance")
-_STEPS_BY_IPU_COLUMNS = ("step_id", "cycles_base", "all_cycles_from_min", "all_cycles_to_max", *_ARGS, *_BALANCES)
-#: Per profiled step (of an IPU, once completed), its values as stored (their types are checked in Arrow).
+_TIMES = ("cycles_base", "all_cycles_from_min", "all_cycles_to_max")
+_STEPS_BY_IPU_COLUMNS = ("ipu", "step_id", *_TIMES, *_ARGS, *_BALANCES)
+#: Per profiled step and IPU, its values as stored (their types are checked in Arrow).
 _STEPS_BY_IPU_SQL = f"SELECT {', '.join(_STEPS_BY_IPU_COLUMNS)} FROM steps_by_ipu WHERE profiled = 1"
-_PROFILED_COUNTS_SQL = "SELECT ipu, count(*) FROM steps_by_ipu WHERE profiled = 1 GROUP BY ipu"
+#: Integers in this range are kept as 32 bits.
+_INT32 = np.iinfo(np.int32)
 #: Values beyond this (in magnitude) are refused, so that sums of two cycle counts stay in 64 bits.
 _COUNT_LIMIT = 1 << 62
 
@@ -95,18 +98,9 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             event = {"name": label, "cat": "run", "args": {"run": run, "cycles": int(end - start)}}
             runs.setdefault(ipu, []).append((int(start), int(end), event))
         texts = _step_texts(reader)
-        counts = _profiled_counts(reader)
-        ipus = sorted(set(runs) | set(counts))
-        with ThreadPoolExecutor(1) as ahead:  # the next IPU's steps are read while this one's are written
-
-            def read(ipu: int) -> Future | None:
-                return ahead.submit(_read_ipu, reader, ipu, counts[ipu], texts) if ipu in counts else None
-
-            following = read(ipus[0]) if ipus else None
-            for k, ipu in enumerate(ipus):
-                steps = following.result() if following is not None else None
-                following = read(ipus[k + 1]) if k + 1 < len(ipus) else None
-                _write_ipu(out, steps, ipu, runs.get(ipu, []), pid, scale)
+        steps = _read_steps(reader, texts)
+        for ipu in sorted(set(runs) | set(steps)):
+            _write_ipu(out, steps.pop(ipu, None), ipu, runs.get(ipu, []), pid, scale)
         return {
             "displayTimeUnit": "ns",
             "otherData": {
@@ -122,13 +116,12 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
 class _IpuSteps:
     """The profiled steps of one IPU, in the order their events are written."""
 
-    def __init__(self, rows: dict[str, np.ndarray], texts: pa.Table) -> None:
-        base, step = rows.pop("cycles_base"), rows.pop("step_id")
-        start = base + rows.pop("all_cycles_from_min")
-        end = np.maximum(start, base + rows.pop("all_cycles_to_max"))
+    def __init__(
+        self, step: np.ndarray, start: np.ndarray, end: np.ndarray, rows: dict[str, np.ndarray], texts: pa.Table
+    ):
         order = np.lexsort((step, -end, start))
         self.start, self.end, self._order = start[order], end[order], order
-        ids = texts.column("id").to_numpy()
+        ids = texts.ids
         self._text_at = np.searchsorted(ids, step[order])
         found = ids[np.minimum(self._text_at, len(ids) - 1)] if len(ids) else ids
         self.missing = bool(len(order)) and not np.array_equal(found, step[order])
@@ -140,7 +133,8 @@ class _IpuSteps:
 
         pool = pa.system_memory_pool()  # gives what a batch freed back, where the default pool keeps it
         taken = self._order[first:stop]
-        texts = pc.take(self._texts, pa.array(self._text_at[first:stop]), memory_pool=pool)
+        at = pa.array(self._text_at[first:stop])
+        head, tail = (pc.take(texts, at, memory_pool=pool) for texts in (self._texts.heads, self._texts.tails))
         start = self.start[first:stop]
         ts = pc.round(pa.array(start * scale), 3, memory_pool=pool)
         dur = pc.round(pa.array((self.end[first:stop] - start) * scale), 3, memory_pool=pool)
@@ -155,7 +149,7 @@ class _IpuSteps:
 
         return pc.binary_join_element_wise(
             ",\n",
-            texts.column("head").combine_chunks(),
+            text(head),
             ',"cycles":',
             column("cycles"),
             ',"tile_cycles_max":',
@@ -174,7 +168,7 @@ class _IpuSteps:
             column("data_out"),
             ',"data_balance":',
             column("data_balance"),
-            texts.column("tail").combine_chunks(),
+            text(tail),
             '},"ph":"X","ts":',
             text(ts),
             ',"dur":',
@@ -187,51 +181,113 @@ class _IpuSteps:
         )
 
 
-def _step_texts(reader: ProfileReader) -> pa.Table:
-    """Each step's texts (_STEPS_SQL), ordered by id; CorruptReportError if a value has the wrong type."""
+class _StepTexts:
+    """Each step's texts (_STEPS_SQL), ordered by id: its event's text up to its args' type, and
+    the text after data_balance."""
+
+    def __init__(self, ids: np.ndarray, heads: pa.Array, tails: pa.Array) -> None:
+        self.ids, self.heads, self.tails = ids, heads, tails
+
+
+def _step_texts(reader: ProfileReader) -> _StepTexts:
+    """The steps' texts, read a batch at a time into one buffer per column (the driver's own buffers
+    for all steps at once would take twice the room); CorruptReportError if a value has the wrong type."""
     import pyarrow.compute as pc
 
+    ids: list[np.ndarray] = []
+    heads, tails = _Strings(), _Strings()
     try:
-        batches = list(_batches(reader, _STEPS_SQL, _STEPS_COLUMNS, rows=1 << 20))  # one batch, mostly
-        pool = pa.system_memory_pool()
-        texts = pa.Table.from_batches(batches).combine_chunks(memory_pool=pool) if batches else _EMPTY_STEPS
-        typed = pc.min(texts.column("ok")).as_py() in (None, 1)
+        for batch in _batches(reader, _STEPS_SQL, _STEPS_COLUMNS, rows=_TEXTS_BATCH):
+            id_, head, tail, ok = batch.columns
+            if pc.min(ok).as_py() not in (None, 1) or ok.null_count:
+                _damaged(reader)
+            ids.append(id_.to_numpy())
+            heads.append(head)
+            tails.append(tail)
     except _UnreadableError:
-        typed = False
-    if not typed:
         _damaged(reader)
-    return texts
+    return _StepTexts(np.concatenate(ids) if ids else np.zeros(0, np.int64), heads.array(), tails.array())
 
 
-def _profiled_counts(reader: ProfileReader) -> dict[int, int]:
-    """The number of profiled steps of each IPU that has one."""
-    counts = dict(reader.query(_PROFILED_COUNTS_SQL))
-    if not all(type(ipu) is int for ipu in counts):
-        _damaged(reader)
-    return counts
+class _Strings:
+    """String arrays appended end to end into one growing buffer."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._offsets: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+
+    def append(self, values: pa.Array) -> None:
+        """Append the values of a string array without nulls."""
+        if not len(values):
+            return
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=len(values) + 1, offset=values.offset * 4)
+        self._data += _joined(values)
+        self._offsets.append(offsets[1:] - offsets[0] + self._offsets[-1][-1])
+
+    def array(self) -> pa.Array:
+        """The values appended, as one large string array (no copy of the text)."""
+        offsets = np.concatenate(self._offsets)
+        return pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(self._data))
 
 
-def _read_ipu(reader: ProfileReader, ipu: int, count: int, texts: pa.Table) -> _IpuSteps:
-    """The profiled steps of one IPU, checked: a value of the wrong type or out of range raises
-    CorruptReportError naming the table and column."""
+def _read_steps(reader: ProfileReader, texts: _StepTexts) -> dict[int, _IpuSteps]:
+    """The profiled steps of each IPU, from one pass over steps_by_ipu, checked: a value of the wrong
+    type or out of range raises CorruptReportError naming the table and column."""
     from .errors import CorruptReportError
 
+    parts: dict[int, list[dict[str, np.ndarray]]] = {}
     try:
-        rows = _columns(reader, f"{_STEPS_BY_IPU_SQL} AND ipu = {int(ipu)}", _STEPS_BY_IPU_COLUMNS, count)
+        for batch in _batches(reader, _STEPS_BY_IPU_SQL, _STEPS_BY_IPU_COLUMNS, rows=_READ_BATCH):
+            for ipu, rows in _split_by_ipu(reader, batch):
+                parts.setdefault(ipu, []).append(rows)
     except _UnreadableError:
-        rows = None
-    if rows is None:
         _damaged(reader)
-    assert rows is not None
-    for name, values in rows.items():
+    steps = {}
+    for ipu in sorted(parts):
+        pieces = parts.pop(ipu)
+        rows = {name: np.concatenate([piece.pop(name) for piece in pieces]) for name in list(pieces[0])}
+        found = _IpuSteps(rows.pop("step_id"), rows.pop("start"), rows.pop("end"), rows, texts)
+        if found.missing:
+            raise CorruptReportError(
+                f"{reader.path!r}: steps_by_ipu names a step that steps does not hold", reader.path
+            )
+        steps[ipu] = found
+    return steps
+
+
+def _split_by_ipu(reader: ProfileReader, batch: pa.RecordBatch) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """A batch of steps_by_ipu rows checked, as (IPU, its rows): the step, its start and end, and
+    its args, each integer column as 32 bits where its values allow. _UnreadableError if a value is
+    null or not a 64-bit integer (or, for a balance, a double); CorruptReportError if one is out of range."""
+    from .errors import CorruptReportError
+
+    columns = {}
+    for name, column in zip(_STEPS_BY_IPU_COLUMNS, batch.columns):
+        kind = column.type
+        real = name in _BALANCES and pa.types.is_floating(kind)
+        if column.null_count or not (pa.types.is_int64(kind) or real):
+            raise _UnreadableError(f"steps_by_ipu.{name} holds {kind} or null")
+        values = column.to_numpy()
         limit = _LARGEST if name in _BALANCES else _COUNT_LIMIT - 1
         if len(values) and not (-limit <= values.min() and values.max() <= limit):
             what = "a balance that is not a finite number" if name in _BALANCES else "a value beyond 2^62"
             raise CorruptReportError(f"{reader.path!r}: steps_by_ipu.{name} holds {what}", reader.path)
-    steps = _IpuSteps(rows, texts)
-    if steps.missing:
-        raise CorruptReportError(f"{reader.path!r}: steps_by_ipu names a step that steps does not hold", reader.path)
-    return steps
+        columns[name] = values
+    base = columns.pop("cycles_base")
+    start = base + columns.pop("all_cycles_from_min")
+    columns["end"] = np.maximum(start, base + columns.pop("all_cycles_to_max"))
+    columns["start"] = start
+    for name in ("step_id", *_ARGS):
+        values = columns[name]
+        if len(values) and _INT32.min <= values.min() and values.max() <= _INT32.max:
+            columns[name] = values.astype(np.int32)
+    ipus = columns.pop("ipu")
+    order = np.argsort(ipus, kind="stable")
+    found, first = np.unique(ipus[order], return_index=True)
+    bounds = [*first.tolist(), len(order)]
+    for k, ipu in enumerate(found.tolist()):
+        taken = order[bounds[k] : bounds[k + 1]]
+        yield ipu, {name: values[taken] for name, values in columns.items()}
 
 
 def _damaged(reader: ProfileReader) -> NoReturn:
@@ -240,25 +296,6 @@ def _damaged(reader: ProfileReader) -> NoReturn:
 
     reader.check_value_types(("steps", "steps_by_ipu"))
     raise CorruptReportError(f"{reader.path!r}: steps or steps_by_ipu holds values of the wrong type", reader.path)
-
-
-def _columns(reader: ProfileReader, sql: str, names: tuple[str, ...], count: int) -> dict[str, np.ndarray] | None:
-    """The `count` rows of a query as numpy columns, copied in a batch at a time; None if a value is
-    null or not a 64-bit integer (or, for a balance, a double), or the rows are not `count`."""
-    columns = {name: np.empty(count, dtype=np.float64 if name in _BALANCES else np.int64) for name in names}
-    filled = 0
-    for batch in _batches(reader, sql, names, rows=_READ_BATCH):
-        size = batch.num_rows
-        if filled + size > count:
-            return None
-        for name, column in zip(names, batch.columns):
-            kind = column.type
-            real = name in _BALANCES and pa.types.is_floating(kind)
-            if size and (column.null_count or not (pa.types.is_int64(kind) or real)):
-                return None
-            columns[name][filled : filled + size] = column.to_numpy()
-        filled += size
-    return columns if filled == count else None
 
 
 class _UnreadableError(Exception):

@@ -122,3 +122,46 @@ def test_a_value_of_another_type_after_the_rows_the_driver_types_by_is_caught(tm
     reader.path = str(path)
     with pytest.raises(execution._UnreadableError, match="Type mismatch"):
         list(execution._batches(reader, "SELECT a FROM t", ("a",)))
+
+
+# -- one pass, any batch ------------------------------------------------------------------------------------------------
+
+
+def test_steps_and_steps_by_ipu_are_each_read_in_one_pass(sample, tmp_path, monkeypatch):
+    queries = []
+    batches = execution._batches
+
+    def recorded(reader, sql, names, rows=execution._SQLITE3_BATCH):
+        queries.append(sql)
+        return batches(reader, sql, names, rows)
+
+    monkeypatch.setattr(execution, "_batches", recorded)
+    export_chrome_trace(sample.path, tmp_path / "out.json")
+    assert [" FROM steps_by_ipu " in q for q in queries].count(True) == 1
+    assert ["FROM steps ORDER BY id" in q for q in queries].count(True) == 1
+    assert len(queries) == 2
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3])
+def test_any_batch_size_gives_the_same_events(sample, tmp_path, monkeypatch, rows):
+    export_chrome_trace(sample.path, tmp_path / "whole.json")
+    monkeypatch.setattr(execution, "_READ_BATCH", rows)
+    monkeypatch.setattr(execution, "_TEXTS_BATCH", rows)
+    export_chrome_trace(sample.path, tmp_path / "batched.json")
+    assert (tmp_path / "whole.json").read_bytes() == (tmp_path / "batched.json").read_bytes()
+
+
+def test_values_beyond_32_bits_in_one_batch_are_written_exactly(sample, tmp_path, monkeypatch):
+    big = (1 << 40) + 7
+    report = changed_copy(
+        sample.path,
+        tmp_path / "changed.pop",
+        "UPDATE steps_by_ipu SET cycles = ?, data_out = -? WHERE step_id = 3 AND ipu = 1",
+        (big, big),
+    )
+    monkeypatch.setattr(execution, "_READ_BATCH", 2)  # that row's batch is 64-bit, the others 32-bit
+    export_chrome_trace(report, tmp_path / "out.json")
+    events = _events(tmp_path / "out.json")
+    steps = {(e["args"]["step"], e["tid"]): e["args"] for e in events if e["ph"] == "X" and "step" in e["args"]}
+    assert steps[3, 1]["cycles"] == big and steps[3, 1]["data_out"] == -big
+    assert all(args["cycles"] < 1 << 31 for key, args in steps.items() if key != (3, 1))

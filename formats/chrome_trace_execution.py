@@ -6,10 +6,10 @@ Events are formatted a column at a time, in native code: each IPU's steps are re
 columns (the ADBC SQLite driver), SQLite quotes the steps' names, Arrow renders the numbers
 (doubles in their shortest round-trip form) and joins each event's pieces, and the joined events
 of a batch go to the output as one block. steps and steps_by_ipu are each read in one pass, the
-latter split by IPU as it is read and kept in the narrowest integer type that holds its values.
-The steps of each IPU are written ordered by start (longest first, then by step); a step that overlaps an
-earlier one without nesting in it goes to the IPU's first extra track where it nests, named
-"IPU n (overlap k)" and declared just before its first event.
+latter split by IPU as it is read, its integer columns kept in 32 bits where their values allow.
+The steps of each IPU are written ordered by start (longest first, then by step); a step that
+overlaps an earlier one without nesting in it goes to the IPU's first extra track where it
+nests, named "IPU n (overlap k)" and declared just before its first event.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class _IpuSteps:
     """The profiled steps of one IPU, in the order their events are written."""
 
     def __init__(
-        self, step: np.ndarray, start: np.ndarray, end: np.ndarray, rows: dict[str, np.ndarray], texts: pa.Table
-    ):
+        self, step: np.ndarray, start: np.ndarray, end: np.ndarray, rows: dict[str, np.ndarray], texts: _StepTexts
+    ) -> None:
         order = np.lexsort((step, -end, start))
         self.start, self.end, self._order = start[order], end[order], order
         ids = texts.ids
@@ -272,7 +272,7 @@ def _split_by_ipu(reader: ProfileReader, batch: pa.RecordBatch) -> Iterator[tupl
         if len(values) and not (-limit <= values.min() and values.max() <= limit):
             what = "a balance that is not a finite number" if name in _BALANCES else "a value beyond 2^62"
             raise CorruptReportError(f"{reader.path!r}: steps_by_ipu.{name} holds {what}", reader.path)
-        columns[name] = values
+        columns[name] = values.astype(np.float64) if name in _BALANCES else values
     base = columns.pop("cycles_base")
     start = base + columns.pop("all_cycles_from_min")
     columns["end"] = np.maximum(start, base + columns.pop("all_cycles_to_max"))

@@ -1143,7 +1143,11 @@ def weightsTransposeChansFlipXY(
 
     graph.state.compute_sets[cs.id].functional.append(run)
     prog.add(Execute(cs))
-    prog.add(Copy(flipped, weightsOut))
+    # element for element, in the order of weightsOut's groups, as Poplar copies between the
+    # variables' regions whatever the views' order
+    g3 = _tensor_grouping(weightsOut, _weights_index, c, o)[0]
+    out_order = _weights_index((c, o, kh, kw), g3, g4)
+    prog.add(Copy(_grouped_view(flipped, out_order), _grouped_view(weightsOut, out_order)))
     prog.add(WriteUndef(out))
 
 

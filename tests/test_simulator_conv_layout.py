@@ -168,3 +168,31 @@ def test_backward_weights_are_a_new_tensor_written_by_transpose_vertices(tmp_pat
     out = _run(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
     flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
     assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+
+
+def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_path):
+    # [b, c, h, w] rows spread linearly: no two channels of a pixel are contiguous, so the input is
+    # first copied into the layout createInput gives, and the vertices read that copy
+    from simulator.poplibs.poputil import mapTensorLinearly
+
+    g = _graph(64)
+    params = poplin.ConvParams(2, 32, 16, (6, 6), (3, 3), (1, 1), (1, 1), HALF)
+    x = g.addVariable(HALF, [2, 32, 6, 6], "x")
+    mapTensorLinearly(g, x)
+    w = poplin.createWeights(g, params, "w")
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv")
+    names = [v.name for v in g.state.vars]
+    assert "conv/actsRearranged" in names and "conv/weightsRearranged" not in names
+    (batch,) = _batches(g, "conv/Conv_1/Convolve")
+    read = {g.state.vars[int(v)].name for v in np.unique(batch.fields["in"][1])}
+    assert read == {"conv/actsRearranged"}
+    g.createHostWrite("x", x)
+    g.createHostWrite("w", w)
+    g.createHostRead("y", y)
+    rng = np.random.default_rng(6)
+    xv = rng.standard_normal((2, 32, 6, 6)).astype(np.float16)
+    wv = rng.standard_normal((16, 32, 3, 3)).astype(np.float16)
+    out = _run(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
+    ref = _correlate(xv.astype(np.float64), wv.astype(np.float64), padding=(1, 1))
+    assert np.allclose(out.astype(np.float64), ref, atol=0.05 * np.abs(ref).max())

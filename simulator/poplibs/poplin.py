@@ -1017,51 +1017,70 @@ def _map_by_use(
     graph.state.set_mapping(var_id, np.concatenate(m_s), np.concatenate(m_e), np.concatenate(m_t))
 
 
+def _create_operand(graph: Graph, grid: _ConvGrid, acts: bool, name: str) -> Tensor:
+    """The input (acts) or the weights of a convolution in its plan's grouped layout, each piece
+    spread over the tiles that read it in whole groups, at least 128 bytes (acts) or 256 bytes
+    (weights) a tile (lib/poplin/Convolution.cpp, mapActivationsOrWeights); returns the
+    [b, c, h, w] or [o, c, kh, kw] view."""
+    params = grid.params
+    b, c, o = params.batch, params.in_chans, params.out_chans
+    (h, w), (kh, kw) = params.field, params.kernel
+    shape = (b, c, h, w) if acts else (o, c, kh, kw)
+    var = graph.addVariable(params.dtype, [math.prod(shape)], name)
+    cells = grid.cells()
+    vi, start, length = grid.input_ranges(cells) if acts else grid.weight_ranges(cells)
+    tiles = np.array([x[9] for x in cells], dtype=np.int64)
+    grain = grid.ig if acts else grid.ig * grid.og
+    min_elems = -(-(128 if acts else 256) // params.dtype.size)
+    _map_by_use(graph, int(var.vars[0]), var.numElements(), tiles[vi], start, length, grain, min_elems)
+    idx = _acts_index(shape, grid.ig) if acts else _weights_index(shape, grid.og, grid.ig)
+    return Tensor.from_elements(graph.state, params.dtype, shape, np.full(idx.size, int(var.vars[0])), idx.reshape(-1))
+
+
 def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in") -> Tensor:
     """An input activation tensor [batch, inChans, h, w] laid out for the convolution's plan, as
     poplin::createInput makes it (lib/poplin/Convolution.cpp, createInputImpl): stored as
-    [C/ig][N][H][W][ig], each piece spread over the tiles that read it, in whole channel groups,
-    at least 128 bytes a tile (mapActivationsOrWeights)."""
-    grid = _conv_grid(graph, params)
-    b, c = params.batch, params.in_chans
-    h, w = params.field
-    var = graph.addVariable(params.dtype, [b * c * h * w], debugPrefix)
-    cells = grid.cells()
-    vi, start, length = grid.input_ranges(cells)
-    tiles = np.array([x[9] for x in cells], dtype=np.int64)
-    _map_by_use(
-        graph, int(var.vars[0]), var.numElements(), tiles[vi], start, length, grid.ig, -(-128 // params.dtype.size)
-    )
-    idx = _acts_index((b, c, h, w), grid.ig)
-    return Tensor.from_elements(
-        graph.state, params.dtype, (b, c, h, w), np.full(idx.size, int(var.vars[0])), idx.reshape(-1)
-    )
+    [C/ig][N][H][W][ig], each piece spread over the tiles that read it (mapActivationsOrWeights)."""
+    return _create_operand(graph, _conv_grid(graph, params), True, debugPrefix)
 
 
 def createWeights(graph: Graph, params: ConvParams, debugPrefix: str = "conv/weights") -> Tensor:
     """Weights [outChans, inChans, kh, kw] laid out for the convolution's plan, as
     poplin::createWeights makes them (lib/poplin/Convolution.cpp, createWeightsImpl): stored as
-    [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it, in whole
-    og x ig groups, at least 256 bytes a tile (mapActivationsOrWeights)."""
-    grid = _conv_grid(graph, params)
-    kh, kw = params.kernel
-    shape = (params.out_chans, params.in_chans, kh, kw)
-    var = graph.addVariable(params.dtype, [math.prod(shape)], debugPrefix)
-    cells = grid.cells()
-    vi, start, length = grid.weight_ranges(cells)
-    tiles = np.array([x[9] for x in cells], dtype=np.int64)
-    _map_by_use(
-        graph,
-        int(var.vars[0]),
-        var.numElements(),
-        tiles[vi],
-        start,
-        length,
-        grid.ig * grid.og,
-        -(-256 // params.dtype.size),
-    )
-    idx = _weights_index(shape, grid.og, grid.ig)
-    return Tensor.from_elements(graph.state, params.dtype, shape, np.full(idx.size, int(var.vars[0])), idx.reshape(-1))
+    [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it
+    (mapActivationsOrWeights)."""
+    return _create_operand(graph, _conv_grid(graph, params), False, debugPrefix)
+
+
+def _channels_grouped(grouped: Tensor, group: int) -> bool:
+    """Whether at least two consecutive input channels of the operand, seen in its plan's grouped
+    order (the channels innermost), are contiguous in memory: poplin rearranges an operand whose
+    innermost grouping is 1 (lib/poplin/Convolution.cpp, convolutionImpl: detectInnermostGrouping)."""
+    if group == 1:
+        return True
+    g = min(p for p in range(2, group + 1) if group % p == 0)
+    var, idx = grouped.element_arrays()
+    var, idx = var.reshape(-1, g), idx.reshape(-1, g)
+    return bool(np.all(var == var[:, :1]) and np.all(np.diff(idx, axis=1) == 1))
+
+
+def _arrange_conv_operand(
+    graph: Graph, T: Tensor, grid: _ConvGrid, acts: bool, prog: Sequence, name: str
+) -> tuple[Tensor, Tensor]:
+    """T and its view in the plan's grouped order, or, when T's input channels are not grouped,
+    a copy of T created in the plan's layout and its view: poplin copies such an operand into the
+    layout its plan expects before the exchange (lib/poplin/Convolution.cpp, convolutionImpl:
+    rearrangeActs, rearrangeWeights; convolutionPreprocess)."""
+    p = grid.params
+    shape = (p.batch, p.in_chans, *p.field) if acts else (p.out_chans, p.in_chans, *p.kernel)
+    index = _acts_index(shape, grid.ig) if acts else _weights_index(shape, grid.og, grid.ig)
+    grouped = _grouped_view(T, index)
+    if _channels_grouped(grouped, grid.ig):
+        return T, grouped
+    arranged = _create_operand(graph, grid, acts, name)
+    arranged_grouped = _grouped_view(arranged, index)
+    prog.add(Copy(grouped, arranged_grouped))
+    return arranged, arranged_grouped
 
 
 def weightsTransposeChansFlipXY(
@@ -1202,7 +1221,7 @@ def convolution(
         weightsTransposeChansFlipXY(graph, weights, bwd_weights, prog, debugPrefix)
         weights = bwd_weights
     grid = _conv_grid(graph, params, partials_type)
-    plan, ig, og = grid.plan, grid.ig, grid.og
+    plan, og = grid.plan, grid.og
     positions = b * oh
     state = graph.state
     small_channels = c < 4
@@ -1226,10 +1245,12 @@ def convolution(
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = plan.k_grain, plan.n_grain
     # the operands in the plan's grouped order: a cell reads whole rows of a channel group at once
+    inp, inp_grouped = _arrange_conv_operand(graph, inp, grid, True, prog, f"{debugPrefix}/actsRearranged")
+    weights, w_grouped = _arrange_conv_operand(graph, weights, grid, False, prog, f"{debugPrefix}/weightsRearranged")
     in_v, in_s, in_l = grid.input_ranges(cells)
     w_v, w_s, w_l = grid.weight_ranges(cells)
-    ri, vi_, si, li = regions_at(_grouped_view(inp, _acts_index((b, c, h, w), ig)), in_s, in_l)
-    rw, vw, sw_, lw = regions_at(_grouped_view(weights, _weights_index((o, c, kh, kw), og, ig)), w_s, w_l)
+    ri, vi_, si, li = regions_at(inp_grouped, in_s, in_l)
+    rw, vw, sw_, lw = regions_at(w_grouped, w_s, w_l)
     v = np.arange(len(cells), dtype=np.int64)
     cs = graph.addComputeSet(f"{debugPrefix}/Conv_1/Convolve")
     add_vertices(

@@ -1102,8 +1102,8 @@ def weightsTransposeChansFlipXY(
             f"weightsTransposeChansFlipXY needs weights [o, c, kh, kw] and [c, o, kh, kw], got "
             f"{list(weightsIn.shape)} and {list(weightsOut.shape)}"
         )
-    g1 = _tensor_grouping(weightsIn, _weights_index, o, c)
-    g4 = _tensor_grouping(weightsOut, _weights_index, c, o)[1]
+    g1 = _tensor_grouping(weightsIn, o, c)
+    g4 = _tensor_grouping(weightsOut, c, o)[1]
     g1, g2 = g1
     g5 = g4 if g1 % g4 == 0 else g1
     size = o * c * kh * kw
@@ -1164,20 +1164,22 @@ def weightsTransposeChansFlipXY(
     prog.add(Execute(cs))
     # element for element, in the order of weightsOut's groups, as Poplar copies between the
     # variables' regions whatever the views' order
-    g3 = _tensor_grouping(weightsOut, _weights_index, c, o)[0]
+    g3 = _tensor_grouping(weightsOut, c, o)[0]
     out_order = _weights_index((c, o, kh, kw), g3, g4)
     prog.add(Copy(_grouped_view(flipped, out_order), _grouped_view(weightsOut, out_order)))
     prog.add(WriteUndef(out))
 
 
-def _tensor_grouping(T: Tensor, index_of, o: int, c: int) -> tuple[int, int]:
-    """The (og, ig) channel groups of weights T [o, c, kh, kw]: the largest groups, among the
-    divisors of the plan groups' candidates, in whose grouped order T's variable is contiguous
-    (poputil's detectChannelGrouping, lib/poputil/VarStructure.cpp); (1, 1) when none is."""
+def _tensor_grouping(T: Tensor, o: int, c: int) -> tuple[int, int]:
+    """The (og, ig) channel groups of weights T [o, c, kh, kw], as weightsTransposeChansFlipXY
+    finds them (lib/poplin/ConvUtilInternal.cpp, splitWeightsFromGroups and
+    detectWeightsChannelGrouping): here the largest groups of 16, 8, 4, 2 or 1 channels in whose
+    grouped order T is one contiguous run of its variable, the layout createWeights gives; (1, 1)
+    when there is none."""
     kh, kw = T.shape[2], T.shape[3]
     for og in sorted({g for g in (16, 8, 4, 2, 1) if o % g == 0}, reverse=True):
         for ig in sorted({g for g in (16, 8, 4, 2, 1) if c % g == 0}, reverse=True):
-            view = _grouped_view(T, index_of((o, c, kh, kw), og, ig))
+            view = _grouped_view(T, _weights_index((o, c, kh, kw), og, ig))
             if view.lengths.size == 1:
                 return og, ig
     return 1, 1

@@ -1102,9 +1102,8 @@ def weightsTransposeChansFlipXY(
             f"weightsTransposeChansFlipXY needs weights [o, c, kh, kw] and [c, o, kh, kw], got "
             f"{list(weightsIn.shape)} and {list(weightsOut.shape)}"
         )
-    g1 = _tensor_grouping(weightsIn, o, c)
-    g4 = _tensor_grouping(weightsOut, c, o)[1]
-    g1, g2 = g1
+    g1, g2 = _tensor_grouping(weightsIn, o, c)
+    g3, g4 = _tensor_grouping(weightsOut, c, o)
     g5 = g4 if g1 % g4 == 0 else g1
     size = o * c * kh * kw
     block = g5 * g2
@@ -1164,7 +1163,6 @@ def weightsTransposeChansFlipXY(
     prog.add(Execute(cs))
     # element for element, in the order of weightsOut's groups, as Poplar copies between the
     # variables' regions whatever the views' order
-    g3 = _tensor_grouping(weightsOut, c, o)[0]
     out_order = _weights_index((c, o, kh, kw), g3, g4)
     prog.add(Copy(_grouped_view(flipped, out_order), _grouped_view(weightsOut, out_order)))
     prog.add(WriteUndef(out))

@@ -612,11 +612,13 @@ def _conv(
     if single_phase in ("all", "fwd"):
         poplin.convolution(g, x, weights, params, fwd, "Fwd")
     if single_phase in ("all", "bwd"):
-        # input gradients: the deltas convolved with the transposed (and flipped) weights; for a
-        # strided convolution the deltas' field is convolved at stride 1
+        # input gradients: the deltas convolved with the transposed and flipped weights, a tensor
+        # of the backward plan written by transpose vertices (single_conv_layer's backward pass,
+        # poplin::convolution with transposeAndFlipWeights); for a strided convolution the deltas'
+        # field is convolved at stride 1
         bp = poplin.ConvParams(b, o, c, (oh, ow), (kh, kw), (1, 1), (max(0, kh - 1 - ph), max(0, kw - 1 - pw)), t)
         deltas = poplin.createInput(g, bp, "conv/deltas")
-        poplin.convolution(g, deltas, weights.dimShuffle([1, 0, 2, 3]), bp, bwd, "Bwd")
+        poplin.convolution(g, deltas, weights, bp, bwd, "Bwd", transposeAndFlipWeights=True)
     if single_phase in ("all", "wu"):
         # weight gradients as poplin plans them: a product over batch and field positions
         rows, inner = c * kh * kw, b * oh * ow

@@ -28,7 +28,7 @@ from ..programs import Copy, Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, HALF, Type, as_type
 from . import rearrange
-from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets
+from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets, tile_pieces
 
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
 AVAILABLE_MEMORY_PROPORTION = 0.6
@@ -842,25 +842,345 @@ class ConvParams:
         return self.batch * oh * ow * self.out_chans * self.in_chans * self.kernel[0] * self.kernel[1]
 
 
-def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in") -> Tensor:
-    """An input activation tensor [batch, inChans, h, w], rows spread over the tiles."""
-    from ._util import map_linearly
+@dataclass
+class _ConvGrid:
+    """A convolution's split over tiles and the channel groups of its operands.
 
-    b, c = params.batch, params.in_chans
-    h, w = params.field
-    t = graph.addVariable(params.dtype, [b, c, h, w], debugPrefix)
-    map_linearly(graph, t, grain=w, min_per_tile=w)
-    return t
+    The output positions (batch x output rows), output channels and input channels are split over
+    pm x pn x pk cells, channels in whole groups; cell = (im * pn + jn) * pk + ik runs on tiles[cell].
+    The operands are laid out by channel groups as poplin creates them (lib/poplin/Convolution.cpp,
+    createInputImpl: [C/ig][N][H][W][ig]; createWeightsImpl: [O/og][C/ig][kh][kw][og][ig]; the
+    partials and the reduced output, ConvReduce.cpp multiStageGroupedReduce: [O/og][N][H][W][og]),
+    ig the plan's inChansPerGroup and og its partialChansPerGroup, or their largest divisor of the
+    channels when the channels are not a multiple of them (poplin pads them instead).
+    """
+
+    params: ConvParams
+    plan: MatMulPlan
+    pm: int
+    pn: int
+    pk: int
+    rows_per: int  # output positions (batch x output rows) of one cell
+    o_per: int  # output channels of one cell, whole groups
+    c_per: int  # input channels of one cell, whole groups
+    ig: int
+    og: int
+    tiles: np.ndarray  # state tile of each cell
+
+    def cells(self) -> list[tuple[int, int, int, int, int, int, int, int, int, int]]:
+        """The non-empty cells: (im, jn, ik, p0, p1, o0, o1, k0, k1, tile)."""
+        p = self.params
+        positions = p.batch * p.out_field[0]
+        out = []
+        for im in range(self.pm):
+            p0, p1 = im * self.rows_per, min(positions, (im + 1) * self.rows_per)
+            for jn in range(self.pn):
+                o0, o1 = jn * self.o_per, min(p.out_chans, (jn + 1) * self.o_per)
+                for ik in range(self.pk):
+                    k0, k1 = ik * self.c_per, min(p.in_chans, (ik + 1) * self.c_per)
+                    if p1 > p0 and o1 > o0 and k1 > k0:
+                        tile = int(self.tiles[(im * self.pn + jn) * self.pk + ik])
+                        out.append((im, jn, ik, p0, p1, o0, o1, k0, k1, tile))
+        return out
+
+    def input_ranges(self, cells) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What each cell reads of the input, in its grouped order [C/ig][N][H][W][ig]: one range of
+        whole rows per (cell, input channel group, batch element): (cell index, start, length)."""
+        p = self.params
+        b, h, w, ig = p.batch, p.field[0], p.field[1], self.ig
+        oh = p.out_field[0]
+        kh, sh, ph = p.kernel[0], p.stride[0], p.padding[0]
+        rows = []
+        for vi, (_im, _jn, _ik, p0, p1, _o0, _o1, k0, k1, _t) in enumerate(cells):
+            for bb in range(p0 // oh, (p1 - 1) // oh + 1):
+                y0, y1 = max(p0, bb * oh) - bb * oh, min(p1, (bb + 1) * oh) - bb * oh
+                ih0, ih1 = max(0, y0 * sh - ph), min(h, (y1 - 1) * sh - ph + kh)
+                if ih1 <= ih0:
+                    continue
+                for gi in range(k0 // ig, k1 // ig):
+                    rows.append((vi, ((gi * b + bb) * h + ih0) * w * ig, (ih1 - ih0) * w * ig))
+        r = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        return r[:, 0], r[:, 1], r[:, 2]
+
+    def weight_ranges(self, cells) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What each cell reads of the weights, in their grouped order [O/og][C/ig][kh][kw][og][ig]:
+        one range per (cell, output channel group): (cell index, start, length)."""
+        p = self.params
+        kk = p.kernel[0] * p.kernel[1]
+        ig, og = self.ig, self.og
+        groups_in = p.in_chans // ig
+        rows = []
+        for vi, (_im, _jn, _ik, _p0, _p1, o0, o1, k0, k1, _t) in enumerate(cells):
+            for go in range(o0 // og, o1 // og):
+                rows.append((vi, (go * groups_in + k0 // ig) * kk * og * ig, (k1 - k0) // ig * kk * og * ig))
+        r = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        return r[:, 0], r[:, 1], r[:, 2]
+
+
+def _channel_group(chans: int, group: int) -> int:
+    """The plan's channel group, or its largest divisor of `chans` when it does not divide them."""
+    return group if chans % group == 0 else math.gcd(chans, group)
+
+
+def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) -> _ConvGrid:
+    """The plan of a convolution: the matrix-product plan of its positions, input and output
+    channels, whole output rows in a cell, and poplin's tile order (lib/poplin/Convolution.cpp,
+    linearizeConvIndices: input-channel split outermost, output channels innermost)."""
+    b, c, o = params.batch, params.in_chans, params.out_chans
+    oh, ow = params.out_field
+    kh, kw = params.kernel
+    positions = b * oh
+    plan = plan_matmul(
+        graph, positions * ow, c, o, params.dtype, partials_type, params.dtype, conv_kernel=kh * kw, methods=("AMP",)
+    )
+    ig = _channel_group(c, plan.k_grain)
+    og = _channel_group(o, plan.n_grain)
+    pm = max(1, min(positions, plan.pm))
+    pn, pk = plan.pn, max(1, min(c, plan.pk))
+    c_per = _grain_block(c, ig, pk)
+    o_per = _grain_block(o, og, pn)
+    cell = np.arange(pm * pn * pk, dtype=np.int64)
+    linear = ((cell % pk) * pm + cell // (pn * pk)) * pn + (cell // pk) % pn
+    tiles = np.asarray(graph.tile(linear), dtype=np.int64)
+    return _ConvGrid(params, plan, pm, pn, pk, -(-positions // pm), o_per, c_per, ig, og, tiles)
+
+
+def _acts_index(shape: tuple[int, int, int, int], group: int) -> np.ndarray:
+    """Offsets of the elements of [N][C][H][W] activations stored as [C/g][N][H][W][g]."""
+    n, c, h, w = shape
+    return np.arange(n * c * h * w, dtype=np.int64).reshape(c // group, n, h, w, group).transpose(1, 0, 4, 2, 3)
+
+
+def _weights_index(shape: tuple[int, int, int, int], og: int, ig: int) -> np.ndarray:
+    """Offsets of the elements of [O][C][kh][kw] weights stored as [O/og][C/ig][kh][kw][og][ig]."""
+    o, c, kh, kw = shape
+    idx = np.arange(o * c * kh * kw, dtype=np.int64).reshape(o // og, c // ig, kh, kw, og, ig)
+    return idx.transpose(0, 4, 1, 5, 2, 3).reshape(o, c, kh, kw)
+
+
+def _grouped_view(T: Tensor, index: np.ndarray) -> Tensor:
+    """The flat view of T whose position q is T's element at flat position p where index[p] = q:
+    T's elements in the order of a grouped layout."""
+    order = np.empty(index.size, dtype=np.int64)
+    order[index.reshape(-1)] = np.arange(index.size, dtype=np.int64)
+    var, idx = T.element_arrays()
+    return Tensor.from_elements(T._state, T.dtype, (index.size,), var[order], idx[order])
+
+
+def _map_by_use(
+    graph: Graph,
+    var_id: int,
+    size: int,
+    users: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    grain: int,
+    min_elems: int,
+) -> None:
+    """Map a variable by its uses, as poplin maps a convolution's operands (lib/poplin/Convolution.cpp,
+    mapActivationsOrWeights: TensorUseTracker::mapTensorsByUse with the plan's grain and at least
+    minBytesPerTile a tile): the elements read by one set of tiles are spread over those tiles in
+    whole grains; elements no tile reads are spread over all tiles."""
+    ends = starts + lengths
+    bounds = np.unique(np.concatenate(([0, size], starts, ends)))
+    seg_start, seg_len = bounds[:-1], np.diff(bounds)
+    i0 = np.searchsorted(bounds, starts)
+    i1 = np.searchsorted(bounds, ends)
+    count = i1 - i0
+    seg = np.repeat(i0, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    pairs = np.unique(np.stack([seg, np.repeat(users, count)], axis=1), axis=0)
+    key_of: dict[tuple[int, ...], list[int]] = {}
+    split = np.flatnonzero(np.diff(pairs[:, 0])) + 1
+    used = set()
+    for chunk in np.split(pairs, split) if pairs.size else []:
+        s = int(chunk[0, 0])
+        used.add(s)
+        key_of.setdefault(tuple(chunk[:, 1].tolist()), []).append(s)
+    free = [s for s in range(seg_start.size) if s not in used]
+    if free:
+        everyone = tuple(np.asarray(graph.tile(np.arange(graph.num_tiles)), dtype=np.int64).tolist())
+        key_of.setdefault(everyone, []).extend(free)
+    m_s, m_e, m_t = [], [], []
+    for tiles, segs in key_of.items():
+        segs_a = np.sort(np.asarray(segs, dtype=np.int64))
+        lens = seg_len[segs_a]
+        cum = np.concatenate(([0], np.cumsum(lens)))
+        c_s, c_e, c_t = linear_intervals(int(cum[-1]), len(tiles), grain, min_elems)
+        points = np.unique(np.concatenate((cum, c_s, c_e)))
+        lo, hi = points[:-1], points[1:]
+        which = np.searchsorted(cum, lo, side="right") - 1
+        chunk = np.searchsorted(c_e, lo, side="right")
+        base = seg_start[segs_a[which]] + (lo - cum[which])
+        m_s.append(base)
+        m_e.append(base + (hi - lo))
+        m_t.append(np.asarray(tiles, dtype=np.int64)[c_t[chunk]])
+    graph.state.set_mapping(var_id, np.concatenate(m_s), np.concatenate(m_e), np.concatenate(m_t))
+
+
+def _create_operand(graph: Graph, grid: _ConvGrid, acts: bool, name: str) -> Tensor:
+    """The input (acts) or the weights of a convolution in its plan's grouped layout, each piece
+    spread over the tiles that read it in whole groups, at least 128 bytes (acts) or 256 bytes
+    (weights) a tile (lib/poplin/Convolution.cpp, mapActivationsOrWeights); returns the
+    [b, c, h, w] or [o, c, kh, kw] view."""
+    params = grid.params
+    b, c, o = params.batch, params.in_chans, params.out_chans
+    (h, w), (kh, kw) = params.field, params.kernel
+    shape = (b, c, h, w) if acts else (o, c, kh, kw)
+    var = graph.addVariable(params.dtype, [math.prod(shape)], name)
+    cells = grid.cells()
+    vi, start, length = grid.input_ranges(cells) if acts else grid.weight_ranges(cells)
+    tiles = np.array([x[9] for x in cells], dtype=np.int64)
+    grain = grid.ig if acts else grid.ig * grid.og
+    min_elems = -(-(128 if acts else 256) // params.dtype.size)
+    _map_by_use(graph, int(var.vars[0]), var.numElements(), tiles[vi], start, length, grain, min_elems)
+    idx = _acts_index(shape, grid.ig) if acts else _weights_index(shape, grid.og, grid.ig)
+    return Tensor.from_elements(graph.state, params.dtype, shape, np.full(idx.size, int(var.vars[0])), idx.reshape(-1))
+
+
+def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in") -> Tensor:
+    """An input activation tensor [batch, inChans, h, w] laid out for the convolution's plan, as
+    poplin::createInput makes it (lib/poplin/Convolution.cpp, createInputImpl): stored as
+    [C/ig][N][H][W][ig], each piece spread over the tiles that read it (mapActivationsOrWeights)."""
+    return _create_operand(graph, _conv_grid(graph, params), True, debugPrefix)
 
 
 def createWeights(graph: Graph, params: ConvParams, debugPrefix: str = "conv/weights") -> Tensor:
-    """Weights [outChans, inChans, kh, kw], spread over the tiles."""
-    from ._util import map_linearly
+    """Weights [outChans, inChans, kh, kw] laid out for the convolution's plan, as
+    poplin::createWeights makes them (lib/poplin/Convolution.cpp, createWeightsImpl): stored as
+    [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it
+    (mapActivationsOrWeights)."""
+    return _create_operand(graph, _conv_grid(graph, params), False, debugPrefix)
 
-    kh, kw = params.kernel
-    t = graph.addVariable(params.dtype, [params.out_chans, params.in_chans, kh, kw], debugPrefix)
-    map_linearly(graph, t, grain=params.in_chans * kh * kw, min_per_tile=params.in_chans * kh * kw)
-    return t
+
+def _channels_grouped(grouped: Tensor, group: int) -> bool:
+    """Whether at least two consecutive input channels of the operand, seen in its plan's grouped
+    order (the channels innermost), are contiguous in memory: poplin rearranges an operand whose
+    innermost grouping is 1 (lib/poplin/Convolution.cpp, convolutionImpl: detectInnermostGrouping)."""
+    if group == 1:
+        return True
+    g = min(p for p in range(2, group + 1) if group % p == 0)
+    var, idx = grouped.element_arrays()
+    var, idx = var.reshape(-1, g), idx.reshape(-1, g)
+    return bool(np.all(var == var[:, :1]) and np.all(np.diff(idx, axis=1) == 1))
+
+
+def _arrange_conv_operand(
+    graph: Graph, T: Tensor, grid: _ConvGrid, acts: bool, prog: Sequence, name: str
+) -> tuple[Tensor, Tensor]:
+    """T and its view in the plan's grouped order, or, when T's input channels are not grouped,
+    a copy of T created in the plan's layout and its view: poplin copies such an operand into the
+    layout its plan expects before the exchange (lib/poplin/Convolution.cpp, convolutionImpl:
+    rearrangeActs, rearrangeWeights; convolutionPreprocess)."""
+    p = grid.params
+    shape = (p.batch, p.in_chans, *p.field) if acts else (p.out_chans, p.in_chans, *p.kernel)
+    index = _acts_index(shape, grid.ig) if acts else _weights_index(shape, grid.og, grid.ig)
+    grouped = _grouped_view(T, index)
+    if _channels_grouped(grouped, grid.ig):
+        return T, grouped
+    arranged = _create_operand(graph, grid, acts, name)
+    arranged_grouped = _grouped_view(arranged, index)
+    prog.add(Copy(grouped, arranged_grouped))
+    return arranged, arranged_grouped
+
+
+def weightsTransposeChansFlipXY(
+    graph: Graph, weightsIn: Tensor, weightsOut: Tensor, prog: Sequence, debugPrefix: str = "conv"
+) -> None:
+    """Write the backward pass's weights: weightsOut[c, o, y, x] = weightsIn[o, c, kh-1-y, kw-1-x]
+    (poplin::weightsTransposeChansFlipXY, lib/poplin/Convolution.cpp).
+
+    With weightsIn grouped [O/G1][C/G2]..[G1][G2] and weightsOut [C/G3][O/G4]..[G3][G4] (the
+    layouts createWeights gives the forward and backward plans), each [G5][G2] matrix of the input,
+    G5 = G4 when it divides G1 and G1 otherwise, is first transposed on the tile that holds it into
+    a new variable mapped like it (popops::rearrange::partialTranspose: Transpose2d vertices, the
+    tile's matrices shared between its workers), then the flipped view of that is copied into
+    weightsOut, runs of gcd(G1, G4) or more elements."""
+    require_codelets(graph, "popops")
+    o, c, kh, kw = weightsIn.shape
+    if tuple(weightsOut.shape) != (c, o, kh, kw):
+        raise GraphError(
+            f"weightsTransposeChansFlipXY needs weights [o, c, kh, kw] and [c, o, kh, kw], got "
+            f"{list(weightsIn.shape)} and {list(weightsOut.shape)}"
+        )
+    g1, g2 = _tensor_grouping(weightsIn, o, c)
+    g3, g4 = _tensor_grouping(weightsOut, c, o)
+    g5 = g4 if g1 % g4 == 0 else g1
+    size = o * c * kh * kw
+    block = g5 * g2
+    grouped = _grouped_view(weightsIn, _weights_index((o, c, kh, kw), g1, g2))
+    # the tile of each matrix's first element
+    p_tiles, p_pos, _, _, p_len = tile_pieces(graph, grouped)
+    order = np.argsort(p_pos)
+    p_tiles, p_pos = p_tiles[order], p_pos[order]
+    first = np.arange(size // block, dtype=np.int64) * block
+    m_tiles = p_tiles[np.searchsorted(p_pos, first, side="right") - 1]
+    out = graph.addVariable(weightsIn.dtype, [size], f"{debugPrefix}/partialTranspose")
+    ovar = int(out.vars[0])
+    runs = np.flatnonzero(np.r_[True, m_tiles[1:] != m_tiles[:-1]])
+    run_end = np.r_[runs[1:], m_tiles.size]
+    graph.state.set_mapping(ovar, runs * block, run_end * block, m_tiles[runs])
+    # each tile's matrices shared between its workers (splitRegionsBetweenWorkers)
+    by_tile = np.argsort(m_tiles, kind="stable")
+    uniq, start, per = np.unique(m_tiles[by_tile], return_index=True, return_counts=True)
+    workers = np.minimum(WORKERS, per)
+    share = -(-per // workers)
+    v_tile = np.repeat(uniq, workers)
+    j = np.arange(int(workers.sum())) - np.repeat(np.cumsum(workers) - workers, workers)
+    t0 = np.repeat(start, workers) + j * np.repeat(share, workers)
+    t1 = np.minimum(t0 + np.repeat(share, workers), np.repeat(start + per, workers))
+    keep = t1 > t0
+    v_tile, t0, t1 = v_tile[keep], t0[keep], t1[keep]
+    count = t1 - t0
+    vm = np.repeat(np.arange(v_tile.size), count)
+    mat = by_tile[np.repeat(t0, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))]
+    rs, vs, ss, ls = regions_at(grouped, mat * block, np.full(mat.size, block))
+    cs = graph.addComputeSet(f"{debugPrefix}/WeightTranspose")
+    add_vertices(
+        graph,
+        cs,
+        f"popops::Transpose2d<{weightsIn.dtype}>",
+        v_tile,
+        {
+            "src": (vm[rs], vs, ss, ls),
+            "dst": (vm, np.full(vm.size, ovar), mat * block, np.full(mat.size, block)),
+        },
+        work={"rows": np.full(v_tile.size, g5), "cols": np.full(v_tile.size, g2), "matrices": count},
+    )
+    # weightsIn[oo, cc, i, j] lands in matrix ((((oo/G1) C/G2 + cc/G2) kh + i) kw + j) G1/G5 + (oo%G1)/G5
+    # at (cc%G2, oo%G5); the flipped view reads it for weightsOut[cc, oo, kh-1-i, kw-1-j]
+    oo, cc, ii, jj = np.meshgrid(np.arange(o), np.arange(c), np.arange(kh), np.arange(kw), indexing="ij")
+    mat_of = (((oo // g1 * (c // g2) + cc // g2) * kh + ii) * kw + jj) * (g1 // g5) + (oo % g1) // g5
+    pos = mat_of * block + (cc % g2) * g5 + oo % g5
+    flipped_idx = pos.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+    flipped = Tensor.from_elements(
+        graph.state, weightsIn.dtype, (c, o, kh, kw), np.full(size, ovar), flipped_idx.reshape(-1).copy()
+    )
+
+    def run(data):
+        data.write(flipped, data.read(weightsIn).transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+
+    graph.state.compute_sets[cs.id].functional.append(run)
+    prog.add(Execute(cs))
+    # element for element, in the order of weightsOut's groups, as Poplar copies between the
+    # variables' regions whatever the views' order
+    out_order = _weights_index((c, o, kh, kw), g3, g4)
+    prog.add(Copy(_grouped_view(flipped, out_order), _grouped_view(weightsOut, out_order)))
+    prog.add(WriteUndef(out))
+
+
+def _tensor_grouping(T: Tensor, o: int, c: int) -> tuple[int, int]:
+    """The (og, ig) channel groups of weights T [o, c, kh, kw], as weightsTransposeChansFlipXY
+    finds them (lib/poplin/ConvUtilInternal.cpp, splitWeightsFromGroups and
+    detectWeightsChannelGrouping): here the largest groups of 16, 8, 4, 2 or 1 channels in whose
+    grouped order T is one contiguous run of its variable, the layout createWeights gives; (1, 1)
+    when there is none."""
+    kh, kw = T.shape[2], T.shape[3]
+    for og in sorted({g for g in (16, 8, 4, 2, 1) if o % g == 0}, reverse=True):
+        for ig in sorted({g for g in (16, 8, 4, 2, 1) if c % g == 0}, reverse=True):
+            view = _grouped_view(T, _weights_index((o, c, kh, kw), og, ig))
+            if view.lengths.size == 1:
+                return og, ig
+    return 1, 1
 
 
 @poplibs_op("Convolution")
@@ -872,8 +1192,13 @@ def convolution(
     prog: Sequence,
     debugPrefix: str = "conv",
     options: dict | None = None,
+    transposeAndFlipWeights: bool = False,
 ) -> Tensor:
-    """A 2-D convolution (poplin::convolution): partial sums on the AMP units, then reduced."""
+    """A 2-D convolution (poplin::convolution): partial sums on the AMP units, then reduced.
+
+    With transposeAndFlipWeights, `weights` are the forward pass's [inChans, outChans, kh, kw]: the
+    weights this convolution reads are a new tensor created for its plan and written by
+    weightsTransposeChansFlipXY (lib/poplin/Convolution.cpp, convolutionInternal: bwdWeights)."""
     require_codelets(graph, "poplin")
     b, c, o = params.batch, params.in_chans, params.out_chans
     h, w = params.field
@@ -881,31 +1206,23 @@ def convolution(
     sh, sw = params.stride
     ph, pw = params.padding
     oh, ow = params.out_field
-    if tuple(inp.shape) != (b, c, h, w) or tuple(weights.shape) != (o, c, kh, kw):
+    expect_w = (c, o, kh, kw) if transposeAndFlipWeights else (o, c, kh, kw)
+    if tuple(inp.shape) != (b, c, h, w) or tuple(weights.shape) != expect_w:
         raise GraphError(
-            f"convolution expects input {[b, c, h, w]} and weights {[o, c, kh, kw]}, got "
+            f"convolution expects input {[b, c, h, w]} and weights {list(expect_w)}, got "
             f"{list(inp.shape)} and {list(weights.shape)}"
         )
     if oh <= 0 or ow <= 0:
         raise GraphError(f"convolution output field {oh}x{ow} is empty; check kernel, stride and padding")
     options = options or {}
     partials_type = as_type(options.get("partialsType", "float"))
+    if transposeAndFlipWeights:
+        bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights")
+        weightsTransposeChansFlipXY(graph, weights, bwd_weights, prog, debugPrefix)
+        weights = bwd_weights
+    grid = _conv_grid(graph, params, partials_type)
+    plan, og = grid.plan, grid.og
     positions = b * oh
-    plan = plan_matmul(
-        graph, positions * ow, c, o, params.dtype, partials_type, params.dtype, conv_kernel=kh * kw, methods=("AMP",)
-    )
-    # keep whole output rows in a block: split positions (b, oh rows) instead of single pixels
-    pm = max(1, min(positions, plan.pm))
-    pn, pk = plan.pn, max(1, min(c, plan.pk))
-    count = pm * pn * pk
-    cell = np.arange(count, dtype=np.int64)
-    # poplin's tile order (lib/poplin/Convolution.cpp, linearizeConvIndices): input-channel split
-    # outermost, output channels innermost, from the first tile
-    linear = ((cell % pk) * pm + cell // (pn * pk)) * pn + (cell // pk) % pn
-    tiles_all = np.asarray(graph.tile(linear), dtype=np.int64)
-    rows_per = -(-positions // pm)
-    o_per = -(-o // pn)
-    c_per = -(-c // pk)
     state = graph.state
     small_channels = c < 4
     type_name = (
@@ -917,15 +1234,8 @@ def convolution(
             else f"poplin::ConvPartialnx1<{params.dtype},{partials_type},true,false>"
         )
     )
-    cells = []
-    for im in range(pm):
-        p0, p1 = im * rows_per, min(positions, (im + 1) * rows_per)
-        for jn in range(pn):
-            o0, o1 = jn * o_per, min(o, (jn + 1) * o_per)
-            for ik in range(pk):
-                k0, k1 = ik * c_per, min(c, (ik + 1) * c_per)
-                if p1 > p0 and o1 > o0 and k1 > k0:
-                    cells.append((im, jn, ik, p0, p1, o0, o1, k0, k1, int(tiles_all[(im * pn + jn) * pk + ik])))
+    cells = grid.cells()
+    # partials of a cell: [its output channel groups][positions][ow][og]
     sizes = np.array([(x[4] - x[3]) * ow * (x[6] - x[5]) for x in cells], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     partials = graph.addVariable(partials_type, [int(sizes.sum())], f"{debugPrefix}/partials")
@@ -934,26 +1244,13 @@ def convolution(
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = plan.k_grain, plan.n_grain
-    in_rows, w_rows, work_out, work_in, work_og, macs = [], [], [], [], [], []
-    for vi, (_im, _jn, _ik, p0, p1, o0, o1, k0, k1, _tile) in enumerate(cells):
-        for pos in range(p0, p1):
-            bb, y = divmod(pos, oh)
-            ih0 = max(0, y * sh - ph)
-            ih1 = min(h, y * sh - ph + kh)
-            if ih1 <= ih0:
-                continue
-            for cc in range(k0, k1):
-                in_rows.append((vi, ((bb * c + cc) * h + ih0) * w, (ih1 - ih0) * w))
-        for oo in range(o0, o1):
-            w_rows.append((vi, (oo * c + k0) * kh * kw, (k1 - k0) * kh * kw))
-        work_out.append((p1 - p0) * ow)
-        work_in.append(-(-(k1 - k0) // icpg))
-        work_og.append(-(-(o1 - o0) // ocpg))
-        macs.append((p1 - p0) * ow * (o1 - o0) * (k1 - k0) * kh * kw)
-    ir = np.array(in_rows, dtype=np.int64).reshape(-1, 3)
-    wr = np.array(w_rows, dtype=np.int64).reshape(-1, 3)
-    ri, vi_, si, li = regions_at(inp, ir[:, 1], ir[:, 2])
-    rw, vw, sw_, lw = regions_at(weights, wr[:, 1], wr[:, 2])
+    # the operands in the plan's grouped order: a cell reads whole rows of a channel group at once
+    inp, inp_grouped = _arrange_conv_operand(graph, inp, grid, True, prog, f"{debugPrefix}/actsRearranged")
+    weights, w_grouped = _arrange_conv_operand(graph, weights, grid, False, prog, f"{debugPrefix}/weightsRearranged")
+    in_v, in_s, in_l = grid.input_ranges(cells)
+    w_v, w_s, w_l = grid.weight_ranges(cells)
+    ri, vi_, si, li = regions_at(inp_grouped, in_s, in_l)
+    rw, vw, sw_, lw = regions_at(w_grouped, w_s, w_l)
     v = np.arange(len(cells), dtype=np.int64)
     cs = graph.addComputeSet(f"{debugPrefix}/Conv_1/Convolve")
     add_vertices(
@@ -962,32 +1259,40 @@ def convolution(
         type_name,
         tiles,
         {
-            "in": (ir[ri, 0], vi_, si, li),
-            "weights": (wr[rw, 0], vw, sw_, lw),
+            "in": (in_v[ri], vi_, si, li),
+            "weights": (w_v[rw], vw, sw_, lw),
             "out": (v, np.full(v.size, pvar), offsets, sizes),
         },
         work={
-            "out_elems": np.array(work_out),
-            "in_groups": np.array(work_in),
-            "out_groups": np.array(work_og),
+            "out_elems": np.array([(x[4] - x[3]) * ow for x in cells]),
+            "in_groups": np.array([-(-(x[8] - x[7]) // icpg) for x in cells]),
+            "out_groups": np.array([-(-(x[6] - x[5]) // ocpg) for x in cells]),
             "out_chans_per_group": ocpg,
-            "macs": np.array(macs),
+            "macs": np.array([(x[4] - x[3]) * ow * (x[6] - x[5]) * (x[8] - x[7]) * kh * kw for x in cells]),
             "kernel": kh * kw,
-            "in_chans": c_per,
-            "out_chans": o_per,
+            "in_chans": grid.c_per,
+            "out_chans": grid.o_per,
         },
     )
-    # output: blocks of (o range x positions x ow), summed over the input-channel split
+    # output [O/og][N][oh][ow][og] (ConvReduce.cpp, multiStageGroupedReduce); the cells of one
+    # (positions, output channels) block sum their partials, each reducing a slice of the block
     out = graph.addVariable(params.dtype, [b * o * oh * ow], f"{debugPrefix}/out")
     ovar = int(out.vars[0])
     groups: dict[tuple[int, int], list[int]] = {}
     for j, cell in enumerate(cells):
         groups.setdefault((cell[0], cell[1]), []).append(j)
-    o_base = {}
-    pos_count = 0
+    # block order (group, position, x, channel) -> offset in the output variable
+    row = ow * og
+    block_idx, o_base, pos_count = [], {}, 0
     for key, members in groups.items():
+        _im, _jn, _ik, p0, p1, o0, o1 = cells[members[0]][:7]
         o_base[key] = pos_count
         pos_count += int(sizes[members[0]])
+        go = np.arange(o0 // og, o1 // og, dtype=np.int64)
+        block_idx.append((go[:, None] * positions * row + np.arange(p0 * row, p1 * row)[None, :]).reshape(-1))
+    block_order = Tensor.from_elements(
+        state, params.dtype, (pos_count,), np.full(pos_count, ovar), np.concatenate(block_idx)
+    )
     map_s, map_e, map_t, part_rows, out_rows, outputs, nparts, red_tiles = [], [], [], [], [], [], [], []
     vertex = 0
     for key, members in groups.items():
@@ -999,25 +1304,22 @@ def convolution(
             s0, s1 = position * slice_size, min(size, (position + 1) * slice_size)
             if s1 <= s0:
                 continue
+            # one ReduceAdd supervisor vertex per slice
             map_s.append(base + s0)
             map_e.append(base + s1)
             map_t.append(int(tiles[j]))
-            workers = 1  # one ReduceAdd supervisor vertex per slice
-            step = -(-(s1 - s0) // workers)
-            for w0 in range(s0, s1, step):
-                w1 = min(s1, w0 + step)
-                for other in members:
-                    part_rows.append((vertex, int(offsets[other]) + w0, w1 - w0))
-                out_rows.append((vertex, base + w0, w1 - w0))
-                red_tiles.append(int(tiles[j]))
-                outputs.append(w1 - w0)
-                nparts.append(parts)
-                vertex += 1
-    from .popops import graph_tiles_inverse
-
-    graph.setTileMappingIntervals(out, np.array(map_s), np.array(map_e), graph_tiles_inverse(graph, np.array(map_t)))
+            for other in members:
+                part_rows.append((vertex, int(offsets[other]) + s0, s1 - s0))
+            out_rows.append((vertex, base + s0, s1 - s0))
+            red_tiles.append(int(tiles[j]))
+            outputs.append(s1 - s0)
+            nparts.append(parts)
+            vertex += 1
+    m_row, _, m_start, m_len = regions_at(block_order, np.array(map_s), np.array(map_e) - np.array(map_s))
+    state.set_mapping(ovar, m_start, m_start + m_len, np.array(map_t, dtype=np.int64)[m_row])
     pr = np.array(part_rows, dtype=np.int64).reshape(-1, 3)
     orow = np.array(out_rows, dtype=np.int64).reshape(-1, 3)
+    o_row, o_var, o_start, o_len = regions_at(block_order, orow[:, 1], orow[:, 2])
     cs2 = graph.addComputeSet(f"{debugPrefix}/Conv_1/Reduce")
     add_vertices(
         graph,
@@ -1026,20 +1328,12 @@ def convolution(
         red_tiles,
         {
             "partials": (pr[:, 0], np.full(pr.shape[0], pvar), pr[:, 1], pr[:, 2]),
-            "out": (orow[:, 0], np.full(orow.shape[0], ovar), orow[:, 1], orow[:, 2]),
+            "out": (orow[o_row, 0], o_var, o_start, o_len),
         },
         work={"outputs": np.array(outputs), "partials": np.array(nparts)},
     )
-    # the [b, o, oh, ow] view of the blocked output
-    idx = np.zeros((b, o, oh, ow), dtype=np.int64)
-    for (im, jn), members in groups.items():
-        cell = cells[members[0]]
-        p0, p1, o0, o1 = cell[3], cell[4], cell[5], cell[6]
-        base = o_base[(im, jn)]
-        local = np.arange((o1 - o0) * (p1 - p0) * ow, dtype=np.int64).reshape(o1 - o0, p1 - p0, ow) + base
-        for pos in range(p0, p1):
-            bb, y = divmod(pos, oh)
-            idx[bb, o0:o1, y, :] = local[:, pos - p0, :]
+    # the [b, o, oh, ow] view of the grouped output
+    idx = np.arange(b * o * oh * ow, dtype=np.int64).reshape(o // og, b, oh, ow, og).transpose(1, 0, 4, 2, 3)
     view = Tensor.from_elements(state, params.dtype, (b, o, oh, ow), np.full(idx.size, ovar), idx.reshape(-1))
     cells_info = [(x[3], x[4], x[5], x[6], x[7], x[8], int(offsets[j])) for j, x in enumerate(cells)]
 
@@ -1056,21 +1350,17 @@ def convolution(
                     for j in range(kw):
                         patch = xp[bb, k0:k1, y * sh + i, j : j + sw * ow : sw]
                         block[:, pos - p0, :] += wt[o0:o1, k0:k1, i, j] @ patch
-            arr[off : off + block.size] = block.reshape(-1)
+            grouped_block = block.reshape((o1 - o0) // og, og, p1 - p0, ow).transpose(0, 2, 3, 1)
+            arr[off : off + block.size] = grouped_block.reshape(-1)
 
     def reduce_partials(data):
         arr = data.array(pvar)
-        result = np.zeros(b * o * oh * ow)
-        flat_view = idx.reshape(-1)
-        target = np.zeros(out.numElements())
-        for key, members in groups.items():
-            size = int(sizes[members[0]])
-            acc = np.zeros(size)
-            for j in members:
-                acc += arr[int(offsets[j]) : int(offsets[j]) + size]
-            target[o_base[key] : o_base[key] + size] = acc
-        result[:] = target[flat_view]
-        data.write(view, result.reshape(b, o, oh, ow))
+        result = np.zeros((o, positions, ow))
+        for p0, p1, o0, o1, _k0, _k1, off in cells_info:
+            size = (o1 - o0) * (p1 - p0) * ow
+            block = arr[off : off + size].reshape((o1 - o0) // og, p1 - p0, ow, og)
+            result[o0:o1, p0:p1, :] += block.transpose(0, 3, 1, 2).reshape(o1 - o0, p1 - p0, ow)
+        data.write(view, result.reshape(o, b, oh, ow).transpose(1, 0, 2, 3))
 
     state.compute_sets[cs.id].functional.append(convolve)
     state.compute_sets[cs2.id].functional.append(reduce_partials)

@@ -1,0 +1,198 @@
+"""Convolution layouts: operands created in the plan's channel-grouped layouts, read in few regions,
+the backward pass's weights written by transpose vertices, and the results on data."""
+
+from __future__ import annotations
+
+import numpy as np
+from simulator_invariants import check_report
+
+from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
+from simulator.poplibs import poplin, popnn, popops
+from simulator.poplibs._util import tile_pieces
+
+TS = "2024-01-01T00:00:00Z"
+
+
+def _graph(tiles: int = 64) -> Graph:
+    g = Graph(Target("ipu2", tiles_per_ipu=tiles))
+    for lib in (popops, poplin, popnn):
+        lib.addCodelets(g)
+    return g
+
+
+def _run(g, prog, tmp_path, writes: dict, reads: list[str]):
+    with Engine(
+        g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS, functional=True
+    ) as e:
+        for name, value in writes.items():
+            e.writeTensor(name, value)
+        e.run(0)
+        out = {name: e.readTensor(name) for name in reads}
+    assert check_report(tmp_path / "profile.pop") == []
+    return out
+
+
+def _batches(g: Graph, name: str):
+    css = [cs for cs in g.state.compute_sets if cs.name == name]
+    assert len(css) == 1, name
+    return css[0].batches
+
+
+def _tiles_of(g: Graph, t) -> set[int]:
+    return set(tile_pieces(g, t)[0].tolist())
+
+
+def _regions_per_vertex(batch, field: str) -> np.ndarray:
+    return np.bincount(batch.fields[field][0], minlength=batch.n)
+
+
+def _correlate(x, w, stride=(1, 1), padding=(0, 0)):
+    """Reference: y[b, o] = sum_c x[b, c] (*) w[o, c], cross-correlation as poplin computes it."""
+    ph, pw = padding
+    sh, sw = stride
+    kh, kw = w.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh = (xp.shape[2] - kh) // sh + 1
+    ow = (xp.shape[3] - kw) // sw + 1
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i : i + sh * oh : sh, j : j + sw * ow : sw]
+            y += np.einsum("bchw,oc->bohw", patch, w[:, :, i, j])
+    return y
+
+
+def test_pointwise_convolution_reads_whole_channel_groups():
+    # a 1x1 convolution of half data: 16 input channels a group (one conv unit's weights), 8 or 16
+    # output channels; each vertex reads one region per (input channel group, batch element) of
+    # its cell and one per output channel group of the weights, not one per row and channel
+    g = _graph(64)
+    params = poplin.ConvParams(2, 64, 64, (7, 7), (1, 1), dtype=HALF)
+    x = poplin.createInput(g, params, "in")
+    w = poplin.createWeights(g, params, "weights")
+    poplin.convolution(g, x, w, params, Sequence(), "conv")
+    grid = poplin._conv_grid(g, params)
+    assert grid.ig == 16 and grid.og in (8, 16)
+    (batch,) = _batches(g, "conv/Conv_1/Convolve")
+    cells = grid.cells()
+    in_regions = _regions_per_vertex(batch, "in")
+    for v, (_im, _jn, _ik, p0, p1, _o0, _o1, k0, k1, _tile) in enumerate(cells):
+        batch_elems = (p1 - 1) // 7 - p0 // 7 + 1
+        assert in_regions[v] <= (k1 - k0) // 16 * batch_elems
+    weight_regions = _regions_per_vertex(batch, "weights")
+    assert max(weight_regions) <= max((o1 - o0) // grid.og for *_, o0, o1, _k0, _k1, _t in cells)
+    # the old layout read one region per position and input channel: 7 positions x 64 channels
+    assert in_regions.max() <= 8
+
+
+def test_input_and_weights_are_stored_in_channel_groups():
+    g = _graph(64)
+    params = poplin.ConvParams(2, 32, 24, (5, 6), (3, 3), (1, 1), (1, 1), HALF)
+    x = poplin.createInput(g, params, "in")
+    w = poplin.createWeights(g, params, "weights")
+    # [N][C][H][W] stored as [C/16][N][H][W][16]: the 16 channels of a pixel are contiguous
+    _, xi = x.element_arrays()
+    xi = xi.reshape(2, 32, 5, 6)
+    assert np.array_equal(xi[1, 16:32, 2, 3] - xi[1, 16, 2, 3], np.arange(16))
+    assert xi[0, 16, 0, 0] == 2 * 5 * 6 * 16
+    # [O][C][kh][kw] stored as [O/og][C/16][kh][kw][og][16]
+    og = poplin._conv_grid(g, params).og
+    _, wi = w.element_arrays()
+    wi = wi.reshape(24, 32, 3, 3)
+    assert np.array_equal(wi[0, 0:16, 1, 2] - wi[0, 0, 1, 2], np.arange(16))
+    assert wi[1, 0, 0, 0] - wi[0, 0, 0, 0] == 16
+    assert wi[0, 0, 0, 1] - wi[0, 0, 0, 0] == og * 16
+    # every element of both is mapped to a tile that one of the convolution's cells runs on
+    tiles = {x_[9] for x_ in poplin._conv_grid(g, params).cells()}
+    for t in (x, w):
+        assert _tiles_of(g, t) <= tiles
+
+
+def test_output_is_grouped_by_output_channels_and_feeds_the_next_layer(tmp_path):
+    g = _graph(64)
+    p1 = poplin.ConvParams(2, 16, 32, (6, 6), (3, 3), (1, 1), (1, 1), FLOAT)
+    p2 = poplin.ConvParams(2, 32, 16, (6, 6), (1, 1), dtype=FLOAT)
+    x = poplin.createInput(g, p1, "in")
+    w1 = poplin.createWeights(g, p1, "w1")
+    w2 = poplin.createWeights(g, p2, "w2")
+    prog = Sequence()
+    y1 = poplin.convolution(g, x, w1, p1, prog, "layer1")
+    popnn.nonLinearityInPlace(g, "RELU", y1, prog, "relu")
+    y2 = poplin.convolution(g, y1, w2, p2, prog, "layer2")
+    # [b, o, oh, ow] of a variable stored [O/og][N][oh][ow][og]
+    og = poplin._conv_grid(g, p1, FLOAT).og
+    _, yi = y1.element_arrays()
+    yi = yi.reshape(2, 32, 6, 6)
+    assert np.array_equal(yi[1, og : 2 * og, 4, 5] - yi[1, og, 4, 5], np.arange(og))
+    # the second layer reads the first's output in whole channel groups (8 for float data)
+    (batch,) = _batches(g, "layer2/Conv_1/Convolve")
+    assert _regions_per_vertex(batch, "in").max() <= 32 // 8 * 2
+    for name, t in (("x", x), ("w1", w1), ("w2", w2)):
+        g.createHostWrite(name, t)
+    g.createHostRead("y1", y1)
+    g.createHostRead("y2", y2)
+    rng = np.random.default_rng(4)
+    xv = rng.standard_normal((2, 16, 6, 6)).astype(np.float32)
+    w1v = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    w2v = rng.standard_normal((16, 32, 1, 1)).astype(np.float32)
+    out = _run(g, prog, tmp_path, {"x": xv, "w1": w1v, "w2": w2v}, ["y1", "y2"])
+    r1 = np.maximum(_correlate(xv, w1v, padding=(1, 1)), 0)
+    assert np.allclose(out["y1"], r1, atol=1e-3)
+    assert np.allclose(out["y2"], _correlate(r1, w2v), atol=1e-3)
+
+
+def test_backward_weights_are_a_new_tensor_written_by_transpose_vertices(tmp_path):
+    g = _graph(64)
+    fwd = poplin.ConvParams(2, 16, 32, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
+    bwd = poplin.ConvParams(2, 32, 16, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
+    w = poplin.createWeights(g, fwd, "weights")
+    deltas = poplin.createInput(g, bwd, "deltas")
+    prog = Sequence()
+    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", transposeAndFlipWeights=True)
+    (transpose,) = _batches(g, "Bwd/WeightTranspose")
+    assert transpose.vtype.name == "popops::Transpose2d<float>"
+    names = {v.name for v in g.state.vars}
+    assert {"Bwd/bwdWeights", "Bwd/partialTranspose"} <= names
+    # the convolution reads only the new tensor, never the forward weights
+    (conv,) = _batches(g, "Bwd/Conv_1/Convolve")
+    read = {g.state.vars[int(v)].name for v in np.unique(conv.fields["weights"][1])}
+    assert read == {"Bwd/bwdWeights"}
+    # the transpose vertices run where the forward weights are
+    assert set(transpose.tiles.tolist()) <= _tiles_of(g, w)
+    g.createHostWrite("w", w)
+    g.createHostWrite("d", deltas)
+    g.createHostRead("g", grads)
+    rng = np.random.default_rng(5)
+    wv = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    dv = rng.standard_normal((2, 32, 5, 5)).astype(np.float32)
+    out = _run(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
+    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+    assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+
+
+def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_path):
+    # [b, c, h, w] rows spread linearly: no two channels of a pixel are contiguous, so the input is
+    # first copied into the layout createInput gives, and the vertices read that copy
+    from simulator.poplibs.poputil import mapTensorLinearly
+
+    g = _graph(64)
+    params = poplin.ConvParams(2, 32, 16, (6, 6), (3, 3), (1, 1), (1, 1), HALF)
+    x = g.addVariable(HALF, [2, 32, 6, 6], "x")
+    mapTensorLinearly(g, x)
+    w = poplin.createWeights(g, params, "w")
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv")
+    names = [v.name for v in g.state.vars]
+    assert "conv/actsRearranged" in names and "conv/weightsRearranged" not in names
+    (batch,) = _batches(g, "conv/Conv_1/Convolve")
+    read = {g.state.vars[int(v)].name for v in np.unique(batch.fields["in"][1])}
+    assert read == {"conv/actsRearranged"}
+    g.createHostWrite("x", x)
+    g.createHostWrite("w", w)
+    g.createHostRead("y", y)
+    rng = np.random.default_rng(6)
+    xv = rng.standard_normal((2, 32, 6, 6)).astype(np.float16)
+    wv = rng.standard_normal((16, 32, 3, 3)).astype(np.float16)
+    out = _run(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
+    ref = _correlate(xv.astype(np.float64), wv.astype(np.float64), padding=(1, 1))
+    assert np.allclose(out.astype(np.float64), ref, atol=0.05 * np.abs(ref).max())

@@ -57,10 +57,11 @@ class MatMulPlan:
     k_grain: int = 1  # input channels of one AMP group: k is split in whole groups
     n_grain: int = 1  # output channels of one AMP group: n is split in whole groups
     method: str = "AMP"  # poplin's Plan::Method: AMP, HMAC or OUTER_PRODUCT
+    m_grain: int = 1  # rows of one field grain: m is split in whole grains
 
     @property
     def mb(self) -> int:
-        return -(-self.m // self.pm)
+        return _grain_block(self.m, self.m_grain, self.pm)
 
     @property
     def nb(self) -> int:

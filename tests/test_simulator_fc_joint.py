@@ -1,0 +1,138 @@
+"""poplin's joint plan of the fully-connected passes: the plan, its choice and its lowering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simulator_invariants import check_report
+
+from formats.profile_reader import ProfileReader
+from simulator import HALF, Engine, Graph, Sequence, Target
+from simulator.errors import GraphError
+from simulator.poplibs import fullyconnected as fc
+from simulator.poplibs import poplin, popops
+from simulator.presets import build_preset
+
+TS = "2024-01-01T00:00:00Z"
+
+
+def _graph(tiles: int = 16, arch: str = "ipu2") -> Graph:
+    g = Graph(Target(arch, tiles_per_ipu=tiles))
+    poplin.addCodelets(g)
+    popops.addCodelets(g)
+    return g
+
+
+def test_joint_plan_estimate_is_the_sum_of_the_three_passes():
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="joint")
+    assert plan.joint
+    totals = [p.estimate["total"] for p in (plan.fwd, plan.bwd, plan.wu)]
+    assert plan.joint_cost is not None
+    assert plan.joint_cost[0] == sum(totals) == plan.cycles
+    assert plan.joint_cost[1] == max(p.estimate["memory"] for p in (plan.fwd, plan.bwd, plan.wu))
+    # one partition: the batch unsplit, the forward pass's O and I splits are the backward pass's
+    # I and O splits and the weight update's O and I splits, with its k (the batch) unsplit
+    fwd, bwd, wu = plan.fwd, plan.bwd, plan.wu
+    assert (fwd.m, fwd.k, fwd.n, fwd.pn) == (1000, 1000, 4, 1)
+    assert (bwd.m, bwd.k, bwd.n) == (1000, 1000, 4)
+    assert (bwd.pm, bwd.pn, bwd.pk) == (fwd.pk, 1, fwd.pm)
+    assert (wu.m, wu.k, wu.n) == (1000, 4, 1000)
+    assert (wu.pm, wu.pn, wu.pk) == (fwd.pm, fwd.pk, 1)
+    # the three passes' cells of one (O block, I block) share a tile
+    for i_o in range(fwd.pm):
+        for k_i in range(fwd.pk):
+            tile = fwd.tiles[i_o * fwd.pk + k_i]
+            assert bwd.tiles[k_i * fwd.pm + i_o] == tile
+            assert wu.tiles[i_o * fwd.pk + k_i] == tile
+    # the weight update's AMP vertices take the forward pass's output channel groups as input channels
+    assert (wu.k_grain, wu.n_grain) == (fwd.n_grain, fwd.k_grain)
+
+
+def test_poplin_rule_keeps_the_cheaper_plans():
+    bound = 100.0
+    # separate plans fit: they win when faster, or when the joint plan does not fit
+    assert fc.separate_plan_has_lower_cost((90, 50), (100, 50), bound)
+    assert not fc.separate_plan_has_lower_cost((100, 50), (100, 50), bound)  # a tie keeps the joint plan
+    assert fc.separate_plan_has_lower_cost((500, 50), (100, 150), bound)
+    # separate plans over the bound: they win only when the joint plan is over it too and bigger
+    assert not fc.separate_plan_has_lower_cost((10, 150), (100, 50), bound)
+    assert fc.separate_plan_has_lower_cost((10, 150), (100, 160), bound)
+    assert not fc.separate_plan_has_lower_cost((10, 170), (100, 160), bound)
+    assert fc.separate_plan_has_lower_cost((10, 50), None, bound)
+
+
+def test_separate_plans_are_chosen_when_cheaper():
+    # a large batch: the joint plan never splits the batch, so its passes run on few tiles; poplin's
+    # rule picks the separate plans, whose summed estimate is lower
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 1440, 100, 200, HALF)
+    assert not plan.joint
+    assert plan.joint_cost is not None and plan.separate_cost[0] < plan.joint_cost[0]
+    assert plan.cycles == plan.separate_cost[0]
+    assert (plan.fwd.m, plan.fwd.k, plan.fwd.n) == (1440, 100, 200)
+    # and the joint plan where it is cheaper
+    chosen = fc.plan_fully_connected(g, 4, 1000, 1000, HALF)
+    assert chosen.joint and chosen.cycles == chosen.joint_cost[0] < chosen.separate_cost[0]
+
+
+def test_no_joint_plan_without_a_suitable_amp_vertex():
+    # float on ipu2: one conv unit takes 8 input channels, not a multiple of the 16 conv units
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT, mode="joint")
+    assert not plan.joint and plan.joint_cost is None
+    with pytest.raises(GraphError, match="plan mode"):
+        fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="both")
+
+
+def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path):
+    g = _graph(tiles=16)
+    b, i, o = 4, 64, 48
+    plan = fc.plan_fully_connected(g, b, i, o, HALF, mode="joint")
+    assert plan.joint
+    rng = np.random.default_rng(5)
+    a = rng.integers(-2, 3, (b, i)).astype(np.float16)
+    w = rng.integers(-2, 3, (i, o)).astype(np.float16)
+    z = rng.integers(-2, 3, (b, o)).astype(np.float16)
+    A = fc.createInput(g, plan, "prevAct")
+    W = fc.createWeights(g, plan, "weights")
+    Z = fc.createDeltas(g, plan, "zDeltas")
+    prog = Sequence()
+    C = fc.forward(g, plan, A, W, prog, "Fwd")
+    Wt = fc.transposeWeights(g, plan, W, prog, "Bwd/WeightsTranspose")
+    D = fc.backward(g, plan, Z, Wt, prog, "Bwd")
+    fc.weightUpdate(g, plan, W, -0.5, A, Z, prog, "Wu")
+    for name, t in (("A", A), ("W", W), ("Z", Z)):
+        g.createHostWrite(name, t)
+    for name, t in (("C", C), ("D", D), ("W_out", W)):
+        g.createHostRead(name, t)
+    with Engine(
+        g, [prog], {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS, functional=True
+    ) as e:
+        for name, value in (("A", a), ("W", w), ("Z", z)):
+            e.writeTensor(name, value)
+        e.run(0)
+        out = {name: e.readTensor(name) for name in ("C", "D", "W_out")}
+    assert check_report(tmp_path / "profile.pop") == []
+    f = np.float32
+    assert np.array_equal(out["C"].astype(f), a.astype(f) @ w.astype(f))
+    assert np.array_equal(out["D"].astype(f), z.astype(f) @ w.astype(f).T)
+    assert np.array_equal(out["W_out"].astype(f), w.astype(f) - 0.5 * (a.astype(f).T @ z.astype(f)))
+    r = ProfileReader(tmp_path / "profile.pop")
+    names = set(r.column("SELECT name FROM programs"))
+    assert "Bwd/WeightsTranspose/Transpose" in names
+    # the transposed weights are laid out on the tiles of the blocks they transpose: nothing is
+    # exchanged before the transpose, and the forward and backward passes read their weights in place
+    assert not any(n.startswith("Bwd/WeightsTranspose") and n.endswith("ExchangePre") for n in names)
+    assert any(n.startswith("Bwd/Conv_1/Convolve") and n.endswith("ExchangePre") for n in names)
+    assert not any("Fwd/weightsRearranged" in n or "Fwd/actsRearranged" in n for n in names)
+    assert not any("Bwd/actsRearranged" in n or "Bwd/weightsRearranged" in n for n in names)
+
+
+def test_fc_preset_plans_jointly_as_poplin_does():
+    built = build_preset("fc", {"batch-size": 4, "input-size": 1000, "output-size": 1000})
+    assert built.notes["jointPlan"] is True
+    built = build_preset("fc", {"batch-size": 4, "input-size": 1000, "output-size": 1000, "plan": "separate"})
+    assert built.notes["jointPlan"] is False
+    built = build_preset("fc", {"batch-size": 1440, "input-size": 100, "output-size": 200})
+    assert built.notes["jointPlan"] is False

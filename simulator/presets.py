@@ -479,9 +479,9 @@ _PHASE = Knob(
     Knob(
         "plan",
         str,
-        "poplin",
-        "how the passes are planned: as poplin does (one joint plan unless separate plans are cheaper), "
-        "or forced joint or separate",
+        "separate",
+        "how the passes are planned: separate (each pass alone), poplin (one joint plan unless separate "
+        "plans are cheaper, as poplin chooses) or joint",
         fullyconnected.PLAN_MODES,
         None,
     ),
@@ -492,9 +492,11 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
     popops.addCodelets(g)
     t = as_type(dtype)
     b, i, o = batch_size, input_size, output_size
-    # poplin plans the forward pass (fully_connected_layer sets TRAINING_FWD whatever passes run)
-    # jointly with the backward and weight-update passes, or separately when that is cheaper, and
-    # derives the other passes' plans from the forward pass's (lib/poplin/ConvPlan.cpp, getPlan)
+    # with --plan poplin, the forward pass (fully_connected_layer sets TRAINING_FWD whatever passes
+    # run) is planned jointly with the backward and weight-update passes unless separate plans are
+    # cheaper, and the other passes' plans follow the forward pass's (lib/poplin/ConvPlan.cpp,
+    # getPlan); the default plans each pass alone, which stays closer to poplibs' published figures
+    # (docs/simulator.md, "Reading the gaps")
     fc_plan = fullyconnected.plan_fully_connected(g, b, i, o, t, mode=plan)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")

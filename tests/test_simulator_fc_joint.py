@@ -129,10 +129,26 @@ def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path):
     assert not any("Bwd/actsRearranged" in n or "Bwd/weightsRearranged" in n for n in names)
 
 
-def test_fc_preset_plans_jointly_as_poplin_does():
-    built = build_preset("fc", {"batch-size": 4, "input-size": 1000, "output-size": 1000})
-    assert built.notes["jointPlan"] is True
-    built = build_preset("fc", {"batch-size": 4, "input-size": 1000, "output-size": 1000, "plan": "separate"})
-    assert built.notes["jointPlan"] is False
-    built = build_preset("fc", {"batch-size": 1440, "input-size": 100, "output-size": 200})
-    assert built.notes["jointPlan"] is False
+def test_fc_preset_plans_as_poplin_does_on_request():
+    knobs = {"batch-size": 4, "input-size": 1000, "output-size": 1000}
+    assert build_preset("fc", {**knobs, "plan": "poplin"}).notes["jointPlan"] is True
+    assert build_preset("fc", knobs).notes["jointPlan"] is False  # each pass planned alone by default
+    assert build_preset("fc", {**knobs, "plan": "poplin", "dtype": "float"}).notes["jointPlan"] is False
+    large_batch = {"batch-size": 1440, "input-size": 100, "output-size": 200, "plan": "poplin"}
+    assert build_preset("fc", large_batch).notes["jointPlan"] is False
+    # poplin derives a lone pass's plan from the forward pass's joint plan (ConvPlan.cpp, getPlan)
+    lone = build_preset("fc", {**knobs, "plan": "poplin", "single-phase": "bwd"})
+    assert lone.notes["jointPlan"] is True
+    assert len(lone.programs) == 1
+
+
+@pytest.mark.parametrize("phase", ["all", "fwd", "bwd", "wu"])
+def test_fc_preset_with_a_joint_plan_writes_valid_reports(tmp_path, phase):
+    from simulator.presets import run_preset
+
+    knobs = {"batch-size": 4, "input-size": 64, "output-size": 48, "tiles-per-ipu": 16, "plan": "joint"}
+    run_preset("fc", {**knobs, "single-phase": phase}, str(tmp_path), timestamp=TS)
+    assert check_report(tmp_path / "profile.pop") == []
+    names = set(ProfileReader(tmp_path / "profile.pop").column("SELECT name FROM programs"))
+    assert ("Bwd/WeightsTranspose/Transpose" in names) == (phase in ("all", "bwd"))
+    assert ("Wu/AddTo/AddTo" in names) == (phase in ("all", "wu"))

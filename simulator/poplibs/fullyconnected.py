@@ -36,8 +36,9 @@ from ..types import FLOAT, Type
 from . import poplin
 from ._util import add_vertices, poplibs_op, require_codelets
 
-#: How the fc passes are planned: as poplin does (joint or separate, by its rule), or forced.
-PLAN_MODES = ("poplin", "joint", "separate")
+#: How the fc passes are planned: each alone, as poplin does (joint or separate, by its rule), or
+#: jointly.
+PLAN_MODES = ("separate", "poplin", "joint")
 
 
 @dataclass

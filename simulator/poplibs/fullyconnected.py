@@ -392,10 +392,22 @@ def weightUpdate(
     debugPrefix: str = "Wu",
 ) -> None:
     """W += scale A^T dC of a joint plan: dW^T = dC^T A on the tiles of the weights' blocks, then a
-    scaled add into W^T there. The weight-update pass always rearranges its operands (Convolution.cpp,
-    inputRearrangementIsExpensive and weightRearrangementIsExpensive): A, stored as A^T, is regrouped
-    and copied into the weight update's layout on the tiles that hold it."""
+    scaled add into W^T there (poplin::matMulAcc)."""
     from .popops import scaledAddTo
+
+    product = _weight_gradient(graph, plan, prevAct, zDeltas, prog, debugPrefix)
+    scaledAddTo(graph, weights.transpose(), product, scale, prog, f"{debugPrefix}/AddTo")
+
+
+@poplibs_op("MatMul")
+def _weight_gradient(
+    graph: Graph, plan: FullyConnectedPlan, prevAct: Tensor, zDeltas: Tensor, prog: Sequence, debugPrefix: str
+) -> Tensor:
+    """dW^T [O, I] = dC^T A by the joint plan's weight-update pass. The weight-update pass always
+    rearranges its operands (lib/poplin/Convolution.cpp, inputRearrangementIsExpensive and
+    weightRearrangementIsExpensive): A, stored as A^T, is regrouped and copied into the weight
+    update's layout on the tiles that hold it; dC^T is already in it."""
+    from ..programs import Copy
 
     require_codelets(graph, "poplin")
     wu = plan.wu
@@ -408,15 +420,10 @@ def weightUpdate(
         prog,
         f"{debugPrefix}/actsRearranged",
     )
-    rhs_layout = poplin._operand_layout(wu, "rhs")
+    layout = poplin._operand_layout(wu, "rhs")
     rhs = poplin._regroup(graph, prevAct, wu.n_grain, prog, f"{debugPrefix}/weightsRearranged/regroup")
     arranged = poplin._place_operand(
-        graph,
-        graph.addVariable(prevAct.dtype, [rhs_layout.rows * rhs_layout.cols], f"{debugPrefix}/weightsRearranged"),
-        rhs_layout,
+        graph, graph.addVariable(prevAct.dtype, [layout.rows * layout.cols], f"{debugPrefix}/weightsRearranged"), layout
     )
-    from ..programs import Copy
-
     prog.add(Copy(rhs, arranged))
-    product = poplin._build_matmul(graph, lhs, arranged, wu, prog, debugPrefix)
-    scaledAddTo(graph, weights.transpose(), product, scale, prog, f"{debugPrefix}/AddTo")
+    return poplin._build_matmul(graph, lhs, arranged, wu, prog, debugPrefix)

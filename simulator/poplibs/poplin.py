@@ -161,9 +161,10 @@ MATMUL_METHODS = ("AMP", "HMAC", "OUTER_PRODUCT")
 #: The methods the planner weighs unless a plan constraint names one: AMP only. poplin weighs all of
 #: MATMUL_METHODS, but on operands it may swap and, for the fully-connected passes, in one joint plan
 #: whose weight-update method follows the forward plan's (ConvPlan.cpp, getSwapOperandCandidates;
-#: ConvModel.cpp, getFullyConnectedWUMethod); neither is modelled, and weighing the methods pass by
-#: pass on unswapped operands moves the calibration table away from poplibs' figures
-#: (docs/simulator.md, "Reading the gaps").
+#: ConvModel.cpp, getFullyConnectedWUMethod); the swap is modelled only in the joint plan of the
+#: fully-connected passes (fullyconnected.py), on AMP, and weighing the methods pass by pass on
+#: unswapped operands moves the calibration table away from poplibs' figures (docs/simulator.md,
+#: "Reading the gaps").
 DEFAULT_METHODS = ("AMP",)
 
 

@@ -76,13 +76,58 @@ def test_separate_plans_are_chosen_when_cheaper():
     assert chosen.joint and chosen.cycles == chosen.joint_cost[0] < chosen.separate_cost[0]
 
 
-def test_no_joint_plan_without_a_suitable_amp_vertex():
-    # float on ipu2: one conv unit takes 8 input channels, not a multiple of the 16 conv units
+def test_joint_plan_amp_vertices_follow_poplin_candidates():
+    from simulator.target import architecture
+
+    ipu2, ipu1 = architecture("ipu2"), architecture("ipu1")
+    # half inputs, float partials on Mk2: 8 conv units, groups of 8 or 16 output channels
+    assert fc.amp_vertex_candidates(ipu2, HALF, poplin.FLOAT, 16, joint_forward=True) == [(8, 8), (8, 16)]
+    # float on Mk2: 16 conv units take 8 input channels, not a multiple of 16, so a joint plan runs
+    # its vertices on 8 of them (canUseAmp8), while a lone product may use all 16
+    assert fc.amp_vertex_candidates(ipu2, poplin.FLOAT, poplin.FLOAT, 8, joint_forward=True) == [(8, 8)]
+    assert fc.amp_vertex_candidates(ipu2, poplin.FLOAT, poplin.FLOAT, 8)[0] == (16, 16)
+    # the weight update of a half joint plan: input groups of the forward output groups
+    assert fc.amp_vertex_candidates(ipu2, HALF, poplin.FLOAT, 8, partials=16) == [(8, 16)]
+    assert fc.amp_vertex_candidates(ipu1, poplin.FLOAT, poplin.FLOAT, 8, joint_forward=True) == [(4, 4), (4, 8)]
+
+
+def test_float_joint_plan_runs_its_vertices_on_half_the_conv_units(tmp_path):
     g = _graph(tiles=1472)
-    plan = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT, mode="joint")
-    assert not plan.joint and plan.joint_cost is None
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT)
+    assert plan.joint
+    assert [p.conv_units for p in (plan.fwd, plan.bwd, plan.wu)] == [8, 8, 8]
     with pytest.raises(GraphError, match="plan mode"):
         fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="both")
+    # the vertices' cycles in the report are the estimate for 8 conv units
+    from simulator.codelets import poplin as amp
+    from simulator.presets import run_preset
+
+    knobs = {"batch-size": 4, "input-size": 64, "output-size": 48, "tiles-per-ipu": 16, "plan": "joint"}
+    run_preset("fc", {**knobs, "dtype": "float", "single-phase": "fwd"}, str(tmp_path), timestamp=TS)
+    small = fc.plan_fully_connected(_graph(tiles=16), 4, 64, 48, poplin.FLOAT, mode="joint")
+    fwd = small.fwd
+    assert fwd.conv_units == 8
+    r = ProfileReader(tmp_path / "profile.pop")
+    (cycles,) = r.query_one(
+        "SELECT sum(v.estimated_cycles) FROM compute_set_vertices v JOIN vertex_types t ON t.id = v.vertex_type "
+        "WHERE t.name LIKE 'poplin::ConvPartial1x1Out%'"
+    )
+    arch = Target("ipu2").arch
+
+    def expected(units):
+        total = 0
+        for im in range(fwd.pm):
+            for ik in range(fwd.pk):
+                rows = min(fwd.m, (im + 1) * fwd.mb) - im * fwd.mb
+                chans = min(fwd.k, (ik + 1) * fwd.kb) - ik * fwd.kb
+                total += int(
+                    amp.conv_partial_1x1_cycles(
+                        arch, "float", "float", rows, -(-chans // 8), 1, out_chans_per_group=8, conv_units=units
+                    )
+                )
+        return total
+
+    assert cycles == expected(8) != expected(16)
 
 
 def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path):
@@ -133,7 +178,7 @@ def test_fc_preset_plans_as_poplin_does_on_request():
     knobs = {"batch-size": 4, "input-size": 1000, "output-size": 1000}
     assert build_preset("fc", {**knobs, "plan": "poplin"}).notes["jointPlan"] is True
     assert build_preset("fc", knobs).notes["jointPlan"] is False  # each pass planned alone by default
-    assert build_preset("fc", {**knobs, "plan": "poplin", "dtype": "float"}).notes["jointPlan"] is False
+    assert build_preset("fc", {**knobs, "plan": "poplin", "dtype": "float"}).notes["jointPlan"] is True
     large_batch = {"batch-size": 1440, "input-size": 100, "output-size": 200, "plan": "poplin"}
     assert build_preset("fc", large_batch).notes["jointPlan"] is False
     # poplin derives a lone pass's plan from the forward pass's joint plan (ConvPlan.cpp, getPlan)

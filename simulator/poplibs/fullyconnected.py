@@ -97,7 +97,7 @@ def plan_fully_connected(
     )
     target = graph.target
     found = _joint_grid(target.arch.name, target.bytesPerTile, graph.num_tiles, b, i, o, in_type, partials_type)
-    joint_cost = None if found is None else (found[4], found[5])
+    joint_cost = None if found is None else (found[5], found[6])
     bound = poplin.AVAILABLE_MEMORY_PROPORTION * target.bytesPerTile
     if mode == "separate" or found is None:
         use_joint = False
@@ -107,11 +107,13 @@ def plan_fully_connected(
         use_joint = not separate_plan_has_lower_cost(separate, joint_cost, bound)
     if not use_joint:
         return FullyConnectedPlan(b, i, o, False, fwd, bwd, wu, joint_cost, separate)
-    p_o, p_i, ocpg, estimates, _, _ = found
+    p_o, p_i, ocpg, units, estimates, _, _ = found
     icpg = amp.weights_per_conv_unit(in_type.name)
     base = np.arange(p_o * p_i, dtype=np.int64)
 
-    def make(m, k, n, pm, pn, pk, m_grain, k_grain, n_grain, tiles, estimate):
+    tile_units = amp.num_conv_units(target.arch, in_type.name, partials_type.name)
+
+    def make(m, k, n, pm, pn, pk, m_grain, k_grain, n_grain, tiles, estimate, conv_units):
         return poplin.MatMulPlan(
             m,
             k,
@@ -128,6 +130,7 @@ def plan_fully_connected(
             n_grain,
             "AMP",
             m_grain,
+            0 if conv_units == tile_units else conv_units,
         )
 
     # the tile of the cells (iO, kI) of the three passes is kI * pO + iO, the forward pass's order
@@ -144,16 +147,50 @@ def plan_fully_connected(
         True,
         # the forward pass's field grain is its input-channel group: it becomes the backward
         # pass's input channels (ConvPlan.cpp, createPlan: fieldGrainSize.back() = inChansPerGroup)
-        make(o, i, b, p_o, 1, p_i, icpg, icpg, ocpg, fwd_tiles, estimates[0]),
+        make(o, i, b, p_o, 1, p_i, icpg, icpg, ocpg, fwd_tiles, estimates[0], units[0]),
         # backward: AMP with the forward pass's channel groups (ConvModel.cpp,
         # getFullyConnectedBwdConvVertexType)
-        make(i, o, b, p_i, 1, p_o, icpg, icpg, ocpg, bwd_tiles, estimates[1]),
+        make(i, o, b, p_i, 1, p_o, icpg, icpg, ocpg, bwd_tiles, estimates[1], units[1]),
         # weight update: the forward pass's output-channel group as its input channels, the forward
         # pass's input-channel group as its output channels (getFullyConnectedWuConvVertexType)
-        make(o, b, i, p_o, p_i, 1, icpg, ocpg, icpg, wu_tiles, estimates[2]),
+        make(o, b, i, p_o, p_i, 1, icpg, ocpg, icpg, wu_tiles, estimates[2], units[2]),
         joint_cost,
         separate,
     )
+
+
+def amp_vertex_candidates(
+    arch, in_type: Type, partials_type: Type, inputs: int, joint_forward: bool = False, partials: int | None = None
+) -> list[tuple[int, int]]:
+    """(conv units, output channels per group) of the AMP vertices poplin offers for `inputs` input
+    channels a group, in its order (lib/poplin/ConvVertexType.cpp, getConvVertexAMPCandidates and
+    canUseConvolutionInstruction): the tile's conv units and, when it has 16, 8 of them; output
+    groups as wide as the conv units used or as their share of one conv unit's weights, a multiple
+    of the conv units; for the forward pass of a joint plan, input channels a multiple of the conv
+    units too, for they become the weight update's output channels. `partials` keeps one width.
+    The half-engine plans of a Mk1 tile (option enableAmpHalfEnginesPlan, off by default) are left
+    out."""
+    tile_units = amp.num_conv_units(arch, in_type.name, partials_type.name)
+    wpcu = amp.weights_per_conv_unit(in_type.name)
+    half = [tile_units // 2] if tile_units == 16 else []
+    widths = list(dict.fromkeys([tile_units, wpcu, *half]))
+    found = []
+    for units in [tile_units, *half]:
+        used = wpcu * units // tile_units
+        for width in widths:
+            if partials is not None and width != partials:
+                continue
+            if width not in (units, used):
+                continue
+            usable = used if units == 4 else wpcu
+            if usable % inputs or width % units:
+                continue
+            if inputs * (32 if in_type.name == "float" else 16) % arch.data_path_width:
+                continue
+            if joint_forward and inputs % units:
+                continue
+            found.append((units, width))
+    return found
 
 
 @functools.lru_cache(maxsize=1024)
@@ -167,20 +204,14 @@ def _joint_grid(
     in_type: Type,
     partials_type: Type,
 ):
-    """The cheapest joint partition: (pO, pI, output channels per group, the three passes'
-    estimates, their summed cycles, their largest temporary bytes per tile), or None when no AMP
-    vertex suits a joint plan."""
+    """The cheapest joint partition: (pO, pI, output channels per group, the three passes' conv
+    units and estimates, their summed cycles, their largest temporary bytes per tile), or None when
+    no AMP vertex suits a joint plan."""
     from ..target import architecture
 
     arch = architecture(arch_name)
     icpg = amp.weights_per_conv_unit(in_type.name)
-    units = amp.num_conv_units(arch, in_type.name, partials_type.name)
-    if icpg % units:
-        # the forward pass's input channels become the weight update's output channels, so a joint
-        # plan's AMP vertex takes a multiple of the conv units (lib/poplin/ConvVertexType.cpp,
-        # getConvVertexAMPCandidates: inputs % convUnits); the half-engine configurations that
-        # could satisfy it are not modelled
-        return None
+    forward = amp_vertex_candidates(arch, in_type, partials_type, icpg, joint_forward=True)
     p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)
     p_i_c = poplin._minimal_splits(max(1, -(-i // icpg)), tiles)
     g = np.stack([x.reshape(-1) for x in np.meshgrid(p_o_c, p_i_c, indexing="ij")])
@@ -193,7 +224,7 @@ def _joint_grid(
     amp_method = np.zeros_like(p_o)
     bound = poplin.AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
 
-    def cost(k, mb, nb, kb, pk, in_groups, out_groups, out_chans_per_group):
+    def cost(k, mb, nb, kb, pk, in_groups, out_groups, out_chans_per_group, conv_units):
         compute = amp.conv_partial_1x1_cycles(
             arch,
             in_type.name,
@@ -202,17 +233,25 @@ def _joint_grid(
             in_groups,
             out_groups,
             out_chans_per_group=out_chans_per_group,
+            conv_units=conv_units,
         )
         compute = np.broadcast_to(np.asarray(compute, dtype=np.int64), mb.shape)
         return poplin._pass_costs(arch, k, mb, nb, kb, pk, amp_method, compute, in_type, partials_type, in_type)
 
     best = None
-    for ocpg in poplin.partial_chans_candidates(arch, in_type, partials_type):
+    for fwd_units, ocpg in forward:
+        # the backward and weight-update vertices: the first AMP candidate with their channel
+        # groups (ConvModel.cpp, getFullyConnectedBwdConvVertexType, getFullyConnectedWuConvVertexType)
+        bwd = amp_vertex_candidates(arch, in_type, partials_type, icpg, partials=ocpg)
+        wu = amp_vertex_candidates(arch, in_type, partials_type, ocpg, partials=icpg)
+        if not bwd or not wu:
+            continue
+        units = (fwd_units, bwd[0][0], wu[0][0])
         groups_b = -(-b // ocpg)
         passes = (
-            cost(i, ob, bb, ib, p_i, poplin._ceil(ib, icpg), groups_b, ocpg),  # fwd: [O,I] x [I,B]
-            cost(o, ib, bb, ob, p_o, poplin._ceil(ob, icpg), groups_b, ocpg),  # bwd: [I,O] x [O,B]
-            cost(b, ob, ib, bb, one, groups_b, poplin._ceil(ib, icpg), icpg),  # wu: [O,B] x [B,I]
+            cost(i, ob, bb, ib, p_i, poplin._ceil(ib, icpg), groups_b, ocpg, units[0]),  # fwd: [O,I] x [I,B]
+            cost(o, ib, bb, ob, p_o, poplin._ceil(ob, icpg), groups_b, ocpg, units[1]),  # bwd: [I,O] x [O,B]
+            cost(b, ob, ib, bb, one, groups_b, poplin._ceil(ib, icpg), icpg, units[2]),  # wu: [O,B] x [B,I]
         )
         total = sum(p["total"] for p in passes)
         memory = np.maximum.reduce([p["memory"] for p in passes])
@@ -234,7 +273,7 @@ def _joint_grid(
                 )
                 for p in passes
             )
-            best = (key, (int(p_o[j]), int(p_i[j]), ocpg, estimates, int(total[j]), int(memory[j])))
+            best = (key, (int(p_o[j]), int(p_i[j]), ocpg, units, estimates, int(total[j]), int(memory[j])))
     return None if best is None else best[1]
 
 

@@ -58,6 +58,7 @@ class MatMulPlan:
     n_grain: int = 1  # output channels of one AMP group: n is split in whole groups
     method: str = "AMP"  # poplin's Plan::Method: AMP, HMAC or OUTER_PRODUCT
     m_grain: int = 1  # rows of one field grain: m is split in whole grains
+    conv_units: int = 0  # AMP conv units the vertices use; 0: all of the tile's for the precision
 
     @property
     def mb(self) -> int:
@@ -707,6 +708,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
                 "in_groups": -(-(k1 - k0) // icpg),
                 "out_groups": -(-(c1 - c0) // ocpg),
                 "out_chans_per_group": ocpg,
+                **({"conv_units": plan.conv_units} if plan.conv_units else {}),
             },
         )
     elif plan.method == "HMAC":

@@ -109,9 +109,8 @@ def plan_fully_connected(
         return FullyConnectedPlan(b, i, o, False, fwd, bwd, wu, joint_cost, separate)
     p_o, p_i, ocpg, units, estimates, _, _ = found
     icpg = amp.weights_per_conv_unit(in_type.name)
-    base = np.arange(p_o * p_i, dtype=np.int64)
-
     tile_units = amp.num_conv_units(target.arch, in_type.name, partials_type.name)
+    base = np.arange(p_o * p_i, dtype=np.int64)
 
     def make(m, k, n, pm, pn, pk, m_grain, k_grain, n_grain, tiles, estimate, conv_units):
         return poplin.MatMulPlan(
@@ -210,6 +209,8 @@ def _joint_grid(
     from ..target import architecture
 
     arch = architecture(arch_name)
+    # input channels in groups of one conv unit's weights, as a lone product's plan has them (poplin
+    # also offers narrower groups)
     icpg = amp.weights_per_conv_unit(in_type.name)
     forward = amp_vertex_candidates(arch, in_type, partials_type, icpg, joint_forward=True)
     p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)

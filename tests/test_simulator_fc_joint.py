@@ -7,6 +7,7 @@ import pytest
 from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
+from pva.cli import main
 from simulator import HALF, Engine, Graph, Sequence, Target
 from simulator.errors import GraphError
 from simulator.poplibs import fullyconnected as fc
@@ -194,6 +195,7 @@ def test_fc_preset_with_a_joint_plan_writes_valid_reports(tmp_path, phase):
     knobs = {"batch-size": 4, "input-size": 64, "output-size": 48, "tiles-per-ipu": 16, "plan": "joint"}
     run_preset("fc", {**knobs, "single-phase": phase}, str(tmp_path), timestamp=TS)
     assert check_report(tmp_path / "profile.pop") == []
+    assert main(["check", str(tmp_path / "profile.pop")]) == 0
     names = set(ProfileReader(tmp_path / "profile.pop").column("SELECT name FROM programs"))
     assert ("Bwd/WeightsTranspose/Transpose" in names) == (phase in ("all", "bwd"))
     assert ("Wu/AddTo/AddTo" in names) == (phase in ("all", "wu"))

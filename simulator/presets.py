@@ -18,7 +18,7 @@ from .codelets import Input, Output, Vertex
 from .engine import Engine
 from .errors import OptionError
 from .graph import Graph
-from .poplibs import poplin, popnn, popops, poprand
+from .poplibs import fullyconnected, poplin, popnn, popops, poprand
 from .poplibs._util import map_linearly
 from .target import Target
 from .types import FLOAT, HALF, INT, UNSIGNED_INT, as_type
@@ -476,31 +476,59 @@ _PHASE = Knob(
     Knob("input-size", int, 1000, "input features"),
     Knob("output-size", int, 1000, "output features"),
     _PHASE,
+    Knob(
+        "plan",
+        str,
+        "separate",
+        "how the passes are planned: separate (each pass alone), poplin (one joint plan unless separate "
+        "plans are cheaper, as poplin chooses) or joint",
+        fullyconnected.PLAN_MODES,
+        None,
+    ),
 )
-def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase) -> Built:
+def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase, plan) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
     t = as_type(dtype)
     b, i, o = batch_size, input_size, output_size
-    # poplin plans the three passes jointly around the forward pass's layout of the weights
-    prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct")
-    weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights")
+    # with --plan poplin, the forward pass (fully_connected_layer sets TRAINING_FWD whatever passes
+    # run) is planned jointly with the backward and weight-update passes unless separate plans are
+    # cheaper, and the other passes' plans follow the forward pass's (lib/poplin/ConvPlan.cpp,
+    # getPlan); the default plans each pass alone, which stays closer to poplibs' published figures
+    # (docs/simulator.md, "Reading the gaps")
+    fc_plan = fullyconnected.plan_fully_connected(g, b, i, o, t, mode=plan)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")
-    if single_phase in ("all", "fwd"):
-        poplin.matMul(g, prev_act, weights, fwd, "Fwd")
-    if single_phase in ("all", "bwd", "wu"):
-        z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas")
-        if single_phase in ("all", "bwd"):
-            weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose")
-            poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd")
-        if single_phase in ("all", "wu"):
-            poplin.matMulAcc(
-                g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", {"fullyConnectedPass": "TRAINING_WU"}
-            )
+    if fc_plan.joint:
+        prev_act = fullyconnected.createInput(g, fc_plan, "prevAct")
+        weights = fullyconnected.createWeights(g, fc_plan, "weights")
+        if single_phase in ("all", "fwd"):
+            fullyconnected.forward(g, fc_plan, prev_act, weights, fwd, "Fwd")
+        if single_phase in ("all", "bwd", "wu"):
+            z_deltas = fullyconnected.createDeltas(g, fc_plan, "zDeltas")
+            if single_phase in ("all", "bwd"):
+                weights_t = fullyconnected.transposeWeights(g, fc_plan, weights, bwd, "Bwd/WeightsTranspose")
+                fullyconnected.backward(g, fc_plan, z_deltas, weights_t, bwd, "Bwd")
+            if single_phase in ("all", "wu"):
+                fullyconnected.weightUpdate(g, fc_plan, weights, -0.05, prev_act, z_deltas, bwd, "Wu")
+    else:
+        prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct")
+        weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights")
+        if single_phase in ("all", "fwd"):
+            poplin.matMul(g, prev_act, weights, fwd, "Fwd")
+        if single_phase in ("all", "bwd", "wu"):
+            z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas")
+            if single_phase in ("all", "bwd"):
+                weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose")
+                poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd")
+            if single_phase in ("all", "wu"):
+                poplin.matMulAcc(
+                    g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", {"fullyConnectedPass": "TRAINING_WU"}
+                )
     programs = [p for p in (fwd, bwd) if p.programs]
-    return Built(g, programs, list(range(len(programs))), notes={"macs": b * i * o * len(programs)})
+    notes = {"macs": b * i * o * len(programs), "jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles}
+    return Built(g, programs, list(range(len(programs))), notes=notes)
 
 
 @preset(

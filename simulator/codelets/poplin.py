@@ -95,14 +95,16 @@ def conv_partial_1x1_cycles(
     conv_groups=1,
     use_128bit_load: bool = False,
     out_chans_per_group=None,
+    conv_units: int | None = None,
 ) -> np.ndarray:
-    """Tile cycles of poplin::ConvPartial1x1Out; `out_chans_per_group` (default: one conv unit
-    each) sets the output passes of a group
+    """Tile cycles of poplin::ConvPartial1x1Out on `conv_units` conv units (default: all of the
+    tile's for this precision); `out_chans_per_group` (default: one conv unit each) sets the output
+    passes of a group
     (PerformanceEstimation.hpp, getConvPartial1x1SupervisorCycleEstimate and
     getConvPartial1x1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartial1x1Out)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
-    units = num_conv_units(arch, in_type, partials_type)
+    units = conv_units or num_conv_units(arch, in_type, partials_type)
     elems = np.asarray(out_elems, dtype=np.int64)
     in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
     out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
@@ -308,9 +310,17 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
                 arch, in_type, partials_type, *args, np.maximum(work_array(work, "kernel", n), 1), conv_groups
             )
         else:
-            units = num_conv_units(arch, in_type, partials_type)
+            # the conv units a plan asked for (0: all of the tile's), one count per compute set
+            asked = work_array(work, "conv_units", n)
+            units = int(asked.max()) if n and asked.max() > 0 else num_conv_units(arch, in_type, partials_type)
             cycles = conv_partial_1x1_cycles(
-                arch, in_type, partials_type, *args, conv_groups, out_chans_per_group=np.where(ocpg > 0, ocpg, units)
+                arch,
+                in_type,
+                partials_type,
+                *args,
+                conv_groups,
+                out_chans_per_group=np.where(ocpg > 0, ocpg, units),
+                conv_units=units,
             )
         cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
         return cycles, cycles

@@ -57,10 +57,12 @@ class MatMulPlan:
     k_grain: int = 1  # input channels of one AMP group: k is split in whole groups
     n_grain: int = 1  # output channels of one AMP group: n is split in whole groups
     method: str = "AMP"  # poplin's Plan::Method: AMP, HMAC or OUTER_PRODUCT
+    m_grain: int = 1  # rows of one field grain: m is split in whole grains
+    conv_units: int = 0  # AMP conv units the vertices use; 0: all of the tile's for the precision
 
     @property
     def mb(self) -> int:
-        return -(-self.m // self.pm)
+        return _grain_block(self.m, self.m_grain, self.pm)
 
     @property
     def nb(self) -> int:
@@ -160,9 +162,10 @@ MATMUL_METHODS = ("AMP", "HMAC", "OUTER_PRODUCT")
 #: The methods the planner weighs unless a plan constraint names one: AMP only. poplin weighs all of
 #: MATMUL_METHODS, but on operands it may swap and, for the fully-connected passes, in one joint plan
 #: whose weight-update method follows the forward plan's (ConvPlan.cpp, getSwapOperandCandidates;
-#: ConvModel.cpp, getFullyConnectedWUMethod); neither is modelled, and weighing the methods pass by
-#: pass on unswapped operands moves the calibration table away from poplibs' figures
-#: (docs/simulator.md, "Reading the gaps").
+#: ConvModel.cpp, getFullyConnectedWUMethod); the swap is modelled only in the joint plan of the
+#: fully-connected passes (fullyconnected.py), on AMP, and weighing the methods pass by pass on
+#: unswapped operands moves the calibration table away from poplibs' figures (docs/simulator.md,
+#: "Reading the gaps").
 DEFAULT_METHODS = ("AMP",)
 
 
@@ -249,7 +252,6 @@ def _best_grid(
     conv_kernel: int,
     methods: tuple[str, ...] = ("AMP",),
 ):
-    from ..codelets.popops import cast_supervisor_cycles
     from ..target import architecture
 
     arch = architecture(arch_name)
@@ -318,6 +320,54 @@ def _best_grid(
     mb = -(-m // pm)
     nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
     kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
+    costs = _pass_costs(arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel)
+    total, memory = costs["total"], costs["memory"]
+    exchange, red_exchange, red_compute = costs["exchange"], costs["reduceExchange"], costs["reduceCompute"]
+    # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
+    # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
+    fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+    if fits.any():
+        total = np.where(fits, total, np.iinfo(np.int64).max)
+    # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
+    best = int(np.lexsort((og, method, pm * pn * pk, total))[0])
+    estimate = (
+        ("compute", int(compute[best])),
+        ("exchange", int(exchange[best])),
+        ("reduceExchange", int(red_exchange[best])),
+        ("reduceCompute", int(red_compute[best])),
+        ("total", int(total[best])),
+        ("memory", int(memory[best])),
+    )
+    return (
+        (int(pm[best]), int(pn[best]), int(pk[best])),
+        estimate,
+        int(og[best]),
+        int(kg[best]),
+        MATMUL_METHODS[int(method[best])],
+    )
+
+
+def _pass_costs(
+    arch,
+    k: int,
+    mb: np.ndarray,
+    nb: np.ndarray,
+    kb: np.ndarray,
+    pk: np.ndarray,
+    method: np.ndarray,
+    compute: np.ndarray,
+    in_type: Type,
+    partials_type: Type,
+    out_type: Type,
+    conv_kernel: int = 1,
+) -> dict:
+    """Estimated cycles and temporary bytes per tile of candidate grids of one matrix product: its
+    vertices' `compute`, the exchange of each tile's blocks of mb x kb and kb x nb, the stages of
+    the reduction of a k split in pk parts, and the cast of unreduced float partials; `method` is
+    the index of each grid's method in MATMUL_METHODS."""
+    from ..codelets.popops import cast_supervisor_cycles
+
+    icpg = amp.weights_per_conv_unit(in_type.name)
     e = in_type.size
     recv = (mb * kb + kb * nb) * e * conv_kernel
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
@@ -358,27 +408,14 @@ def _best_grid(
     total = compute + exchange + red_exchange + red_compute + syncs + cast
     part_size = np.where(method == 2, in_type.size, partials_type.size)
     memory = recv + mb * nb * part_size + red_memory
-    # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
-    # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
-    fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
-    if fits.any():
-        total = np.where(fits, total, np.iinfo(np.int64).max)
-    # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
-    best = int(np.lexsort((og, method, pm * pn * pk, total))[0])
-    estimate = (
-        ("compute", int(compute[best])),
-        ("exchange", int(exchange[best])),
-        ("reduceExchange", int(red_exchange[best])),
-        ("reduceCompute", int(red_compute[best])),
-        ("total", int(total[best])),
-    )
-    return (
-        (int(pm[best]), int(pn[best]), int(pk[best])),
-        estimate,
-        int(og[best]),
-        int(kg[best]),
-        MATMUL_METHODS[int(method[best])],
-    )
+    return {
+        "compute": compute,
+        "exchange": exchange,
+        "reduceExchange": red_exchange,
+        "reduceCompute": red_compute,
+        "total": total,
+        "memory": memory,
+    }
 
 
 def _blocked_view(
@@ -671,6 +708,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
                 "in_groups": -(-(k1 - k0) // icpg),
                 "out_groups": -(-(c1 - c0) // ocpg),
                 "out_chans_per_group": ocpg,
+                **({"conv_units": plan.conv_units} if plan.conv_units else {}),
             },
         )
     elif plan.method == "HMAC":

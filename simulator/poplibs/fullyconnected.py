@@ -1,0 +1,469 @@
+"""poplin's fully-connected layer in training: the forward, backward and weight-update passes planned
+jointly or separately.
+
+poplin plans a fully-connected forward pass (``fullyConnectedPass`` TRAINING_FWD) twice: a joint
+plan, one partition from which the backward and weight-update plans are derived and whose cost is
+the sum of the three passes' cycles, each pass within the memory bound; and three separate plans.
+It keeps the joint plan unless the separate plans are cheaper (lib/poplin/ConvPlan.cpp, createPlan:
+separatePlanHasLowerCost), and the backward and weight-update passes then follow the forward pass's
+plan (ConvPlan.cpp, getPlan: getFullyConnectedBwdPlan and getFullyConnectedWUPlan), whichever of
+them run.
+
+A joint plan swaps the operands (ConvPlan.cpp, getSwapOperandCandidates): with B the batch, I the
+input and O the output size, the forward pass computes C^T [O, B] = W^T [O, I] A^T [I, B] on a
+grid of pO x pI tiles, the batch never split (ConvModel.cpp, constructModel: a joint plan's
+outChanSplit.parallel is 1, so that each weight is used on one tile). The backward pass computes
+dA^T [I, B] = W [I, O] dC^T [O, B] on the same tiles with the O and I splits exchanged, and the
+weight update dW^T [O, I] = dC^T [O, B] A [B, I] on the same tiles with the k split dropped
+(ConvModel.cpp, addBwdEstimates and addWuEstimates). Each pass's cycles come from the model that
+plans a lone matrix product (poplin.py, _pass_costs).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codelets import poplin as amp
+from ..codelets.poplin import WORKERS
+from ..errors import GraphError
+from ..graph import Graph
+from ..programs import Execute, Sequence
+from ..tensor import Tensor
+from ..types import FLOAT, Type
+from . import poplin
+from ._util import add_vertices, poplibs_op, require_codelets
+
+#: How the fc passes are planned: each alone, as poplin does (joint or separate, by its rule), or
+#: jointly.
+PLAN_MODES = ("separate", "poplin", "joint")
+
+
+@dataclass
+class FullyConnectedPlan:
+    """The plans of the three passes of a fully-connected layer [B, I] x [I, O]."""
+
+    batch: int
+    input_size: int
+    output_size: int
+    joint: bool
+    fwd: poplin.MatMulPlan
+    bwd: poplin.MatMulPlan
+    wu: poplin.MatMulPlan
+    joint_cost: tuple[int, int] | None  # (cycles of the three passes, max temporary bytes per tile)
+    separate_cost: tuple[int, int]
+
+    @property
+    def cycles(self) -> int:
+        """The planner's estimate of the three passes' cycles."""
+        return sum(p.estimate["total"] for p in (self.fwd, self.bwd, self.wu))
+
+
+def separate_plan_has_lower_cost(separate: tuple[int, int], joint: tuple[int, int] | None, bound: float) -> bool:
+    """poplin's choice between the separate and the joint plans, each given as (cycles, temporary
+    bytes per tile): the separate plans when they fit the bound and the joint plan does not or is
+    slower, or when neither fits and the separate plans need less memory
+    (lib/poplin/ConvPlan.cpp, createPlan: separatePlanHasLowerCost)."""
+    if joint is None:
+        return True
+    sep_cycles, sep_bytes = separate
+    joint_cycles, joint_bytes = joint
+    if sep_bytes <= bound:
+        return joint_bytes > bound or sep_cycles < joint_cycles
+    return joint_bytes > bound and sep_bytes < joint_bytes
+
+
+def plan_fully_connected(
+    graph: Graph,
+    batch: int,
+    input_size: int,
+    output_size: int,
+    in_type: Type,
+    partials_type: Type = FLOAT,
+    mode: str = "poplin",
+) -> FullyConnectedPlan:
+    """The plans of the fc passes: joint or separate as poplin chooses, or as `mode` forces."""
+    if mode not in PLAN_MODES:
+        raise GraphError(f"fully-connected plan mode must be one of {', '.join(PLAN_MODES)}, got {mode!r}")
+    b, i, o = batch, input_size, output_size
+    fwd = poplin.plan_matmul(graph, b, i, o, in_type, partials_type)
+    bwd = poplin.plan_matmul(graph, b, o, i, in_type, partials_type)
+    wu = poplin.plan_matmul(graph, i, b, o, in_type, partials_type)
+    separate = (
+        sum(p.estimate["total"] for p in (fwd, bwd, wu)),
+        max(p.estimate["memory"] for p in (fwd, bwd, wu)),
+    )
+    target = graph.target
+    found = _joint_grid(target.arch.name, target.bytesPerTile, graph.num_tiles, b, i, o, in_type, partials_type)
+    joint_cost = None if found is None else (found[5], found[6])
+    bound = poplin.AVAILABLE_MEMORY_PROPORTION * target.bytesPerTile
+    if mode == "separate" or found is None:
+        use_joint = False
+    elif mode == "joint":
+        use_joint = True
+    else:
+        use_joint = not separate_plan_has_lower_cost(separate, joint_cost, bound)
+    if not use_joint:
+        return FullyConnectedPlan(b, i, o, False, fwd, bwd, wu, joint_cost, separate)
+    p_o, p_i, ocpg, units, estimates, _, _ = found
+    icpg = amp.weights_per_conv_unit(in_type.name)
+    tile_units = amp.num_conv_units(target.arch, in_type.name, partials_type.name)
+    base = np.arange(p_o * p_i, dtype=np.int64)
+
+    def make(m, k, n, pm, pn, pk, m_grain, k_grain, n_grain, tiles, estimate, conv_units):
+        return poplin.MatMulPlan(
+            m,
+            k,
+            n,
+            pm,
+            pn,
+            pk,
+            in_type,
+            partials_type,
+            in_type,
+            np.asarray(graph.tile(tiles), dtype=np.int64),
+            dict(estimate),
+            k_grain,
+            n_grain,
+            "AMP",
+            m_grain,
+            0 if conv_units == tile_units else conv_units,
+        )
+
+    # the tile of the cells (iO, kI) of the three passes is kI * pO + iO, the forward pass's order
+    # (lib/poplin/Convolution.cpp, linearizeTileIndices: the input-channel split outermost; the
+    # backward and weight-update orders FC_BWD_AS_CONV and FC_WU put their cells on the same tiles)
+    i_o, k_i = base // p_i, base % p_i  # forward cell = iO * pI + kI
+    fwd_tiles = k_i * p_o + i_o
+    bwd_tiles = base  # backward cell = kI * pO + iO
+    wu_tiles = fwd_tiles  # weight-update cell = iO * pI + kI
+    return FullyConnectedPlan(
+        b,
+        i,
+        o,
+        True,
+        # the forward pass's field grain is its input-channel group: it becomes the backward
+        # pass's input channels (ConvPlan.cpp, createPlan: fieldGrainSize.back() = inChansPerGroup)
+        make(o, i, b, p_o, 1, p_i, icpg, icpg, ocpg, fwd_tiles, estimates[0], units[0]),
+        # backward: AMP with the forward pass's channel groups (ConvModel.cpp,
+        # getFullyConnectedBwdConvVertexType)
+        make(i, o, b, p_i, 1, p_o, icpg, icpg, ocpg, bwd_tiles, estimates[1], units[1]),
+        # weight update: the forward pass's output-channel group as its input channels, the forward
+        # pass's input-channel group as its output channels (getFullyConnectedWuConvVertexType)
+        make(o, b, i, p_o, p_i, 1, icpg, ocpg, icpg, wu_tiles, estimates[2], units[2]),
+        joint_cost,
+        separate,
+    )
+
+
+def amp_vertex_candidates(
+    arch, in_type: Type, partials_type: Type, inputs: int, joint_forward: bool = False, partials: int | None = None
+) -> list[tuple[int, int]]:
+    """(conv units, output channels per group) of the AMP vertices poplin offers for `inputs` input
+    channels a group, in its order (lib/poplin/ConvVertexType.cpp, getConvVertexAMPCandidates and
+    canUseConvolutionInstruction): the tile's conv units and, when it has 16, 8 of them; output
+    groups as wide as the conv units used or as their share of one conv unit's weights, a multiple
+    of the conv units; for the forward pass of a joint plan, input channels a multiple of the conv
+    units too, for they become the weight update's output channels. `partials` keeps one width.
+    The half-engine plans of a Mk1 tile (option enableAmpHalfEnginesPlan, off by default) are left
+    out."""
+    tile_units = amp.num_conv_units(arch, in_type.name, partials_type.name)
+    wpcu = amp.weights_per_conv_unit(in_type.name)
+    half = [tile_units // 2] if tile_units == 16 else []
+    widths = list(dict.fromkeys([tile_units, wpcu, *half]))
+    found = []
+    for units in [tile_units, *half]:
+        used = wpcu * units // tile_units
+        for width in widths:
+            if partials is not None and width != partials:
+                continue
+            if width not in (units, used):
+                continue
+            usable = used if units == 4 else wpcu
+            if usable % inputs or width % units:
+                continue
+            if inputs * (32 if in_type.name == "float" else 16) % arch.data_path_width:
+                continue
+            if joint_forward and inputs % units:
+                continue
+            found.append((units, width))
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _joint_grid(
+    arch_name: str,
+    bytes_per_tile: int,
+    tiles: int,
+    b: int,
+    i: int,
+    o: int,
+    in_type: Type,
+    partials_type: Type,
+):
+    """The cheapest joint partition: (pO, pI, output channels per group, the three passes' conv
+    units and estimates, their summed cycles, their largest temporary bytes per tile), or None when
+    no AMP vertex suits a joint plan."""
+    from ..target import architecture
+
+    arch = architecture(arch_name)
+    # input channels in groups of one conv unit's weights, as a lone product's plan has them (poplin
+    # also offers narrower groups)
+    icpg = amp.weights_per_conv_unit(in_type.name)
+    forward = amp_vertex_candidates(arch, in_type, partials_type, icpg, joint_forward=True)
+    p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)
+    p_i_c = poplin._minimal_splits(max(1, -(-i // icpg)), tiles)
+    g = np.stack([x.reshape(-1) for x in np.meshgrid(p_o_c, p_i_c, indexing="ij")])
+    g = g[:, g[0] * g[1] <= tiles]
+    p_o, p_i = g[0], g[1]
+    ob = np.minimum(o, poplin._ceil(poplin._ceil(o, icpg), p_o) * icpg)
+    ib = np.minimum(i, poplin._ceil(poplin._ceil(i, icpg), p_i) * icpg)
+    bb = np.full_like(p_o, b)
+    one = np.ones_like(p_o)
+    amp_method = np.zeros_like(p_o)
+    bound = poplin.AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+
+    def cost(k, mb, nb, kb, pk, in_groups, out_groups, out_chans_per_group, conv_units):
+        compute = amp.conv_partial_1x1_cycles(
+            arch,
+            in_type.name,
+            partials_type.name,
+            mb,
+            in_groups,
+            out_groups,
+            out_chans_per_group=out_chans_per_group,
+            conv_units=conv_units,
+        )
+        compute = np.broadcast_to(np.asarray(compute, dtype=np.int64), mb.shape)
+        return poplin._pass_costs(arch, k, mb, nb, kb, pk, amp_method, compute, in_type, partials_type, in_type)
+
+    best = None
+    for fwd_units, ocpg in forward:
+        # the backward and weight-update vertices: the first AMP candidate with their channel
+        # groups (ConvModel.cpp, getFullyConnectedBwdConvVertexType, getFullyConnectedWuConvVertexType)
+        bwd = amp_vertex_candidates(arch, in_type, partials_type, icpg, partials=ocpg)
+        wu = amp_vertex_candidates(arch, in_type, partials_type, ocpg, partials=icpg)
+        if not bwd or not wu:
+            continue
+        units = (fwd_units, bwd[0][0], wu[0][0])
+        groups_b = -(-b // ocpg)
+        passes = (
+            cost(i, ob, bb, ib, p_i, poplin._ceil(ib, icpg), groups_b, ocpg, units[0]),  # fwd: [O,I] x [I,B]
+            cost(o, ib, bb, ob, p_o, poplin._ceil(ob, icpg), groups_b, ocpg, units[1]),  # bwd: [I,O] x [O,B]
+            cost(b, ob, ib, bb, one, groups_b, poplin._ceil(ib, icpg), icpg, units[2]),  # wu: [O,B] x [B,I]
+        )
+        total = sum(p["total"] for p in passes)
+        memory = np.maximum.reduce([p["memory"] for p in passes])
+        # each pass's temporary bytes within the bound (ConvModel.cpp, constructModel: the forward
+        # pass's in addEstimates, the backward and weight-update passes' beside the joint objective)
+        fits = memory <= bound
+        ranked = np.where(fits, total, np.iinfo(np.int64).max) if fits.any() else total
+        j = int(np.lexsort((p_o * p_i, ranked))[0])
+        key = (not bool(fits[j]), int(ranked[j]), int(p_o[j] * p_i[j]))
+        if best is None or key < best[0]:
+            estimates = tuple(
+                (
+                    ("compute", int(p["compute"][j])),
+                    ("exchange", int(p["exchange"][j])),
+                    ("reduceExchange", int(p["reduceExchange"][j])),
+                    ("reduceCompute", int(p["reduceCompute"][j])),
+                    ("total", int(p["total"][j])),
+                    ("memory", int(p["memory"][j])),
+                )
+                for p in passes
+            )
+            best = (key, (int(p_o[j]), int(p_i[j]), ocpg, units, estimates, int(total[j]), int(memory[j])))
+    return None if best is None else best[1]
+
+
+# -- lowering with a joint plan ------------------------------------------------------------------
+
+
+def createInput(graph: Graph, plan: FullyConnectedPlan, debugPrefix: str = "prevAct") -> Tensor:
+    """The activations [B, I], stored as A^T in the blocks the forward pass reads."""
+    return _create(graph, plan, plan.fwd, "rhs", debugPrefix).transpose()
+
+
+def createWeights(graph: Graph, plan: FullyConnectedPlan, debugPrefix: str = "weights") -> Tensor:
+    """The weights [I, O], stored as W^T in the blocks the forward pass reads: each block on one tile."""
+    return _create(graph, plan, plan.fwd, "lhs", debugPrefix).transpose()
+
+
+def createDeltas(graph: Graph, plan: FullyConnectedPlan, debugPrefix: str = "zDeltas") -> Tensor:
+    """The output gradients [B, O], stored as dC^T in the blocks the backward pass reads, which are
+    the blocks the weight update reads."""
+    return _create(graph, plan, plan.bwd, "rhs", debugPrefix).transpose()
+
+
+def _create(graph: Graph, plan: FullyConnectedPlan, pass_plan: poplin.MatMulPlan, side: str, name: str) -> Tensor:
+    if not plan.joint:
+        raise GraphError("the fully-connected layouts of a joint plan need a joint plan")
+    layout = poplin._operand_layout(pass_plan, side)
+    var = graph.addVariable(pass_plan.in_type, [layout.rows * layout.cols], name)
+    return poplin._place_operand(graph, var, layout)
+
+
+def _product(graph: Graph, lhs: Tensor, rhs: Tensor, plan: poplin.MatMulPlan, prog: Sequence, name: str) -> Tensor:
+    """lhs [m, k] x rhs [k, n] by `plan`, operands copied into its layout unless already there."""
+    lhs = poplin._arrange_operand(
+        graph, lhs, poplin._operand_layout(plan, "lhs"), plan.pn, False, prog, f"{name}/actsRearranged"
+    )
+    rhs = poplin._arrange_operand(
+        graph, rhs, poplin._operand_layout(plan, "rhs"), plan.pm, False, prog, f"{name}/weightsRearranged"
+    )
+    return poplin._build_matmul(graph, lhs, rhs, plan, prog, name)
+
+
+@poplibs_op("MatMul")
+def forward(
+    graph: Graph, plan: FullyConnectedPlan, prevAct: Tensor, weights: Tensor, prog: Sequence, debugPrefix: str = "Fwd"
+) -> Tensor:
+    """The forward pass A [B, I] x W [I, O] of a joint plan: C^T = W^T A^T, returned as C [B, O]."""
+    require_codelets(graph, "poplin")
+    return _product(graph, weights.transpose(), prevAct.transpose(), plan.fwd, prog, debugPrefix).transpose()
+
+
+@poplibs_op("Transpose")
+def transposeWeights(
+    graph: Graph, plan: FullyConnectedPlan, weights: Tensor, prog: Sequence, debugPrefix: str = "transpose"
+) -> Tensor:
+    """The weights [I, O] in the blocks the backward pass reads, as poplin::fullyConnectedWeightTranspose
+    makes them for a joint plan (lib/poplin/Convolution.cpp): a new tensor laid out for the backward
+    plan, each of its blocks on the tile of the forward block it transposes, written by Transpose2d
+    vertices on that tile, the block's matrices of input-channel groups shared between the tile's
+    workers (popops::rearrange::addTransposeVertices), so nothing is exchanged."""
+    require_codelets(graph, "popops")
+    fwd, bwd = plan.fwd, plan.bwd
+    o, i = fwd.m, fwd.k
+    source = weights.transpose()  # W^T [O, I] in the forward pass's blocks
+    if len(source.variable_ids()) != 1:
+        raise GraphError("transposeWeights needs the tensor createWeights returned")
+    svar = int(source.vars[0])
+    layout = poplin._operand_layout(bwd, "lhs")
+    out = graph.addVariable(weights.dtype, [i * o], f"{debugPrefix}/transposed")
+    view, d_off = poplin._blocked_view(graph, out, i, o, layout.rb, layout.cb)
+    heights = np.minimum(fwd.mb, o - np.arange(fwd.pm) * fwd.mb).clip(min=0)  # O rows of each block
+    widths = np.minimum(fwd.kb, i - np.arange(fwd.pk) * fwd.kb).clip(min=0)  # I columns of each block
+    s_off = np.concatenate(([0], np.cumsum(np.outer(heights, widths).reshape(-1))[:-1]))
+    group = amp.weights_per_conv_unit(weights.dtype.name)
+    starts, ends, map_tiles = [], [], []
+    v_tile, v_src, v_len, v_rows, v_cols, v_mats, d_v, d_pos, d_len = [], [], [], [], [], [], [], [], []
+    vertex = 0
+    for i_o in range(fwd.pm):
+        for k_i in range(fwd.pk):
+            h, w = int(heights[i_o]), int(widths[k_i])
+            if h == 0 or w == 0:
+                continue
+            tile = int(fwd.tiles[i_o * fwd.pk + k_i])
+            src0 = int(s_off[i_o * fwd.pk + k_i])
+            dst0 = int(d_off[k_i * fwd.pm + i_o])
+            starts.append(dst0)
+            ends.append(dst0 + h * w)
+            map_tiles.append(tile)
+            # the block's matrices of group x group, split by groups of its rows over the workers
+            row_groups = -(-h // group)
+            share = -(-row_groups // min(WORKERS, row_groups))
+            for g0 in range(0, row_groups, share):
+                r0, r1 = g0 * group, min(h, (g0 + share) * group)
+                v_tile.append(tile)
+                v_src.append(src0 + r0 * w)
+                v_len.append((r1 - r0) * w)
+                v_rows.append(min(group, r1 - r0))
+                v_cols.append(min(group, w))
+                v_mats.append(-(-(r1 - r0) // group) * -(-w // group))
+                # rows r0..r1 of the W^T block are columns r0..r1 of each row of the W block
+                d_pos.append(dst0 + np.arange(w, dtype=np.int64) * h + r0)
+                d_len.append(np.full(w, r1 - r0, dtype=np.int64))
+                d_v.append(np.full(w, vertex, dtype=np.int64))
+                vertex += 1
+    graph.state.set_mapping(
+        int(out.vars[0]),
+        np.asarray(starts, dtype=np.int64),
+        np.asarray(ends, dtype=np.int64),
+        np.asarray(map_tiles, dtype=np.int64),
+    )
+    cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
+    v = np.arange(vertex, dtype=np.int64)
+    dpos = np.concatenate(d_pos)
+    add_vertices(
+        graph,
+        cs,
+        f"popops::Transpose2d<{weights.dtype}>",
+        np.asarray(v_tile, dtype=np.int64),
+        {
+            "src": (v, np.full(v.size, svar), np.asarray(v_src, dtype=np.int64), np.asarray(v_len, dtype=np.int64)),
+            "dst": (np.concatenate(d_v), np.full(dpos.size, int(out.vars[0])), dpos, np.concatenate(d_len)),
+        },
+        work={
+            "rows": np.asarray(v_rows, dtype=np.int64),
+            "cols": np.asarray(v_cols, dtype=np.int64),
+            "matrices": np.asarray(v_mats, dtype=np.int64),
+        },
+    )
+
+    def run(data):
+        data.write(view, data.read(weights))
+
+    graph.state.compute_sets[cs.id].functional.append(run)
+    prog.add(Execute(cs))
+    return view
+
+
+@poplibs_op("MatMul")
+def backward(
+    graph: Graph, plan: FullyConnectedPlan, zDeltas: Tensor, weightsT: Tensor, prog: Sequence, debugPrefix: str = "Bwd"
+) -> Tensor:
+    """The backward pass dC [B, O] x W^T [O, I] of a joint plan: dA^T = W dC^T, returned as dA [B, I];
+    `weightsT` is what transposeWeights returned (W laid out for the backward plan)."""
+    require_codelets(graph, "poplin")
+    return _product(graph, weightsT, zDeltas.transpose(), plan.bwd, prog, debugPrefix).transpose()
+
+
+def weightUpdate(
+    graph: Graph,
+    plan: FullyConnectedPlan,
+    weights: Tensor,
+    scale: float,
+    prevAct: Tensor,
+    zDeltas: Tensor,
+    prog: Sequence,
+    debugPrefix: str = "Wu",
+) -> None:
+    """W += scale A^T dC of a joint plan: dW^T = dC^T A on the tiles of the weights' blocks, then a
+    scaled add into W^T there (poplin::matMulAcc)."""
+    from .popops import scaledAddTo
+
+    product = _weight_gradient(graph, plan, prevAct, zDeltas, prog, debugPrefix)
+    scaledAddTo(graph, weights.transpose(), product, scale, prog, f"{debugPrefix}/AddTo")
+
+
+@poplibs_op("MatMul")
+def _weight_gradient(
+    graph: Graph, plan: FullyConnectedPlan, prevAct: Tensor, zDeltas: Tensor, prog: Sequence, debugPrefix: str
+) -> Tensor:
+    """dW^T [O, I] = dC^T A by the joint plan's weight-update pass. The weight-update pass always
+    rearranges its operands (lib/poplin/Convolution.cpp, inputRearrangementIsExpensive and
+    weightRearrangementIsExpensive): A, stored as A^T, is regrouped and copied into the weight
+    update's layout on the tiles that hold it; dC^T is already in it."""
+    from ..programs import Copy
+
+    require_codelets(graph, "poplin")
+    wu = plan.wu
+    lhs = poplin._arrange_operand(
+        graph,
+        zDeltas.transpose(),
+        poplin._operand_layout(wu, "lhs"),
+        wu.pn,
+        False,
+        prog,
+        f"{debugPrefix}/actsRearranged",
+    )
+    layout = poplin._operand_layout(wu, "rhs")
+    rhs = poplin._regroup(graph, prevAct, wu.n_grain, prog, f"{debugPrefix}/weightsRearranged/regroup")
+    arranged = poplin._place_operand(
+        graph, graph.addVariable(prevAct.dtype, [layout.rows * layout.cols], f"{debugPrefix}/weightsRearranged"), layout
+    )
+    prog.add(Copy(rhs, arranged))
+    return poplin._build_matmul(graph, lhs, arranged, wu, prog, debugPrefix)

@@ -1,0 +1,201 @@
+"""poplin's joint plan of the fully-connected passes: the plan, its choice and its lowering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simulator_invariants import check_report
+
+from formats.profile_reader import ProfileReader
+from pva.cli import main
+from simulator import HALF, Engine, Graph, Sequence, Target
+from simulator.errors import GraphError
+from simulator.poplibs import fullyconnected as fc
+from simulator.poplibs import poplin, popops
+from simulator.presets import build_preset
+
+TS = "2024-01-01T00:00:00Z"
+
+
+def _graph(tiles: int = 16, arch: str = "ipu2") -> Graph:
+    g = Graph(Target(arch, tiles_per_ipu=tiles))
+    poplin.addCodelets(g)
+    popops.addCodelets(g)
+    return g
+
+
+def test_joint_plan_estimate_is_the_sum_of_the_three_passes():
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="joint")
+    assert plan.joint
+    totals = [p.estimate["total"] for p in (plan.fwd, plan.bwd, plan.wu)]
+    assert plan.joint_cost is not None
+    assert plan.joint_cost[0] == sum(totals) == plan.cycles
+    assert plan.joint_cost[1] == max(p.estimate["memory"] for p in (plan.fwd, plan.bwd, plan.wu))
+    # one partition: the batch unsplit, the forward pass's O and I splits are the backward pass's
+    # I and O splits and the weight update's O and I splits, with its k (the batch) unsplit
+    fwd, bwd, wu = plan.fwd, plan.bwd, plan.wu
+    assert (fwd.m, fwd.k, fwd.n, fwd.pn) == (1000, 1000, 4, 1)
+    assert (bwd.m, bwd.k, bwd.n) == (1000, 1000, 4)
+    assert (bwd.pm, bwd.pn, bwd.pk) == (fwd.pk, 1, fwd.pm)
+    assert (wu.m, wu.k, wu.n) == (1000, 4, 1000)
+    assert (wu.pm, wu.pn, wu.pk) == (fwd.pm, fwd.pk, 1)
+    # the three passes' cells of one (O block, I block) share a tile
+    for i_o in range(fwd.pm):
+        for k_i in range(fwd.pk):
+            tile = fwd.tiles[i_o * fwd.pk + k_i]
+            assert bwd.tiles[k_i * fwd.pm + i_o] == tile
+            assert wu.tiles[i_o * fwd.pk + k_i] == tile
+    # the weight update's AMP vertices take the forward pass's output channel groups as input channels
+    assert (wu.k_grain, wu.n_grain) == (fwd.n_grain, fwd.k_grain)
+
+
+def test_poplin_rule_keeps_the_cheaper_plans():
+    bound = 100.0
+    # separate plans fit: they win when faster, or when the joint plan does not fit
+    assert fc.separate_plan_has_lower_cost((90, 50), (100, 50), bound)
+    assert not fc.separate_plan_has_lower_cost((100, 50), (100, 50), bound)  # a tie keeps the joint plan
+    assert fc.separate_plan_has_lower_cost((500, 50), (100, 150), bound)
+    # separate plans over the bound: they win only when the joint plan is over it too and bigger
+    assert not fc.separate_plan_has_lower_cost((10, 150), (100, 50), bound)
+    assert fc.separate_plan_has_lower_cost((10, 150), (100, 160), bound)
+    assert not fc.separate_plan_has_lower_cost((10, 170), (100, 160), bound)
+    assert fc.separate_plan_has_lower_cost((10, 50), None, bound)
+
+
+def test_separate_plans_are_chosen_when_cheaper():
+    # a large batch: the joint plan never splits the batch, so its passes run on few tiles; poplin's
+    # rule picks the separate plans, whose summed estimate is lower
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 1440, 100, 200, HALF)
+    assert not plan.joint
+    assert plan.joint_cost is not None and plan.separate_cost[0] < plan.joint_cost[0]
+    assert plan.cycles == plan.separate_cost[0]
+    assert (plan.fwd.m, plan.fwd.k, plan.fwd.n) == (1440, 100, 200)
+    # and the joint plan where it is cheaper
+    chosen = fc.plan_fully_connected(g, 4, 1000, 1000, HALF)
+    assert chosen.joint and chosen.cycles == chosen.joint_cost[0] < chosen.separate_cost[0]
+
+
+def test_joint_plan_amp_vertices_follow_poplin_candidates():
+    from simulator.target import architecture
+
+    ipu2, ipu1 = architecture("ipu2"), architecture("ipu1")
+    # half inputs, float partials on Mk2: 8 conv units, groups of 8 or 16 output channels
+    assert fc.amp_vertex_candidates(ipu2, HALF, poplin.FLOAT, 16, joint_forward=True) == [(8, 8), (8, 16)]
+    # float on Mk2: 16 conv units take 8 input channels, not a multiple of 16, so a joint plan runs
+    # its vertices on 8 of them (canUseAmp8), while a lone product may use all 16
+    assert fc.amp_vertex_candidates(ipu2, poplin.FLOAT, poplin.FLOAT, 8, joint_forward=True) == [(8, 8)]
+    assert fc.amp_vertex_candidates(ipu2, poplin.FLOAT, poplin.FLOAT, 8)[0] == (16, 16)
+    # the weight update of a half joint plan: input groups of the forward output groups
+    assert fc.amp_vertex_candidates(ipu2, HALF, poplin.FLOAT, 8, partials=16) == [(8, 16)]
+    assert fc.amp_vertex_candidates(ipu1, poplin.FLOAT, poplin.FLOAT, 8, joint_forward=True) == [(4, 4), (4, 8)]
+
+
+def test_float_joint_plan_runs_its_vertices_on_half_the_conv_units(tmp_path):
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT)
+    assert plan.joint
+    assert [p.conv_units for p in (plan.fwd, plan.bwd, plan.wu)] == [8, 8, 8]
+    with pytest.raises(GraphError, match="plan mode"):
+        fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="both")
+    # the vertices' cycles in the report are the estimate for 8 conv units
+    from simulator.codelets import poplin as amp
+    from simulator.presets import run_preset
+
+    knobs = {"batch-size": 4, "input-size": 64, "output-size": 48, "tiles-per-ipu": 16, "plan": "joint"}
+    run_preset("fc", {**knobs, "dtype": "float", "single-phase": "fwd"}, str(tmp_path), timestamp=TS)
+    small = fc.plan_fully_connected(_graph(tiles=16), 4, 64, 48, poplin.FLOAT, mode="joint")
+    fwd = small.fwd
+    assert fwd.conv_units == 8
+    r = ProfileReader(tmp_path / "profile.pop")
+    (cycles,) = r.query_one(
+        "SELECT sum(v.estimated_cycles) FROM compute_set_vertices v JOIN vertex_types t ON t.id = v.vertex_type "
+        "WHERE t.name LIKE 'poplin::ConvPartial1x1Out%'"
+    )
+    arch = Target("ipu2").arch
+
+    def expected(units):
+        total = 0
+        for im in range(fwd.pm):
+            for ik in range(fwd.pk):
+                rows = min(fwd.m, (im + 1) * fwd.mb) - im * fwd.mb
+                chans = min(fwd.k, (ik + 1) * fwd.kb) - ik * fwd.kb
+                total += int(
+                    amp.conv_partial_1x1_cycles(
+                        arch, "float", "float", rows, -(-chans // 8), 1, out_chans_per_group=8, conv_units=units
+                    )
+                )
+        return total
+
+    assert cycles == expected(8) != expected(16)
+
+
+def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path):
+    g = _graph(tiles=16)
+    b, i, o = 4, 64, 48
+    plan = fc.plan_fully_connected(g, b, i, o, HALF, mode="joint")
+    assert plan.joint
+    rng = np.random.default_rng(5)
+    a = rng.integers(-2, 3, (b, i)).astype(np.float16)
+    w = rng.integers(-2, 3, (i, o)).astype(np.float16)
+    z = rng.integers(-2, 3, (b, o)).astype(np.float16)
+    A = fc.createInput(g, plan, "prevAct")
+    W = fc.createWeights(g, plan, "weights")
+    Z = fc.createDeltas(g, plan, "zDeltas")
+    prog = Sequence()
+    C = fc.forward(g, plan, A, W, prog, "Fwd")
+    Wt = fc.transposeWeights(g, plan, W, prog, "Bwd/WeightsTranspose")
+    D = fc.backward(g, plan, Z, Wt, prog, "Bwd")
+    fc.weightUpdate(g, plan, W, -0.5, A, Z, prog, "Wu")
+    for name, t in (("A", A), ("W", W), ("Z", Z)):
+        g.createHostWrite(name, t)
+    for name, t in (("C", C), ("D", D), ("W_out", W)):
+        g.createHostRead(name, t)
+    with Engine(
+        g, [prog], {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS, functional=True
+    ) as e:
+        for name, value in (("A", a), ("W", w), ("Z", z)):
+            e.writeTensor(name, value)
+        e.run(0)
+        out = {name: e.readTensor(name) for name in ("C", "D", "W_out")}
+    assert check_report(tmp_path / "profile.pop") == []
+    f = np.float32
+    assert np.array_equal(out["C"].astype(f), a.astype(f) @ w.astype(f))
+    assert np.array_equal(out["D"].astype(f), z.astype(f) @ w.astype(f).T)
+    assert np.array_equal(out["W_out"].astype(f), w.astype(f) - 0.5 * (a.astype(f).T @ z.astype(f)))
+    r = ProfileReader(tmp_path / "profile.pop")
+    names = set(r.column("SELECT name FROM programs"))
+    assert "Bwd/WeightsTranspose/Transpose" in names
+    # the transposed weights are laid out on the tiles of the blocks they transpose: nothing is
+    # exchanged before the transpose, and the forward and backward passes read their weights in place
+    assert not any(n.startswith("Bwd/WeightsTranspose") and "Exchange" in n for n in names)
+    assert any(n.startswith("Bwd/Conv_1/Convolve") and n.endswith("ExchangePre") for n in names)
+    assert not any("Fwd/weightsRearranged" in n or "Fwd/actsRearranged" in n for n in names)
+    assert not any("Bwd/actsRearranged" in n or "Bwd/weightsRearranged" in n for n in names)
+
+
+def test_fc_preset_plans_as_poplin_does_on_request():
+    knobs = {"batch-size": 4, "input-size": 1000, "output-size": 1000}
+    assert build_preset("fc", {**knobs, "plan": "poplin"}).notes["jointPlan"] is True
+    assert build_preset("fc", knobs).notes["jointPlan"] is False  # each pass planned alone by default
+    assert build_preset("fc", {**knobs, "plan": "poplin", "dtype": "float"}).notes["jointPlan"] is True
+    large_batch = {"batch-size": 1440, "input-size": 100, "output-size": 200, "plan": "poplin"}
+    assert build_preset("fc", large_batch).notes["jointPlan"] is False
+    # poplin derives a lone pass's plan from the forward pass's joint plan (ConvPlan.cpp, getPlan)
+    lone = build_preset("fc", {**knobs, "plan": "poplin", "single-phase": "bwd"})
+    assert lone.notes["jointPlan"] is True
+    assert len(lone.programs) == 1
+
+
+@pytest.mark.parametrize("phase", ["all", "fwd", "bwd", "wu"])
+def test_fc_preset_with_a_joint_plan_writes_valid_reports(tmp_path, phase):
+    from simulator.presets import run_preset
+
+    knobs = {"batch-size": 4, "input-size": 64, "output-size": 48, "tiles-per-ipu": 16, "plan": "joint"}
+    run_preset("fc", {**knobs, "single-phase": phase}, str(tmp_path), timestamp=TS)
+    assert check_report(tmp_path / "profile.pop") == []
+    assert main(["check", str(tmp_path / "profile.pop")]) == 0
+    names = set(ProfileReader(tmp_path / "profile.pop").column("SELECT name FROM programs"))
+    assert ("Bwd/WeightsTranspose/Transpose" in names) == (phase in ("all", "bwd"))
+    assert ("Wu/AddTo/AddTo" in names) == (phase in ("all", "wu"))

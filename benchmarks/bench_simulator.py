@@ -1,7 +1,9 @@
 """Simulator benchmark: `pva simulate --preset large` on 4 Mk2 IPUs, with its time, peak memory and size.
 
 ``python -m benchmarks.bench_simulator --calibration`` prints the calibration table instead: the
-fc, gemm and conv presets beside poplibs' published IPU-Model figures (benchmarks/calibration.py).
+fc, gemm and conv presets beside poplibs' published IPU-Model figures (benchmarks/calibration.py),
+with the calibration set and the out-of-sample rows summarised per target and family; ``--set``,
+``--target`` and ``--only`` choose a subset.
 
 Run ``python -m benchmarks.bench_simulator`` (the full preset: a few minutes) or
 ``python -m benchmarks.bench_simulator --size tiny`` (a smoke run in seconds). Each measurement

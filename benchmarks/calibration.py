@@ -334,7 +334,10 @@ def groups(rows: list[dict]) -> dict[str, list[dict]]:
             keys.append(f"out-of-sample {'Mk1' if row['target'] == 'IpuModel1' else 'Mk2'} {family(row['name'])}")
         for key in keys:
             out.setdefault(key, []).append(row)
-    return out
+    # the calibration set first, then the out-of-sample rows, Mk2 before Mk1, families in a fixed order
+    rank = {"bert": 0, "fc": 1, "gemm": 2, "conv": 3}
+    order = sorted(out, key=lambda k: (k.split()[0], "Mk1" in k, rank.get(k.split()[-1], -1)))
+    return {key: out[key] for key in order}
 
 
 def summary(rows: list[dict]) -> dict:

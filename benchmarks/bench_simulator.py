@@ -1,7 +1,9 @@
 """Simulator benchmark: `pva simulate --preset large` on 4 Mk2 IPUs, with its time, peak memory and size.
 
 ``python -m benchmarks.bench_simulator --calibration`` prints the calibration table instead: the
-fc, gemm and conv presets beside poplibs' published IPU-Model figures (benchmarks/calibration.py).
+fc, gemm and conv presets beside poplibs' published IPU-Model figures (benchmarks/calibration.py),
+with the calibration set and the out-of-sample rows summarised per target and family; ``--set``,
+``--target`` and ``--only`` choose a subset.
 
 Run ``python -m benchmarks.bench_simulator`` (the full preset: a few minutes) or
 ``python -m benchmarks.bench_simulator --size tiny`` (a smoke run in seconds). Each measurement
@@ -116,24 +118,30 @@ def _run(code: str, *args: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _calibration(as_json: bool, only: str | None) -> int:
+def _calibration(as_json: bool, only: str | None, which: str | None, target: str | None) -> int:
     """Print the calibration table (see benchmarks.calibration)."""
     from . import calibration as cal
 
     if not as_json:
         print(cal.HEADER)
-    rows = cal.calibrate(only, progress=None if as_json else lambda row: print(cal.format_row(row), flush=True))
+    rows = cal.calibrate(
+        only,
+        progress=None if as_json else lambda row: print(cal.format_row(row), flush=True),
+        which=which,
+        target=target,
+    )
     result = cal.summary(rows)
     if as_json:
         print(json.dumps({"rows": rows, "summary": result}, indent=2))
         return 0
-    for which, figures in result.items():
+    for group, figures in result.items():
+        failed = figures.pop("failed")
         parts = [
             f"{key} geomean error {f['geomean_error']:.2f}x, worst {f['worst_error']:.2f}x, "
             f"{f['within_1_5x']}/{f['rows']} within 1.5x"
             for key, f in figures.items()
         ]
-        print(f"{which}: " + "; ".join(parts))
+        print(f"{group}: " + "; ".join(parts) + (f"; {failed} failed" if failed else ""))
     return 0
 
 
@@ -147,10 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         help="compare the fc, gemm and conv presets with poplibs' published IPU-Model figures instead",
     )
     parser.add_argument("--only", metavar="TEXT", help="with --calibration: only the rows whose name contains TEXT")
+    parser.add_argument(
+        "--set",
+        choices=("calibration", "out-of-sample"),
+        help="with --calibration: only the calibration set or only the out-of-sample rows",
+    )
+    parser.add_argument(
+        "--target", choices=("IpuModel1", "IpuModel2"), help="with --calibration: only the rows of this target"
+    )
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if args.calibration:
-        return _calibration(args.json, args.only)
+        return _calibration(args.json, args.only, args.set, args.target)
     knobs = SIZES[args.size]
     with tempfile.TemporaryDirectory(prefix="pva-bench-simulator-") as tmp:
         sim = _run(_SIMULATE, json.dumps(knobs), tmp, root)

@@ -62,8 +62,9 @@ _ARGS = ("cycles", "tile_cycles_max", "active_tiles", "data_in", "data_out")
 _BALANCES = ("tile_balance", "active_tile_balance", "thread_balance", "data_balance")
 _TIMES = ("cycles_base", "all_cycles_from_min", "all_cycles_to_max")
 _STEPS_BY_IPU_COLUMNS = ("ipu", "step_id", *_TIMES, *_ARGS, *_BALANCES)
-#: Per profiled step and IPU, its values as stored (their types are checked in Arrow).
-_STEPS_BY_IPU_SQL = f"SELECT {', '.join(_STEPS_BY_IPU_COLUMNS)} FROM steps_by_ipu WHERE profiled = 1"
+#: Per profiled step and IPU, its values as stored (their types are checked in Arrow), an IPU at a
+#: time (SQLite's sorter spills to a temporary file beyond its cache, so memory stays bounded).
+_STEPS_BY_IPU_SQL = f"SELECT {', '.join(_STEPS_BY_IPU_COLUMNS)} FROM steps_by_ipu WHERE profiled = 1 ORDER BY ipu"
 #: Integers in this range are kept as 32 bits.
 _INT32 = np.iinfo(np.int32)
 #: Values beyond this (in magnitude) are refused, so that sums of two cycle counts stay in 64 bits.
@@ -98,9 +99,16 @@ def write_report_execution(path: str, out: ChromeTraceWriter) -> dict:
             event = {"name": label, "cat": "run", "args": {"run": run, "cycles": int(end - start)}}
             runs.setdefault(ipu, []).append((int(start), int(end), event))
         texts = _step_texts(reader)
-        steps = _read_steps(reader, texts)
-        for ipu in sorted(set(runs) | set(steps)):
-            _write_ipu(out, steps.pop(ipu, None), ipu, runs.get(ipu, []), pid, scale)
+        pending = sorted(runs)  # IPUs with runs, written in order among those with steps
+        for ipu, steps in _read_ahead(_steps_by_ipu(reader, texts)):
+            while pending and pending[0] < ipu:
+                alone = pending.pop(0)
+                _write_ipu(out, None, alone, runs[alone], pid, scale)
+            if pending and pending[0] == ipu:
+                pending.pop(0)
+            _write_ipu(out, steps, ipu, runs.get(ipu, []), pid, scale)
+        for alone in pending:
+            _write_ipu(out, None, alone, runs[alone], pid, scale)
         return {
             "displayTimeUnit": "ns",
             "otherData": {
@@ -220,9 +228,11 @@ class _Strings:
         """Append the values of a string array without nulls."""
         if not len(values):
             return
+        if values.type != pa.string():
+            raise TypeError(f"expected strings, got {values.type}")
         offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=len(values) + 1, offset=values.offset * 4)
         self._data += _joined(values)
-        self._offsets.append(offsets[1:] - offsets[0] + self._offsets[-1][-1])
+        self._offsets.append(offsets[1:].astype(np.int64) - int(offsets[0]) + int(self._offsets[-1][-1]))
 
     def array(self) -> pa.Array:
         """The values appended, as one large string array (no copy of the text)."""
@@ -230,29 +240,84 @@ class _Strings:
         return pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(self._data))
 
 
-def _read_steps(reader: ProfileReader, texts: _StepTexts) -> dict[int, _IpuSteps]:
-    """The profiled steps of each IPU, from one pass over steps_by_ipu, checked: a value of the wrong
-    type or out of range raises CorruptReportError naming the table and column."""
+def _steps_by_ipu(reader: ProfileReader, texts: _StepTexts) -> Iterator[tuple[int, _IpuSteps]]:
+    """The profiled steps of each IPU in ascending order, from one pass over steps_by_ipu sorted by
+    IPU, so that only one IPU's steps are held at a time; a value of the wrong type or out of range
+    raises CorruptReportError naming the table and column."""
     from .errors import CorruptReportError
 
-    parts: dict[int, list[dict[str, np.ndarray]]] = {}
-    try:
-        for batch in _batches(reader, _STEPS_BY_IPU_SQL, _STEPS_BY_IPU_COLUMNS, rows=_READ_BATCH):
-            for ipu, rows in _split_by_ipu(reader, batch):
-                parts.setdefault(ipu, []).append(rows)
-    except _UnreadableError:
-        _damaged(reader)
-    steps = {}
-    for ipu in sorted(parts):
-        pieces = parts.pop(ipu)
+    def finished(ipu: int, pieces: list[dict[str, np.ndarray]]) -> _IpuSteps:
         rows = {name: np.concatenate([piece.pop(name) for piece in pieces]) for name in list(pieces[0])}
-        found = _IpuSteps(rows.pop("step_id"), rows.pop("start"), rows.pop("end"), rows, texts)
-        if found.missing:
+        steps = _IpuSteps(rows.pop("step_id"), rows.pop("start"), rows.pop("end"), rows, texts)
+        if steps.missing:
             raise CorruptReportError(
                 f"{reader.path!r}: steps_by_ipu names a step that steps does not hold", reader.path
             )
-        steps[ipu] = found
-    return steps
+        return steps
+
+    current: int | None = None
+    pieces: list[dict[str, np.ndarray]] = []
+    try:
+        for batch in _batches(reader, _STEPS_BY_IPU_SQL, _STEPS_BY_IPU_COLUMNS, rows=_READ_BATCH):
+            for ipu, rows in _split_by_ipu(reader, batch):
+                if current is not None and ipu != current:
+                    if ipu < current:
+                        raise RuntimeError(f"steps_by_ipu rows came out of IPU order: {ipu} after {current}")
+                    yield current, finished(current, pieces)
+                    pieces = []
+                current = ipu
+                pieces.append(rows)
+    except _UnreadableError:
+        _damaged(reader)
+    if current is not None:
+        yield current, finished(current, pieces)
+
+
+def _read_ahead(items: Iterator[Any]) -> Iterator[Any]:
+    """The items of an iterator, the next one made on a thread while the caller uses the current
+    one (so at most two are held); an error making one is raised where it would have been."""
+    import queue
+    import threading
+
+    handoff: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def make() -> None:
+        try:
+            for item in items:
+                handoff.put((item, None))
+                handoff.join()  # the next item is made only once the caller has this one
+                if stop.is_set():
+                    return
+            handoff.put((done, None))
+        except BaseException as exc:  # handed to the caller, which raises it
+            handoff.put((done, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    maker = threading.Thread(target=make, name="pva-read-ahead", daemon=True)
+    maker.start()
+    try:
+        while True:
+            item, error = handoff.get()
+            handoff.task_done()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        while maker.is_alive():  # let a maker blocked on a full hand-off finish
+            try:
+                handoff.get(timeout=0.05)
+                handoff.task_done()
+            except queue.Empty:
+                pass
+        maker.join()
 
 
 def _split_by_ipu(reader: ProfileReader, batch: pa.RecordBatch) -> Iterator[tuple[int, dict[str, np.ndarray]]]:

@@ -98,6 +98,10 @@ def test_step_names_are_quoted_as_json_strings(sample, tmp_path, name):
         ("UPDATE steps_by_ipu SET data_balance = 9e999 WHERE step_id = 2", r"data_balance holds a balance that is not"),
         ("UPDATE steps_by_ipu SET cycles_base = 1 << 62 WHERE step_id = 2", r"cycles_base holds a value beyond 2\^62"),
         ("DELETE FROM steps WHERE id = 2", r"steps_by_ipu names a step that steps does not hold"),
+        (
+            "UPDATE steps_by_ipu SET ipu = 1 << 62 WHERE step_id = 2 AND ipu = 1",
+            r"steps_by_ipu\.ipu holds a value beyond 2\^62",
+        ),
     ],
 )
 def test_damaged_step_values_are_refused(sample, tmp_path, sql, message):
@@ -165,3 +169,32 @@ def test_values_beyond_32_bits_in_one_batch_are_written_exactly(sample, tmp_path
     steps = {(e["args"]["step"], e["tid"]): e["args"] for e in events if e["ph"] == "X" and "step" in e["args"]}
     assert steps[3, 1]["cycles"] == big and steps[3, 1]["data_out"] == -big
     assert all(args["cycles"] < 1 << 31 for key, args in steps.items() if key != (3, 1))
+
+
+def test_an_ipu_with_runs_and_no_profiled_steps_keeps_its_place(sample, tmp_path):
+    report = changed_copy(sample.path, tmp_path / "changed.pop", "UPDATE steps_by_ipu SET profiled = 0 WHERE ipu = 0")
+    export_chrome_trace(report, tmp_path / "out.json")
+    events = [e for e in _events(tmp_path / "out.json") if e["ph"] == "X"]
+    tids = [e["tid"] for e in events]
+    assert tids == sorted(tids) and set(tids) == {0, 1}
+    assert all(e["cat"] == "run" for e in events if e["tid"] == 0)
+
+
+def test_read_ahead_gives_every_item_and_raises_an_error_where_it_happened():
+    import threading
+
+    def items(fail_at):
+        for k in range(5):
+            if k == fail_at:
+                raise ValueError(f"item {k}")
+            yield k
+
+    assert list(execution._read_ahead(items(None))) == [0, 1, 2, 3, 4]
+    seen = []
+    with pytest.raises(ValueError, match="item 3"):
+        for item in execution._read_ahead(items(3)):
+            seen.append(item)
+    assert seen == [0, 1, 2]
+    for item in execution._read_ahead(items(None)):  # a caller that stops early ends the thread
+        break
+    assert not [t for t in threading.enumerate() if t.name == "pva-read-ahead"]

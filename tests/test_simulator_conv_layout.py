@@ -196,3 +196,26 @@ def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_pat
     out = _run(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
     ref = _correlate(xv.astype(np.float64), wv.astype(np.float64), padding=(1, 1))
     assert np.allclose(out.astype(np.float64), ref, atol=0.05 * np.abs(ref).max())
+
+
+def test_backward_weights_without_a_group_to_transpose_are_copied_flipped(tmp_path):
+    # 7 output channels: the forward weights' output-channel group is 1, so poplin's G5 is 1 and
+    # weightsTransposeChansFlipXY only copies the flipped view (no Transpose2d vertices)
+    g = _graph(16)
+    fwd = poplin.ConvParams(1, 16, 7, (4, 4), (3, 3), (1, 1), (1, 1), FLOAT)
+    bwd = poplin.ConvParams(1, 7, 16, (4, 4), (3, 3), (1, 1), (1, 1), FLOAT)
+    w = poplin.createWeights(g, fwd, "weights")
+    deltas = poplin.createInput(g, bwd, "deltas")
+    prog = Sequence()
+    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", transposeAndFlipWeights=True)
+    assert not [cs for cs in g.state.compute_sets if cs.name == "Bwd/WeightTranspose"]
+    assert "Bwd/partialTranspose" not in {v.name for v in g.state.vars}
+    g.createHostWrite("w", w)
+    g.createHostWrite("d", deltas)
+    g.createHostRead("g", grads)
+    rng = np.random.default_rng(6)
+    wv = rng.standard_normal((7, 16, 3, 3)).astype(np.float32)
+    dv = rng.standard_normal((1, 7, 4, 4)).astype(np.float32)
+    out = _run(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
+    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+    assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)

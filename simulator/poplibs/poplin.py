@@ -1132,7 +1132,8 @@ def weightsTransposeChansFlipXY(
     G5 = G4 when it divides G1 and G1 otherwise, is first transposed on the tile that holds it into
     a new variable mapped like it (popops::rearrange::partialTranspose: Transpose2d vertices, the
     tile's matrices shared between its workers), then the flipped view of that is copied into
-    weightsOut, runs of gcd(G1, G4) or more elements."""
+    weightsOut, runs of gcd(G1, G4) or more elements. When G5 is 1 there is nothing to transpose
+    and the flipped view of weightsIn is copied."""
     require_codelets(graph, "popops")
     o, c, kh, kw = weightsIn.shape
     if tuple(weightsOut.shape) != (c, o, kh, kw):
@@ -1144,6 +1145,19 @@ def weightsTransposeChansFlipXY(
     g3, g4 = _tensor_grouping(weightsOut, c, o)
     g5 = g4 if g1 % g4 == 0 else g1
     size = o * c * kh * kw
+    out_order = _weights_index((c, o, kh, kw), g3, g4)
+    if g5 == 1:  # nothing to transpose: the flipped view of weightsIn is copied as it is
+        var, idx = weightsIn.element_arrays()
+        flip = np.arange(size, dtype=np.int64).reshape(o, c, kh, kw).transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+        flipped = Tensor.from_elements(
+            graph.state,
+            weightsIn.dtype,
+            (c, o, kh, kw),
+            var.reshape(-1)[flip].reshape(-1),
+            idx.reshape(-1)[flip].reshape(-1),
+        )
+        prog.add(Copy(_grouped_view(flipped, out_order), _grouped_view(weightsOut, out_order)))
+        return
     block = g5 * g2
     grouped = _grouped_view(weightsIn, _weights_index((o, c, kh, kw), g1, g2))
     # the tile of each matrix's first element
@@ -1201,7 +1215,6 @@ def weightsTransposeChansFlipXY(
     prog.add(Execute(cs))
     # element for element, in the order of weightsOut's groups, as Poplar copies between the
     # variables' regions whatever the views' order
-    out_order = _weights_index((c, o, kh, kw), g3, g4)
     prog.add(Copy(_grouped_view(flipped, out_order), _grouped_view(weightsOut, out_order)))
     prog.add(WriteUndef(out))
 
@@ -1213,10 +1226,15 @@ def _tensor_grouping(T: Tensor, o: int, c: int) -> tuple[int, int]:
     grouped order T is one contiguous run of its variable, the layout createWeights gives; (1, 1)
     when there is none."""
     kh, kw = T.shape[2], T.shape[3]
+    var, idx = T.element_arrays()
+    if var.size and not np.all(var == var[0]):
+        return 1, 1
     for og in sorted({g for g in (16, 8, 4, 2, 1) if o % g == 0}, reverse=True):
         for ig in sorted({g for g in (16, 8, 4, 2, 1) if c % g == 0}, reverse=True):
-            view = _grouped_view(T, _weights_index((o, c, kh, kw), og, ig))
-            if view.lengths.size == 1:
+            # one contiguous run in grouped order: each element at its grouped offset from the first
+            offsets = _weights_index((o, c, kh, kw), og, ig).reshape(-1)
+            head = slice(0, min(idx.size, 4096))  # most candidates fail within the first elements
+            if idx.size and np.array_equal(idx[head] - idx[0], offsets[head]) and np.array_equal(idx - idx[0], offsets):
                 return og, ig
     return 1, 1
 

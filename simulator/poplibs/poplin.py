@@ -1075,19 +1075,27 @@ def _create_operand(graph: Graph, grid: _ConvGrid, acts: bool, name: str) -> Ten
     return Tensor.from_elements(graph.state, params.dtype, shape, np.full(idx.size, int(var.vars[0])), idx.reshape(-1))
 
 
-def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in") -> Tensor:
-    """An input activation tensor [batch, inChans, h, w] laid out for the convolution's plan, as
-    poplin::createInput makes it (lib/poplin/Convolution.cpp, createInputImpl): stored as
-    [C/ig][N][H][W][ig], each piece spread over the tiles that read it (mapActivationsOrWeights)."""
-    return _create_operand(graph, _conv_grid(graph, params), True, debugPrefix)
-
-
-def createWeights(graph: Graph, params: ConvParams, debugPrefix: str = "conv/weights") -> Tensor:
-    """Weights [outChans, inChans, kh, kw] laid out for the convolution's plan, as
-    poplin::createWeights makes them (lib/poplin/Convolution.cpp, createWeightsImpl): stored as
-    [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it
+def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in", options: dict | None = None) -> Tensor:
+    """An input activation tensor [batch, inChans, h, w] laid out for the plan of the convolution
+    with these options, as poplin::createInput makes it (lib/poplin/Convolution.cpp,
+    createInputImpl): stored as [C/ig][N][H][W][ig], each piece spread over the tiles that read it
     (mapActivationsOrWeights)."""
-    return _create_operand(graph, _conv_grid(graph, params), False, debugPrefix)
+    return _create_operand(graph, _conv_grid(graph, params, _partials_type(options)), True, debugPrefix)
+
+
+def createWeights(
+    graph: Graph, params: ConvParams, debugPrefix: str = "conv/weights", options: dict | None = None
+) -> Tensor:
+    """Weights [outChans, inChans, kh, kw] laid out for the plan of the convolution with these
+    options, as poplin::createWeights makes them (lib/poplin/Convolution.cpp, createWeightsImpl):
+    stored as [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it
+    (mapActivationsOrWeights)."""
+    return _create_operand(graph, _conv_grid(graph, params, _partials_type(options)), False, debugPrefix)
+
+
+def _partials_type(options: dict | None) -> Type:
+    """The partials type a convolution's options ask for (poplin's partialsType, float by default)."""
+    return as_type((options or {}).get("partialsType", "float"))
 
 
 def _channels_grouped(grouped: Tensor, group: int) -> bool:

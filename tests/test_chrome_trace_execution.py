@@ -195,6 +195,6 @@ def test_read_ahead_gives_every_item_and_raises_an_error_where_it_happened():
         for item in execution._read_ahead(items(3)):
             seen.append(item)
     assert seen == [0, 1, 2]
-    for item in execution._read_ahead(items(None)):  # a caller that stops early ends the thread
+    for _item in execution._read_ahead(items(None)):  # a caller that stops early ends the thread
         break
     assert not [t for t in threading.enumerate() if t.name == "pva-read-ahead"]

@@ -219,3 +219,16 @@ def test_backward_weights_without_a_group_to_transpose_are_copied_flipped(tmp_pa
     out = _run(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
     flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
     assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+
+
+def test_input_elements_no_cell_reads_stay_with_their_neighbours():
+    # a 1x1 convolution at stride 2 reads every other row: the skipped rows are mapped with the
+    # rows before them (extendPartialMap), never to a tile the convolution does not run on
+    for params in (
+        poplin.ConvParams(4, 64, 128, (8, 8), (1, 1), (2, 2), (0, 0), HALF),
+        poplin.ConvParams(1, 64, 64, (14, 14), (3, 3), (2, 2), (0, 0), HALF),
+    ):
+        g = _graph(1472)
+        x = poplin.createInput(g, params, "in")
+        tiles = {cell[9] for cell in poplin._conv_grid(g, params).cells()}
+        assert _tiles_of(g, x) <= tiles

@@ -1018,7 +1018,8 @@ def _map_by_use(
     """Map a variable by its uses, as poplin maps a convolution's operands (lib/poplin/Convolution.cpp,
     mapActivationsOrWeights: TensorUseTracker::mapTensorsByUse with the plan's grain and at least
     minBytesPerTile a tile): the elements read by one set of tiles are spread over those tiles in
-    whole grains; elements no tile reads are spread over all tiles."""
+    whole grains; elements no tile reads go with the used elements before them (the first used
+    ones when none is before), as extendPartialMap extends the map."""
     ends = starts + lengths
     bounds = np.unique(np.concatenate(([0, size], starts, ends)))
     seg_start, seg_len = bounds[:-1], np.diff(bounds)
@@ -1029,13 +1030,20 @@ def _map_by_use(
     pairs = np.unique(np.stack([seg, np.repeat(users, count)], axis=1), axis=0)
     key_of: dict[tuple[int, ...], list[int]] = {}
     split = np.flatnonzero(np.diff(pairs[:, 0])) + 1
-    used = set()
+    key_of_seg: dict[int, tuple[int, ...]] = {}
     for chunk in np.split(pairs, split) if pairs.size else []:
         s = int(chunk[0, 0])
-        used.add(s)
-        key_of.setdefault(tuple(chunk[:, 1].tolist()), []).append(s)
-    free = [s for s in range(seg_start.size) if s not in used]
-    if free:
+        key_of_seg[s] = key = tuple(chunk[:, 1].tolist())
+        key_of.setdefault(key, []).append(s)
+    free = [s for s in range(seg_start.size) if s not in key_of_seg]
+    if free and key_of_seg:
+        # an element no tile reads goes with the used elements before it, or the first used ones
+        # when none is before it (lib/poputil/TensorUseTracker.cpp, extendPartialMap)
+        used = np.array(sorted(key_of_seg), dtype=np.int64)
+        before = np.searchsorted(used, free) - 1
+        for s, k in zip(free, np.where(before >= 0, before, 0).tolist()):
+            key_of[key_of_seg[int(used[k])]].append(s)
+    elif free:
         everyone = tuple(np.asarray(graph.tile(np.arange(graph.num_tiles)), dtype=np.int64).tolist())
         key_of.setdefault(everyone, []).extend(free)
     m_s, m_e, m_t = [], [], []

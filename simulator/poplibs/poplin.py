@@ -1289,7 +1289,7 @@ def convolution(
     options = options or {}
     partials_type = as_type(options.get("partialsType", "float"))
     if transposeAndFlipWeights:
-        bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights")
+        bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights", options)
         weightsTransposeChansFlipXY(graph, weights, bwd_weights, prog, debugPrefix)
         weights = bwd_weights
     grid = _conv_grid(graph, params, partials_type)

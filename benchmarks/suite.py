@@ -603,8 +603,11 @@ def measure_chrome_import(ctx: Context) -> list[Row]:
             ijson_rate,
             "MB/s",
             what,
-            f">= {chrome.IMPORT_RATE_TARGET:g} MB/s",
-            rate >= chrome.IMPORT_RATE_TARGET,
+            f">= {chrome.IMPORT_RATE_TARGET:g} MB/s"
+            if ctx.main.size == "large"
+            else f"reported on {ctx.main.size} (the target, >= {chrome.IMPORT_RATE_TARGET:g} MB/s, is for large's "
+            f"10^7 events: on {mb:,.0f} MB, starting the second process and merging the halves weigh more)",
+            rate >= chrome.IMPORT_RATE_TARGET if ctx.main.size == "large" else None,
             details={
                 "ours_runs": _runs(runs["ours"], "seconds", "peak_mb", "events", "threads", "output_bytes"),
                 "baseline_runs": _runs(runs["ijson"], "seconds", "peak_mb", "events"),

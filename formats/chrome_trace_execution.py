@@ -321,8 +321,8 @@ def _read_ahead(items: Iterator[Any]) -> Iterator[Any]:
 
 
 def _split_by_ipu(reader: ProfileReader, batch: pa.RecordBatch) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """A batch of steps_by_ipu rows checked, as (IPU, its rows): the step, its start and end, and
-    its args, each integer column as 32 bits where its values allow. _UnreadableError if a value is
+    """A batch of steps_by_ipu rows (sorted by IPU) checked, as (IPU, its rows) for each run of
+    rows of one IPU: the step, its start and end, and its args, each integer column as 32 bits where its values allow. _UnreadableError if a value is
     null or not a 64-bit integer (or, for a balance, a double); CorruptReportError if one is out of range."""
     from .errors import CorruptReportError
 
@@ -347,12 +347,10 @@ def _split_by_ipu(reader: ProfileReader, batch: pa.RecordBatch) -> Iterator[tupl
         if len(values) and _INT32.min <= values.min() and values.max() <= _INT32.max:
             columns[name] = values.astype(np.int32)
     ipus = columns.pop("ipu")
-    order = np.argsort(ipus, kind="stable")
-    found, first = np.unique(ipus[order], return_index=True)
-    bounds = [*first.tolist(), len(order)]
-    for k, ipu in enumerate(found.tolist()):
-        taken = order[bounds[k] : bounds[k + 1]]
-        yield ipu, {name: values[taken] for name, values in columns.items()}
+    bounds = [0, *(np.flatnonzero(ipus[1:] != ipus[:-1]) + 1).tolist(), len(ipus)]
+    for first, end in zip(bounds[:-1], bounds[1:]):
+        # copies, so that a batch shared by two IPUs is not held until the second one is finished
+        yield int(ipus[first]), {name: values[first:end].copy() for name, values in columns.items()}
 
 
 def _damaged(reader: ProfileReader) -> NoReturn:

@@ -4,32 +4,11 @@ the backward pass's weights written by transpose vertices, and the results on da
 from __future__ import annotations
 
 import numpy as np
-from simulator_invariants import check_report
+from simulator_run import codelet_graph, run_functional
 
-from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
-from simulator.poplibs import poplin, popnn, popops
+from simulator import FLOAT, HALF, Graph, Sequence
+from simulator.poplibs import poplin, popnn
 from simulator.poplibs._util import tile_pieces
-
-TS = "2024-01-01T00:00:00Z"
-
-
-def _graph(tiles: int = 64) -> Graph:
-    g = Graph(Target("ipu2", tiles_per_ipu=tiles))
-    for lib in (popops, poplin, popnn):
-        lib.addCodelets(g)
-    return g
-
-
-def _run(g, prog, tmp_path, writes: dict, reads: list[str]):
-    with Engine(
-        g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS, functional=True
-    ) as e:
-        for name, value in writes.items():
-            e.writeTensor(name, value)
-        e.run(0)
-        out = {name: e.readTensor(name) for name in reads}
-    assert check_report(tmp_path / "profile.pop") == []
-    return out
 
 
 def _batches(g: Graph, name: str):
@@ -62,11 +41,25 @@ def _correlate(x, w, stride=(1, 1), padding=(0, 0)):
     return y
 
 
+def _assert_input_gradients(g, prog, w, deltas, grads, tmp_path, seed: int) -> None:
+    """The backward convolution's result on random data is the deltas correlated with the
+    transposed and flipped weights (a 3x3 kernel, padding 1)."""
+    g.createHostWrite("w", w)
+    g.createHostWrite("d", deltas)
+    g.createHostRead("g", grads)
+    rng = np.random.default_rng(seed)
+    wv = rng.standard_normal(tuple(w.shape)).astype(np.float32)
+    dv = rng.standard_normal(tuple(deltas.shape)).astype(np.float32)
+    out = run_functional(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
+    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+    assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+
+
 def test_pointwise_convolution_reads_whole_channel_groups():
     # a 1x1 convolution of half data: 16 input channels a group (one conv unit's weights), 8 or 16
     # output channels; each vertex reads one region per (input channel group, batch element) of
     # its cell and one per output channel group of the weights, not one per row and channel
-    g = _graph(64)
+    g = codelet_graph(64)
     params = poplin.ConvParams(2, 64, 64, (7, 7), (1, 1), dtype=HALF)
     x = poplin.createInput(g, params, "in")
     w = poplin.createWeights(g, params, "weights")
@@ -86,7 +79,7 @@ def test_pointwise_convolution_reads_whole_channel_groups():
 
 
 def test_input_and_weights_are_stored_in_channel_groups():
-    g = _graph(64)
+    g = codelet_graph(64)
     params = poplin.ConvParams(2, 32, 24, (5, 6), (3, 3), (1, 1), (1, 1), HALF)
     x = poplin.createInput(g, params, "in")
     w = poplin.createWeights(g, params, "weights")
@@ -109,7 +102,7 @@ def test_input_and_weights_are_stored_in_channel_groups():
 
 
 def test_output_is_grouped_by_output_channels_and_feeds_the_next_layer(tmp_path):
-    g = _graph(64)
+    g = codelet_graph(64)
     p1 = poplin.ConvParams(2, 16, 32, (6, 6), (3, 3), (1, 1), (1, 1), FLOAT)
     p2 = poplin.ConvParams(2, 32, 16, (6, 6), (1, 1), dtype=FLOAT)
     x = poplin.createInput(g, p1, "in")
@@ -135,14 +128,14 @@ def test_output_is_grouped_by_output_channels_and_feeds_the_next_layer(tmp_path)
     xv = rng.standard_normal((2, 16, 6, 6)).astype(np.float32)
     w1v = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
     w2v = rng.standard_normal((16, 32, 1, 1)).astype(np.float32)
-    out = _run(g, prog, tmp_path, {"x": xv, "w1": w1v, "w2": w2v}, ["y1", "y2"])
+    out = run_functional(g, prog, tmp_path, {"x": xv, "w1": w1v, "w2": w2v}, ["y1", "y2"])
     r1 = np.maximum(_correlate(xv, w1v, padding=(1, 1)), 0)
     assert np.allclose(out["y1"], r1, atol=1e-3)
     assert np.allclose(out["y2"], _correlate(r1, w2v), atol=1e-3)
 
 
 def test_backward_weights_are_a_new_tensor_written_by_transpose_vertices(tmp_path):
-    g = _graph(64)
+    g = codelet_graph(64)
     fwd = poplin.ConvParams(2, 16, 32, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
     bwd = poplin.ConvParams(2, 32, 16, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
     w = poplin.createWeights(g, fwd, "weights")
@@ -159,15 +152,7 @@ def test_backward_weights_are_a_new_tensor_written_by_transpose_vertices(tmp_pat
     assert read == {"Bwd/bwdWeights"}
     # the transpose vertices run where the forward weights are
     assert set(transpose.tiles.tolist()) <= _tiles_of(g, w)
-    g.createHostWrite("w", w)
-    g.createHostWrite("d", deltas)
-    g.createHostRead("g", grads)
-    rng = np.random.default_rng(5)
-    wv = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
-    dv = rng.standard_normal((2, 32, 5, 5)).astype(np.float32)
-    out = _run(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
-    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
-    assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+    _assert_input_gradients(g, prog, w, deltas, grads, tmp_path, seed=5)
 
 
 def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_path):
@@ -175,7 +160,7 @@ def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_pat
     # first copied into the layout createInput gives, and the vertices read that copy
     from simulator.poplibs.poputil import mapTensorLinearly
 
-    g = _graph(64)
+    g = codelet_graph(64)
     params = poplin.ConvParams(2, 32, 16, (6, 6), (3, 3), (1, 1), (1, 1), HALF)
     x = g.addVariable(HALF, [2, 32, 6, 6], "x")
     mapTensorLinearly(g, x)
@@ -193,7 +178,7 @@ def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_pat
     rng = np.random.default_rng(6)
     xv = rng.standard_normal((2, 32, 6, 6)).astype(np.float16)
     wv = rng.standard_normal((16, 32, 3, 3)).astype(np.float16)
-    out = _run(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
+    out = run_functional(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
     ref = _correlate(xv.astype(np.float64), wv.astype(np.float64), padding=(1, 1))
     assert np.allclose(out.astype(np.float64), ref, atol=0.05 * np.abs(ref).max())
 
@@ -201,7 +186,7 @@ def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_pat
 def test_backward_weights_without_a_group_to_transpose_are_copied_flipped(tmp_path):
     # 7 output channels: the forward weights' output-channel group is 1, so poplin's G5 is 1 and
     # weightsTransposeChansFlipXY only copies the flipped view (no Transpose2d vertices)
-    g = _graph(16)
+    g = codelet_graph(16)
     fwd = poplin.ConvParams(1, 16, 7, (4, 4), (3, 3), (1, 1), (1, 1), FLOAT)
     bwd = poplin.ConvParams(1, 7, 16, (4, 4), (3, 3), (1, 1), (1, 1), FLOAT)
     w = poplin.createWeights(g, fwd, "weights")
@@ -210,15 +195,7 @@ def test_backward_weights_without_a_group_to_transpose_are_copied_flipped(tmp_pa
     grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", transposeAndFlipWeights=True)
     assert not [cs for cs in g.state.compute_sets if cs.name == "Bwd/WeightTranspose"]
     assert "Bwd/partialTranspose" not in {v.name for v in g.state.vars}
-    g.createHostWrite("w", w)
-    g.createHostWrite("d", deltas)
-    g.createHostRead("g", grads)
-    rng = np.random.default_rng(6)
-    wv = rng.standard_normal((7, 16, 3, 3)).astype(np.float32)
-    dv = rng.standard_normal((1, 7, 4, 4)).astype(np.float32)
-    out = _run(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
-    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
-    assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+    _assert_input_gradients(g, prog, w, deltas, grads, tmp_path, seed=6)
 
 
 def test_input_elements_no_cell_reads_stay_with_their_neighbours():
@@ -228,7 +205,7 @@ def test_input_elements_no_cell_reads_stay_with_their_neighbours():
         poplin.ConvParams(4, 64, 128, (8, 8), (1, 1), (2, 2), (0, 0), HALF),
         poplin.ConvParams(1, 64, 64, (14, 14), (3, 3), (2, 2), (0, 0), HALF),
     ):
-        g = _graph(1472)
+        g = codelet_graph(1472)
         x = poplin.createInput(g, params, "in")
         tiles = {cell[9] for cell in poplin._conv_grid(g, params).cells()}
         assert _tiles_of(g, x) <= tiles

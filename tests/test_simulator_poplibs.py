@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simulator_invariants import check_report
+from simulator_run import codelet_graph, run_functional
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
@@ -14,27 +14,8 @@ from simulator.poplibs import poplin, popnn, popops, rearrange
 TS = "2024-01-01T00:00:00Z"
 
 
-def _graph(tiles: int = 32, arch: str = "ipu2") -> Graph:
-    g = Graph(Target(arch, tiles_per_ipu=tiles))
-    for lib in (popops, poplin, popnn):
-        lib.addCodelets(g)
-    return g
-
-
-def _run(g, prog, tmp_path, writes: dict, reads: list[str]):
-    with Engine(
-        g, prog, {"autoReport.all": "true", "autoReport.directory": str(tmp_path)}, timestamp=TS, functional=True
-    ) as e:
-        for name, value in writes.items():
-            e.writeTensor(name, value)
-        e.run(0)
-        out = {name: e.readTensor(name) for name in reads}
-    assert check_report(tmp_path / "profile.pop") == []
-    return out
-
-
 def test_matmul_reduce_and_elementwise_compute_on_data(tmp_path):
-    g = _graph()
+    g = codelet_graph()
     rng = np.random.default_rng(3)
     a = rng.standard_normal((37, 50)).astype(np.float32)
     b = rng.standard_normal((50, 23)).astype(np.float32)
@@ -52,7 +33,7 @@ def test_matmul_reduce_and_elementwise_compute_on_data(tmp_path):
         g.createHostWrite(name, t)
     for name, t in (("C", C), ("D", D), ("S", S)):
         g.createHostRead(name, t)
-    out = _run(g, prog, tmp_path, {"A": a, "B": b}, ["C", "D", "S"])
+    out = run_functional(g, prog, tmp_path, {"A": a, "B": b}, ["C", "D", "S"])
     c = a @ b
     d = c - c.max(axis=0)
     assert np.allclose(out["C"], c, atol=1e-4)
@@ -67,7 +48,7 @@ def test_matmul_reduce_and_elementwise_compute_on_data(tmp_path):
 
 
 def test_convolution_matches_numpy(tmp_path):
-    g = _graph(16)
+    g = codelet_graph(16)
     params = poplin.ConvParams(2, 3, 5, (6, 7), (3, 3), (1, 2), (1, 1), FLOAT)
     x = poplin.createInput(g, params)
     w = poplin.createWeights(g, params)
@@ -79,7 +60,7 @@ def test_convolution_matches_numpy(tmp_path):
     rng = np.random.default_rng(9)
     xv = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
     wv = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
-    out = _run(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
+    out = run_functional(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
     xp = np.pad(xv, ((0, 0), (0, 0), (1, 1), (1, 1)))
     oh, ow = params.out_field
     ref = np.zeros((2, 5, oh, ow))
@@ -92,7 +73,7 @@ def test_convolution_matches_numpy(tmp_path):
 
 
 def test_loss_and_gradients(tmp_path):
-    g = _graph(8)
+    g = codelet_graph(8)
     probs = g.addVariable(FLOAT, [4, 3], "probs")
     expected = g.addVariable(FLOAT, [4, 3], "expected")
     from simulator.poplibs.poputil import mapTensorLinearly
@@ -108,7 +89,7 @@ def test_loss_and_gradients(tmp_path):
     g.createHostRead("grad", grad)
     p = np.full((4, 3), 0.25, dtype=np.float32)
     e = np.eye(4, 3, dtype=np.float32)
-    out = _run(g, prog, tmp_path, {"p": p, "e": e}, ["loss", "grad"])
+    out = run_functional(g, prog, tmp_path, {"p": p, "e": e}, ["loss", "grad"])
     assert np.isclose(float(out["loss"]), 0.5 * ((p - e) ** 2).sum())
     assert np.allclose(out["grad"], (p - e) * p * (1 - p))
 
@@ -174,7 +155,7 @@ def test_matmul_splits_channels_in_whole_amp_groups():
 
 
 def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_path):
-    g = _graph(tiles=16)
+    g = codelet_graph(tiles=16)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((8, 40)).astype(np.float32)
     z = rng.standard_normal((8, 24)).astype(np.float32)
@@ -185,7 +166,7 @@ def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_
     for name, t in (("X", X), ("Z", Z)):
         g.createHostWrite(name, t)
     g.createHostRead("W", W)
-    out = _run(g, [prog], tmp_path, {"X": x, "Z": z}, ["W"])
+    out = run_functional(g, [prog], tmp_path, {"X": x, "Z": z}, ["W"])
     assert np.allclose(out["W"], x.T @ z, atol=1e-4)
     r = ProfileReader(tmp_path / "profile.pop")
     names = [row[0] for row in r.query("SELECT name FROM compute_sets")]
@@ -198,7 +179,7 @@ def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_
 
 
 def test_operands_created_for_the_plan_are_not_copied():
-    g = _graph(tiles=64)
+    g = codelet_graph(tiles=64)
     A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A")
     B = poplin.createMatMulInputRHS(g, HALF, (64, 256), (256, 128), "B")
     prog = Sequence()
@@ -239,7 +220,7 @@ def test_regroup_copies_matrices_spread_over_the_tiles_and_charges_their_exchang
     from simulator.compiler import compile_graph
     from simulator.compiler.exchange import EXCHANGE_CODE_BYTES_PER_REGION, EXCHANGE_CODE_FIXED_BYTES
 
-    g = _graph(tiles=4)
+    g = codelet_graph(tiles=4)
     X = g.addVariable(HALF, [16, 16], "X")
     g.setTileMapping(X[:8], 0)
     g.setTileMapping(X[8:], 1)
@@ -265,14 +246,14 @@ def test_regroup_copies_matrices_spread_over_the_tiles_and_charges_their_exchang
     g.createHostWrite("X", X)
     g.createHostRead("T", T)
     x = np.arange(256, dtype=np.float16).reshape(16, 16)
-    out = _run(g, [prog], tmp_path, {"X": x}, ["T"])
+    out = run_functional(g, [prog], tmp_path, {"X": x}, ["T"])
     assert np.array_equal(out["T"], x.T)
 
 
 def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
     # poplin::fullyConnectedWeightTranspose: the transposed weights are created for the backward
     # plan, so the backward pass reads them where they are, without a rearrangement
-    g = _graph(tiles=16)
+    g = codelet_graph(tiles=16)
     rng = np.random.default_rng(7)
     w = rng.standard_normal((40, 24)).astype(np.float32)
     z = rng.standard_normal((4, 24)).astype(np.float32)
@@ -284,7 +265,7 @@ def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
     for name, t in (("W", W), ("Z", Z)):
         g.createHostWrite(name, t)
     g.createHostRead("D", D)
-    out = _run(g, [prog], tmp_path, {"W": w, "Z": z}, ["D"])
+    out = run_functional(g, [prog], tmp_path, {"W": w, "Z": z}, ["D"])
     assert np.allclose(out["D"], z @ w.T, atol=1e-4)
     names = {cs.name for cs in g.state.compute_sets}
     assert "Bwd/WeightsTranspose/Transpose" in names
@@ -304,7 +285,7 @@ def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
 def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_path):
     # popops::scaledAddTo regroups B to A's grouping when they are grouped along different
     # dimensions (lib/popops/ScaledAdd.cpp: regroupIfBeneficial(B, A))
-    g = _graph(tiles=4)
+    g = codelet_graph(tiles=4)
     W = g.addVariable(HALF, [8, 32], "W")
     for t in range(4):
         g.setTileMapping(W[2 * t : 2 * t + 2], t)
@@ -329,7 +310,7 @@ def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_pa
     g.createHostRead("W_out", W)
     w = np.arange(256, dtype=np.float16).reshape(8, 32) / 8
     b = np.arange(256, dtype=np.float16).reshape(32, 8) / 16
-    out = _run(g, [prog], tmp_path, {"W": w, "B": b}, ["W_out"])
+    out = run_functional(g, [prog], tmp_path, {"W": w, "B": b}, ["W_out"])
     assert np.allclose(out["W_out"], w + 0.5 * b.T)
 
 
@@ -364,7 +345,7 @@ def test_matmul_planner_chooses_poplins_method_per_shape():
 @pytest.mark.parametrize("shape", [(64, 64, 1), (16, 1, 16)])
 def test_hmac_and_outer_product_matmuls_compute_on_data(tmp_path, shape):
     m, k, n = shape
-    g = _graph(tiles=16)
+    g = codelet_graph(tiles=16)
     rng = np.random.default_rng(11)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -376,7 +357,7 @@ def test_hmac_and_outer_product_matmuls_compute_on_data(tmp_path, shape):
     g.createHostWrite("A", A)
     g.createHostWrite("B", B)
     g.createHostRead("C", C)
-    out = _run(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
+    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
     assert np.allclose(out["C"], a @ b, atol=1e-4)
     vertex = "poplin::ConvPartialHorizontalMac" if k > 1 else "poplin::OuterProduct"
     assert any(name.startswith(vertex) for name in g.state.vertex_types)

@@ -1189,15 +1189,7 @@ def weightsTransposeChansFlipXY(
     graph.state.set_mapping(ovar, runs * block, run_end * block, m_tiles[runs])
     # each tile's matrices shared between its workers (splitRegionsBetweenWorkers)
     by_tile = np.argsort(m_tiles, kind="stable")
-    uniq, start, per = np.unique(m_tiles[by_tile], return_index=True, return_counts=True)
-    workers = np.minimum(WORKERS, per)
-    share = -(-per // workers)
-    v_tile = np.repeat(uniq, workers)
-    j = np.arange(int(workers.sum())) - np.repeat(np.cumsum(workers) - workers, workers)
-    t0 = np.repeat(start, workers) + j * np.repeat(share, workers)
-    t1 = np.minimum(t0 + np.repeat(share, workers), np.repeat(start + per, workers))
-    keep = t1 > t0
-    v_tile, t0, t1 = v_tile[keep], t0[keep], t1[keep]
+    v_tile, t0, t1 = rearrange.worker_runs(m_tiles[by_tile])
     count = t1 - t0
     vm = np.repeat(np.arange(v_tile.size), count)
     mat = by_tile[np.repeat(t0, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))]

@@ -64,6 +64,21 @@ def regroup_sizes(from_group: int, to_group: int, transpositions: int, tiles: in
     return from_group, to_group
 
 
+def worker_runs(tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Items whose tiles are `tiles`, each tile's items consecutive, shared between the tile's
+    workers in equal runs (poplibs' splitRegionsBetweenWorkers): the tile, first item and end of
+    each worker's run."""
+    uniq, first, per = np.unique(tiles, return_index=True, return_counts=True)
+    workers = np.minimum(WORKERS, per)
+    run = -(-per // workers)
+    v_tile = np.repeat(uniq, workers)
+    j = np.arange(int(workers.sum())) - np.repeat(np.cumsum(workers) - workers, workers)
+    t0 = np.repeat(first, workers) + j * np.repeat(run, workers)
+    t1 = np.minimum(t0 + np.repeat(run, workers), np.repeat(first + per, workers))
+    keep = t1 > t0
+    return v_tile[keep], t0[keep], t1[keep]
+
+
 def regroup(graph: Graph, T: Tensor, from_group: int, to_group: int, prog: Sequence, name: str) -> Tensor:
     """T [rows, cols], contiguous along its rows in groups of `from_group`, copied so that groups
     of `to_group` columns are contiguous; returns the [rows, cols] view of the copy.
@@ -116,15 +131,7 @@ def regroup(graph: Graph, T: Tensor, from_group: int, to_group: int, prog: Seque
         state.set_mapping(int(var.vars[0]), np.arange(count) * size, np.arange(1, count + 1) * size, m_tiles)
     prog.add(Copy(grouped, pre))
     # each tile's matrices are consecutive: its workers take equal runs of them
-    uniq, first, per = np.unique(m_tiles, return_index=True, return_counts=True)
-    workers = np.minimum(WORKERS, per)
-    run = -(-per // workers)
-    v_tile = np.repeat(uniq, workers)
-    j = np.arange(int(workers.sum())) - np.repeat(np.cumsum(workers) - workers, workers)
-    t0 = np.repeat(first, workers) + j * np.repeat(run, workers)
-    t1 = np.minimum(t0 + np.repeat(run, workers), np.repeat(first + per, workers))
-    keep = t1 > t0
-    v_tile, t0, t1 = v_tile[keep], t0[keep], t1[keep]
+    v_tile, t0, t1 = worker_runs(m_tiles)
     v = np.arange(v_tile.size, dtype=np.int64)
     cs = graph.addComputeSet(f"{name}/Transpose")
     add_vertices(

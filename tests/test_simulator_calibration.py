@@ -348,9 +348,9 @@ def test_planner_costs_one_row_on_hmac_vertices():
     from simulator.types import FLOAT, HALF
 
     grid, estimate, ocpg, icpg, method = _best_grid(
-        "ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, 1, MATMUL_METHODS
+        "ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), MATMUL_METHODS
     )
-    amp_only = _best_grid("ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, 1, ("AMP",))
+    amp_only = _best_grid("ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), ("AMP",))
     assert method == "HMAC" and (ocpg, icpg) == (1, 2)
     assert dict(estimate)["total"] < dict(amp_only[1])["total"]
     pm, pn, pk = grid

@@ -7,7 +7,8 @@ multiplied by the six worker contexts as poplibs does.
 
 Work items a caller attaches to a batch of conv-partial vertices: ``out_elems`` (output field
 positions of the vertex), ``in_groups`` and ``out_groups`` (channel groups of the vertex) and
-optionally ``conv_groups`` and ``kernel`` (kernel positions of an nx1 vertex).
+optionally ``conv_groups``; an nx1 vertex also takes ``kernel_rows`` [vertex, kernel row] and
+``kernel_cols`` [kernel column], the output rows and columns each kernel position writes.
 """
 
 from __future__ import annotations
@@ -133,46 +134,41 @@ def conv_partial_nx1_cycles(
     arch,
     in_type: str,
     partials_type: str,
-    out_elems,
+    rows,
+    cols,
     in_groups,
     out_groups,
-    kernel,
     conv_groups=1,
+    zero_elems=None,
     use_128bit_load: bool = False,
 ) -> np.ndarray:
-    """Tile cycles of poplin::ConvPartialnx1 with a kernel of `kernel` positions, filter height 1
+    """Tile cycles of poplin::ConvPartialnx1, filter height 1, by its worklists: `rows` [vertex,
+    kernel row] are the output rows a kernel row writes on each vertex and `cols` [vertex or one
+    for all, kernel column] the output columns a kernel column writes, so that a kernel position that reads only padding
+    has no work (lib/poplin/ConvVertices.cpp, createPartitions; ConvUtil.cpp,
+    getOutputRangeForKernelIndex); `zero_elems` are the output positions zeroed first, by default
+    the most rows times the most columns
     (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate and
-    getConvPartialnx1SupervisorOuterLoopCycleEstimate, plus the zeroing of
-    poplinCycleEstimators.cpp, ConvPartialnx1)."""
+    getConvPartialnx1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartialnx1)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
     units = num_conv_units(arch, in_type, partials_type)
-    core = (8 if float_act else 4) // (2 if units == 4 else 1)
-    elems = np.asarray(out_elems, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    rows = rows.reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
+    cols = np.asarray(cols, dtype=np.int64)
+    cols = np.broadcast_to(cols, (rows.shape[0], cols.shape[-1]))
     in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
     out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
     conv_g = np.maximum(np.asarray(conv_groups, dtype=np.int64), 1)
-    k = np.maximum(np.asarray(kernel, dtype=np.int64), 1)
     weight_bytes = weights_per_conv_unit(in_type) * (4 if float_act else 2)
     innermost = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load) + 15 + 3
-
-    def worker(n):
-        c = np.where(
-            n == 0,
-            17,
-            np.where(
-                n == 1,
-                33 if float_act else 29,
-                np.where(n == 2, 44 if float_act else 33, (45 if float_act else 34) + np.maximum(n - 3, 0) * core),
-            ),
-        )
-        return 17 + (0 if float_part else 1) + c - 6  # convnx1WorkerRetentionSavings
-
-    small, large, uneven = _worker_split(elems)
-    worst = WORKERS * np.where(uneven, np.maximum(worker(small), worker(large)), worker(small))
-    best = WORKERS * np.where(uneven, np.minimum(worker(small), worker(large)), worker(small))
-    per_position = 12 + innermost + np.maximum(worst, best + 9)  # one out-channel pass per kernel position
-    inner = 14 + k * per_position  # one kernel row (kernelOuterElems = 1) of k positions
+    # the cost of a kernel position depends only on its rows and columns: cost each distinct pair
+    # once, then add up each vertex's kernel positions
+    row_values, row_index = np.unique(rows, return_inverse=True)
+    col_values, col_index = np.unique(cols, return_inverse=True)
+    table = _nx1_position_cycles(row_values[:, None], col_values[None, :], float_act, float_part, units, innermost)
+    row_index, col_index = row_index.reshape(rows.shape), col_index.reshape(cols.shape)
+    inner = 14 * rows.shape[1] + table[row_index[:, :, None], col_index[:, None, :]].sum(axis=(1, 2))
     outer = (
         103
         + WORKERS * 6
@@ -183,10 +179,42 @@ def conv_partial_nx1_cycles(
         + conv_g * (16 + in_g * (14 + out_g * (14 + inner)))
     )
     # getZeroSupervisorVertexCycleEstimate: partials zeroed by the workers first
+    if zero_elems is None:
+        zero_elems = rows.max(axis=1) * cols.max(axis=1)
     vector = 2 if float_part else 4
-    per_worker = -(-(elems * units) // WORKERS)
+    per_worker = -(-(np.asarray(zero_elems, dtype=np.int64) * units) // WORKERS)
     zero_worker = -(-per_worker // vector) + (14 if float_part else 15) - (9 if float_part else 10)
     return outer + zero_worker * WORKERS * out_g * conv_g
+
+
+def _nx1_position_cycles(rows, width, float_act: bool, float_part: bool, units: int, innermost: int) -> np.ndarray:
+    """Tile cycles of one kernel position of the nx1 vertex (one output-channel pass) whose output
+    is `rows` rows of `width` positions: the rows cut into six contiguous shares, one per worker,
+    each share a partition per row it touches (ConvUtilInternal.cpp, partitionConvPartialByWorker)."""
+    core = (8 if float_act else 4) // (2 if units == 4 else 1)
+    elems = rows * width
+    bounds = (np.arange(WORKERS + 1).reshape((-1,) + (1,) * elems.ndim) * elems) // WORKERS
+    start, stop = bounds[:-1], bounds[1:]
+    w = np.maximum(width, 1)
+    first_row, last_row = start // w, np.maximum(stop - 1, 0) // w
+    one_row = first_row == last_row
+    first = np.where(one_row, stop - start, (first_row + 1) * w - start)
+    last = np.where(one_row, 0, stop - last_row * w)
+    middle = np.where(one_row, 0, last_row - first_row - 1)
+
+    def partition(n):
+        c = np.where(
+            n == 1,
+            33 if float_act else 29,
+            np.where(n == 2, 44 if float_act else 33, (45 if float_act else 34) + np.maximum(n - 3, 0) * core),
+        )
+        return np.where(n > 0, c - 6, 0)  # less convnx1WorkerRetentionSavings, per partition
+
+    busy = stop > start
+    worker = (
+        17 + (0 if float_part else 1) + np.where(busy, partition(first) + partition(last) + middle * partition(w), 0)
+    )
+    return 12 + innermost + np.maximum(WORKERS * worker.max(axis=0), WORKERS * worker.min(axis=0) + 9)
 
 
 def zero_supervisor_cycles(out_elems, groups, float_partials: bool, data_path_width: int = 64) -> np.ndarray:
@@ -307,7 +335,15 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
         if nx1:
             cycles = conv_partial_nx1_cycles(
-                arch, in_type, partials_type, *args, np.maximum(work_array(work, "kernel", n), 1), conv_groups
+                arch,
+                in_type,
+                partials_type,
+                work["kernel_rows"],
+                work["kernel_cols"],
+                args[1],
+                args[2],
+                conv_groups,
+                zero_elems=args[0],
             )
         else:
             # the conv units a plan asked for (0: all of the tile's), one count per compute set

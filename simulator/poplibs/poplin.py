@@ -205,15 +205,28 @@ def plan_matmul(
     in_type: Type,
     partials_type: Type = FLOAT,
     out_type: Type | None = None,
-    conv_kernel: int = 1,
+    kernel: tuple[int, int] = (1, 1),
     methods: tuple[str, ...] = DEFAULT_METHODS,
+    out_width: int = 1,
 ) -> MatMulPlan:
-    """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model."""
+    """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model;
+    a convolution's m counts output positions, in rows of `out_width`, and `kernel` is its kernel."""
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
     grid, estimate, ocpg, icpg, method = _best_grid(
-        target.arch.name, target.bytesPerTile, tiles, m, k, n, in_type, partials_type, out_type, conv_kernel, methods
+        target.arch.name,
+        target.bytesPerTile,
+        tiles,
+        m,
+        k,
+        n,
+        in_type,
+        partials_type,
+        out_type,
+        tuple(kernel),
+        methods,
+        out_width,
     )
     pm, pn, pk = grid
     cell = np.arange(pm * pn * pk, dtype=np.int64)
@@ -235,6 +248,7 @@ def plan_matmul(
         icpg,
         ocpg,
         method,
+        out_width,
     )
 
 
@@ -249,14 +263,18 @@ def _best_grid(
     in_type: Type,
     partials_type: Type,
     out_type: Type,
-    conv_kernel: int,
+    kernel: tuple[int, int],
     methods: tuple[str, ...] = ("AMP",),
+    out_width: int = 1,
 ):
     from ..target import architecture
 
     arch = architecture(arch_name)
+    conv_kernel = kernel[0] * kernel[1]
     icpg = amp.weights_per_conv_unit(in_type.name)
-    pm_c = _minimal_splits(max(1, m), tiles)
+    # a convolution's positions are split in whole output rows, as its cells are (_ConvGrid)
+    m_rows = -(-m // out_width)
+    pm_c = _minimal_splits(max(1, m_rows), tiles)
     cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
 
     def grid(n_grain: int, k_grain: int, k_split: bool):
@@ -264,7 +282,7 @@ def _best_grid(
         pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
         g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
         g = g[:, g[0] * g[1] * g[2] <= tiles]
-        mb = -(-m // g[0])
+        mb = np.minimum(m, -(-m_rows // g[0]) * out_width)
         nb = np.minimum(n, _ceil(_ceil(n, n_grain), g[1]) * n_grain)
         kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
         return g, mb, nb, kb
@@ -278,8 +296,19 @@ def _best_grid(
             g, mb, nb, kb = grid(ocpg, icpg, True)
             # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
             if conv_kernel > 1:
+                # poplin's planner costs every kernel position over the tile's whole rows, padding
+                # or not (ConvModel.cpp, addPartialCalcCycleEstimate: getConvPartialnx1InnerLoopCycleEstimate)
+                width = np.full_like(mb, out_width)
+                rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
                 compute = amp.conv_partial_nx1_cycles(
-                    arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), conv_kernel
+                    arch,
+                    in_type.name,
+                    partials_type.name,
+                    rows,
+                    np.repeat(width[:, None], kernel[1], axis=1),
+                    -(-kb // icpg),
+                    -(-nb // ocpg),
+                    zero_elems=mb,
                 )
             else:
                 compute = amp.conv_partial_1x1_cycles(
@@ -317,7 +346,7 @@ def _best_grid(
     kg = np.concatenate([np.full(c[0].shape[1], c[2]) for c in cands])
     method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
     compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
-    mb = -(-m // pm)
+    mb = np.minimum(m, -(-m_rows // pm) * out_width)
     nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
     kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
     costs = _pass_costs(arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel)
@@ -940,6 +969,35 @@ class _ConvGrid:
         r = np.array(rows, dtype=np.int64).reshape(-1, 3)
         return r[:, 0], r[:, 1], r[:, 2]
 
+    def kernel_outputs(self, cells) -> tuple[np.ndarray, np.ndarray]:
+        """The outputs each kernel position writes: the output rows of each cell a kernel row writes
+        [cell, kernel row], and the output columns a kernel column writes [kernel column]; an
+        output is written when its input index, by stride and padding, falls inside the field
+        (lib/poplin/ConvUtil.cpp, getOutputRangeForKernelIndex)."""
+        p = self.params
+        oh, ow = p.out_field
+
+        def written(k: int, size: int, stride: int, pad: int, out: int) -> tuple[int, int]:
+            lo = max(0, -(-(pad - k) // stride))
+            hi = min(out, (size - 1 + pad - k) // stride + 1)
+            return lo, max(lo, hi)
+
+        cols = np.empty(p.kernel[1], dtype=np.int64)
+        for kx in range(p.kernel[1]):
+            lo, hi = written(kx, p.field[1], p.stride[1], p.padding[1], ow)
+            cols[kx] = hi - lo
+        p0 = np.array([x[3] for x in cells], dtype=np.int64)
+        p1 = np.array([x[4] for x in cells], dtype=np.int64)
+        rows = np.empty((len(cells), p.kernel[0]), dtype=np.int64)
+        for ky in range(p.kernel[0]):
+            lo, hi = written(ky, p.field[0], p.stride[0], p.padding[0], oh)
+
+            def before(q, lo=lo, hi=hi):  # written rows among the first q positions (batch x rows)
+                return (q // oh) * (hi - lo) + np.clip(q % oh - lo, 0, hi - lo)
+
+            rows[:, ky] = before(p1) - before(p0)
+        return rows, cols
+
     def weight_ranges(self, cells) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What each cell reads of the weights, in their grouped order [O/og][C/ig][kh][kw][og][ig]:
         one range per (cell, output channel group): (cell index, start, length)."""
@@ -969,7 +1027,16 @@ def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) ->
     kh, kw = params.kernel
     positions = b * oh
     plan = plan_matmul(
-        graph, positions * ow, c, o, params.dtype, partials_type, params.dtype, conv_kernel=kh * kw, methods=("AMP",)
+        graph,
+        positions * ow,
+        c,
+        o,
+        params.dtype,
+        partials_type,
+        params.dtype,
+        kernel=(kh, kw),
+        methods=("AMP",),
+        out_width=ow,
     )
     ig = _channel_group(c, plan.k_grain)
     og = _channel_group(o, plan.n_grain)
@@ -1313,6 +1380,7 @@ def convolution(
     weights, w_grouped = _arrange_conv_operand(graph, weights, grid, False, prog, f"{debugPrefix}/weightsRearranged")
     in_v, in_s, in_l = grid.input_ranges(cells)
     w_v, w_s, w_l = grid.weight_ranges(cells)
+    kernel_rows, kernel_cols = grid.kernel_outputs(cells)
     ri, vi_, si, li = regions_at(inp_grouped, in_s, in_l)
     rw, vw, sw_, lw = regions_at(w_grouped, w_s, w_l)
     v = np.arange(len(cells), dtype=np.int64)
@@ -1334,6 +1402,8 @@ def convolution(
             "out_chans_per_group": ocpg,
             "macs": np.array([(x[4] - x[3]) * ow * (x[6] - x[5]) * (x[8] - x[7]) * kh * kw for x in cells]),
             "kernel": kh * kw,
+            "kernel_rows": kernel_rows,
+            "kernel_cols": kernel_cols,
             "in_chans": grid.c_per,
             "out_chans": grid.o_per,
         },

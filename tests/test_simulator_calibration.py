@@ -228,7 +228,9 @@ def test_conv_preset_accepts_single_conv_layer_options(tmp_path, capsys):
             "single-phase": "fwd",
         },
     )
-    assert built.notes["macs"] == 2 * 6 * 5 * 16 * 8 * 9
+    # a 3x3 kernel padded by 1 on 6 x 5 outputs: kernel rows write 5 + 6 + 5 output rows and
+    # kernel columns 4 + 5 + 4 output columns; the rest would read padding
+    assert built.notes["macs"] == 2 * (5 + 6 + 5) * (4 + 5 + 4) * 16 * 8
     assert built.runs == [0]
     assert cli_main(["simulate", "--preset", "conv", "--field", "6,6,6", "-o", str(tmp_path / "bad")]) == 2
     assert "--field" in capsys.readouterr().err
@@ -324,11 +326,11 @@ def test_hmac_and_outer_product_costs_follow_poplins_estimators():
     # (getConvPartialHorizontalMacCycleEstimate and its non-loop overhead), run in one of six
     # contexts; the supervisor 63 + 6*9 + 23 + 15 + 10 + 6*315 (...OuterLoopCycleEstimate); the
     # partials zeroed first, 6 * (ceil(1/2) + 14 - 9) (getZeroSupervisorVertexCycleEstimate)
-    assert int(amp.conv_partial_hmac_cycles("half", "float", 1, 1000, 1, 1)) == (
+    assert int(amp.conv_partial_hmac_cycles("half", "float", [[1]], [1], 1000, 1)[0]) == (
         63 + 54 + 23 + 15 + 10 + 6 * 315 + 6 * 6
     )
     # each further output group reruns the workers: 10 + 6*315, and zeroes one more group
-    assert int(amp.conv_partial_hmac_cycles("half", "float", 1, 1000, 1, 1, 1, 3)) == (
+    assert int(amp.conv_partial_hmac_cycles("half", "float", [[1]], [1], 1000, 1, 1, 3)[0]) == (
         63 + 54 + 23 + 15 + 3 * (10 + 6 * 315) + 3 * 6 * 6
     )
     # OuterProduct, half, 10 positions by 12 channels in groups of 4 (the vector width): the slow
@@ -355,4 +357,4 @@ def test_planner_costs_one_row_on_hmac_vertices():
     assert dict(estimate)["total"] < dict(amp_only[1])["total"]
     pm, pn, pk = grid
     mb, kb = -(-1000 // pm), -(-500 // pk) * 2  # k split in whole grains of 2 halves
-    assert dict(estimate)["compute"] == int(amp.conv_partial_hmac_cycles("half", "float", mb, kb, 1, 1))
+    assert dict(estimate)["compute"] == int(amp.conv_partial_hmac_cycles("half", "float", [[1]], [mb], kb, 1)[0])

@@ -55,6 +55,22 @@ def _reference_nx1(arch, rows: list[int], cols: list[int], in_groups: int, out_g
     return outer + (-(-per_worker // 2) + 14 - 9) * 6 * out_groups
 
 
+def _reference_hmac(rows: list[int], cols: list[int], in_chans: int, out_groups: int, zero: int) -> int:
+    """getConvPartialHorizontalMacSupervisorCycleEstimate plus the zeroing of
+    poplinCycleEstimators.cpp, ConvPartialHorizontalMac: half activations, float partials, one
+    output channel a group, by its loops."""
+    dot = 1 + 2 + 3 + 1 + (in_chans // 4 if in_chans % 4 == 0 else in_chans)
+    workers = [16] * 6
+    for r in rows:
+        for c in cols:
+            for i, sizes in enumerate(_worker_partitions(r, c) if r and c else [[]] * 6):
+                workers[i] += 16 + sum(19 + n * (7 + dot) for n in sizes)
+    inner = 6 * max(workers)
+    outer = 63 + 6 * 9 + 23 + 15 + out_groups * (10 + inner)
+    per_worker = -(-zero // 6)  # partials zeroed first (getZeroSupervisorVertexCycleEstimate)
+    return outer + (-(-per_worker // 2) + 14 - 9) * 6 * out_groups
+
+
 @pytest.mark.parametrize(
     "rows, cols",
     [
@@ -70,6 +86,13 @@ def test_nx1_estimate_follows_poplins_worklists(rows, cols):
     zero = max(rows) * max(cols)
     got = amp.conv_partial_nx1_cycles(arch, "half", "float", [rows], cols, 2, 3, zero_elems=zero)
     assert int(got[0]) == _reference_nx1(arch, rows, cols, 2, 3, zero)
+
+
+@pytest.mark.parametrize("rows, cols", [([1], [1]), ([11, 11, 11, 11, 11], [1, 0, 0]), ([4, 3], [200, 199])])
+def test_hmac_estimate_follows_poplins_worklists(rows, cols):
+    zero = max(rows) * max(cols)
+    got = amp.conv_partial_hmac_cycles("half", "float", [rows], cols, 12, 1, 1, 2, zero_elems=zero)
+    assert int(got[0]) == _reference_hmac(rows, cols, 12, 2, zero)
 
 
 def test_kernel_positions_over_padding_cost_only_their_loop():
@@ -140,3 +163,25 @@ def test_planner_splits_positions_in_whole_rows():
     # the plan's split of positions is the grid's: no cell is cut inside an output row
     assert grid.plan.pm == grid.pm
     assert grid.plan.mb == grid.rows_per * 224
+
+
+def test_padded_small_channel_convolution_runs_hmac_worklists():
+    g = codelet_graph(tiles=16)
+    params = poplin.ConvParams(2, 2, 8, (5, 9), (3, 4), (1, 1), (1, 2), HALF)  # 2 input channels: HMAC
+    x = poplin.createInput(g, params, "x")
+    w = poplin.createWeights(g, params, "w")
+    poplin.convolution(g, x, w, params, Sequence(), "conv")
+    (batch,) = [b for cs in g.state.compute_sets if cs.name == "conv/Conv_1/Convolve" for b in cs.batches]
+    assert batch.vtype.name.startswith("poplin::ConvPartialHorizontalMac")
+    rows, cols = batch.work["kernel_rows"], batch.work["kernel_cols"]
+    assert cols.tolist() == [8, 9, 9, 8]  # 10 output columns of 9 + 4 - 4... read x - 2 .. x + 1
+    cycles, _ = batch.vtype.cost(batch.work, batch.n, g.target)
+    for v in range(batch.n):
+        expect = _reference_hmac(
+            rows[v].tolist(),
+            cols.tolist(),
+            int(batch.work["in_chans"]),
+            int(batch.work["out_groups"][v]),
+            int(batch.work["out_elems"][v]),
+        )
+        assert int(cycles[v]) == expect

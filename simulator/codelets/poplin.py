@@ -187,20 +187,29 @@ def conv_partial_nx1_cycles(
     return outer + zero_worker * WORKERS * out_g * conv_g
 
 
-def _nx1_position_cycles(rows, width, float_act: bool, float_part: bool, units: int, innermost: int) -> np.ndarray:
-    """Tile cycles of one kernel position of the nx1 vertex (one output-channel pass) whose output
-    is `rows` rows of `width` positions: the rows cut into six contiguous shares, one per worker,
-    each share a partition per row it touches (ConvUtilInternal.cpp, partitionConvPartialByWorker)."""
-    core = (8 if float_act else 4) // (2 if units == 4 else 1)
+def _worker_partitions(rows, width) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The six workers' shares of `rows` rows of `width` outputs, as their partitions (worker axis
+    first): the size of the first partition, of the last when it is another row (else 0), and the
+    number of whole rows between. The outputs are cut into six contiguous shares, a partition per
+    row a share touches (lib/poplin/ConvUtilInternal.cpp, partitionConvPartialByWorker)."""
     elems = rows * width
     bounds = (np.arange(WORKERS + 1).reshape((-1,) + (1,) * elems.ndim) * elems) // WORKERS
     start, stop = bounds[:-1], bounds[1:]
     w = np.maximum(width, 1)
     first_row, last_row = start // w, np.maximum(stop - 1, 0) // w
     one_row = first_row == last_row
-    first = np.where(one_row, stop - start, (first_row + 1) * w - start)
-    last = np.where(one_row, 0, stop - last_row * w)
-    middle = np.where(one_row, 0, last_row - first_row - 1)
+    busy = stop > start
+    first = np.where(busy, np.where(one_row, stop - start, (first_row + 1) * w - start), 0)
+    last = np.where(busy & ~one_row, stop - last_row * w, 0)
+    middle = np.where(busy & ~one_row, last_row - first_row - 1, 0)
+    return first, last, middle
+
+
+def _nx1_position_cycles(rows, width, float_act: bool, float_part: bool, units: int, innermost: int) -> np.ndarray:
+    """Tile cycles of one kernel position of the nx1 vertex (one output-channel pass) whose output
+    is `rows` rows of `width` positions."""
+    core = (8 if float_act else 4) // (2 if units == 4 else 1)
+    first, last, middle = _worker_partitions(rows, width)
 
     def partition(n):
         c = np.where(
@@ -210,9 +219,8 @@ def _nx1_position_cycles(rows, width, float_act: bool, float_part: bool, units: 
         )
         return np.where(n > 0, c - 6, 0)  # less convnx1WorkerRetentionSavings, per partition
 
-    busy = stop > start
     worker = (
-        17 + (0 if float_part else 1) + np.where(busy, partition(first) + partition(last) + middle * partition(w), 0)
+        17 + (0 if float_part else 1) + partition(first) + partition(last) + middle * partition(np.maximum(width, 1))
     )
     return 12 + innermost + np.maximum(WORKERS * worker.max(axis=0), WORKERS * worker.min(axis=0) + 9)
 
@@ -234,20 +242,32 @@ def hmac_out_chans_per_group(partials_type: str) -> int:
 
 
 def conv_partial_hmac_cycles(
-    in_type: str, partials_type: str, out_elems, in_chans, out_chans, kernel, in_groups=1, out_groups=1
+    in_type: str,
+    partials_type: str,
+    rows,
+    cols,
+    in_chans,
+    out_chans,
+    in_groups=1,
+    out_groups=1,
+    zero_elems=None,
 ) -> np.ndarray:
     """Tile cycles of poplin::ConvPartialHorizontalMac: `in_groups` x `out_groups` groups of
-    `in_chans` x `out_chans` channels, output positions split over the workers, partials zeroed
-    first (PerformanceEstimation.hpp, getConvPartialHorizontalMacSupervisorOuterLoopCycleEstimate,
+    `in_chans` x `out_chans` channels, partials zeroed first, by its worklists as for the nx1
+    vertex (`rows` [vertex, kernel row], `cols` [vertex or one for all, kernel column]; a worker
+    adds up its kernel positions, and the slowest worker sets the time)
+    (PerformanceEstimation.hpp, getConvPartialHorizontalMacSupervisorOuterLoopCycleEstimate,
     getConvPartialHorizontalMacSupervisorInnerLoopCycleEstimate,
     getConvPartialHorizontalMacCycleEstimate, getDenseDotProductCycles;
     poplinCycleEstimators.cpp, ConvPartialHorizontalMac: plus getZeroSupervisorVertexCycleEstimate)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
-    elems = np.asarray(out_elems, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    rows = rows.reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
+    cols = np.asarray(cols, dtype=np.int64)
+    cols = np.broadcast_to(cols, (rows.shape[0], cols.shape[-1]))
     ic = np.maximum(np.asarray(in_chans, dtype=np.int64), 1)
     oc = np.maximum(np.asarray(out_chans, dtype=np.int64), 1)
-    k = np.maximum(np.asarray(kernel, dtype=np.int64), 1)
     in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
     out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
     inner = 1 + 2 + 3 + 1
@@ -257,13 +277,42 @@ def conv_partial_hmac_cycles(
         dot = inner + np.where(ic % 4 == 0, ic // 4, ic)
     else:
         dot = np.where(ic % 4 == 0, 2 * 3 + 1 + 3 + 1 + ic // 4, 2 + 2 * 3 + 3 + 1 + ic)
-    chans = oc if float_part else np.maximum(oc // 2, 1)
-    per_worker = -(-elems // WORKERS)
-    per_kernel = 16 + 19 + per_worker * (7 + chans * dot)
-    worker = k * per_kernel + 16
+    # per output of a partition; with half partials poplibs' estimate halves the output channels
+    # again at each partition of a list (getConvPartialHorizontalMacCycleEstimate), which for the
+    # two channels of a half group leaves one for the first partition and none after
+    per_first = 7 + (oc if float_part else oc // 2) * dot
+    per_rest = 7 + (oc if float_part else oc // 4) * dot
+    partitions, elems, firsts = _hmac_worker_sums(rows, cols)
+    kernel = rows.shape[1] * cols.shape[1]
+    worker = 16 * kernel + 19 * partitions + per_first * firsts + per_rest * (elems - firsts) + 16
     overhead = 58 if float_act else 63
-    zero = zero_supervisor_cycles(elems * oc, out_g, float_part)
-    return zero + overhead + WORKERS * (9 if float_part else 10) + 23 + in_g * (15 + out_g * (10 + WORKERS * worker))
+    if zero_elems is None:
+        zero_elems = rows.max(axis=1) * cols.max(axis=1)
+    zero = zero_supervisor_cycles(np.asarray(zero_elems, dtype=np.int64) * oc, out_g, float_part)
+    return (
+        zero
+        + overhead
+        + WORKERS * (9 if float_part else 10)
+        + 23
+        + in_g * (15 + out_g * (10 + WORKERS * worker.max(axis=0)))
+    )
+
+
+def _hmac_worker_sums(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each worker (axis 0) and vertex: its partitions, outputs and outputs of first
+    partitions, over all the kernel positions of the vertex."""
+    row_values, row_index = np.unique(rows, return_inverse=True)
+    col_values, col_index = np.unique(cols, return_inverse=True)
+    row_index, col_index = row_index.reshape(rows.shape), col_index.reshape(cols.shape)
+    width = col_values[None, :]
+    first, last, middle = _worker_partitions(row_values[:, None], width)
+    partitions = (first > 0).astype(np.int64) + (last > 0) + middle
+    tables = (partitions, first + last + middle * width, first)
+    sums = [np.zeros((WORKERS, rows.shape[0]), dtype=np.int64) for _ in tables]
+    for ky in range(rows.shape[1]):  # a kernel row at a time: [worker, vertex, kernel column]
+        for total, table in zip(sums, tables, strict=True):
+            total += table[:, row_index[:, ky][:, None], col_index].sum(axis=2)
+    return tuple(sums)
 
 
 def outer_product_chans_per_group(arch, in_type: str) -> int:
@@ -369,12 +418,13 @@ def _hmac_cost(in_type: str, partials_type: str):
         cycles = conv_partial_hmac_cycles(
             in_type,
             partials_type,
-            work_array(work, "out_elems", n),
+            work["kernel_rows"],
+            work["kernel_cols"],
             work_array(work, "in_chans", n),
             work_array(work, "out_chans", n),
-            np.maximum(work_array(work, "kernel", n), 1),
             np.maximum(work_array(work, "in_groups", n), 1),
             np.maximum(work_array(work, "out_groups", n), 1),
+            zero_elems=work_array(work, "out_elems", n),
         )
         cycles = np.broadcast_to(np.asarray(cycles, dtype=np.int64), (n,))
         return cycles, cycles

@@ -323,7 +323,9 @@ def _best_grid(
         k_grain = 1 if in_type.name == "float" else 2
         ocpg = amp.hmac_out_chans_per_group(partials_type.name)
         g, mb, nb, kb = grid(ocpg, k_grain, True)
-        compute = amp.conv_partial_hmac_cycles(in_type.name, partials_type.name, mb, kb, ocpg, 1, 1, -(-nb // ocpg))
+        compute = amp.conv_partial_hmac_cycles(
+            in_type.name, partials_type.name, np.ones((mb.size, 1)), mb[:, None], kb, ocpg, 1, -(-nb // ocpg)
+        )
         cands.append((g, ocpg, k_grain, 1, compute))
     if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
         # one input channel: poplin offers an outer product, its partials in the input type, the
@@ -753,7 +755,8 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
                 "out_elems": r1 - r0,
                 "in_chans": k1 - k0,
                 "out_chans": np.full(v.size, ocpg),
-                "kernel": np.ones(v.size, dtype=np.int64),
+                "kernel_rows": np.ones((v.size, 1), dtype=np.int64),  # one row of the tile's positions
+                "kernel_cols": (r1 - r0)[:, None],
                 "in_groups": np.ones(v.size, dtype=np.int64),
                 "out_groups": -(-(c1 - c0) // ocpg),
             },
@@ -905,8 +908,25 @@ class ConvParams:
 
     @property
     def macs(self) -> int:
-        oh, ow = self.out_field
-        return self.batch * oh * ow * self.out_chans * self.in_chans * self.kernel[0] * self.kernel[1]
+        """Multiply-accumulates, of the outputs each kernel position writes, padding left out
+        (PerformanceEstimation.hpp, getNumberOfMACs)."""
+        field = 1
+        for dim in range(2):
+            written = 0
+            for k in range(self.kernel[dim]):
+                lo, hi = _written_outputs(k, self.field[dim], self.stride[dim], self.padding[dim], self.out_field[dim])
+                written += hi - lo
+            field *= written
+        return self.batch * self.out_chans * self.in_chans * field
+
+
+def _written_outputs(k: int, size: int, stride: int, pad: int, out: int) -> tuple[int, int]:
+    """The range of outputs kernel index `k` writes along one dimension: those whose input index,
+    by stride and padding, falls inside the field (lib/poplin/ConvUtil.cpp,
+    getOutputRangeForKernelIndex)."""
+    lo = max(0, -(-(pad - k) // stride))
+    hi = min(out, (size - 1 + pad - k) // stride + 1)
+    return lo, max(lo, hi)
 
 
 @dataclass
@@ -971,26 +991,18 @@ class _ConvGrid:
 
     def kernel_outputs(self, cells) -> tuple[np.ndarray, np.ndarray]:
         """The outputs each kernel position writes: the output rows of each cell a kernel row writes
-        [cell, kernel row], and the output columns a kernel column writes [kernel column]; an
-        output is written when its input index, by stride and padding, falls inside the field
-        (lib/poplin/ConvUtil.cpp, getOutputRangeForKernelIndex)."""
+        [cell, kernel row], and the output columns a kernel column writes [kernel column]."""
         p = self.params
         oh, ow = p.out_field
-
-        def written(k: int, size: int, stride: int, pad: int, out: int) -> tuple[int, int]:
-            lo = max(0, -(-(pad - k) // stride))
-            hi = min(out, (size - 1 + pad - k) // stride + 1)
-            return lo, max(lo, hi)
-
         cols = np.empty(p.kernel[1], dtype=np.int64)
         for kx in range(p.kernel[1]):
-            lo, hi = written(kx, p.field[1], p.stride[1], p.padding[1], ow)
+            lo, hi = _written_outputs(kx, p.field[1], p.stride[1], p.padding[1], ow)
             cols[kx] = hi - lo
         p0 = np.array([x[3] for x in cells], dtype=np.int64)
         p1 = np.array([x[4] for x in cells], dtype=np.int64)
         rows = np.empty((len(cells), p.kernel[0]), dtype=np.int64)
         for ky in range(p.kernel[0]):
-            lo, hi = written(ky, p.field[0], p.stride[0], p.padding[0], oh)
+            lo, hi = _written_outputs(ky, p.field[0], p.stride[0], p.padding[0], oh)
 
             def before(q, lo=lo, hi=hi):  # written rows among the first q positions (batch x rows)
                 return (q // oh) * (hi - lo) + np.clip(q % oh - lo, 0, hi - lo)
@@ -1375,6 +1387,9 @@ def convolution(
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = plan.k_grain, plan.n_grain
+    # the HMAC vertex takes its output channels in groups of one (float partials) or two
+    # (ConvVertexType.cpp, getConvVertexHMACCandidates)
+    hmac_og = amp.hmac_out_chans_per_group(partials_type.name)
     # the operands in the plan's grouped order: a cell reads whole rows of a channel group at once
     inp, inp_grouped = _arrange_conv_operand(graph, inp, grid, True, prog, f"{debugPrefix}/actsRearranged")
     weights, w_grouped = _arrange_conv_operand(graph, weights, grid, False, prog, f"{debugPrefix}/weightsRearranged")
@@ -1398,14 +1413,17 @@ def convolution(
         work={
             "out_elems": np.array([(x[4] - x[3]) * ow for x in cells]),
             "in_groups": np.array([-(-(x[8] - x[7]) // icpg) for x in cells]),
-            "out_groups": np.array([-(-(x[6] - x[5]) // ocpg) for x in cells]),
+            "out_groups": np.array([-(-(x[6] - x[5]) // (hmac_og if small_channels else ocpg)) for x in cells]),
             "out_chans_per_group": ocpg,
-            "macs": np.array([(x[4] - x[3]) * ow * (x[6] - x[5]) * (x[8] - x[7]) * kh * kw for x in cells]),
-            "kernel": kh * kw,
+            # the multiplies of the outputs each kernel position writes (PerformanceEstimation.hpp,
+            # getNumberOfMACs)
+            "macs": kernel_rows.sum(axis=1)
+            * kernel_cols.sum()
+            * np.array([(x[6] - x[5]) * (x[8] - x[7]) for x in cells]),
             "kernel_rows": kernel_rows,
             "kernel_cols": kernel_cols,
             "in_chans": grid.c_per,
-            "out_chans": grid.o_per,
+            "out_chans": hmac_og,
         },
     )
     # output [O/og][N][oh][ow][og] (ConvReduce.cpp, multiStageGroupedReduce); the cells of one

@@ -64,13 +64,14 @@ def test_pointwise_convolution_reads_whole_channel_groups():
     x = poplin.createInput(g, params, "in")
     w = poplin.createWeights(g, params, "weights")
     poplin.convolution(g, x, w, params, Sequence(), "conv")
-    grid = poplin._conv_grid(g, params)
+    # planned flattened: the 2 x 7 x 7 positions one field dim, split anywhere
+    grid = poplin._conv_grid(g, poplin._flattened(params))
     assert grid.ig == 16 and grid.og in (8, 16)
     (batch,) = _batches(g, "conv/Conv_1/Convolve")
     cells = grid.cells()
     in_regions = _regions_per_vertex(batch, "in")
     for v, (_im, _jn, _ik, p0, p1, _o0, _o1, k0, k1, _tile) in enumerate(cells):
-        batch_elems = (p1 - 1) // 7 - p0 // 7 + 1
+        batch_elems = (p1 - 1) // 49 - p0 // 49 + 1
         assert in_regions[v] <= (k1 - k0) // 16 * batch_elems
     weight_regions = _regions_per_vertex(batch, "weights")
     assert max(weight_regions) <= max((o1 - o0) // grid.og for *_, o0, o1, _k0, _k1, _t in cells)

@@ -185,3 +185,22 @@ def test_padded_small_channel_convolution_runs_hmac_worklists():
             int(batch.work["out_elems"][v]),
         )
         assert int(cycles[v]) == expect
+
+
+def test_pointwise_convolution_is_planned_flattened():
+    # a 1x1 kernel, stride 1 and no padding: poplin flattens the batch and both spatial dims into one
+    # field dim (calculateFlattenedParams), so a cell may end inside an output row
+    params = poplin.ConvParams(4, 64, 64, (7, 7), (1, 1), dtype=HALF)
+    flat = poplin._flattened(params)
+    assert (flat.batch, flat.field, flat.in_chans, flat.out_chans) == (1, (196, 1), 64, 64)
+    assert poplin._flattened(poplin.ConvParams(4, 64, 64, (7, 7), (3, 3), (1, 1), (1, 1), HALF)) is None
+    assert poplin._flattened(poplin.ConvParams(4, 64, 64, (7, 7), (1, 1), (2, 2), (0, 0), HALF)) is None
+    g = codelet_graph(tiles=1472)
+    x = poplin.createInput(g, params, "x")
+    assert tuple(x.shape) == (4, 64, 7, 7)
+    # still stored [C/16][N][H][W][16]
+    _, xi = x.element_arrays()
+    xi = xi.reshape(4, 64, 7, 7)
+    assert xi[0, 16, 0, 0] == 4 * 7 * 7 * 16 and xi[1, 0, 0, 0] == 7 * 7 * 16
+    grid = poplin._conv_grid(g, flat)
+    assert grid.plan.pm == grid.pm and grid.plan.mb == grid.rows_per

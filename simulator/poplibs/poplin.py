@@ -12,6 +12,7 @@ methods, ``ConvPartialHorizontalMac`` (HMAC) and ``OuterProduct`` vertices (plan
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -1162,11 +1163,38 @@ def _create_operand(graph: Graph, grid: _ConvGrid, acts: bool, name: str) -> Ten
     return Tensor.from_elements(graph.state, params.dtype, shape, np.full(idx.size, int(var.vars[0])), idx.reshape(-1))
 
 
+def _flattened(params: ConvParams) -> ConvParams | None:
+    """The convolution poplin plans when a 1x1 kernel, stride 1 and no padding leave every dim as
+    it is: the batch and both spatial dims flattened into one field dim of b*h*w output positions,
+    which the plan may split anywhere (lib/poplin/ConvModel.cpp, calculateFlattenedParams and
+    dimCanBeFlattened); None when there is nothing to flatten. The layout [C/ig][N][H][W][ig] is
+    the flattened one's [C/ig][1][NHW][1][ig]."""
+    b, (h, w) = params.batch, params.field
+    if params.kernel != (1, 1) or params.stride != (1, 1) or params.padding != (0, 0) or (b == 1 and w == 1):
+        return None
+    return dataclasses.replace(params, batch=1, field=(b * h * w, 1))
+
+
+def _flat_acts(T: Tensor) -> Tensor:
+    """Activations [b, c, h, w] as the [1, c, b*h*w, 1] of their flattened convolution."""
+    b, c, h, w = T.shape
+    return T.dimShuffle((1, 0, 2, 3)).reshape((1, c, b * h * w, 1))
+
+
+def _unflat_acts(T: Tensor, batch: int, field: tuple[int, int]) -> Tensor:
+    """Activations [1, c, b*h*w, 1] of a flattened convolution as [b, c, h, w]."""
+    c = T.shape[1]
+    return T.reshape((c, batch, *field)).dimShuffle((1, 0, 2, 3))
+
+
 def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in", options: dict | None = None) -> Tensor:
     """An input activation tensor [batch, inChans, h, w] laid out for the plan of the convolution
     with these options, as poplin::createInput makes it (lib/poplin/Convolution.cpp,
     createInputImpl): stored as [C/ig][N][H][W][ig], each piece spread over the tiles that read it
     (mapActivationsOrWeights)."""
+    flat = _flattened(params)
+    if flat is not None:
+        return _unflat_acts(createInput(graph, flat, debugPrefix, options), params.batch, params.field)
     return _create_operand(graph, _conv_grid(graph, params, _partials_type(options)), True, debugPrefix)
 
 
@@ -1177,7 +1205,8 @@ def createWeights(
     options, as poplin::createWeights makes them (lib/poplin/Convolution.cpp, createWeightsImpl):
     stored as [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it
     (mapActivationsOrWeights)."""
-    return _create_operand(graph, _conv_grid(graph, params, _partials_type(options)), False, debugPrefix)
+    planned = _flattened(params) or params
+    return _create_operand(graph, _conv_grid(graph, planned, _partials_type(options)), False, debugPrefix)
 
 
 def _partials_type(options: dict | None) -> Type:
@@ -1357,6 +1386,10 @@ def convolution(
         )
     if oh <= 0 or ow <= 0:
         raise GraphError(f"convolution output field {oh}x{ow} is empty; check kernel, stride and padding")
+    flat = _flattened(params)
+    if flat is not None:
+        out = convolution(graph, _flat_acts(inp), weights, flat, prog, debugPrefix, options, transposeAndFlipWeights)
+        return _unflat_acts(out, b, (oh, ow))
     options = options or {}
     partials_type = as_type(options.get("partialsType", "float"))
     if transposeAndFlipWeights:

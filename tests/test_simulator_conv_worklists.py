@@ -204,3 +204,25 @@ def test_pointwise_convolution_is_planned_flattened():
     assert xi[0, 16, 0, 0] == 4 * 7 * 7 * 16 and xi[1, 0, 0, 0] == 7 * 7 * 16
     grid = poplin._conv_grid(g, flat)
     assert grid.plan.pm == grid.pm and grid.plan.mb == grid.rows_per
+
+
+def test_small_channel_convolution_is_planned_on_hmac_costs():
+    g = codelet_graph(tiles=64)
+    params = poplin.ConvParams(2, 2, 8, (5, 9), (3, 4), (1, 1), (1, 2), HALF)
+    grid = poplin._conv_grid(g, params)
+    # planned with the vertex it runs on: output channels in HMAC's groups (one, float partials)
+    assert grid.plan.method == "HMAC" and grid.plan.n_grain == 1
+    x = poplin.createInput(g, params, "x")
+    w = poplin.createWeights(g, params, "w")
+    poplin.convolution(g, x, w, params, Sequence(), "conv")
+    partials = [v for v in g.state.vars if v.name == "conv/partials"]
+    assert len(partials) == 1 and not partials[0].interleaved  # HMAC's out field: any memory
+
+
+def test_flattened_convolution_cells_are_one_row():
+    g = codelet_graph(tiles=16)
+    flat = poplin._flattened(poplin.ConvParams(2, 2, 8, (3, 5), (1, 1), dtype=HALF))
+    grid = poplin._conv_grid(g, flat)
+    rows, cols = grid.kernel_outputs([(0, 0, 0, 4, 11, 0, 8, 0, 2, 0)])
+    # one field dim: positions 4..10 of the 30 are one row of 7, as poplin partitions a 1-D field
+    assert rows.tolist() == [[1]] and cols.tolist() == [[7]]

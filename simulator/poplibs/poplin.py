@@ -316,16 +316,22 @@ def _best_grid(
                     arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), out_chans_per_group=ocpg
                 )
             cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
-    if "HMAC" in methods and conv_kernel == 1:
+    if "HMAC" in methods:
         # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
         # and the cheapest for a tile's block is one group of all of it (fewest loop overheads),
         # output channels in groups of 1 (float partials) or 2 (ConvVertexType.cpp,
-        # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate)
+        # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate,
+        # every kernel position over the tile's whole rows; a product's positions are one row)
         k_grain = 1 if in_type.name == "float" else 2
         ocpg = amp.hmac_out_chans_per_group(partials_type.name)
         g, mb, nb, kb = grid(ocpg, k_grain, True)
+        if conv_kernel == 1 and out_width == 1:
+            rows, cols = np.ones((mb.size, 1), dtype=np.int64), mb[:, None]
+        else:
+            rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
+            cols = np.full((mb.size, kernel[1]), out_width)
         compute = amp.conv_partial_hmac_cycles(
-            in_type.name, partials_type.name, np.ones((mb.size, 1)), mb[:, None], kb, ocpg, 1, -(-nb // ocpg)
+            in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
         )
         cands.append((g, ocpg, k_grain, 1, compute))
     if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
@@ -992,15 +998,18 @@ class _ConvGrid:
 
     def kernel_outputs(self, cells) -> tuple[np.ndarray, np.ndarray]:
         """The outputs each kernel position writes: the output rows of each cell a kernel row writes
-        [cell, kernel row], and the output columns a kernel column writes [kernel column]."""
+        [cell, kernel row], and the output columns a kernel column writes [kernel column]; in a
+        flattened convolution a cell's positions are one row [cell, 1]."""
         p = self.params
         oh, ow = p.out_field
+        p0 = np.array([x[3] for x in cells], dtype=np.int64)
+        p1 = np.array([x[4] for x in cells], dtype=np.int64)
+        if _is_flat(p):
+            return np.ones((len(cells), 1), dtype=np.int64), (p1 - p0)[:, None]
         cols = np.empty(p.kernel[1], dtype=np.int64)
         for kx in range(p.kernel[1]):
             lo, hi = _written_outputs(kx, p.field[1], p.stride[1], p.padding[1], ow)
             cols[kx] = hi - lo
-        p0 = np.array([x[3] for x in cells], dtype=np.int64)
-        p1 = np.array([x[4] for x in cells], dtype=np.int64)
         rows = np.empty((len(cells), p.kernel[0]), dtype=np.int64)
         for ky in range(p.kernel[0]):
             lo, hi = _written_outputs(ky, p.field[0], p.stride[0], p.padding[0], oh)
@@ -1031,6 +1040,11 @@ def _channel_group(chans: int, group: int) -> int:
     return group if chans % group == 0 else math.gcd(chans, group)
 
 
+#: Input channels below which a convolution runs on ConvPartialHorizontalMac vertices: this
+#: simulator's stand-in for poplin's choice among methods, which it does not make for convolutions.
+SMALL_CHANNELS = 4
+
+
 def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) -> _ConvGrid:
     """The plan of a convolution: the matrix-product plan of its positions, input and output
     channels, whole output rows in a cell, and poplin's tile order (lib/poplin/Convolution.cpp,
@@ -1048,7 +1062,7 @@ def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) ->
         partials_type,
         params.dtype,
         kernel=(kh, kw),
-        methods=("AMP",),
+        methods=("HMAC",) if c < SMALL_CHANNELS else ("AMP",),
         out_width=ow,
     )
     ig = _channel_group(c, plan.k_grain)
@@ -1170,9 +1184,20 @@ def _flattened(params: ConvParams) -> ConvParams | None:
     dimCanBeFlattened); None when there is nothing to flatten. The layout [C/ig][N][H][W][ig] is
     the flattened one's [C/ig][1][NHW][1][ig]."""
     b, (h, w) = params.batch, params.field
-    if params.kernel != (1, 1) or params.stride != (1, 1) or params.padding != (0, 0) or (b == 1 and w == 1):
+    if params.kernel != (1, 1) or params.stride != (1, 1) or params.padding != (0, 0) or _is_flat(params):
         return None
     return dataclasses.replace(params, batch=1, field=(b * h * w, 1))
+
+
+def _is_flat(params: ConvParams) -> bool:
+    """Whether a convolution is in its flattened form: one field dim of positions, a 1x1 kernel."""
+    return (
+        params.batch == 1
+        and params.field[1] == 1
+        and params.kernel == (1, 1)
+        and params.stride == (1, 1)
+        and params.padding == (0, 0)
+    )
 
 
 def _flat_acts(T: Tensor) -> Tensor:
@@ -1400,7 +1425,7 @@ def convolution(
     plan, og = grid.plan, grid.og
     positions = b * oh
     state = graph.state
-    small_channels = c < 4
+    small_channels = c < SMALL_CHANNELS
     type_name = (
         f"poplin::ConvPartialHorizontalMac<{params.dtype},{partials_type},true>"
         if small_channels
@@ -1416,7 +1441,8 @@ def convolution(
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     partials = graph.addVariable(partials_type, [int(sizes.sum())], f"{debugPrefix}/partials")
     pvar = int(partials.vars[0])
-    state.vars[pvar].interleaved = True  # the AMP vertices' out field (see _build_matmul)
+    # the AMP vertices' out field asks for interleaved memory, HMAC's does not (see _build_matmul)
+    state.vars[pvar].interleaved = not small_channels
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
     icpg, ocpg = plan.k_grain, plan.n_grain
@@ -1451,7 +1477,7 @@ def convolution(
             # the multiplies of the outputs each kernel position writes (PerformanceEstimation.hpp,
             # getNumberOfMACs)
             "macs": kernel_rows.sum(axis=1)
-            * kernel_cols.sum()
+            * np.broadcast_to(kernel_cols, (len(cells), kernel_cols.shape[-1])).sum(axis=1)
             * np.array([(x[6] - x[5]) * (x[8] - x[7]) for x in cells]),
             "kernel_rows": kernel_rows,
             "kernel_cols": kernel_cols,

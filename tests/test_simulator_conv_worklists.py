@@ -174,7 +174,7 @@ def test_padded_small_channel_convolution_runs_hmac_worklists():
     (batch,) = [b for cs in g.state.compute_sets if cs.name == "conv/Conv_1/Convolve" for b in cs.batches]
     assert batch.vtype.name.startswith("poplin::ConvPartialHorizontalMac")
     rows, cols = batch.work["kernel_rows"], batch.work["kernel_cols"]
-    assert cols.tolist() == [8, 9, 9, 8]  # 10 output columns of 9 + 4 - 4... read x - 2 .. x + 1
+    assert cols.tolist() == [8, 9, 9, 8]  # 10 output columns; kernel column k reads x + k - 2
     cycles, _ = batch.vtype.cost(batch.work, batch.n, g.target)
     for v in range(batch.n):
         expect = _reference_hmac(

@@ -7,8 +7,9 @@ multiplied by the six worker contexts as poplibs does.
 
 Work items a caller attaches to a batch of conv-partial vertices: ``out_elems`` (output field
 positions of the vertex), ``in_groups`` and ``out_groups`` (channel groups of the vertex) and
-optionally ``conv_groups``; an nx1 vertex also takes ``kernel_rows`` [vertex, kernel row] and
-``kernel_cols`` [kernel column], the output rows and columns each kernel position writes.
+optionally ``conv_groups``; the nx1 and HMAC vertices also take their worklists as
+``kernel_rows`` [vertex, kernel row] and ``kernel_cols`` [kernel column, or vertex and kernel
+column]: the output rows and columns each kernel position writes.
 """
 
 from __future__ import annotations
@@ -139,36 +140,30 @@ def conv_partial_nx1_cycles(
     in_groups,
     out_groups,
     conv_groups=1,
-    zero_elems=None,
+    *,
+    zero_elems,
     use_128bit_load: bool = False,
 ) -> np.ndarray:
-    """Tile cycles of poplin::ConvPartialnx1, filter height 1, by its worklists: `rows` [vertex,
-    kernel row] are the output rows a kernel row writes on each vertex and `cols` [vertex or one
-    for all, kernel column] the output columns a kernel column writes, so that a kernel position that reads only padding
-    has no work (lib/poplin/ConvVertices.cpp, createPartitions; ConvUtil.cpp,
-    getOutputRangeForKernelIndex); `zero_elems` are the output positions zeroed first, by default
-    the most rows times the most columns
+    """Tile cycles of poplin::ConvPartialnx1 (filter height 1) by its worklists: `rows` [vertex,
+    kernel row] and `cols` [kernel column, or vertex and kernel column] are the output rows and
+    columns each kernel position writes, none over padding (ConvVertices.cpp, createPartitions);
+    `zero_elems` the output positions each vertex zeroes first
     (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate and
     getConvPartialnx1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartialnx1)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
     units = num_conv_units(arch, in_type, partials_type)
-    rows = np.asarray(rows, dtype=np.int64)
-    rows = rows.reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
-    cols = np.asarray(cols, dtype=np.int64)
-    cols = np.broadcast_to(cols, (rows.shape[0], cols.shape[-1]))
+    rows, cols = _worklists(rows, cols)
+    if not rows.shape[0]:
+        return np.zeros(0, dtype=np.int64)
     in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
     out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
     conv_g = np.maximum(np.asarray(conv_groups, dtype=np.int64), 1)
     weight_bytes = weights_per_conv_unit(in_type) * (4 if float_act else 2)
     innermost = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load) + 15 + 3
-    # the cost of a kernel position depends only on its rows and columns: cost each distinct pair
-    # once, then add up each vertex's kernel positions
-    row_values, row_index = np.unique(rows, return_inverse=True)
-    col_values, col_index = np.unique(cols, return_inverse=True)
-    table = _nx1_position_cycles(row_values[:, None], col_values[None, :], float_act, float_part, units, innermost)
-    row_index, col_index = row_index.reshape(rows.shape), col_index.reshape(cols.shape)
-    inner = 14 * rows.shape[1] + table[row_index[:, :, None], col_index[:, None, :]].sum(axis=(1, 2))
+    inner = 14 * rows.shape[1] + _sum_over_kernel(
+        rows, cols, lambda r, c: _nx1_position_cycles(r, c, float_act, float_part, units, innermost)
+    )
     outer = (
         103
         + WORKERS * 6
@@ -179,12 +174,35 @@ def conv_partial_nx1_cycles(
         + conv_g * (16 + in_g * (14 + out_g * (14 + inner)))
     )
     # getZeroSupervisorVertexCycleEstimate: partials zeroed by the workers first
-    if zero_elems is None:
-        zero_elems = rows.max(axis=1) * cols.max(axis=1)
     vector = 2 if float_part else 4
     per_worker = -(-(np.asarray(zero_elems, dtype=np.int64) * units) // WORKERS)
     zero_worker = -(-per_worker // vector) + (14 if float_part else 15) - (9 if float_part else 10)
     return outer + zero_worker * WORKERS * out_g * conv_g
+
+
+def _worklists(rows, cols) -> tuple[np.ndarray, np.ndarray]:
+    """`rows` as [vertex, kernel row] and `cols` as [vertex, kernel column] (a view when shared)."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    cols = np.asarray(cols, dtype=np.int64)
+    return rows, np.broadcast_to(cols, (rows.shape[0], cols.shape[-1]))
+
+
+def _sum_over_kernel(rows: np.ndarray, cols: np.ndarray, cost) -> np.ndarray:
+    """Each vertex's sum over its kernel positions of `cost(rows, columns)` [..., rows, columns]:
+    the cost is taken once per distinct rows and columns, and a vertex's kernel columns are
+    counted by value, so that the work grows with the vertices times the kernel rows, not times
+    the whole kernel."""
+    row_values, row_index = np.unique(rows, return_inverse=True)
+    if cols.strides[0] == 0:  # one set of kernel columns for every vertex
+        col_sets, col_set = cols[:1], np.zeros(cols.shape[0], dtype=np.int64)
+    else:
+        col_sets, col_set = np.unique(cols, axis=0, return_inverse=True)
+    col_values, col_index = np.unique(col_sets, return_inverse=True)
+    counts = np.zeros((col_sets.shape[0], col_values.size), dtype=np.int64)
+    np.add.at(counts, (np.arange(col_sets.shape[0])[:, None], col_index.reshape(col_sets.shape)), 1)
+    per_row = cost(row_values[:, None], col_values[None, :]) @ counts.T  # [..., row value, column set]
+    picked = per_row[..., row_index.reshape(rows.shape), col_set.reshape(-1, 1)]  # [..., vertex, kernel row]
+    return picked.sum(axis=-1)
 
 
 def _worker_partitions(rows, width) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,22 +268,22 @@ def conv_partial_hmac_cycles(
     out_chans,
     in_groups=1,
     out_groups=1,
-    zero_elems=None,
+    *,
+    zero_elems,
 ) -> np.ndarray:
     """Tile cycles of poplin::ConvPartialHorizontalMac: `in_groups` x `out_groups` groups of
-    `in_chans` x `out_chans` channels, partials zeroed first, by its worklists as for the nx1
-    vertex (`rows` [vertex, kernel row], `cols` [vertex or one for all, kernel column]; a worker
-    adds up its kernel positions, and the slowest worker sets the time)
+    `in_chans` x `out_chans` channels (at most two with half partials, as poplin groups them), by
+    its worklists as for the nx1 vertex (a worker adds up its kernel positions; the slowest sets
+    the time), after zeroing `zero_elems` output positions
     (PerformanceEstimation.hpp, getConvPartialHorizontalMacSupervisorOuterLoopCycleEstimate,
     getConvPartialHorizontalMacSupervisorInnerLoopCycleEstimate,
     getConvPartialHorizontalMacCycleEstimate, getDenseDotProductCycles;
     poplinCycleEstimators.cpp, ConvPartialHorizontalMac: plus getZeroSupervisorVertexCycleEstimate)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
-    rows = np.asarray(rows, dtype=np.int64)
-    rows = rows.reshape(rows.shape[0] if rows.ndim > 1 else 1, -1)
-    cols = np.asarray(cols, dtype=np.int64)
-    cols = np.broadcast_to(cols, (rows.shape[0], cols.shape[-1]))
+    rows, cols = _worklists(rows, cols)
+    if not rows.shape[0]:
+        return np.zeros(0, dtype=np.int64)
     ic = np.maximum(np.asarray(in_chans, dtype=np.int64), 1)
     oc = np.maximum(np.asarray(out_chans, dtype=np.int64), 1)
     in_g = np.maximum(np.asarray(in_groups, dtype=np.int64), 1)
@@ -280,14 +298,14 @@ def conv_partial_hmac_cycles(
     # per output of a partition; with half partials poplibs' estimate halves the output channels
     # again at each partition of a list (getConvPartialHorizontalMacCycleEstimate), which for the
     # two channels of a half group leaves one for the first partition and none after
+    if not float_part and np.any(oc > 2):
+        raise ValueError(f"HMAC with half partials takes output channels in groups of two, got {oc.max()}")
     per_first = 7 + (oc if float_part else oc // 2) * dot
     per_rest = 7 + (oc if float_part else oc // 4) * dot
     partitions, elems, firsts = _hmac_worker_sums(rows, cols)
     kernel = rows.shape[1] * cols.shape[1]
     worker = 16 * kernel + 19 * partitions + per_first * firsts + per_rest * (elems - firsts) + 16
     overhead = 58 if float_act else 63
-    if zero_elems is None:
-        zero_elems = rows.max(axis=1) * cols.max(axis=1)
     zero = zero_supervisor_cycles(np.asarray(zero_elems, dtype=np.int64) * oc, out_g, float_part)
     return (
         zero
@@ -301,18 +319,14 @@ def conv_partial_hmac_cycles(
 def _hmac_worker_sums(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each worker (axis 0) and vertex: its partitions, outputs and outputs of first
     partitions, over all the kernel positions of the vertex."""
-    row_values, row_index = np.unique(rows, return_inverse=True)
-    col_values, col_index = np.unique(cols, return_inverse=True)
-    row_index, col_index = row_index.reshape(rows.shape), col_index.reshape(cols.shape)
-    width = col_values[None, :]
-    first, last, middle = _worker_partitions(row_values[:, None], width)
-    partitions = (first > 0).astype(np.int64) + (last > 0) + middle
-    tables = (partitions, first + last + middle * width, first)
-    sums = [np.zeros((WORKERS, rows.shape[0]), dtype=np.int64) for _ in tables]
-    for ky in range(rows.shape[1]):  # a kernel row at a time: [worker, vertex, kernel column]
-        for total, table in zip(sums, tables, strict=True):
-            total += table[:, row_index[:, ky][:, None], col_index].sum(axis=2)
-    return tuple(sums)
+
+    def table(rows, width, which):
+        first, last, middle = _worker_partitions(rows, width)
+        if which == 0:
+            return (first > 0).astype(np.int64) + (last > 0) + middle
+        return first + last + middle * width if which == 1 else first
+
+    return tuple(_sum_over_kernel(rows, cols, lambda r, c, w=which: table(r, c, w)) for which in range(3))
 
 
 def outer_product_chans_per_group(arch, in_type: str) -> int:
@@ -379,7 +393,8 @@ def reduce_add_cycles(
 def _amp_cost(in_type: str, partials_type: str, nx1: bool):
     def cost(work, n, target):
         arch = target.arch
-        args = (work_array(work, "out_elems", n), work_array(work, "in_groups", n), work_array(work, "out_groups", n))
+        out_elems = work_array(work, "out_elems", n)
+        in_groups, out_groups = work_array(work, "in_groups", n), work_array(work, "out_groups", n)
         ocpg = work_array(work, "out_chans_per_group", n)
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
         if nx1:
@@ -389,10 +404,10 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
                 partials_type,
                 work["kernel_rows"],
                 work["kernel_cols"],
-                args[1],
-                args[2],
+                in_groups,
+                out_groups,
                 conv_groups,
-                zero_elems=args[0],
+                zero_elems=out_elems,
             )
         else:
             # the conv units a plan asked for (0: all of the tile's), one count per compute set
@@ -402,7 +417,9 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
                 arch,
                 in_type,
                 partials_type,
-                *args,
+                out_elems,
+                in_groups,
+                out_groups,
                 conv_groups,
                 out_chans_per_group=np.where(ocpg > 0, ocpg, units),
                 conv_units=units,

@@ -249,7 +249,7 @@ def plan_matmul(
         icpg,
         ocpg,
         method,
-        out_width,
+        m_grain=out_width,
     )
 
 
@@ -299,14 +299,13 @@ def _best_grid(
             if conv_kernel > 1:
                 # poplin's planner costs every kernel position over the tile's whole rows, padding
                 # or not (ConvModel.cpp, addPartialCalcCycleEstimate: getConvPartialnx1InnerLoopCycleEstimate)
-                width = np.full_like(mb, out_width)
                 rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
                 compute = amp.conv_partial_nx1_cycles(
                     arch,
                     in_type.name,
                     partials_type.name,
                     rows,
-                    np.repeat(width[:, None], kernel[1], axis=1),
+                    np.full(kernel[1], out_width),
                     -(-kb // icpg),
                     -(-nb // ocpg),
                     zero_elems=mb,
@@ -329,7 +328,7 @@ def _best_grid(
             rows, cols = np.ones((mb.size, 1), dtype=np.int64), mb[:, None]
         else:
             rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
-            cols = np.full((mb.size, kernel[1]), out_width)
+            cols = np.full(kernel[1], out_width)
         compute = amp.conv_partial_hmac_cycles(
             in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
         )
@@ -1157,15 +1156,17 @@ def _map_by_use(
     graph.state.set_mapping(var_id, np.concatenate(m_s), np.concatenate(m_e), np.concatenate(m_t))
 
 
-def _create_operand(graph: Graph, grid: _ConvGrid, acts: bool, name: str) -> Tensor:
+def _create_operand(
+    graph: Graph, grid: _ConvGrid, acts: bool, name: str, shape: tuple[int, int, int, int] | None = None
+) -> Tensor:
     """The input (acts) or the weights of a convolution in its plan's grouped layout, each piece
     spread over the tiles that read it in whole groups, at least 128 bytes (acts) or 256 bytes
     (weights) a tile (lib/poplin/Convolution.cpp, mapActivationsOrWeights); returns the
-    [b, c, h, w] or [o, c, kh, kw] view."""
+    [b, c, h, w] or [o, c, kh, kw] view, or the view of `shape` with the same grouped layout."""
     params = grid.params
     b, c, o = params.batch, params.in_chans, params.out_chans
     (h, w), (kh, kw) = params.field, params.kernel
-    shape = (b, c, h, w) if acts else (o, c, kh, kw)
+    shape = shape or ((b, c, h, w) if acts else (o, c, kh, kw))
     var = graph.addVariable(params.dtype, [math.prod(shape)], name)
     cells = grid.cells()
     vi, start, length = grid.input_ranges(cells) if acts else grid.weight_ranges(cells)
@@ -1217,10 +1218,9 @@ def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in", 
     with these options, as poplin::createInput makes it (lib/poplin/Convolution.cpp,
     createInputImpl): stored as [C/ig][N][H][W][ig], each piece spread over the tiles that read it
     (mapActivationsOrWeights)."""
-    flat = _flattened(params)
-    if flat is not None:
-        return _unflat_acts(createInput(graph, flat, debugPrefix, options), params.batch, params.field)
-    return _create_operand(graph, _conv_grid(graph, params, _partials_type(options)), True, debugPrefix)
+    planned = _flattened(params) or params
+    shape = (params.batch, params.in_chans, *params.field)
+    return _create_operand(graph, _conv_grid(graph, planned, _partials_type(options)), True, debugPrefix, shape)
 
 
 def createWeights(
@@ -1473,16 +1473,9 @@ def convolution(
             "out_elems": np.array([(x[4] - x[3]) * ow for x in cells]),
             "in_groups": np.array([-(-(x[8] - x[7]) // icpg) for x in cells]),
             "out_groups": np.array([-(-(x[6] - x[5]) // (hmac_og if small_channels else ocpg)) for x in cells]),
-            "out_chans_per_group": ocpg,
-            # the multiplies of the outputs each kernel position writes (PerformanceEstimation.hpp,
-            # getNumberOfMACs)
-            "macs": kernel_rows.sum(axis=1)
-            * np.broadcast_to(kernel_cols, (len(cells), kernel_cols.shape[-1])).sum(axis=1)
-            * np.array([(x[6] - x[5]) * (x[8] - x[7]) for x in cells]),
             "kernel_rows": kernel_rows,
             "kernel_cols": kernel_cols,
-            "in_chans": grid.c_per,
-            "out_chans": hmac_og,
+            **({"in_chans": grid.c_per, "out_chans": hmac_og} if small_channels else {"out_chans_per_group": ocpg}),
         },
     )
     # output [O/og][N][oh][ow][og] (ConvReduce.cpp, multiStageGroupedReduce); the cells of one

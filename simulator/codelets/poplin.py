@@ -320,13 +320,13 @@ def _hmac_worker_sums(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, n
     """For each worker (axis 0) and vertex: its partitions, outputs and outputs of first
     partitions, over all the kernel positions of the vertex."""
 
-    def table(rows, width, which):
+    def tables(rows, width):
         first, last, middle = _worker_partitions(rows, width)
-        if which == 0:
-            return (first > 0).astype(np.int64) + (last > 0) + middle
-        return first + last + middle * width if which == 1 else first
+        partitions = (first > 0).astype(np.int64) + (last > 0) + middle
+        return np.stack((partitions, first + last + middle * width, first))
 
-    return tuple(_sum_over_kernel(rows, cols, lambda r, c, w=which: table(r, c, w)) for which in range(3))
+    partitions, elems, firsts = _sum_over_kernel(rows, cols, tables)
+    return partitions, elems, firsts
 
 
 def outer_product_chans_per_group(arch, in_type: str) -> int:

@@ -1445,10 +1445,7 @@ def convolution(
     state.vars[pvar].interleaved = not small_channels
     tiles = np.array([x[9] for x in cells], dtype=np.int64)
     state.set_mapping(pvar, offsets, offsets + sizes, tiles)
-    icpg, ocpg = plan.k_grain, plan.n_grain
-    # the HMAC vertex takes its output channels in groups of one (float partials) or two
-    # (ConvVertexType.cpp, getConvVertexHMACCandidates)
-    hmac_og = amp.hmac_out_chans_per_group(partials_type.name)
+    icpg, ocpg = plan.k_grain, plan.n_grain  # an HMAC plan's ocpg: HMAC's output group, 1 or 2
     # the operands in the plan's grouped order: a cell reads whole rows of a channel group at once
     inp, inp_grouped = _arrange_conv_operand(graph, inp, grid, True, prog, f"{debugPrefix}/actsRearranged")
     weights, w_grouped = _arrange_conv_operand(graph, weights, grid, False, prog, f"{debugPrefix}/weightsRearranged")
@@ -1472,10 +1469,10 @@ def convolution(
         work={
             "out_elems": np.array([(x[4] - x[3]) * ow for x in cells]),
             "in_groups": np.array([-(-(x[8] - x[7]) // icpg) for x in cells]),
-            "out_groups": np.array([-(-(x[6] - x[5]) // (hmac_og if small_channels else ocpg)) for x in cells]),
+            "out_groups": np.array([-(-(x[6] - x[5]) // ocpg) for x in cells]),
             "kernel_rows": kernel_rows,
             "kernel_cols": kernel_cols,
-            **({"in_chans": grid.c_per, "out_chans": hmac_og} if small_channels else {"out_chans_per_group": ocpg}),
+            **({"in_chans": grid.c_per, "out_chans": ocpg} if small_channels else {"out_chans_per_group": ocpg}),
         },
     )
     # output [O/og][N][oh][ow][og] (ConvReduce.cpp, multiStageGroupedReduce); the cells of one

@@ -4,7 +4,7 @@ the backward pass's weights written by transpose vertices, and the results on da
 from __future__ import annotations
 
 import numpy as np
-from simulator_run import codelet_graph, run_functional
+from simulator_run import codelet_graph, correlate, run_convolution, run_functional
 
 from simulator import FLOAT, HALF, Graph, Sequence
 from simulator.poplibs import poplin, popnn
@@ -25,34 +25,22 @@ def _regions_per_vertex(batch, field: str) -> np.ndarray:
     return np.bincount(batch.fields[field][0], minlength=batch.n)
 
 
-def _correlate(x, w, stride=(1, 1), padding=(0, 0)):
-    """Reference: y[b, o] = sum_c x[b, c] (*) w[o, c], cross-correlation as poplin computes it."""
-    ph, pw = padding
-    sh, sw = stride
-    kh, kw = w.shape[2:]
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    oh = (xp.shape[2] - kh) // sh + 1
-    ow = (xp.shape[3] - kw) // sw + 1
-    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i : i + sh * oh : sh, j : j + sw * ow : sw]
-            y += np.einsum("bchw,oc->bohw", patch, w[:, :, i, j])
-    return y
-
-
 def _assert_input_gradients(g, prog, w, deltas, grads, tmp_path, seed: int) -> None:
     """The backward convolution's result on random data is the deltas correlated with the
     transposed and flipped weights (a 3x3 kernel, padding 1)."""
-    g.createHostWrite("w", w)
-    g.createHostWrite("d", deltas)
-    g.createHostRead("g", grads)
-    rng = np.random.default_rng(seed)
-    wv = rng.standard_normal(tuple(w.shape)).astype(np.float32)
-    dv = rng.standard_normal(tuple(deltas.shape)).astype(np.float32)
-    out = run_functional(g, prog, tmp_path, {"w": wv, "d": dv}, ["g"])["g"]
+    dv, wv, out = run_convolution(g, prog, deltas, w, grads, tmp_path, seed)
     flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
-    assert np.allclose(out, _correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+    assert np.allclose(out, correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+
+
+def _backward_convolution(g, fwd, bwd):
+    """The backward pass of `fwd` as `bwd`: the forward weights, the deltas, the program and the
+    input gradients of a transposeAndFlipWeights convolution."""
+    w = poplin.createWeights(g, fwd, "weights")
+    deltas = poplin.createInput(g, bwd, "deltas")
+    prog = Sequence()
+    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", transposeAndFlipWeights=True)
+    return w, deltas, prog, grads
 
 
 def test_pointwise_convolution_reads_whole_channel_groups():
@@ -130,19 +118,16 @@ def test_output_is_grouped_by_output_channels_and_feeds_the_next_layer(tmp_path)
     w1v = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
     w2v = rng.standard_normal((16, 32, 1, 1)).astype(np.float32)
     out = run_functional(g, prog, tmp_path, {"x": xv, "w1": w1v, "w2": w2v}, ["y1", "y2"])
-    r1 = np.maximum(_correlate(xv, w1v, padding=(1, 1)), 0)
+    r1 = np.maximum(correlate(xv, w1v, padding=(1, 1)), 0)
     assert np.allclose(out["y1"], r1, atol=1e-3)
-    assert np.allclose(out["y2"], _correlate(r1, w2v), atol=1e-3)
+    assert np.allclose(out["y2"], correlate(r1, w2v), atol=1e-3)
 
 
 def test_backward_weights_are_a_new_tensor_written_by_transpose_vertices(tmp_path):
     g = codelet_graph(64)
     fwd = poplin.ConvParams(2, 16, 32, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
     bwd = poplin.ConvParams(2, 32, 16, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
-    w = poplin.createWeights(g, fwd, "weights")
-    deltas = poplin.createInput(g, bwd, "deltas")
-    prog = Sequence()
-    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", transposeAndFlipWeights=True)
+    w, deltas, prog, grads = _backward_convolution(g, fwd, bwd)
     (transpose,) = _batches(g, "Bwd/WeightTranspose")
     assert transpose.vtype.name == "popops::Transpose2d<float>"
     names = {v.name for v in g.state.vars}
@@ -173,14 +158,8 @@ def test_an_input_without_channel_groups_is_copied_into_the_plans_layout(tmp_pat
     (batch,) = _batches(g, "conv/Conv_1/Convolve")
     read = {g.state.vars[int(v)].name for v in np.unique(batch.fields["in"][1])}
     assert read == {"conv/actsRearranged"}
-    g.createHostWrite("x", x)
-    g.createHostWrite("w", w)
-    g.createHostRead("y", y)
-    rng = np.random.default_rng(6)
-    xv = rng.standard_normal((2, 32, 6, 6)).astype(np.float16)
-    wv = rng.standard_normal((16, 32, 3, 3)).astype(np.float16)
-    out = run_functional(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
-    ref = _correlate(xv.astype(np.float64), wv.astype(np.float64), padding=(1, 1))
+    xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=6, dtype=np.float16)
+    ref = correlate(xv, wv, padding=(1, 1))
     assert np.allclose(out.astype(np.float64), ref, atol=0.05 * np.abs(ref).max())
 
 
@@ -190,10 +169,7 @@ def test_backward_weights_without_a_group_to_transpose_are_copied_flipped(tmp_pa
     g = codelet_graph(16)
     fwd = poplin.ConvParams(1, 16, 7, (4, 4), (3, 3), (1, 1), (1, 1), FLOAT)
     bwd = poplin.ConvParams(1, 7, 16, (4, 4), (3, 3), (1, 1), (1, 1), FLOAT)
-    w = poplin.createWeights(g, fwd, "weights")
-    deltas = poplin.createInput(g, bwd, "deltas")
-    prog = Sequence()
-    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", transposeAndFlipWeights=True)
+    w, deltas, prog, grads = _backward_convolution(g, fwd, bwd)
     assert not [cs for cs in g.state.compute_sets if cs.name == "Bwd/WeightTranspose"]
     assert "Bwd/partialTranspose" not in {v.name for v in g.state.vars}
     _assert_input_gradients(g, prog, w, deltas, grads, tmp_path, seed=6)

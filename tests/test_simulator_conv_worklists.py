@@ -12,6 +12,16 @@ from simulator.codelets import poplin as amp
 from simulator.poplibs import poplin
 from simulator.target import architecture
 
+
+def _convolve(g, params):
+    """Build a convolution on operands made for it; its partials' vertex batch."""
+    x = poplin.createInput(g, params, "x")
+    w = poplin.createWeights(g, params, "w")
+    poplin.convolution(g, x, w, params, Sequence(), "conv")
+    (batch,) = [b for cs in g.state.compute_sets if cs.name == "conv/Conv_1/Convolve" for b in cs.batches]
+    return batch
+
+
 # -- a direct transcription of poplin's loops, for reference -----------------------------------------
 
 
@@ -135,10 +145,7 @@ def test_strided_kernel_outputs():
 def test_padded_convolution_vertices_cost_their_worklists():
     g = codelet_graph(tiles=16)
     params = poplin.ConvParams(2, 16, 16, (4, 6), (3, 5), (1, 1), (1, 2), HALF)
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    poplin.convolution(g, x, w, params, Sequence(), "conv")
-    (batch,) = [b for cs in g.state.compute_sets if cs.name == "conv/Conv_1/Convolve" for b in cs.batches]
+    batch = _convolve(g, params)
     rows, cols = batch.work["kernel_rows"], batch.work["kernel_cols"]
     assert cols.tolist() == [4, 5, 6, 5, 4]
     assert rows.shape == (batch.n, 3)
@@ -168,10 +175,7 @@ def test_planner_splits_positions_in_whole_rows():
 def test_padded_small_channel_convolution_runs_hmac_worklists():
     g = codelet_graph(tiles=16)
     params = poplin.ConvParams(2, 2, 8, (5, 9), (3, 4), (1, 1), (1, 2), HALF)  # 2 input channels: HMAC
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    poplin.convolution(g, x, w, params, Sequence(), "conv")
-    (batch,) = [b for cs in g.state.compute_sets if cs.name == "conv/Conv_1/Convolve" for b in cs.batches]
+    batch = _convolve(g, params)
     assert batch.vtype.name.startswith("poplin::ConvPartialHorizontalMac")
     rows, cols = batch.work["kernel_rows"], batch.work["kernel_cols"]
     assert cols.tolist() == [8, 9, 9, 8]  # 10 output columns; kernel column k reads x + k - 2
@@ -212,9 +216,7 @@ def test_small_channel_convolution_is_planned_on_hmac_costs():
     grid = poplin._conv_grid(g, params)
     # planned with the vertex it runs on: output channels in HMAC's groups (one, float partials)
     assert grid.plan.method == "HMAC" and grid.plan.n_grain == 1
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    poplin.convolution(g, x, w, params, Sequence(), "conv")
+    _convolve(g, params)
     partials = [v for v in g.state.vars if v.name == "conv/partials"]
     assert len(partials) == 1 and not partials[0].interleaved  # HMAC's out field: any memory
 

@@ -1,8 +1,10 @@
-"""Building and running small simulator graphs in tests: a graph with poplibs' codelets, and a
-functional engine run that returns the tensors read back and checks the report it writes."""
+"""Building and running small simulator graphs in tests: a graph with poplibs' codelets, a
+functional engine run that returns the tensors read back and checks the report it writes, and a
+numpy reference for convolutions."""
 
 from __future__ import annotations
 
+import numpy as np
 from simulator_invariants import check_report
 
 from simulator import Engine, Graph, Target
@@ -30,3 +32,30 @@ def run_functional(g, prog, tmp_path, writes: dict, reads: list[str]) -> dict:
         out = {name: e.readTensor(name) for name in reads}
     assert check_report(tmp_path / "profile.pop") == []
     return out
+
+
+def correlate(x, w, stride=(1, 1), padding=(0, 0)):
+    """Reference: y[b, o] = sum_c x[b, c] (*) w[o, c], cross-correlation as poplin computes it."""
+    ph, pw = padding
+    sh, sw = stride
+    kh, kw = w.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh = (xp.shape[2] - kh) // sh + 1
+    ow = (xp.shape[3] - kw) // sw + 1
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i : i + sh * oh : sh, j : j + sw * ow : sw]
+            y += np.einsum("bchw,oc->bohw", patch, w[:, :, i, j].astype(np.float64))
+    return y
+
+
+def run_convolution(g, prog, x, w, y, tmp_path, seed: int, dtype=np.float32):
+    """Run a convolution's program on random input and weights: (input, weights, output) values."""
+    g.createHostWrite("x", x)
+    g.createHostWrite("w", w)
+    g.createHostRead("y", y)
+    rng = np.random.default_rng(seed)
+    xv = rng.standard_normal(tuple(x.shape)).astype(dtype)
+    wv = rng.standard_normal(tuple(w.shape)).astype(dtype)
+    return xv, wv, run_functional(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]

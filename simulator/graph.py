@@ -538,9 +538,19 @@ class Graph:
         return t
 
     def clone(self, tensor: Tensor, name: str = "", dtype=None) -> Tensor:
-        """A new variable with the shape and tile mapping of `tensor` (element for element)."""
+        """A new variable with the shape and tile mapping of `tensor` (element for element), its
+        elements stored in the order `tensor`'s are unless `tensor` aliases an element (Poplar's
+        default TensorCloneMethod, PRESERVE_ORDER_UNLESS_ALIASES): a clone of a transposed view is
+        a transposed view of a variable."""
         dtype = as_type(dtype) if dtype is not None else tensor.dtype
         out = self._state.new_var(dtype, tensor.shape, name or "clone")
+        order = tensor.storage_order()
+        if order is not None:
+            n = order.size
+            self._copy_mapping(tensor._from_index(order, (n,)), out.flatten())
+            position = np.empty(n, dtype=np.int64)
+            position[order] = np.arange(n, dtype=np.int64)
+            return out._from_index(position.reshape(tensor.shape), tensor.shape)
         self._copy_mapping(tensor, out)
         return out
 

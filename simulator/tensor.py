@@ -77,10 +77,8 @@ class Tensor:
 
     def variable_ids(self) -> list[int]:
         """Ids of the variables the tensor refers to, in first-use order."""
-        seen: dict[int, None] = {}
-        for v in self.vars.tolist():
-            seen.setdefault(v, None)
-        return list(seen)
+        ids, first = np.unique(self.vars, return_index=True)
+        return ids[np.argsort(first, kind="stable")].tolist()
 
     def __repr__(self) -> str:
         names = [self._state.vars[v].name for v in self.variable_ids()[:3]]
@@ -123,6 +121,19 @@ class Tensor:
         offsets = np.cumsum(self.lengths) - self.lengths
         idx = np.repeat(self.starts - offsets, self.lengths) + np.arange(n, dtype=np.int64)
         return var, idx
+
+    def storage_order(self) -> np.ndarray | None:
+        """The row-major positions of the elements in the order they are stored (by variable, then
+        index), or None when that is the row-major order or an element appears twice."""
+        if len(self.vars) <= 1:
+            return None
+        var, idx = self.element_arrays()
+        key = var * (int(idx.max()) + 1) + idx
+        if not np.any(key[1:] < key[:-1]):
+            return None
+        order = np.argsort(key, kind="stable")
+        stored = key[order]
+        return None if np.any(stored[1:] == stored[:-1]) else order
 
     @classmethod
     def from_elements(cls, state, dtype, shape, var: np.ndarray, idx: np.ndarray) -> Tensor:

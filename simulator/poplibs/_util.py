@@ -156,3 +156,16 @@ def poplibs_op(op_type: str):
         return inner
 
     return wrap
+
+
+def in_storage_order(first: Tensor, *others: Tensor) -> list[Tensor]:
+    """`first` and `others` flattened and put in the order `first`'s elements are stored, when
+    `first` is a permuted view of its variables (a transposed view, say) that aliases no element:
+    an element-wise operation then works on contiguous regions of `first`, as popops' element-wise
+    operations do on the regions of their flattened operands (poputil's getSortedContiguousRegions).
+    The tensors unchanged otherwise."""
+    tensors = [first, *others]
+    order = first.storage_order()
+    if order is None:
+        return tensors
+    return [t._from_index(order, (order.size,)) for t in tensors]

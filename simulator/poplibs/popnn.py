@@ -11,7 +11,7 @@ from ..programs import Execute, Sequence
 from ..tensor import Tensor
 from ..types import UNSIGNED_INT
 from . import popops
-from ._util import add_vertices, poplibs_op, regions_at, require_codelets, tile_pieces
+from ._util import add_vertices, in_storage_order, poplibs_op, regions_at, require_codelets, tile_pieces
 
 _FORWARD = {
     "RELU": lambda x: np.maximum(x, 0),
@@ -47,7 +47,7 @@ def nonLinearityInPlace(
     require_codelets(graph, "popnn")
     kind = _kind(nonLinearityType)
     cs = graph.addComputeSet(f"{debugPrefix}/Nonlinearity")
-    tiles, pos, var, start, length = tile_pieces(graph, t)
+    tiles, pos, var, start, length = tile_pieces(graph, in_storage_order(t)[0])
     vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
     add_vertices(graph, cs, lib.non_linearity(kind, t.dtype), vertex_tiles, {"data": (vidx, var, start, length)})
     fn = _FORWARD[kind]
@@ -82,10 +82,11 @@ def nonLinearityInputGradient(
     kind = _kind(nonLinearityType)
     in_grad = graph.clone(outGradient, f"{debugPrefix}/inGrad")
     cs = graph.addComputeSet(f"{debugPrefix}/NonLinearityGrad")
-    tiles, pos, var, start, length = tile_pieces(graph, in_grad)
+    in_grad_s, out_grad_s, out_s = in_storage_order(in_grad, outGradient, out)
+    tiles, pos, var, start, length = tile_pieces(graph, in_grad_s)
     vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
-    rg, vg, sg, lg = regions_at(outGradient, pos, length)
-    ro, vo, so, lo = regions_at(out, pos, length)
+    rg, vg, sg, lg = regions_at(out_grad_s, pos, length)
+    ro, vo, so, lo = regions_at(out_s, pos, length)
     add_vertices(
         graph,
         cs,
@@ -119,11 +120,12 @@ def calcLoss(
     transformed = graph.clone(probs, f"{debugPrefix}/transformed")
     name = "LossSumSquared" if kind == "SUM_SQUARED" else "LossCrossEntropy"
     cs = graph.addComputeSet(f"{debugPrefix}/{name}Transform")
-    tiles, pos, var, start, length = tile_pieces(graph, deltas)
+    deltas_s, probs_s, expected_s, transformed_s = in_storage_order(deltas, probs, expected, transformed)
+    tiles, pos, var, start, length = tile_pieces(graph, deltas_s)
     vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
-    rp, vp, sp, lp = regions_at(probs, pos, length)
-    re, ve, se, le = regions_at(expected, pos, length)
-    rt, vt, st, lt = regions_at(transformed, pos, length)
+    rp, vp, sp, lp = regions_at(probs_s, pos, length)
+    re, ve, se, le = regions_at(expected_s, pos, length)
+    rt, vt, st, lt = regions_at(transformed_s, pos, length)
     add_vertices(
         graph,
         cs,

@@ -14,7 +14,15 @@ from ..programs import Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, Type, as_type
 from . import rearrange
-from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets, tile_pieces
+from ._util import (
+    add_vertices,
+    in_storage_order,
+    linear_intervals,
+    poplibs_op,
+    regions_at,
+    require_codelets,
+    tile_pieces,
+)
 
 _BINARY_NUMPY = {
     "ADD": np.add,
@@ -75,12 +83,13 @@ def _binary(graph: Graph, op: str, a: Tensor, b, prog: Sequence, name: str, in_p
     b_full = broadcast_to(b, a.shape)
     out = a if in_place else graph.clone(a, f"{name}/out")
     cs = graph.addComputeSet(f"{name}/Op/{op.title()}")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out)
-    r2, v2, s2, l2 = regions_at(b_full, pos, length)
+    out_s, a_s, b_s = in_storage_order(out, a, b_full)
+    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out_s)
+    r2, v2, s2, l2 = regions_at(b_s, pos, length)
     if in_place:
         fields = {"in1Out": (vidx, var, start, length), "in2": (vidx[r2], v2, s2, l2)}
     else:
-        r1, v1, s1, l1 = regions_at(a, pos, length)
+        r1, v1, s1, l1 = regions_at(a_s, pos, length)
         fields = {"in1": (vidx[r1], v1, s1, l1), "in2": (vidx[r2], v2, s2, l2), "out": (vidx, var, start, length)}
     add_vertices(graph, cs, lib.binary_op(op, a.dtype, in_place), vertex_tiles, fields)
     fn = _BINARY_NUMPY[op]
@@ -135,8 +144,9 @@ def map_unary(graph: Graph, op: str, a: Tensor, prog: Sequence, debugPrefix: str
     name = debugPrefix or op.lower()
     out = graph.clone(a, f"{name}/out")
     cs = graph.addComputeSet(f"{name}/Op/{op.title()}")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out)
-    r1, v1, s1, l1 = regions_at(a, pos, length)
+    out_s, a_s = in_storage_order(out, a)
+    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out_s)
+    r1, v1, s1, l1 = regions_at(a_s, pos, length)
     add_vertices(
         graph,
         cs,
@@ -185,8 +195,9 @@ def scaledAddTo(
     # (lib/popops/ScaledAdd.cpp, scaledArithmeticTensorImpl: regroupIfBeneficial(B, A))
     B = rearrange.regroup_if_beneficial(graph, B, A, prog, f"{debugPrefix}/regroupB")
     cs = graph.addComputeSet(f"{debugPrefix}/AddTo")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, A)
-    rb, vb, sb, lb = regions_at(B, pos, length)
+    A_stored, B_stored = in_storage_order(A, B)
+    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, A_stored)
+    rb, vb, sb, lb = regions_at(B_stored, pos, length)
     fields = {"A": (vidx, var, start, length), "B": (vidx[rb], vb, sb, lb)}
     if scaleA == 1.0:
         add_vertices(
@@ -214,7 +225,7 @@ def scaledAddTo(
 def fill(graph: Graph, t: Tensor, value, prog: Sequence, debugPrefix: str = "fill") -> None:
     require_codelets(graph, "popops")
     cs = graph.addComputeSet(f"{debugPrefix}/Fill")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, t)
+    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, in_storage_order(t)[0])
     add_vertices(graph, cs, f"popops::Fill<{t.dtype}>", vertex_tiles, {"out": (vidx, var, start, length)})
     _functional(graph, cs, lambda data: data.write(t, np.full(t.shape, value)))
     prog.add(Execute(cs))
@@ -224,7 +235,7 @@ def fill(graph: Graph, t: Tensor, value, prog: Sequence, debugPrefix: str = "fil
 def zero(graph: Graph, t: Tensor, prog: Sequence, debugPrefix: str = "zero") -> None:
     require_codelets(graph, "popops")
     cs = graph.addComputeSet(f"{debugPrefix}/Zero")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, t)
+    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, in_storage_order(t)[0])
     add_vertices(graph, cs, f"popops::Zero<{t.dtype}>", vertex_tiles, {"out": (vidx, var, start, length)})
     _functional(graph, cs, lambda data: data.write(t, np.zeros(t.shape)))
     prog.add(Execute(cs))
@@ -236,8 +247,9 @@ def cast(graph: Graph, t: Tensor, dtype, prog: Sequence, debugPrefix: str = "cas
     dtype = as_type(dtype)
     out = graph.clone(t, f"{debugPrefix}/out", dtype=dtype)
     cs = graph.addComputeSet(f"{debugPrefix}/Cast")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out)
-    r1, v1, s1, l1 = regions_at(t, pos, length)
+    out_s, t_s = in_storage_order(out, t)
+    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out_s)
+    r1, v1, s1, l1 = regions_at(t_s, pos, length)
     add_vertices(
         graph,
         cs,

@@ -513,19 +513,21 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
             if single_phase in ("all", "wu"):
                 fullyconnected.weightUpdate(g, fc_plan, weights, -0.05, prev_act, z_deltas, bwd, "Wu")
     else:
-        prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct")
-        weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights")
+        # each pass with its fullyConnectedPass, as fully_connected_layer passes them
+        fwd_opts, bwd_opts, wu_opts = (
+            {"fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU")
+        )
+        prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct", fwd_opts)
+        weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights", fwd_opts)
         if single_phase in ("all", "fwd"):
-            poplin.matMul(g, prev_act, weights, fwd, "Fwd")
+            poplin.matMul(g, prev_act, weights, fwd, "Fwd", fwd_opts)
         if single_phase in ("all", "bwd", "wu"):
-            z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas")
+            z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas", bwd_opts)
             if single_phase in ("all", "bwd"):
-                weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose")
-                poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd")
+                weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose", bwd_opts)
+                poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd", bwd_opts)
             if single_phase in ("all", "wu"):
-                poplin.matMulAcc(
-                    g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", {"fullyConnectedPass": "TRAINING_WU"}
-                )
+                poplin.matMulAcc(g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
     programs = [p for p in (fwd, bwd) if p.programs]
     notes = {"macs": b * i * o * len(programs), "jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles}
     return Built(g, programs, list(range(len(programs))), notes=notes)

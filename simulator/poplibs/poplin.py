@@ -60,6 +60,7 @@ class MatMulPlan:
     method: str = "AMP"  # poplin's Plan::Method: AMP, HMAC or OUTER_PRODUCT
     m_grain: int = 1  # rows of one field grain: m is split in whole grains
     conv_units: int = 0  # AMP conv units the vertices use; 0: all of the tile's for the precision
+    swapped: bool = False  # planned as C^T [n, m] = B^T A^T: m, k, n and the grid are that product's
 
     @property
     def mb(self) -> int:
@@ -175,19 +176,7 @@ def plan_methods(options: dict | None) -> tuple[str, ...]:
     option (a JSON object, or a dict) may name one with ``method`` (ConvVertexType.cpp,
     getConvVertexTypeCandidates: constrainedMethod); ``"all"`` weighs every method of
     MATMUL_METHODS."""
-    import json
-
-    constraints = (options or {}).get("planConstraints")
-    if constraints is None:
-        return DEFAULT_METHODS
-    if isinstance(constraints, str):
-        try:
-            constraints = json.loads(constraints) if constraints.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise GraphError(f"planConstraints must be a JSON object, got {constraints!r}: {exc}") from None
-    if not isinstance(constraints, dict):
-        raise GraphError(f"planConstraints must be a JSON object, got {constraints!r}")
-    method = constraints.get("method")
+    method = _plan_constraints(options).get("method")
     if method is None:
         return DEFAULT_METHODS
     method = str(method).upper()
@@ -196,6 +185,37 @@ def plan_methods(options: dict | None) -> tuple[str, ...]:
     if method not in MATMUL_METHODS:
         raise GraphError(f"planConstraints method must be one of {', '.join(MATMUL_METHODS)} or all, got {method!r}")
     return (method,)
+
+
+def _plan_constraints(options: dict | None) -> dict:
+    """poplin's ``planConstraints`` option as a dict (given as a JSON object or a dict)."""
+    import json
+
+    constraints = (options or {}).get("planConstraints")
+    if constraints is None:
+        return {}
+    if isinstance(constraints, str):
+        try:
+            constraints = json.loads(constraints) if constraints.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise GraphError(f"planConstraints must be a JSON object, got {constraints!r}: {exc}") from None
+    if not isinstance(constraints, dict):
+        raise GraphError(f"planConstraints must be a JSON object, got {constraints!r}")
+    return constraints
+
+
+def plan_swap(options: dict | None) -> bool | None:
+    """Whether a plan constraint swaps a lone product's operands: poplin's
+    ``{"0": {"transform": {"swapOperands": true}}}`` (ConvPlan.cpp, getSwapOperandCandidates:
+    the ``0.transform.swapOperands`` constraint); None when no constraint says."""
+    level = _plan_constraints(options).get("0", {})
+    transform = level.get("transform", {}) if isinstance(level, dict) else None
+    if not isinstance(transform, dict):
+        raise GraphError(f"planConstraints 0.transform must be a JSON object, got {transform!r}")
+    value = transform.get("swapOperands")
+    if value is None or isinstance(value, bool):
+        return value
+    raise GraphError(f"planConstraints 0.transform.swapOperands must be true or false, got {value!r}")
 
 
 def plan_matmul(
@@ -209,26 +229,36 @@ def plan_matmul(
     kernel: tuple[int, int] = (1, 1),
     methods: tuple[str, ...] = DEFAULT_METHODS,
     out_width: int = 1,
+    swap: bool | None = None,
 ) -> MatMulPlan:
     """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model;
-    a convolution's m counts output positions, in rows of `out_width`, and `kernel` is its kernel."""
+    a convolution's m counts output positions, in rows of `out_width`, and `kernel` is its kernel.
+
+    A product is planned on its operands as given unless `swap` is set (plan_swap). With `swap`
+    True, a lone product is planned as C^T = B^T A^T, and with `swap` False as given, each with
+    the cost poplin's planner gives the copies that rearrange its operands and output
+    (transform_cost; lib/poplin/ConvPlan.cpp, getSwapOperandCandidates and createPlan)."""
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
+    swapped = bool(swap)
+    pm_size, pn_size = (n, m) if swapped else (m, n)
     grid, estimate, ocpg, icpg, method = _best_grid(
         target.arch.name,
         target.bytesPerTile,
         tiles,
-        m,
+        pm_size,
         k,
-        n,
+        pn_size,
         in_type,
         partials_type,
         out_type,
         tuple(kernel),
         methods,
         out_width,
+        None if swap is None else ("NONE", swapped),
     )
+    m, n = pm_size, pn_size
     pm, pn, pk = grid
     cell = np.arange(pm * pn * pk, dtype=np.int64)
     im, jn, ik = cell // (pn * pk), (cell // pk) % pn, cell % pk
@@ -250,6 +280,7 @@ def plan_matmul(
         ocpg,
         method,
         m_grain=out_width,
+        swapped=swapped,
     )
 
 
@@ -267,6 +298,7 @@ def _best_grid(
     kernel: tuple[int, int],
     methods: tuple[str, ...] = ("AMP",),
     out_width: int = 1,
+    transform: tuple[str, bool] | None = None,
 ):
     from ..target import architecture
 
@@ -359,6 +391,13 @@ def _best_grid(
     kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
     costs = _pass_costs(arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel)
     total, memory = costs["total"], costs["memory"]
+    transform_cycles = np.zeros_like(total)
+    if transform is not None:
+        transform_cycles, transform_bytes = transform_cost(
+            arch, transform[0], transform[1], m, k, n, kg, og, pm * pn * pk, in_type, out_type
+        )
+        total = total + transform_cycles
+        memory = np.maximum(memory, transform_bytes)
     exchange, red_exchange, red_compute = costs["exchange"], costs["reduceExchange"], costs["reduceCompute"]
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
@@ -372,6 +411,7 @@ def _best_grid(
         ("exchange", int(exchange[best])),
         ("reduceExchange", int(red_exchange[best])),
         ("reduceCompute", int(red_compute[best])),
+        ("transform", int(transform_cycles[best])),
         ("total", int(total[best])),
         ("memory", int(memory[best])),
     )
@@ -382,6 +422,74 @@ def _best_grid(
         int(kg[best]),
         MATMUL_METHODS[int(method[best])],
     )
+
+
+#: poplin's fully-connected passes of a matrix product, its ``fullyConnectedPass`` option
+#: (lib/poplin/MatMul.cpp, FullyConnectedPass): NONE for a lone product.
+MATMUL_PASSES = ("NONE", "INFERENCE_FWD", "TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU")
+
+
+def _transform_factor(type_name: str, size) -> tuple[int, np.ndarray]:
+    """poplin's scale of a rearranging copy, 5/4 when `size` is a multiple of 4 halves or 2 floats
+    and 5/3 otherwise (ConvModel.cpp, getScaleFactorForTransform)."""
+    granularity = 2 if type_name == "float" else 4
+    return 5, np.where(np.asarray(size) % granularity == 0, 4, 3)
+
+
+def transform_cost(
+    arch,
+    matmul_pass: str,
+    swapped: bool,
+    m: int,
+    k: int,
+    n: int,
+    k_grain,
+    n_grain,
+    used_tiles,
+    in_type: Type,
+    out_type: Type,
+) -> tuple[np.ndarray, np.ndarray]:
+    """poplin's estimate of the copies that rearrange a matrix product's operands and output into
+    and out of its plan, as (cycles, temporary bytes per tile), for candidate grids of `used_tiles`
+    tiles and channel grains `k_grain` and `n_grain`; m, k and n are the planned product's, swapped
+    or not (lib/poplin/ConvModel.cpp, addTransformCycleEstimate without the regression table,
+    enableTransformsConvTable being off by default). Operands as given are rearranged, and so is
+    the output; swapped operands only when their channels need padding or the pass asks for it,
+    and the output of a lone product is regrouped when its channel group is not one conv unit's
+    weights. Each copy's bytes per tile are exchanged at the exchange rate and copied at
+    min(memcpy rate, element size) a cycle scaled by 5/4 or 5/3; the temporary bytes are twice the
+    largest copy's."""
+    used = np.asarray(used_tiles, dtype=np.int64)
+    k_grain = np.asarray(k_grain, dtype=np.int64)
+    n_grain = np.asarray(n_grain, dtype=np.int64)
+    k_pad = _ceil(k, k_grain) * k_grain
+    n_pad = _ceil(n, n_grain) * n_grain
+    pad_in = k % k_grain != 0
+    pad_partials = n % n_grain != 0
+    fc = matmul_pass != "NONE"
+    unswapped = np.full(used.shape, not swapped)
+    # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, the
+    # weight update's and a separately planned backward pass's operands, and the padding
+    rearrange_input = unswapped | pad_in | (matmul_pass in ("TRAINING_WU", "TRAINING_BWD"))
+    rearrange_weights = unswapped | pad_in | pad_partials
+    rearrange_output = unswapped | pad_partials | (matmul_pass == "TRAINING_WU")
+    regroup_output = ~rearrange_output & (not fc) & (n_grain != amp.weights_per_conv_unit(in_type.name))
+    memcpy = arch.memcpy_bytes_per_cycle
+    xbpc = arch.exchange_bytes_per_cycle
+    elems = np.where(rearrange_input, m * k_pad, 0) + np.where(rearrange_weights, k_pad * n_pad, 0)
+    in_bytes = _ceil(elems, used) * out_type.size
+    num, den = _transform_factor(in_type.name, k * n)
+    copy = np.where(elems > 0, _ceil(in_bytes * num, min(memcpy, out_type.size) * den), 0)
+    exchange = np.where(elems > 0, _ceil(in_bytes, xbpc), 0)
+    out_bytes = _ceil(m * n_pad, used) * out_type.size
+    num, den = _transform_factor(out_type.name, n)
+    copy = copy + np.where(rearrange_output, _ceil(out_bytes * num, min(memcpy, out_type.size) * den), 0)
+    exchange = exchange + np.where(rearrange_output, _ceil(out_bytes, xbpc), 0)
+    regroup_rate = np.minimum(memcpy, n_grain * out_type.size)
+    copy = copy + np.where(regroup_output, _ceil(out_bytes * num, regroup_rate * den), 0)
+    out_used = rearrange_output | regroup_output
+    temp = 2 * np.maximum(np.where(elems > 0, in_bytes, 0), np.where(out_used, out_bytes, 0))
+    return copy + exchange, temp
 
 
 def _pass_costs(
@@ -531,7 +639,10 @@ def createMatMulInputLHS(
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
-    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options))
+    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options), swap=_lone_swap(options))
+    if plan.swapped:  # A^T is the swapped product's right operand
+        var = graph.addVariable(dtype, [k * m], debugPrefix)
+        return _place_operand(graph, var, _operand_layout(plan, "rhs")).transpose()
     return _place_operand(graph, graph.addVariable(dtype, [m * k], debugPrefix), _operand_layout(plan, "lhs"))
 
 
@@ -542,7 +653,10 @@ def createMatMulInputRHS(
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
-    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options))
+    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options), swap=_lone_swap(options))
+    if plan.swapped:  # B^T is the swapped product's left operand
+        var = graph.addVariable(dtype, [n * k], debugPrefix)
+        return _place_operand(graph, var, _operand_layout(plan, "lhs")).transpose()
     return _place_operand(graph, graph.addVariable(dtype, [k * n], debugPrefix), _operand_layout(plan, "rhs"))
 
 
@@ -567,15 +681,38 @@ def matMul(
     out_type = as_type(outputType) if outputType is not None else A.dtype
     m, k = A.shape
     n = B.shape[1]
-    plan = plan_matmul(graph, m, k, n, A.dtype, partials, out_type, methods=plan_methods(options))
+    plan = plan_matmul(
+        graph, m, k, n, A.dtype, partials, out_type, methods=plan_methods(options), swap=_lone_swap(options)
+    )
     # the weight-update pass always rearranges its operands (lib/poplin/Convolution.cpp,
     # inputRearrangementIsExpensive and weightRearrangementIsExpensive)
-    always = str(options.get("fullyConnectedPass", "NONE")).upper() == "TRAINING_WU"
+    always = matmul_pass(options) == "TRAINING_WU"
+    if plan.swapped:  # C^T = B^T A^T (lib/poplin/ConvUtil.cpp, swapOperands)
+        A, B = B.transpose(), A.transpose()
     A = _arrange_operand(graph, A, _operand_layout(plan, "lhs"), plan.pn, always, prog, f"{debugPrefix}/actsRearranged")
     B = _arrange_operand(
         graph, B, _operand_layout(plan, "rhs"), plan.pm, always, prog, f"{debugPrefix}/weightsRearranged"
     )
-    return _build_matmul(graph, A, B, plan, prog, debugPrefix)
+    C = _build_matmul(graph, A, B, plan, prog, debugPrefix)
+    return C.transpose() if plan.swapped else C
+
+
+def _lone_swap(options: dict | None) -> bool | None:
+    """The swapOperands plan constraint of a product's options (plan_swap), which this simulator
+    models for a lone product only."""
+    swap = plan_swap(options)
+    if swap is not None and matmul_pass(options) != "NONE":
+        raise GraphError("planConstraints 0.transform.swapOperands is modelled for a lone product only")
+    return swap
+
+
+def matmul_pass(options: dict | None) -> str:
+    """poplin's pass of a matrix product from its ``fullyConnectedPass`` option (MATMUL_PASSES;
+    NONE, a lone product, by default)."""
+    value = str((options or {}).get("fullyConnectedPass", "NONE")).upper()
+    if value not in MATMUL_PASSES:
+        raise GraphError(f"fullyConnectedPass must be one of {', '.join(MATMUL_PASSES)}, got {value!r}")
+    return value
 
 
 #: Broadcast destinations of an operand above which poplin copies it into the plan's layout first
@@ -1580,7 +1717,9 @@ def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -
 
 
 @poplibs_op("Transpose")
-def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose") -> Tensor:
+def transposeMatMulRHS(
+    graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose", options: dict | None = None
+) -> Tensor:
     """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape), laid
     out for the backward pass's plan, as poplin::fullyConnectedWeightTranspose makes it
     (lib/poplin/Convolution.cpp): the transposed weights are a new tensor created for the
@@ -1590,6 +1729,7 @@ def transposeMatMulRHS(graph: Graph, W: Tensor, aShape, prog: Sequence, debugPre
     require_codelets(graph, "popops")
     k, n = W.shape
     m = aShape[0]
+    matmul_pass(options)  # validated; the plans do not depend on the pass
     plan = plan_matmul(graph, m, k, n, W.dtype)
     if len(W.variable_ids()) != 1:
         raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")

@@ -1,0 +1,170 @@
+"""A lone matrix product planned swapped under poplin's swapOperands plan constraint, with poplin's
+transform costs (lib/poplin/ConvPlan.cpp, getSwapOperandCandidates; ConvModel.cpp,
+addTransformCycleEstimate), and clones that keep their source's storage order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simulator_run import codelet_graph, run_functional
+
+from simulator import FLOAT, HALF, Graph, Sequence, Target
+from simulator.compiler.regions import split_by_mapping
+from simulator.errors import GraphError
+from simulator.poplibs import poplin, popops
+from simulator.poplibs._util import in_storage_order, map_linearly
+from simulator.target import architecture
+
+
+def test_transform_cost_of_operands_as_given_rearranges_both_operands_and_the_output():
+    # [64, 256] x [256, 128] half on 32 tiles, grains 16 (k) and 8 (n): per tile 1,536 operand
+    # elements (3,072 bytes) and 256 output elements (512 bytes); copies at min(8, 2) bytes a cycle
+    # scaled by 5/4, exchanges at 4 bytes a cycle; temporary bytes twice the larger copy
+    arch = architecture("ipu2")
+    cycles, temp = poplin.transform_cost(arch, "NONE", False, 64, 256, 128, 16, 8, 32, HALF, HALF)
+    assert int(cycles) == (3072 * 5 // 8) + 3072 // 4 + (512 * 5 // 8) + 512 // 4 == 3136
+    assert int(temp) == 2 * 3072
+
+
+def test_transform_cost_scales_by_the_types_and_the_unpadded_channels():
+    # [10, 30] x [30, 7], half in and float out, grains 16 and 8, 4 tiles: 576 operand bytes a
+    # tile (elements padded: 10 x 32 + 32 x 8, at the output type's 4 bytes), copied at
+    # min(8, 4) bytes a cycle scaled by 5/3 (30 x 7 halves are not a multiple of 4); 80 output
+    # bytes scaled by 5/3 (7 floats are not a multiple of 2)
+    arch = architecture("ipu2")
+    cycles, temp = poplin.transform_cost(arch, "NONE", False, 10, 30, 7, 16, 8, 4, HALF, FLOAT)
+    assert int(cycles) == -(-576 * 5 // (4 * 3)) + 576 // 4 + -(-80 * 5 // (4 * 3)) + 80 // 4 == 438
+    assert int(temp) == 2 * 576
+
+
+def test_transform_temporary_bytes_are_held_to_the_memory_bound():
+    # poplin's totalTempBytes takes the larger of the transform's and the convolution's
+    g = Graph(Target("ipu2", tiles_per_ipu=16))
+    plan = poplin.plan_matmul(g, 8, 4096, 8, HALF, swap=False)
+    used = plan.pm * plan.pn * plan.pk
+    _, temp = poplin.transform_cost(
+        architecture("ipu2"), "NONE", False, 8, 4096, 8, plan.k_grain, plan.n_grain, used, HALF, HALF
+    )
+    assert plan.estimate["memory"] >= int(temp) > 0
+
+
+def test_transform_cost_of_swapped_operands_is_the_output_regroup_alone():
+    # swapped, nothing is padded: only the output of a lone product is regrouped, its channel
+    # group (8) not one conv unit's weights (16), at min(8, 8 x 2) bytes a cycle
+    arch = architecture("ipu2")
+    cycles, temp = poplin.transform_cost(arch, "NONE", True, 128, 256, 64, 16, 8, 32, HALF, HALF)
+    assert int(cycles) == -(-512 * 5 // (8 * 4)) == 80
+    assert int(temp) == 1024
+    # a group of 16 output channels needs no regroup; padded input channels are rearranged
+    cycles, _ = poplin.transform_cost(arch, "NONE", True, 128, 256, 64, 16, 16, 32, HALF, HALF)
+    assert int(cycles) == 0
+    cycles, _ = poplin.transform_cost(arch, "NONE", True, 128, 250, 64, 16, 16, 32, HALF, HALF)
+    assert int(cycles) > 0
+
+
+SWAP = {"planConstraints": {"0": {"transform": {"swapOperands": True}}}}
+
+
+def _copies(program) -> int:
+    """Copy programs anywhere in a program tree."""
+    children = getattr(program, "programs", [])
+    return int(type(program).__name__ == "Copy") + sum(_copies(p) for p in children)
+
+
+def test_the_swap_constraint_plans_the_swapped_product_with_poplins_transform_costs():
+    g = Graph(Target("ipu2"))
+    as_given = poplin.plan_matmul(g, 600, 256, 20000, HALF)
+    assert not as_given.swapped and (as_given.m, as_given.n) == (600, 20000)
+    assert as_given.estimate["transform"] == 0
+    swapped = poplin.plan_matmul(g, 600, 256, 20000, HALF, swap=poplin.plan_swap(SWAP))
+    assert swapped.swapped and (swapped.m, swapped.k, swapped.n) == (20000, 256, 600)
+    # swapped, only the output is regrouped (its group of 8 is not a conv unit's 16 weights)
+    used = swapped.pm * swapped.pn * swapped.pk
+    out_bytes = -(-(20000 * 600) // used) * 2
+    assert swapped.estimate["transform"] == -(-out_bytes * 5 // (8 * 4))
+    # as given under the constraint, both operands and the output are rearranged
+    given = poplin.plan_matmul(g, 600, 256, 20000, HALF, swap=False)
+    assert not given.swapped and given.estimate["transform"] > swapped.estimate["transform"]
+
+
+def test_swap_constraints_are_checked():
+    assert poplin.plan_swap(None) is None
+    assert poplin.plan_swap({"planConstraints": '{"0": {"transform": {"swapOperands": false}}}'}) is False
+    with pytest.raises(GraphError, match="swapOperands must be true or false"):
+        poplin.plan_swap({"planConstraints": {"0": {"transform": {"swapOperands": "yes"}}}})
+    g = codelet_graph(tiles=16)
+    A = g.addVariable(FLOAT, [8, 16], "A")
+    B = g.addVariable(FLOAT, [16, 8], "B")
+    with pytest.raises(GraphError, match="lone product only"):
+        poplin.matMul(g, A, B, Sequence(), "mm", {**SWAP, "fullyConnectedPass": "TRAINING_FWD"})
+    with pytest.raises(GraphError, match="fullyConnectedPass must be one of"):
+        poplin.matmul_pass({"fullyConnectedPass": "SIDEWAYS"})
+
+
+@pytest.mark.parametrize("shape", [(64, 32, 48), (40, 24, 8)])
+def test_swapped_product_computes_a_times_b_on_operands_created_for_it(tmp_path, shape):
+    m, k, n = shape
+    g = codelet_graph(tiles=16)
+    plan = poplin.plan_matmul(g, m, k, n, FLOAT, swap=True)
+    assert plan.swapped
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", SWAP)
+    B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", SWAP)
+    prog = Sequence()
+    C = poplin.matMul(g, A, B, prog, "mm", SWAP)
+    # the operands are stored as the swapped product reads them: nothing is copied first
+    assert _copies(prog) == 0
+    g.createHostWrite("A", A)
+    g.createHostWrite("B", B)
+    g.createHostRead("C", C)
+    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
+    assert np.allclose(out["C"], a @ b, atol=1e-4)
+
+
+def test_clone_of_a_transposed_view_keeps_its_storage_order():
+    # Poplar's default clone (PRESERVE_ORDER_UNLESS_ALIASES): the clone of C^T viewed as C is
+    # stored as C^T, each element on the tile of the element it copies
+    g = codelet_graph(tiles=16)
+    X = g.addVariable(HALF, [32, 48], "X")
+    map_linearly(g, X, grain=8)
+    view = X.transpose()
+    clone = g.clone(view, "clone")
+    assert clone.shape == view.shape
+    back = clone.transpose()
+    assert back.is_whole_variable()
+    state = g.state
+    src = split_by_mapping(state, X.vars, X.starts, X.lengths)
+    dst = split_by_mapping(state, back.vars, back.starts, back.lengths)
+    assert np.array_equal(src[1], dst[1]) and np.array_equal(src[3], dst[3])
+
+
+def test_element_wise_operations_on_transposed_views_work_in_storage_order(tmp_path):
+    # popops reorders flattened operands to the first one's storage order before it builds vertices
+    # (Graph::reorderToSimplify): operands stored alike give one region a tile, not one an element
+    g = codelet_graph(tiles=16)
+    X = g.addVariable(FLOAT, [32, 48], "X")
+    Y = g.addVariable(FLOAT, [32, 48], "Y")
+    map_linearly(g, X, grain=8)
+    map_linearly(g, Y, grain=8)
+    prog = Sequence()
+    Z = popops.add(g, X.transpose(), Y.transpose(), prog, "sum")
+    popops.scaledAddTo(g, X.transpose(), Y.transpose(), 0.5, prog, "acc")
+    stored = in_storage_order(Z, X.transpose(), Y.transpose())
+    assert all(len(t.vars) == 1 for t in stored)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((32, 48)).astype(np.float32)
+    y = rng.standard_normal((32, 48)).astype(np.float32)
+    g.createHostWrite("X", X)
+    g.createHostWrite("Y", Y)
+    g.createHostRead("Z", Z)
+    g.createHostRead("Xout", X)
+    out = run_functional(g, [prog], tmp_path, {"X": x, "Y": y}, ["Z", "Xout"])
+    assert np.allclose(out["Z"], (x + y).T)
+    assert np.allclose(out["Xout"], x + 0.5 * y)
+    # each vertex's edges hold one region per operand on its tile (16 tiles, 3 operands, 2 ops)
+    for prefix, operands in (("sum/", 3), ("acc/", 2)):
+        cs = next(c for c in g.state.compute_sets if c.name.startswith(prefix))
+        regions = sum(len(conn[0]) for batch in cs.batches for conn in batch.fields.values())
+        assert regions <= 16 * operands

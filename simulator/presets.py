@@ -654,7 +654,11 @@ def _conv(
         rows, inner = c * kh * kw, b * oh * ow
         acts = poplin.createMatMulInputLHS(g, t, (rows, inner), (inner, o), "Wu/activations")
         zd = poplin.createMatMulInputRHS(g, t, (rows, inner), (inner, o), "Wu/deltas")
-        poplin.matMulAcc(g, weights.reshape((o, rows)).transpose(), -0.05, acts, zd, bwd, "Wu")
+        # the deltas added to the weights in the weights' shape, [o, c, kh, kw], regrouped to the
+        # weights' grouping first (lib/poplin/Convolution.cpp, convolutionWeightUpdate:
+        # regroupIfBeneficial, then scaledAddTo, which regroups as well)
+        product = poplin.matMul(g, acts, zd, bwd, "Wu")
+        popops.scaledAddTo(g, weights, product.transpose().reshape((o, c, kh, kw)), -0.05, bwd, "Wu/AddTo")
     programs = [p for p in (fwd, bwd) if p.programs]
     return Built(g, programs, list(range(len(programs))), notes={"macs": params.macs})
 

@@ -354,3 +354,34 @@ def test_hmac_and_outer_product_matmuls_compute_on_data(tmp_path, shape):
     # neither method's partials are in interleaved memory (only AMP's out field asks for it)
     products = [v for v in g.state.vars if v.name.startswith("mm/")]
     assert products and not any(v.interleaved for v in products)
+
+
+def test_scaled_add_regroups_a_four_dimensional_operand_to_the_weights_grouping(tmp_path):
+    # a convolution's weight deltas, a product [c*kh*kw, o] viewed as [o, c, kh, kw], are added to
+    # weights grouped by input channels: popops regroups the deltas to that grouping first
+    # (lib/popops/Rearrange.cpp, regroupIfBeneficial on the two grouped dimensions)
+    g = codelet_graph(tiles=16)
+    o, c, k = 16, 16, 3
+    params = poplin.ConvParams(2, c, o, (6, 6), (k, k), (1, 1), (1, 1), FLOAT)
+    weights = poplin.createWeights(g, params, "weights")
+    rows, inner = c * k * k, 8
+    acts = poplin.createMatMulInputLHS(g, FLOAT, (rows, inner), (inner, o), "acts")
+    deltas = poplin.createMatMulInputRHS(g, FLOAT, (rows, inner), (inner, o), "deltas")
+    prog = Sequence()
+    product = poplin.matMul(g, acts, deltas, prog, "Wu")
+    popops.scaledAddTo(g, weights, product.transpose().reshape((o, c, k, k)), -0.5, prog, "acc")
+    names = [cs.name for cs in g.state.compute_sets]
+    assert "acc/regroupB/Transpose" in names
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((o, c, k, k)).astype(np.float32)
+    a = rng.standard_normal((rows, inner)).astype(np.float32)
+    z = rng.standard_normal((inner, o)).astype(np.float32)
+    for name, t in (("W", weights), ("A", acts), ("Z", deltas)):
+        g.createHostWrite(name, t)
+    g.createHostRead("Wout", weights)
+    out = run_functional(g, [prog], tmp_path, {"W": w, "A": a, "Z": z}, ["Wout"])
+    assert np.allclose(out["Wout"], w - 0.5 * (a @ z).T.reshape(o, c, k, k), atol=1e-4)
+    # the regrouped deltas are read in pieces of the weights' channel groups, not element by element
+    add = next(cs for cs in g.state.compute_sets if cs.name == "acc/AddTo")
+    pieces = sum(len(batch.fields["B"][0]) for batch in add.batches)
+    assert pieces * 4 <= o * c * k * k

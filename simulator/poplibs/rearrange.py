@@ -184,12 +184,13 @@ def innermost_grouping(graph: Graph, T: Tensor) -> int:
 
 
 def dim_grouping(graph: Graph, T: Tensor) -> tuple[int, int]:
-    """(dimension, size) of the first grouping poputil's detectDimGroupings finds in a matrix: the
+    """(dimension, size) of the first grouping poputil's detectDimGroupings finds in a tensor: the
     dimension whose innermost grouping is the largest, the first on a tie; (0, 1) when none."""
     best = (0, 1)
-    for dim, view in ((0, T.transpose()), (1, T)):
+    for dim in range(T.rank()):
         if T.shape[dim] == 1:
             continue
+        view = T.dimShuffle([d for d in range(T.rank()) if d != dim] + [dim])
         g = math.gcd(innermost_grouping(graph, view), T.shape[dim])
         if g > best[1]:
             best = (dim, g)
@@ -199,13 +200,16 @@ def dim_grouping(graph: Graph, T: Tensor) -> tuple[int, int]:
 def regroup_if_beneficial(graph: Graph, B: Tensor, ref: Tensor, prog: Sequence, name: str) -> Tensor:
     """B regrouped to the grouping of `ref` when their groupings are along different dimensions and
     both are multiples of the regroup grain; B itself otherwise
-    (popops::rearrange::regroupIfBeneficial, lib/popops/Rearrange.cpp)."""
-    if B.rank() != 2 or B.shape != ref.shape or B.dtype.size not in (2, 4):
+    (popops::rearrange::regroupIfBeneficial, lib/popops/Rearrange.cpp). A tensor of more than two
+    dimensions is regrouped as the matrix of its two grouped dimensions, the others outermost."""
+    if B.rank() < 2 or B.shape != ref.shape or B.dtype.size not in (2, 4):
         return B
     (b_dim, b_size), (r_dim, r_size) = dim_grouping(graph, B), dim_grouping(graph, ref)
     grain = regroup_grain(B.dtype)
     if b_size == 1 or r_size == 1 or b_dim == r_dim or b_size % grain or r_size % grain:
         return B
-    if b_dim == 0:
-        return regroup(graph, B, b_size, r_size, prog, name)
-    return regroup(graph, B.transpose(), b_size, r_size, prog, name).transpose()
+    perm = [d for d in range(B.rank()) if d not in (b_dim, r_dim)] + [b_dim, r_dim]
+    shape = [B.shape[d] for d in perm]
+    matrix = B.dimShuffle(perm).reshape((math.prod(shape[:-1]), shape[-1]))
+    out = regroup(graph, matrix, b_size, r_size, prog, name)
+    return out.reshape(shape).dimShuffle([int(d) for d in np.argsort(perm)])

@@ -99,6 +99,9 @@ def test_swap_constraints_are_checked():
         poplin.matMul(g, A, B, Sequence(), "mm", {**SWAP, "fullyConnectedPass": "TRAINING_FWD"})
     with pytest.raises(GraphError, match="fullyConnectedPass must be one of"):
         poplin.matmul_pass({"fullyConnectedPass": "SIDEWAYS"})
+    # poplin's FullyConnectedPass values (lib/poplin/MatMul.cpp), NONE by default
+    assert poplin.matmul_pass({"fullyConnectedPass": "inference_fwd"}) == "INFERENCE_FWD"
+    assert poplin.matmul_pass(None) == "NONE"
 
 
 @pytest.mark.parametrize("shape", [(64, 32, 48), (40, 24, 8)])

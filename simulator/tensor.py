@@ -127,6 +127,10 @@ class Tensor:
         index), or None when that is the row-major order or an element appears twice."""
         if len(self.vars) <= 1:
             return None
+        scale = int((self.starts + self.lengths).max()) + 1
+        first = self.vars * scale + self.starts
+        if np.all(first[:-1] + self.lengths[:-1] <= first[1:]):
+            return None  # regions in storage order, none overlapping
         var, idx = self.element_arrays()
         key = var * (int(idx.max()) + 1) + idx
         if not np.any(key[1:] < key[:-1]):

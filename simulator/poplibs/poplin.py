@@ -455,10 +455,10 @@ def transform_cost(
     or not (lib/poplin/ConvModel.cpp, addTransformCycleEstimate without the regression table,
     enableTransformsConvTable being off by default). Operands as given are rearranged, and so is
     the output; swapped operands only when their channels need padding or the pass asks for it,
-    and the output of a lone product is regrouped when its channel group is not one conv unit's
-    weights. Each copy's bytes per tile are exchanged at the exchange rate and copied at
-    min(memcpy rate, element size) a cycle scaled by 5/4 or 5/3; the temporary bytes are twice the
-    largest copy's."""
+    and the output of a lone product is otherwise regrouped when its channel group is not one conv
+    unit's weights. A rearranged copy's bytes per tile are exchanged at the exchange rate and
+    copied at min(memcpy rate, element size) a cycle, a regroup's copied at min(memcpy rate, group
+    bytes), each scaled by 5/4 or 5/3; the temporary bytes are twice the largest copy's."""
     used = np.asarray(used_tiles, dtype=np.int64)
     k_grain = np.asarray(k_grain, dtype=np.int64)
     n_grain = np.asarray(n_grain, dtype=np.int64)
@@ -687,7 +687,7 @@ def matMul(
     # the weight-update pass always rearranges its operands (lib/poplin/Convolution.cpp,
     # inputRearrangementIsExpensive and weightRearrangementIsExpensive)
     always = matmul_pass(options) == "TRAINING_WU"
-    if plan.swapped:  # C^T = B^T A^T (lib/poplin/ConvUtil.cpp, swapOperands)
+    if plan.swapped:  # C^T = B^T A^T (lib/poplin/ConvPlan.cpp, swapOperands)
         A, B = B.transpose(), A.transpose()
     A = _arrange_operand(graph, A, _operand_layout(plan, "lhs"), plan.pn, always, prog, f"{debugPrefix}/actsRearranged")
     B = _arrange_operand(

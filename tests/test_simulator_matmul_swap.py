@@ -21,7 +21,7 @@ def test_transform_cost_of_operands_as_given_rearranges_both_operands_and_the_ou
     # elements (3,072 bytes) and 256 output elements (512 bytes); copies at min(8, 2) bytes a cycle
     # scaled by 5/4, exchanges at 4 bytes a cycle; temporary bytes twice the larger copy
     arch = architecture("ipu2")
-    cycles, temp = poplin.transform_cost(arch, "NONE", False, 64, 256, 128, 16, 8, 32, HALF, HALF)
+    cycles, temp = poplin.transform_cost(arch, False, 64, 256, 128, 16, 8, 32, HALF, HALF)
     assert int(cycles) == (3072 * 5 // 8) + 3072 // 4 + (512 * 5 // 8) + 512 // 4 == 3136
     assert int(temp) == 2 * 3072
 
@@ -32,7 +32,7 @@ def test_transform_cost_scales_by_the_types_and_the_unpadded_channels():
     # min(8, 4) bytes a cycle scaled by 5/3 (30 x 7 halves are not a multiple of 4); 80 output
     # bytes scaled by 5/3 (7 floats are not a multiple of 2)
     arch = architecture("ipu2")
-    cycles, temp = poplin.transform_cost(arch, "NONE", False, 10, 30, 7, 16, 8, 4, HALF, FLOAT)
+    cycles, temp = poplin.transform_cost(arch, False, 10, 30, 7, 16, 8, 4, HALF, FLOAT)
     assert int(cycles) == -(-576 * 5 // (4 * 3)) + 576 // 4 + -(-80 * 5 // (4 * 3)) + 80 // 4 == 438
     assert int(temp) == 2 * 576
 
@@ -43,7 +43,7 @@ def test_transform_temporary_bytes_are_held_to_the_memory_bound():
     plan = poplin.plan_matmul(g, 8, 4096, 8, HALF, swap=False)
     used = plan.pm * plan.pn * plan.pk
     _, temp = poplin.transform_cost(
-        architecture("ipu2"), "NONE", False, 8, 4096, 8, plan.k_grain, plan.n_grain, used, HALF, HALF
+        architecture("ipu2"), False, 8, 4096, 8, plan.k_grain, plan.n_grain, used, HALF, HALF
     )
     assert plan.estimate["memory"] >= int(temp) > 0
 
@@ -52,13 +52,13 @@ def test_transform_cost_of_swapped_operands_is_the_output_regroup_alone():
     # swapped, nothing is padded: only the output of a lone product is regrouped, its channel
     # group (8) not one conv unit's weights (16), at min(8, 8 x 2) bytes a cycle
     arch = architecture("ipu2")
-    cycles, temp = poplin.transform_cost(arch, "NONE", True, 128, 256, 64, 16, 8, 32, HALF, HALF)
+    cycles, temp = poplin.transform_cost(arch, True, 128, 256, 64, 16, 8, 32, HALF, HALF)
     assert int(cycles) == -(-512 * 5 // (8 * 4)) == 80
     assert int(temp) == 1024
     # a group of 16 output channels needs no regroup; padded input channels are rearranged
-    cycles, _ = poplin.transform_cost(arch, "NONE", True, 128, 256, 64, 16, 16, 32, HALF, HALF)
+    cycles, _ = poplin.transform_cost(arch, True, 128, 256, 64, 16, 16, 32, HALF, HALF)
     assert int(cycles) == 0
-    cycles, _ = poplin.transform_cost(arch, "NONE", True, 128, 250, 64, 16, 16, 32, HALF, HALF)
+    cycles, _ = poplin.transform_cost(arch, True, 128, 250, 64, 16, 16, 32, HALF, HALF)
     assert int(cycles) > 0
 
 

@@ -256,7 +256,7 @@ def plan_matmul(
         tuple(kernel),
         methods,
         out_width,
-        None if swap is None else ("NONE", swapped),
+        swap,
     )
     m, n = pm_size, pn_size
     pm, pn, pk = grid
@@ -298,7 +298,7 @@ def _best_grid(
     kernel: tuple[int, int],
     methods: tuple[str, ...] = ("AMP",),
     out_width: int = 1,
-    transform: tuple[str, bool] | None = None,
+    swap: bool | None = None,
 ):
     from ..target import architecture
 
@@ -392,10 +392,8 @@ def _best_grid(
     costs = _pass_costs(arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel)
     total, memory = costs["total"], costs["memory"]
     transform_cycles = np.zeros_like(total)
-    if transform is not None:
-        transform_cycles, transform_bytes = transform_cost(
-            arch, transform[0], transform[1], m, k, n, kg, og, pm * pn * pk, in_type, out_type
-        )
+    if swap is not None:
+        transform_cycles, transform_bytes = transform_cost(arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type)
         total = total + transform_cycles
         memory = np.maximum(memory, transform_bytes)
     exchange, red_exchange, red_compute = costs["exchange"], costs["reduceExchange"], costs["reduceCompute"]
@@ -438,7 +436,6 @@ def _transform_factor(type_name: str, size) -> tuple[int, np.ndarray]:
 
 def transform_cost(
     arch,
-    matmul_pass: str,
     swapped: bool,
     m: int,
     k: int,
@@ -449,16 +446,16 @@ def transform_cost(
     in_type: Type,
     out_type: Type,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """poplin's estimate of the copies that rearrange a matrix product's operands and output into
-    and out of its plan, as (cycles, temporary bytes per tile), for candidate grids of `used_tiles`
-    tiles and channel grains `k_grain` and `n_grain`; m, k and n are the planned product's, swapped
-    or not (lib/poplin/ConvModel.cpp, addTransformCycleEstimate without the regression table,
-    enableTransformsConvTable being off by default). Operands as given are rearranged, and so is
-    the output; swapped operands only when their channels need padding or the pass asks for it,
-    and the output of a lone product is otherwise regrouped when its channel group is not one conv
-    unit's weights. A rearranged copy's bytes per tile are exchanged at the exchange rate and
-    copied at min(memcpy rate, element size) a cycle, a regroup's copied at min(memcpy rate, group
-    bytes), each scaled by 5/4 or 5/3; the temporary bytes are twice the largest copy's."""
+    """poplin's estimate of the copies that rearrange a lone matrix product's operands and output
+    into and out of its plan (pass NONE_MATMUL), as (cycles, temporary bytes per tile), for
+    candidate grids of `used_tiles` tiles and channel grains `k_grain` and `n_grain`; m, k and n
+    are the planned product's, swapped or not (lib/poplin/ConvModel.cpp, addTransformCycleEstimate
+    without the regression table, enableTransformsConvTable being off by default). Operands as
+    given are rearranged, and so is the output; swapped operands only when their channels need
+    padding, and the output is otherwise regrouped when its channel group is not one conv unit's
+    weights. A rearranged copy's bytes per tile are exchanged at the exchange rate and copied at
+    min(memcpy rate, element size) a cycle, a regroup's copied at min(memcpy rate, group bytes),
+    each scaled by 5/4 or 5/3; the temporary bytes are twice the largest copy's."""
     used = np.asarray(used_tiles, dtype=np.int64)
     k_grain = np.asarray(k_grain, dtype=np.int64)
     n_grain = np.asarray(n_grain, dtype=np.int64)
@@ -466,14 +463,13 @@ def transform_cost(
     n_pad = _ceil(n, n_grain) * n_grain
     pad_in = k % k_grain != 0
     pad_partials = n % n_grain != 0
-    fc = matmul_pass != "NONE"
     unswapped = np.full(used.shape, not swapped)
-    # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, the
-    # weight update's and a separately planned backward pass's operands, and the padding
-    rearrange_input = unswapped | pad_in | (matmul_pass in ("TRAINING_WU", "TRAINING_BWD"))
+    # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, and
+    # the padding
+    rearrange_input = unswapped | pad_in
     rearrange_weights = unswapped | pad_in | pad_partials
-    rearrange_output = unswapped | pad_partials | (matmul_pass == "TRAINING_WU")
-    regroup_output = ~rearrange_output & (not fc) & (n_grain != amp.weights_per_conv_unit(in_type.name))
+    rearrange_output = unswapped | pad_partials
+    regroup_output = ~rearrange_output & (n_grain != amp.weights_per_conv_unit(in_type.name))
     memcpy = arch.memcpy_bytes_per_cycle
     xbpc = arch.exchange_bytes_per_cycle
     elems = np.where(rearrange_input, m * k_pad, 0) + np.where(rearrange_weights, k_pad * n_pad, 0)

@@ -1,6 +1,7 @@
-"""A lone matrix product planned swapped under poplin's swapOperands plan constraint, with poplin's
-transform costs (lib/poplin/ConvPlan.cpp, getSwapOperandCandidates; ConvModel.cpp,
-addTransformCycleEstimate), and clones that keep their source's storage order."""
+"""Matrix products planned swapped: a lone product under poplin's swapOperands plan constraint, a
+fully-connected pass when that is cheaper, with poplin's transform costs (lib/poplin/ConvPlan.cpp,
+getSwapOperandCandidates; ConvModel.cpp, addTransformCycleEstimate), and clones that keep their
+source's storage order."""
 
 from __future__ import annotations
 
@@ -92,11 +93,6 @@ def test_swap_constraints_are_checked():
     assert poplin.plan_swap({"planConstraints": '{"0": {"transform": {"swapOperands": false}}}'}) is False
     with pytest.raises(GraphError, match="swapOperands must be true or false"):
         poplin.plan_swap({"planConstraints": {"0": {"transform": {"swapOperands": "yes"}}}})
-    g = codelet_graph(tiles=16)
-    A = g.addVariable(FLOAT, [8, 16], "A")
-    B = g.addVariable(FLOAT, [16, 8], "B")
-    with pytest.raises(GraphError, match="lone product only"):
-        poplin.matMul(g, A, B, Sequence(), "mm", {**SWAP, "fullyConnectedPass": "TRAINING_FWD"})
     with pytest.raises(GraphError, match="fullyConnectedPass must be one of"):
         poplin.matmul_pass({"fullyConnectedPass": "SIDEWAYS"})
     # poplin's FullyConnectedPass values (lib/poplin/MatMul.cpp), NONE by default
@@ -171,3 +167,47 @@ def test_element_wise_operations_on_transposed_views_work_in_storage_order(tmp_p
         cs = next(c for c in g.state.compute_sets if c.name.startswith(prefix))
         regions = sum(len(conn[0]) for batch in cs.batches for conn in batch.fields.values())
         assert regions <= 16 * operands
+
+
+def test_transform_cost_of_the_fully_connected_passes_planned_alone():
+    # poplin's addTransformCycleEstimate for FC_TRAINING_* passes planned alone (not jointly):
+    # swapped and unpadded, the forward pass moves nothing, the backward pass rearranges its input
+    # and the weight update its input and its output; no pass regroups its output
+    arch = architecture("ipu2")
+
+    def cost(fc_pass, swapped=True, n_grain=16):
+        cycles, temp = poplin.transform_cost(arch, swapped, 64, 64, 64, 16, n_grain, 4, HALF, HALF, fc_pass)
+        return int(cycles), int(temp)
+
+    # 64 x 64 halves on 4 tiles: 2,048 bytes a tile, exchanged at 4 a cycle (512) and copied at
+    # 2 a cycle scaled by 5/4 (1,280); the temporary bytes are twice the largest copy
+    one_copy = 512 + 1280
+    assert cost("TRAINING_FWD") == (0, 0)
+    assert cost("TRAINING_FWD", n_grain=8) == (0, 0)
+    assert cost("TRAINING_BWD") == (one_copy, 4096)
+    assert cost("TRAINING_WU") == (2 * one_copy, 4096)
+    # a lone product regroups an output grouped otherwise than one conv unit's 16 halves: 8 bytes
+    # a cycle (min(memcpy rate, 8 halves)) scaled by 5/4
+    assert cost("NONE", n_grain=8) == (320, 4096)
+    # as given, both operands (4,096 bytes a tile) and the output are rearranged
+    assert cost("TRAINING_FWD", swapped=False) == (1024 + 2560 + one_copy, 8192)
+
+
+@pytest.mark.parametrize(
+    ("fc_pass", "m", "k", "n"),
+    [("TRAINING_FWD", 4, 1000, 1000), ("TRAINING_FWD", 16, 1000, 5), ("TRAINING_WU", 1324, 16, 100)],
+)
+def test_a_fully_connected_pass_keeps_the_cheaper_orientation(fc_pass, m, k, n):
+    # ConvPlan.cpp, getSwapOperandCandidates: a fully-connected pass planned alone tries its
+    # operands swapped, then as given, each with its transform costs, and keeps the cheaper plan
+    g = Graph(Target("ipu2"))
+    plan = poplin.plan_product(g, m, k, n, HALF, {"fullyConnectedPass": fc_pass})
+    swapped = poplin.plan_matmul(g, m, k, n, HALF, swap=True, fc_pass=fc_pass).estimate["total"]
+    given = poplin.plan_matmul(g, m, k, n, HALF, swap=False, fc_pass=fc_pass).estimate["total"]
+    assert plan.swapped == (swapped <= given)
+    assert plan.estimate["total"] == min(swapped, given)
+    # a lone product stays as given, without transform costs, unless a constraint swaps it
+    lone = poplin.plan_product(g, m, k, n, HALF)
+    assert not lone.swapped and lone.estimate["transform"] == 0
+    forced = poplin.plan_product(g, m, k, n, HALF, {"fullyConnectedPass": fc_pass, **SWAP})
+    assert forced.swapped

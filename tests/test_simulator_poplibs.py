@@ -169,10 +169,11 @@ def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_
 
 def test_operands_created_for_the_plan_are_not_copied():
     g = codelet_graph(tiles=64)
-    A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A")
-    B = poplin.createMatMulInputRHS(g, HALF, (64, 256), (256, 128), "B")
+    wu = {"fullyConnectedPass": "TRAINING_WU"}
+    A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A", wu)
+    B = poplin.createMatMulInputRHS(g, HALF, (64, 256), (256, 128), "B", wu)
     prog = Sequence()
-    poplin.matMul(g, A, B, prog, "mm", {"fullyConnectedPass": "TRAINING_WU"})
+    poplin.matMul(g, A, B, prog, "mm", wu)
     names = [cs.name for cs in g.state.compute_sets]
     assert not any("Rearranged" in n for n in names)
     assert not any(type(p).__name__ == "Copy" for p in prog.programs)
@@ -239,36 +240,67 @@ def test_regroup_copies_matrices_spread_over_the_tiles_and_charges_their_exchang
     assert np.array_equal(out["T"], x.T)
 
 
-def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
-    # poplin::fullyConnectedWeightTranspose: the transposed weights are created for the backward
-    # plan, so the backward pass reads them where they are, without a rearrangement
+FWD, BWD = ({"fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD"))
+
+
+def _fc_backward(tmp_path, bwd_options, shape=(8, 96, 64)):
+    """W [I, O] created for the forward pass, dA = dC W^T by the backward pass's options."""
+    b, i, o = shape
     g = codelet_graph(tiles=16)
     rng = np.random.default_rng(7)
-    w = rng.standard_normal((40, 24)).astype(np.float32)
-    z = rng.standard_normal((4, 24)).astype(np.float32)
-    W = poplin.createMatMulInputRHS(g, FLOAT, (4, 40), (40, 24), "W")
-    Z = poplin.createMatMulInputLHS(g, FLOAT, (4, 24), (24, 40), "Z")
+    w = rng.standard_normal((i, o)).astype(np.float32)
+    z = rng.standard_normal((b, o)).astype(np.float32)
+    W = poplin.createMatMulInputRHS(g, FLOAT, (b, i), (i, o), "W", FWD)
+    Z = poplin.createMatMulInputLHS(g, FLOAT, (b, o), (o, i), "Z", bwd_options)
     prog = Sequence()
-    Wt = poplin.transposeMatMulRHS(g, W, (4, 40), prog, "Bwd/WeightsTranspose")
-    D = poplin.matMul(g, Z, Wt, prog, "Bwd")
+    Wt = poplin.transposeMatMulRHS(g, W, (b, i), prog, "Bwd/WeightsTranspose", bwd_options)
+    D = poplin.matMul(g, Z, Wt, prog, "Bwd", bwd_options)
     for name, t in (("W", W), ("Z", Z)):
         g.createHostWrite(name, t)
     g.createHostRead("D", D)
     out = run_functional(g, [prog], tmp_path, {"W": w, "Z": z}, ["D"])
     assert np.allclose(out["D"], z @ w.T, atol=1e-4)
-    names = {cs.name for cs in g.state.compute_sets}
+    return g, W, Wt, {cs.name for cs in g.state.compute_sets}
+
+
+def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
+    # poplin::fullyConnectedWeightTranspose with both plans swapped: the transposed weights are
+    # created for the backward plan, so the backward pass reads them where they are
+    g, _, Wt, names = _fc_backward(tmp_path, BWD)
+    fwd = poplin.plan_product(g, 8, 96, 64, FLOAT, FWD)
+    bwd = poplin.plan_product(g, 8, 64, 96, FLOAT, BWD)
+    assert fwd.swapped and bwd.swapped
     assert "Bwd/WeightsTranspose/Transpose" in names
-    assert not any("weightsRearranged" in n for n in names)
-    # every element of W^T sits on a tile of the backward plan that reads its block
-    bwd = poplin.plan_matmul(g, 4, 24, 40, FLOAT)
-    layout = poplin._operand_layout(bwd, "rhs")
-    var, idx = Wt.element_arrays()
+    assert not any("weightsRearranged" in n or "actsRearranged" in n for n in names)
+    # every element of W (the swapped backward product's left operand) sits on a tile of the
+    # backward plan that reads its block
+    layout = poplin._operand_layout(bwd, "lhs")
+    var, idx = Wt.transpose().element_arrays()
     from simulator.compiler.regions import split_by_mapping
 
     _, tiles, _, _ = split_by_mapping(g.state, var, idx, np.ones(idx.size, dtype=np.int64))
-    rows, cols = np.divmod(np.arange(idx.size), 40)
-    block = (rows // layout.rb) * -(-40 // layout.cb) + cols // layout.cb
+    rows, cols = np.divmod(np.arange(idx.size), 64)
+    block = (rows // layout.rb) * -(-64 // layout.cb) + cols // layout.cb
     assert all(t in layout.users[b] for t, b in zip(tiles.tolist(), block.tolist()))
+    # the transposed matrices are one conv unit's input channels square (16 x 8 floats here:
+    # the backward plan's channel group by the forward plan's), at most six vertices a tile
+    r = ProfileReader(tmp_path / "profile.pop")
+    counts = r.column(
+        "SELECT v.count FROM compute_set_vertices v JOIN compute_sets c ON c.compute_set = v.compute_set "
+        "WHERE c.name = 'Bwd/WeightsTranspose/Transpose'"
+    )
+    r.close()
+    assert sum(counts) <= 6 * 16
+
+
+def test_fc_weight_transpose_is_a_view_unless_both_plans_swap(tmp_path):
+    # getGroupSizes: useCopyImpl unless both plans swap their operands: W^T is W's transposed
+    # view, which the backward product reads (or rearranges) as any operand
+    swap_off = {**BWD, "planConstraints": '{"0": {"transform": {"swapOperands": false}}}'}
+    _, W, Wt, names = _fc_backward(tmp_path, swap_off)
+    assert "Bwd/WeightsTranspose/Transpose" not in names
+    assert np.array_equal(Wt.element_arrays()[1], W.transpose().element_arrays()[1])
+    assert Wt.variable_ids() == W.variable_ids()
 
 
 def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_path):
@@ -385,3 +417,19 @@ def test_scaled_add_regroups_a_four_dimensional_operand_to_the_weights_grouping(
     add = next(cs for cs in g.state.compute_sets if cs.name == "acc/AddTo")
     pieces = sum(len(batch.fields["B"][0]) for batch in add.batches)
     assert pieces * 4 <= o * c * k * k
+
+
+def test_left_operands_are_stored_with_their_input_channels_grouped():
+    # poplin stores activations with their input channels innermost in groups
+    # ([inChanGroups][positions][inChansPerGroup]); inside each block, so does this simulator
+    g = codelet_graph(tiles=4)
+    var = g.addVariable(FLOAT, [15], "x")
+    view, _ = poplin._blocked_view(g, var, 3, 5, 3, 5, group=2)
+    assert view.element_arrays()[1].reshape(3, 5).tolist() == [
+        [0, 1, 6, 7, 12],
+        [2, 3, 8, 9, 13],
+        [4, 5, 10, 11, 14],
+    ]
+    A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A")
+    plan = poplin.plan_product(g, 64, 256, 128, HALF)
+    assert rearrange.dim_grouping(g, A) == (1, plan.k_grain)

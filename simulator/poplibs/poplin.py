@@ -29,7 +29,7 @@ from ..programs import Copy, Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, HALF, Type, as_type
 from . import rearrange
-from ._util import add_vertices, linear_intervals, poplibs_op, regions_at, require_codelets, tile_pieces
+from ._util import add_vertices, linear_intervals, merge_regions, poplibs_op, regions_at, require_codelets, tile_pieces
 
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
 AVAILABLE_MEMORY_PROPORTION = 0.6
@@ -230,14 +230,16 @@ def plan_matmul(
     methods: tuple[str, ...] = DEFAULT_METHODS,
     out_width: int = 1,
     swap: bool | None = None,
+    fc_pass: str = "NONE",
 ) -> MatMulPlan:
     """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model;
     a convolution's m counts output positions, in rows of `out_width`, and `kernel` is its kernel.
 
-    A product is planned on its operands as given unless `swap` is set (plan_swap). With `swap`
-    True, a lone product is planned as C^T = B^T A^T, and with `swap` False as given, each with
-    the cost poplin's planner gives the copies that rearrange its operands and output
-    (transform_cost; lib/poplin/ConvPlan.cpp, getSwapOperandCandidates and createPlan)."""
+    A product is planned on its operands as given unless `swap` is set (plan_product). With `swap`
+    True, it is planned as C^T = B^T A^T, and with `swap` False as given, each with the cost
+    poplin's planner gives the copies that rearrange its operands and output for its
+    fullyConnectedPass `fc_pass` (transform_cost; lib/poplin/ConvPlan.cpp,
+    getSwapOperandCandidates and createPlan)."""
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
@@ -257,6 +259,7 @@ def plan_matmul(
         methods,
         out_width,
         swap,
+        fc_pass,
     )
     m, n = pm_size, pn_size
     pm, pn, pk = grid
@@ -299,6 +302,7 @@ def _best_grid(
     methods: tuple[str, ...] = ("AMP",),
     out_width: int = 1,
     swap: bool | None = None,
+    fc_pass: str = "NONE",
 ):
     from ..target import architecture
 
@@ -393,7 +397,9 @@ def _best_grid(
     total, memory = costs["total"], costs["memory"]
     transform_cycles = np.zeros_like(total)
     if swap is not None:
-        transform_cycles, transform_bytes = transform_cost(arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type)
+        transform_cycles, transform_bytes = transform_cost(
+            arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type, fc_pass
+        )
         total = total + transform_cycles
         memory = np.maximum(memory, transform_bytes)
     exchange, red_exchange, red_compute = costs["exchange"], costs["reduceExchange"], costs["reduceCompute"]
@@ -445,17 +451,21 @@ def transform_cost(
     used_tiles,
     in_type: Type,
     out_type: Type,
+    fc_pass: str = "NONE",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """poplin's estimate of the copies that rearrange a lone matrix product's operands and output
-    into and out of its plan (pass NONE_MATMUL), as (cycles, temporary bytes per tile), for
-    candidate grids of `used_tiles` tiles and channel grains `k_grain` and `n_grain`; m, k and n
-    are the planned product's, swapped or not (lib/poplin/ConvModel.cpp, addTransformCycleEstimate
-    without the regression table, enableTransformsConvTable being off by default). Operands as
-    given are rearranged, and so is the output; swapped operands only when their channels need
-    padding, and the output is otherwise regrouped when its channel group is not one conv unit's
-    weights. A rearranged copy's bytes per tile are exchanged at the exchange rate and copied at
-    min(memcpy rate, element size) a cycle, a regroup's copied at min(memcpy rate, group bytes),
-    each scaled by 5/4 or 5/3; the temporary bytes are twice the largest copy's."""
+    """poplin's estimate of the copies that rearrange a matrix product's operands and output into
+    and out of its plan, as (cycles, temporary bytes per tile), for candidate grids of
+    `used_tiles` tiles and channel grains `k_grain` and `n_grain`; m, k and n are the planned
+    product's, swapped or not, and `fc_pass` its fullyConnectedPass, NONE for a lone product, each
+    pass of a fully-connected layer planned alone (lib/poplin/ConvModel.cpp,
+    addTransformCycleEstimate without the regression table, enableTransformsConvTable being off by
+    default). Operands as given are rearranged, and so is the output; swapped operands only when
+    their channels need padding, and besides the backward and weight-update passes' input and the
+    weight-update pass's output; a lone product's output is otherwise regrouped when its channel
+    group is not one conv unit's weights. A rearranged copy's bytes per tile are exchanged at the
+    exchange rate and copied at min(memcpy rate, element size) a cycle, a regroup's copied at
+    min(memcpy rate, group bytes), each scaled by 5/4 or 5/3; the temporary bytes are twice the
+    largest copy's."""
     used = np.asarray(used_tiles, dtype=np.int64)
     k_grain = np.asarray(k_grain, dtype=np.int64)
     n_grain = np.asarray(n_grain, dtype=np.int64)
@@ -464,12 +474,15 @@ def transform_cost(
     pad_in = k % k_grain != 0
     pad_partials = n % n_grain != 0
     unswapped = np.full(used.shape, not swapped)
-    # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, and
-    # the padding
-    rearrange_input = unswapped | pad_in
+    fc = fc_pass != "NONE"
+    # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, the
+    # padding, and a fully-connected pass planned alone (not jointly): FC_TRAINING_BWD and
+    # FC_TRAINING_WU rearrange their input, FC_TRAINING_WU its output; only a product that is not
+    # a fully-connected pass regroups its output
+    rearrange_input = unswapped | pad_in | (fc_pass in ("TRAINING_BWD", "TRAINING_WU"))
     rearrange_weights = unswapped | pad_in | pad_partials
-    rearrange_output = unswapped | pad_partials
-    regroup_output = ~rearrange_output & (n_grain != amp.weights_per_conv_unit(in_type.name))
+    rearrange_output = unswapped | pad_partials | (fc_pass == "TRAINING_WU")
+    regroup_output = ~rearrange_output & (n_grain != amp.weights_per_conv_unit(in_type.name)) & (not fc)
     memcpy = arch.memcpy_bytes_per_cycle
     xbpc = arch.exchange_bytes_per_cycle
     elems = np.where(rearrange_input, m * k_pad, 0) + np.where(rearrange_weights, k_pad * n_pad, 0)
@@ -560,9 +573,12 @@ def _pass_costs(
 
 
 def _blocked_view(
-    graph: Graph, var_tensor: Tensor, rows: int, cols: int, rb: int, cb: int
+    graph: Graph, var_tensor: Tensor, rows: int, cols: int, rb: int, cb: int, group: int | None = None
 ) -> tuple[Tensor, np.ndarray]:
-    """A [rows, cols] view of a variable stored in blocks of rb x cb; returns (view, block offsets)."""
+    """A [rows, cols] view of a variable stored in blocks of rb x cb, row-major inside a block, or
+    with `group` its columns in groups of that many, each group's rows contiguous ([cb/group][rb]
+    [group], as poplin stores activations, their input channels innermost in groups); returns
+    (view, block offsets)."""
     row_parts = -(-rows // rb)
     col_parts = -(-cols // cb)
     r = np.arange(rows, dtype=np.int64)
@@ -573,7 +589,17 @@ def _blocked_view(
     sizes = np.outer(heights, widths).reshape(-1)
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     block = bi[:, None] * col_parts + bj[None, :]
-    idx = offsets[block] + (r % rb)[:, None] * widths[bj][None, :] + (c % cb)[None, :]
+    if group is None:
+        idx = offsets[block] + (r % rb)[:, None] * widths[bj][None, :] + (c % cb)[None, :]
+    else:
+        g0 = (c % cb) // group * group  # the column group's first column in its block
+        gw = np.minimum(group, widths[bj] - g0)
+        idx = (
+            offsets[block]
+            + g0[None, :] * heights[bi][:, None]
+            + (r % rb)[:, None] * gw[None, :]
+            + (c % cb - g0)[None, :]
+        )
     var = np.full(idx.size, int(var_tensor.vars[0]), dtype=np.int64)
     view = Tensor.from_elements(graph.state, var_tensor.dtype, (rows, cols), var, idx.reshape(-1))
     return view, offsets
@@ -592,6 +618,7 @@ class _OperandLayout:
     grain: int
     min_elems: int
     channels: int  # input channels of one group: the side of the matrices a regroup transposes
+    group: int | None = None  # columns stored in groups of this many inside a block (_blocked_view)
 
 
 def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
@@ -605,7 +632,9 @@ def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
     if side == "lhs":
         im, ik, jn = np.meshgrid(np.arange(pm), np.arange(pk), np.arange(pn), indexing="ij")
         users = plan.tiles[((im * pn + jn) * pk + ik).reshape(pm * pk, pn)]
-        return _OperandLayout(plan.m, plan.k, plan.mb, plan.kb, users, plan.k_grain, -(-128 // e), plan.k_grain)
+        return _OperandLayout(
+            plan.m, plan.k, plan.mb, plan.kb, users, plan.k_grain, -(-128 // e), plan.k_grain, plan.k_grain
+        )
     ik, jn, im = np.meshgrid(np.arange(pk), np.arange(pn), np.arange(pm), indexing="ij")
     users = plan.tiles[((im * pn + jn) * pk + ik).reshape(pk * pn, pm)]
     return _OperandLayout(
@@ -615,7 +644,7 @@ def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
 
 def _place_operand(graph: Graph, var: Tensor, layout: _OperandLayout) -> Tensor:
     """Map a [rows * cols] variable in `layout`; returns its [rows, cols] view."""
-    view, offsets = _blocked_view(graph, var, layout.rows, layout.cols, layout.rb, layout.cb)
+    view, offsets = _blocked_view(graph, var, layout.rows, layout.cols, layout.rb, layout.cb, layout.group)
     sizes = np.diff(np.append(offsets, layout.rows * layout.cols))
     starts, ends, tiles = [], [], []
     for b in np.flatnonzero(sizes > 0):
@@ -635,7 +664,7 @@ def createMatMulInputLHS(
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
-    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options), swap=_lone_swap(options))
+    plan = plan_product(graph, m, k, n, dtype, options)
     if plan.swapped:  # A^T is the swapped product's right operand
         var = graph.addVariable(dtype, [k * m], debugPrefix)
         return _place_operand(graph, var, _operand_layout(plan, "rhs")).transpose()
@@ -649,7 +678,7 @@ def createMatMulInputRHS(
     dtype = as_type(dtype)
     m, k = aShape
     _, n = bShape
-    plan = plan_matmul(graph, m, k, n, dtype, methods=plan_methods(options), swap=_lone_swap(options))
+    plan = plan_product(graph, m, k, n, dtype, options)
     if plan.swapped:  # B^T is the swapped product's left operand
         var = graph.addVariable(dtype, [n * k], debugPrefix)
         return _place_operand(graph, var, _operand_layout(plan, "lhs")).transpose()
@@ -672,14 +701,10 @@ def matMul(
         raise GraphError(f"matMul needs A [m, k] and B [k, n], got {list(A.shape)} and {list(B.shape)}")
     if A.dtype != B.dtype:
         raise GraphError(f"matMul needs operands of one type, got {A.dtype} and {B.dtype}")
-    options = options or {}
-    partials = as_type(options.get("partialsType", "float"))
     out_type = as_type(outputType) if outputType is not None else A.dtype
     m, k = A.shape
     n = B.shape[1]
-    plan = plan_matmul(
-        graph, m, k, n, A.dtype, partials, out_type, methods=plan_methods(options), swap=_lone_swap(options)
-    )
+    plan = plan_product(graph, m, k, n, A.dtype, options, out_type)
     # the weight-update pass always rearranges its operands (lib/poplin/Convolution.cpp,
     # inputRearrangementIsExpensive and weightRearrangementIsExpensive)
     always = matmul_pass(options) == "TRAINING_WU"
@@ -693,13 +718,30 @@ def matMul(
     return C.transpose() if plan.swapped else C
 
 
-def _lone_swap(options: dict | None) -> bool | None:
-    """The swapOperands plan constraint of a product's options (plan_swap), which this simulator
-    models for a lone product only."""
+def plan_product(
+    graph: Graph, m: int, k: int, n: int, in_type: Type, options: dict | None = None, out_type: Type | None = None
+) -> MatMulPlan:
+    """The plan of A [m, k] x B [k, n] that poplin makes for these options (the
+    ``fullyConnectedPass``, ``partialsType`` and ``planConstraints`` a product takes).
+
+    A pass of a fully-connected layer is planned with its operands swapped and as given, each with
+    the cost of its rearranging copies, and the cheaper plan within the memory bound is kept,
+    the swapped one among equals (lib/poplin/ConvPlan.cpp, getSwapOperandCandidates: swapped
+    first for fully-connected passes). The swapOperands constraint fixes the orientation. A lone
+    product is planned as given unless the constraint swaps it ("Swapped operands" in
+    docs/simulator.md says why)."""
+    partials = as_type((options or {}).get("partialsType", "float"))
+    methods = plan_methods(options)
+    fc_pass = matmul_pass(options)
     swap = plan_swap(options)
-    if swap is not None and matmul_pass(options) != "NONE":
-        raise GraphError("planConstraints 0.transform.swapOperands is modelled for a lone product only")
-    return swap
+    if swap is not None or fc_pass == "NONE":
+        return plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=swap, fc_pass=fc_pass)
+    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
+    plans = [
+        plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=s, fc_pass=fc_pass)
+        for s in (True, False)
+    ]
+    return min(plans, key=lambda p: (p.estimate["memory"] > bound, p.estimate["total"]))
 
 
 def matmul_pass(options: dict | None) -> str:
@@ -739,13 +781,18 @@ def _arrange_operand(
     length = widths[block]
     piece_row, var, start, plen = regions_at(T, row * cols + c0[block], length)
     grouped = bool(np.all(plen >= np.minimum(length[piece_row], layout.channels)))
-    from ._util import merge_regions
 
     mb_, mvar, mstart, mlen = merge_regions(block[piece_row], var, start, plen)
-    in_place = False
-    if mb_.size == bi.size:
-        from ..compiler.regions import split_by_mapping
+    from ..compiler.regions import split_by_mapping
 
+    # in place when every block is stored as the layout stores it and on the tiles that read it
+    if layout.group is None:
+        stored = mb_.size == bi.size  # one run a block, as a block stored row by row is
+    else:
+        expected = _blocked_view(graph, T, rows, cols, rb, cb, layout.group)[0].element_arrays()[1]
+        stored = len(T.variable_ids()) == 1 and bool(np.array_equal(T.element_arrays()[1], expected))
+    in_place = False
+    if stored:
         prow, ptile, _, _ = split_by_mapping(graph.state, mvar, mstart, mlen)
         in_place = bool(np.all((layout.users[mb_[prow]] == ptile[:, None]).any(axis=1)))
     if in_place or (grouped and not always and dests <= MAX_BROADCAST_DESTS):
@@ -841,6 +888,9 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     va = np.repeat(v, rows_a)
     row_a = np.repeat(r0, rows_a) + (np.arange(int(rows_a.sum())) - np.repeat(np.cumsum(rows_a) - rows_a, rows_a))
     ra, var_a, st_a, ln_a = regions_at(A, row_a * k + np.repeat(k0, rows_a), np.repeat(k1 - k0, rows_a))
+    # read in memory order, so that a block stored in channel groups is one region a group
+    order = np.lexsort((st_a, var_a, va[ra]))
+    ra, var_a, st_a, ln_a = ra[order], var_a[order], st_a[order], ln_a[order]
     rows_b = k1 - k0
     vb = np.repeat(v, rows_b)
     row_b = np.repeat(k0, rows_b) + (np.arange(int(rows_b.sum())) - np.repeat(np.cumsum(rows_b) - rows_b, rows_b))
@@ -1716,84 +1766,116 @@ def estimate_matmul_cycles(graph: Graph, m: int, k: int, n: int, dtype="half") -
 def transposeMatMulRHS(
     graph: Graph, W: Tensor, aShape, prog: Sequence, debugPrefix: str = "transpose", options: dict | None = None
 ) -> Tensor:
-    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape), laid
-    out for the backward pass's plan, as poplin::fullyConnectedWeightTranspose makes it
-    (lib/poplin/Convolution.cpp): the transposed weights are a new tensor created for the
-    backward plan (createWeights(bwdPlan)), and Transpose2d vertices on the tiles of the forward
-    blocks transpose each block's pieces of the backward blocks into it (addTransposeVertices,
-    shared between the tile's workers); what lands on other tiles is exchanged after them."""
+    """W^T [n, k] of a right operand W [k, n] made by createMatMulInputRHS(aShape, W.shape) with
+    the forward pass's options, for the backward pass whose `options` are given, as
+    poplin::fullyConnectedWeightTranspose makes it (lib/poplin/Convolution.cpp).
+
+    When the forward and the backward plans both swap their operands, the transposed weights are
+    a new tensor created for the backward plan (createWeights(bwdPlan)), written by Transpose2d
+    vertices (_transpose_blocks); what lands on other tiles is exchanged after them. Otherwise W^T
+    is a transposed view of W, and the backward product rearranges it as it rearranges any operand
+    (getGroupSizes: useCopyImpl unless both plans swap)."""
     require_codelets(graph, "popops")
     k, n = W.shape
     m = aShape[0]
-    matmul_pass(options)  # validated; the plans do not depend on the pass
-    plan = plan_matmul(graph, m, k, n, W.dtype)
+    bwd_pass = matmul_pass(options)
+    fwd_options = dict(options or {})
+    if bwd_pass == "TRAINING_BWD":  # getFullyConnectedFwdOptionsFromBwdOptions
+        fwd_options["fullyConnectedPass"] = "TRAINING_FWD"
+    plan = plan_product(graph, m, k, n, W.dtype, fwd_options)
+    bwd = plan_product(graph, m, n, k, W.dtype, options)
+    if not (plan.swapped and bwd.swapped):
+        return W.transpose()
     if len(W.variable_ids()) != 1:
         raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
-    wvar = int(W.vars[0])
-    bwd = plan_matmul(graph, m, n, k, W.dtype)
+    # swapped, the forward pass's left operand is W^T [n, k] and the backward pass's is W [k, n]
+    source, src_layout = W.transpose(), _operand_layout(plan, "lhs")
     out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/transposed")
-    view = _place_operand(graph, out, _operand_layout(bwd, "rhs"))
-    rb, cb = plan.kb, plan.nb
-    heights = np.minimum(rb, k - np.arange(plan.pk) * rb).clip(min=0)
-    widths = np.minimum(cb, n - np.arange(plan.pn) * cb).clip(min=0)
-    sizes = np.outer(heights, widths).reshape(-1)
-    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    # a forward block's rows (k) are cut where the backward blocks' columns (k) are: each piece is
-    # one matrix to transpose, whose rows land contiguous in one backward block
-    cut = bwd.nb
-    v_tile, v_src, v_len, v_rows, v_cols, v_mats, d_v, d_pos, d_len = [], [], [], [], [], [], [], [], []
-    vertex = 0
-    for ik in range(plan.pk):
-        for jn in range(plan.pn):
-            h, w = int(heights[ik]), int(widths[jn])
-            if h == 0 or w == 0:
-                continue
-            r0 = ik * rb
-            edges = np.unique(np.concatenate(([r0, r0 + h], np.arange(-(-r0 // cut) * cut, r0 + h, cut))))
-            lo, hi = edges[:-1], edges[1:]
-            parts = min(WORKERS, lo.size)
-            share = -(-lo.size // parts)
-            tile = plan.tiles[jn * plan.pk + ik]
-            for first in range(0, lo.size, share):
-                a, b = lo[first : first + share], hi[first : first + share]
-                v_tile.append(tile)
-                v_src.append(offsets[ik * plan.pn + jn] + (a[0] - r0) * w)
-                v_len.append((b[-1] - a[0]) * w)
-                v_rows.append(int((b - a).max()))
-                v_cols.append(w)
-                v_mats.append(a.size)
-                # W^T[c, a:b] for each piece, row by row
-                c = jn * cb + np.arange(w)
-                d_pos.append(((c[None, :] * k) + a[:, None]).reshape(-1))
-                d_len.append(np.repeat(b - a, w))
-                d_v.append(np.full(a.size * w, vertex))
-                vertex += 1
-    dv = np.concatenate(d_v)
-    row, dvar, dstart, dlen = regions_at(view, np.concatenate(d_pos), np.concatenate(d_len))
-    cs = graph.addComputeSet(f"{debugPrefix}/Transpose")
-    v = np.arange(vertex, dtype=np.int64)
+    dst_layout = _operand_layout(bwd, "lhs")
+    view = _place_operand(graph, out, dst_layout)
+    _transpose_blocks(graph, source, src_layout, view, dst_layout.cb, dst_layout.channels, prog, debugPrefix)
+    return view.transpose()
+
+
+def _transpose_blocks(
+    graph: Graph,
+    source: Tensor,
+    layout: _OperandLayout,
+    dest: Tensor,
+    cut: int,
+    group: int,
+    prog: Sequence,
+    name: str,
+) -> None:
+    """dest = source^T by Transpose2d vertices, source [R, C] stored in `layout`'s blocks, as
+    popops::rearrange::addTransposeVertices does it for poplin::fullyConnectedWeightTranspose: the
+    matrix is cut into matrices of `group` rows (dest's channel group, also cut every `cut` rows,
+    where dest's column blocks end) by one of the source's channel groups of columns, each
+    transposed on the tile that holds its first element (getGroupSizes, getFirstInGroup), the
+    matrices of a tile shared between up to six vertices, one a worker."""
+    from ..compiler.regions import split_by_mapping
+
+    rows, cols, cb, channels = layout.rows, layout.cols, layout.cb, layout.channels
+    _, index = source.element_arrays()
+
+    def stored(r, c):
+        """The offset in the source variable of element (r, c) of the source."""
+        return index[r * cols + c]
+
+    def edges(size, *steps):
+        return np.unique(np.concatenate([[0, size], *(np.arange(0, size, step) for step in steps)]))
+
+    r_edges, c_edges = edges(rows, group, cut), edges(cols, channels, cb)
+    r_, c_ = (x.reshape(-1) for x in np.meshgrid(r_edges[:-1], c_edges[:-1], indexing="ij"))
+    h_, cw_ = (x.reshape(-1) for x in np.meshgrid(np.diff(r_edges), np.diff(c_edges), indexing="ij"))
+    var = int(source.vars[0])
+    first = stored(r_, c_)
+    _, tile, _, _ = split_by_mapping(graph.state, np.full(first.size, var), first, np.ones(first.size, dtype=np.int64))
+    # the matrices of a tile in order, cut into at most WORKERS runs of nearly equal count
+    order = np.lexsort((first, tile))
+    tile, first, r_, c_, h_, cw_ = (x[order] for x in (tile, first, r_, c_, h_, cw_))
+    starts = np.flatnonzero(np.r_[True, tile[1:] != tile[:-1]])
+    count = np.diff(np.r_[starts, tile.size])
+    rank = np.arange(tile.size) - np.repeat(starts, count)
+    parts = np.minimum(WORKERS, count)
+    share = np.repeat(-(-count // parts), count)
+    slot = np.repeat(np.cumsum(np.r_[0, parts[:-1]]), count) + rank // share
+    vertices, vertex = np.unique(slot, return_inverse=True)
+    v_tile = np.zeros(vertices.size, dtype=np.int64)
+    v_tile[vertex] = tile
+    # the source: a region per matrix row; the dest: a region per matrix column; each merged with
+    # the next where they follow each other in memory
+    src_row = np.repeat(np.arange(first.size), h_)
+    src_k = np.arange(src_row.size) - np.repeat(np.cumsum(h_) - h_, h_)
+    s_start = stored(r_[src_row] + src_k, c_[src_row])
+    s_len = cw_[src_row]
+    dst_row = np.repeat(np.arange(first.size), cw_)
+    dst_k = np.arange(dst_row.size) - np.repeat(np.cumsum(cw_) - cw_, cw_)
+    d_pos = (c_[dst_row] + dst_k) * rows + r_[dst_row]
+    row, dvar, dstart, dlen = regions_at(dest, d_pos, h_[dst_row])
+    runs = np.flatnonzero(np.r_[True, np.diff(vertex) != 0])  # each vertex's first matrix
+    cs = graph.addComputeSet(f"{name}/Transpose")
     add_vertices(
         graph,
         cs,
-        f"popops::Transpose2d<{W.dtype}>",
-        np.asarray(v_tile, dtype=np.int64),
+        f"popops::Transpose2d<{source.dtype}>",
+        v_tile,
         {
-            "src": (v, np.full(v.size, wvar), np.asarray(v_src, dtype=np.int64), np.asarray(v_len, dtype=np.int64)),
-            "dst": (dv[row], dvar, dstart, dlen),
+            "src": merge_regions(vertex[src_row], np.full(src_row.size, var), s_start, s_len),
+            "dst": merge_regions(vertex[dst_row][row], dvar, dstart, dlen),
         },
         work={
-            "rows": np.asarray(v_rows, dtype=np.int64),
-            "cols": np.asarray(v_cols, dtype=np.int64),
-            "matrices": np.asarray(v_mats, dtype=np.int64),
+            "rows": np.maximum.reduceat(h_, runs),
+            "cols": np.maximum.reduceat(cw_, runs),
+            "matrices": np.bincount(vertex, minlength=vertices.size).astype(np.int64),
         },
     )
 
     def run(data):
-        data.write(view, data.read(W).T)
+        data.write(dest, data.read(source).T)
 
     graph.state.compute_sets[cs.id].functional.append(run)
     prog.add(Execute(cs))
-    return view
 
 
 def matMulAcc(

@@ -71,7 +71,9 @@ def test_separate_plans_are_chosen_when_cheaper():
     assert not plan.joint
     assert plan.joint_cost is not None and plan.separate_cost[0] < plan.joint_cost[0]
     assert plan.cycles == plan.separate_cost[0]
-    assert (plan.fwd.m, plan.fwd.k, plan.fwd.n) == (1440, 100, 200)
+    # each separate plan is the pass planned alone, as poplin.plan_product plans it
+    alone = poplin.plan_product(g, 1440, 100, 200, HALF, {"fullyConnectedPass": "TRAINING_FWD"})
+    assert (plan.fwd.m, plan.fwd.k, plan.fwd.n, plan.fwd.swapped) == (alone.m, alone.k, alone.n, alone.swapped)
     # and the joint plan where it is cheaper
     chosen = fc.plan_fully_connected(g, 4, 1000, 1000, HALF)
     assert chosen.joint and chosen.cycles == chosen.joint_cost[0] < chosen.separate_cost[0]

@@ -88,9 +88,17 @@ def plan_fully_connected(
     if mode not in PLAN_MODES:
         raise GraphError(f"fully-connected plan mode must be one of {', '.join(PLAN_MODES)}, got {mode!r}")
     b, i, o = batch, input_size, output_size
-    fwd = poplin.plan_matmul(graph, b, i, o, in_type, partials_type)
-    bwd = poplin.plan_matmul(graph, b, o, i, in_type, partials_type)
-    wu = poplin.plan_matmul(graph, i, b, o, in_type, partials_type)
+    # the separate plans, each pass planned alone as poplin plans it (poplin.plan_product)
+    fwd, bwd, wu = (
+        poplin.plan_product(
+            graph, m, k, n, in_type, {"fullyConnectedPass": fc_pass, "partialsType": partials_type.name}
+        )
+        for fc_pass, (m, k, n) in (
+            ("TRAINING_FWD", (b, i, o)),
+            ("TRAINING_BWD", (b, o, i)),
+            ("TRAINING_WU", (i, b, o)),
+        )
+    )
     separate = (
         sum(p.estimate["total"] for p in (fwd, bwd, wu)),
         max(p.estimate["memory"] for p in (fwd, bwd, wu)),

@@ -282,24 +282,34 @@ def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
     rows, cols = np.divmod(np.arange(idx.size), 64)
     block = (rows // layout.rb) * -(-64 // layout.cb) + cols // layout.cb
     assert all(t in layout.users[b] for t, b in zip(tiles.tolist(), block.tolist()))
-    # the transposed matrices are one conv unit's input channels square (16 x 8 floats here:
-    # the backward plan's channel group by the forward plan's), at most six vertices a tile
-    r = ProfileReader(tmp_path / "profile.pop")
-    counts = r.column(
-        "SELECT v.count FROM compute_set_vertices v JOIN compute_sets c ON c.compute_set = v.compute_set "
-        "WHERE c.name = 'Bwd/WeightsTranspose/Transpose'"
-    )
-    r.close()
-    assert sum(counts) <= 6 * 16
+    # the transposed matrices: 8 x 8 floats (each plan's input-channel group of 8 divides its 96
+    # and 64 input channels), the 96 x 64 weights' 96 matrices at most six vertices a tile
+    assert (fwd.k_grain, bwd.k_grain) == (8, 8)
+    (cs,) = [c for c in g.state.compute_sets if c.name == "Bwd/WeightsTranspose/Transpose"]
+    (batch,) = cs.batches
+    assert set(batch.work["rows"].tolist()) == {8} and set(batch.work["cols"].tolist()) == {8}
+    assert int(batch.work["matrices"].sum()) == 96 * 64 // 64
+    assert np.bincount(batch.tiles).max() <= 6
 
 
 def test_fc_weight_transpose_is_a_view_unless_both_plans_swap(tmp_path):
     # getGroupSizes: useCopyImpl unless both plans swap their operands: W^T is W's transposed
     # view, which the backward product reads (or rearranges) as any operand
     swap_off = {**BWD, "planConstraints": '{"0": {"transform": {"swapOperands": false}}}'}
-    _, W, Wt, names = _fc_backward(tmp_path, swap_off)
+    _, W, Wt, names = _fc_backward(tmp_path / "given", swap_off)
     assert "Bwd/WeightsTranspose/Transpose" not in names
     assert np.array_equal(Wt.element_arrays()[1], W.transpose().element_arrays()[1])
+    assert Wt.variable_ids() == W.variable_ids()
+
+
+def test_fc_weight_transpose_is_a_view_when_a_group_would_be_one(tmp_path):
+    # getGroupSizes: useCopyImpl when a transposed matrix's side would be 1: 5 outputs share no
+    # divisor with the backward plan's input-channel group of 8 floats
+    swapped = {**BWD, "planConstraints": '{"0": {"transform": {"swapOperands": true}}}'}
+    g, W, Wt, names = _fc_backward(tmp_path, swapped, shape=(4, 40, 5))
+    assert poplin.plan_product(g, 4, 40, 5, FLOAT, FWD).swapped
+    assert poplin.plan_product(g, 4, 5, 40, FLOAT, swapped).swapped
+    assert "Bwd/WeightsTranspose/Transpose" not in names
     assert Wt.variable_ids() == W.variable_ids()
 
 

@@ -577,8 +577,8 @@ def _blocked_view(
 ) -> tuple[Tensor, np.ndarray]:
     """A [rows, cols] view of a variable stored in blocks of rb x cb, row-major inside a block, or
     with `group` its columns in groups of that many, each group's rows contiguous ([cb/group][rb]
-    [group], as poplin stores activations, their input channels innermost in groups); returns
-    (view, block offsets)."""
+    [group], as poplin stores a convolution's input, its input channels innermost in groups);
+    returns (view, block offsets)."""
     row_parts = -(-rows // rb)
     col_parts = -(-cols // cb)
     r = np.arange(rows, dtype=np.int64)
@@ -741,7 +741,8 @@ def plan_product(
         plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=s, fc_pass=fc_pass)
         for s in (True, False)
     ]
-    return min(plans, key=lambda p: (p.estimate["memory"] > bound, p.estimate["total"]))
+    # poplin's objective: cycles, then temporary bytes (ConvPlan.cpp, PlanningObjective)
+    return min(plans, key=lambda p: (p.estimate["memory"] > bound, p.estimate["total"], p.estimate["memory"]))
 
 
 def matmul_pass(options: dict | None) -> str:
@@ -788,9 +789,11 @@ def _arrange_operand(
     # in place when every block is stored as the layout stores it and on the tiles that read it
     if layout.group is None:
         stored = mb_.size == bi.size  # one run a block, as a block stored row by row is
-    else:
+    elif len(T.variable_ids()) == 1:
         expected = _blocked_view(graph, T, rows, cols, rb, cb, layout.group)[0].element_arrays()[1]
-        stored = len(T.variable_ids()) == 1 and bool(np.array_equal(T.element_arrays()[1], expected))
+        stored = bool(np.array_equal(T.element_arrays()[1], expected))
+    else:
+        stored = False
     in_place = False
     if stored:
         prow, ptile, _, _ = split_by_mapping(graph.state, mvar, mstart, mlen)
@@ -1784,7 +1787,11 @@ def transposeMatMulRHS(
         fwd_options["fullyConnectedPass"] = "TRAINING_FWD"
     plan = plan_product(graph, m, k, n, W.dtype, fwd_options)
     bwd = plan_product(graph, m, n, k, W.dtype, options)
-    if not (plan.swapped and bwd.swapped):
+    # the transposed matrices' sides: common divisors of each plan's input-channel group and its
+    # input channels (getGroupSizes: commonDivisors), here the largest; poplin picks among them by
+    # the transpose vertex each allows and the tiles it spreads over (pickGroupSizes, blockScore)
+    fwd_group, bwd_group = math.gcd(plan.k_grain, k), math.gcd(bwd.k_grain, n)
+    if not (plan.swapped and bwd.swapped) or fwd_group == 1 or bwd_group == 1:
         return W.transpose()
     if len(W.variable_ids()) != 1:
         raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
@@ -1793,7 +1800,7 @@ def transposeMatMulRHS(
     out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/transposed")
     dst_layout = _operand_layout(bwd, "lhs")
     view = _place_operand(graph, out, dst_layout)
-    _transpose_blocks(graph, source, src_layout, view, dst_layout.cb, dst_layout.channels, prog, debugPrefix)
+    _transpose_blocks(graph, source, src_layout, view, dst_layout.cb, bwd_group, fwd_group, prog, debugPrefix)
     return view.transpose()
 
 
@@ -1803,19 +1810,20 @@ def _transpose_blocks(
     layout: _OperandLayout,
     dest: Tensor,
     cut: int,
-    group: int,
+    dst_group: int,
+    src_group: int,
     prog: Sequence,
     name: str,
 ) -> None:
     """dest = source^T by Transpose2d vertices, source [R, C] stored in `layout`'s blocks, as
     popops::rearrange::addTransposeVertices does it for poplin::fullyConnectedWeightTranspose: the
-    matrix is cut into matrices of `group` rows (dest's channel group, also cut every `cut` rows,
-    where dest's column blocks end) by one of the source's channel groups of columns, each
-    transposed on the tile that holds its first element (getGroupSizes, getFirstInGroup), the
-    matrices of a tile shared between up to six vertices, one a worker."""
+    matrix is cut into matrices of `dst_group` rows (also cut every `cut` rows, where dest's
+    column blocks end) by `src_group` columns, each transposed on the tile that holds its first
+    element (getFirstInGroup), the matrices of a tile shared between up to six vertices, one a
+    worker."""
     from ..compiler.regions import split_by_mapping
 
-    rows, cols, cb, channels = layout.rows, layout.cols, layout.cb, layout.channels
+    rows, cols, cb = layout.rows, layout.cols, layout.cb
     _, index = source.element_arrays()
 
     def stored(r, c):
@@ -1825,7 +1833,7 @@ def _transpose_blocks(
     def edges(size, *steps):
         return np.unique(np.concatenate([[0, size], *(np.arange(0, size, step) for step in steps)]))
 
-    r_edges, c_edges = edges(rows, group, cut), edges(cols, channels, cb)
+    r_edges, c_edges = edges(rows, dst_group, cut), edges(cols, src_group, cb)
     r_, c_ = (x.reshape(-1) for x in np.meshgrid(r_edges[:-1], c_edges[:-1], indexing="ij"))
     h_, cw_ = (x.reshape(-1) for x in np.meshgrid(np.diff(r_edges), np.diff(c_edges), indexing="ij"))
     var = int(source.vars[0])

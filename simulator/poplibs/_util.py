@@ -169,3 +169,18 @@ def in_storage_order(first: Tensor, *others: Tensor) -> list[Tensor]:
     if order is None:
         return tensors
     return [t._from_index(order, (order.size,)) for t in tensors]
+
+
+def elementwise_fields(graph: Graph, first: Tensor, *others: Tensor) -> tuple[np.ndarray, list[tuple]]:
+    """The vertices of an element-wise operation: one a tile over `first`'s pieces, taken in the
+    order `first`'s elements are stored (in_storage_order), and the matching regions of `others`;
+    returns (vertex tiles, [first's field, others' fields]), each field (vertex, var, start,
+    length) as add_vertices takes it."""
+    first_s, *others_s = in_storage_order(first, *others)
+    tiles, pos, var, start, length = tile_pieces(graph, first_s)
+    vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
+    fields = [(vidx, var, start, length)]
+    for t in others_s:
+        row, v, s, n = regions_at(t, pos, length)
+        fields.append((vidx[row], v, s, n))
+    return vertex_tiles, fields

@@ -308,9 +308,7 @@ def createDeltas(graph: Graph, plan: FullyConnectedPlan, debugPrefix: str = "zDe
 def _create(graph: Graph, plan: FullyConnectedPlan, pass_plan: poplin.MatMulPlan, side: str, name: str) -> Tensor:
     if not plan.joint:
         raise GraphError("the fully-connected layouts of a joint plan need a joint plan")
-    layout = poplin._operand_layout(pass_plan, side)
-    var = graph.addVariable(pass_plan.in_type, [layout.rows * layout.cols], name)
-    return poplin._place_operand(graph, var, layout)
+    return poplin._new_operand(graph, pass_plan.in_type, poplin._operand_layout(pass_plan, side), name)
 
 
 def _product(graph: Graph, lhs: Tensor, rhs: Tensor, plan: poplin.MatMulPlan, prog: Sequence, name: str) -> Tensor:
@@ -470,8 +468,6 @@ def _weight_gradient(
     )
     layout = poplin._operand_layout(wu, "rhs")
     rhs = poplin._regroup(graph, prevAct, wu.n_grain, prog, f"{debugPrefix}/weightsRearranged/regroup")
-    arranged = poplin._place_operand(
-        graph, graph.addVariable(prevAct.dtype, [layout.rows * layout.cols], f"{debugPrefix}/weightsRearranged"), layout
-    )
+    arranged = poplin._new_operand(graph, prevAct.dtype, layout, f"{debugPrefix}/weightsRearranged")
     prog.add(Copy(rhs, arranged))
     return poplin._build_matmul(graph, lhs, arranged, wu, prog, debugPrefix)

@@ -23,6 +23,7 @@ import numpy as np
 from .. import codelets as lib
 from ..codelets import poplin as amp
 from ..codelets.poplin import WORKERS
+from ..compiler.regions import split_by_mapping
 from ..errors import GraphError
 from ..graph import Graph
 from ..programs import Copy, Execute, Sequence, WriteUndef
@@ -642,8 +643,9 @@ def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
     )
 
 
-def _place_operand(graph: Graph, var: Tensor, layout: _OperandLayout) -> Tensor:
-    """Map a [rows * cols] variable in `layout`; returns its [rows, cols] view."""
+def _new_operand(graph: Graph, dtype: Type, layout: _OperandLayout, name: str) -> Tensor:
+    """A new variable stored and mapped in `layout`; returns its [rows, cols] view."""
+    var = graph.addVariable(dtype, [layout.rows * layout.cols], name)
     view, offsets = _blocked_view(graph, var, layout.rows, layout.cols, layout.rb, layout.cb, layout.group)
     sizes = np.diff(np.append(offsets, layout.rows * layout.cols))
     starts, ends, tiles = [], [], []
@@ -666,9 +668,8 @@ def createMatMulInputLHS(
     _, n = bShape
     plan = plan_product(graph, m, k, n, dtype, options)
     if plan.swapped:  # A^T is the swapped product's right operand
-        var = graph.addVariable(dtype, [k * m], debugPrefix)
-        return _place_operand(graph, var, _operand_layout(plan, "rhs")).transpose()
-    return _place_operand(graph, graph.addVariable(dtype, [m * k], debugPrefix), _operand_layout(plan, "lhs"))
+        return _new_operand(graph, dtype, _operand_layout(plan, "rhs"), debugPrefix).transpose()
+    return _new_operand(graph, dtype, _operand_layout(plan, "lhs"), debugPrefix)
 
 
 def createMatMulInputRHS(
@@ -680,9 +681,8 @@ def createMatMulInputRHS(
     _, n = bShape
     plan = plan_product(graph, m, k, n, dtype, options)
     if plan.swapped:  # B^T is the swapped product's left operand
-        var = graph.addVariable(dtype, [n * k], debugPrefix)
-        return _place_operand(graph, var, _operand_layout(plan, "lhs")).transpose()
-    return _place_operand(graph, graph.addVariable(dtype, [k * n], debugPrefix), _operand_layout(plan, "rhs"))
+        return _new_operand(graph, dtype, _operand_layout(plan, "lhs"), debugPrefix).transpose()
+    return _new_operand(graph, dtype, _operand_layout(plan, "rhs"), debugPrefix)
 
 
 @poplibs_op("MatMul")
@@ -784,8 +784,6 @@ def _arrange_operand(
     grouped = bool(np.all(plen >= np.minimum(length[piece_row], layout.channels)))
 
     mb_, mvar, mstart, mlen = merge_regions(block[piece_row], var, start, plen)
-    from ..compiler.regions import split_by_mapping
-
     # in place when every block is stored as the layout stores it and on the tiles that read it
     if layout.group is None:
         stored = mb_.size == bi.size  # one run a block, as a block stored row by row is
@@ -803,7 +801,7 @@ def _arrange_operand(
     src = T
     if not grouped:
         src = _regroup(graph, T, layout.channels, prog, f"{name}/regroup")
-    view = _place_operand(graph, graph.addVariable(T.dtype, [rows * cols], name), layout)
+    view = _new_operand(graph, T.dtype, layout, name)
     prog.add(Copy(src, view))
     return view
 
@@ -1797,9 +1795,8 @@ def transposeMatMulRHS(
         raise GraphError("transposeMatMulRHS needs the tensor createMatMulInputRHS returned")
     # swapped, the forward pass's left operand is W^T [n, k] and the backward pass's is W [k, n]
     source, src_layout = W.transpose(), _operand_layout(plan, "lhs")
-    out = graph.addVariable(W.dtype, [k * n], f"{debugPrefix}/transposed")
     dst_layout = _operand_layout(bwd, "lhs")
-    view = _place_operand(graph, out, dst_layout)
+    view = _new_operand(graph, W.dtype, dst_layout, f"{debugPrefix}/transposed")
     _transpose_blocks(graph, source, src_layout, view, dst_layout.cb, bwd_group, fwd_group, prog, debugPrefix)
     return view.transpose()
 
@@ -1821,8 +1818,6 @@ def _transpose_blocks(
     column blocks end) by `src_group` columns, each transposed on the tile that holds its first
     element (getFirstInGroup), the matrices of a tile shared between up to six vertices, one a
     worker."""
-    from ..compiler.regions import split_by_mapping
-
     rows, cols, cb = layout.rows, layout.cols, layout.cb
     _, index = source.element_arrays()
 

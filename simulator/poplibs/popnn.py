@@ -11,7 +11,7 @@ from ..programs import Execute, Sequence
 from ..tensor import Tensor
 from ..types import UNSIGNED_INT
 from . import popops
-from ._util import add_vertices, in_storage_order, poplibs_op, regions_at, require_codelets, tile_pieces
+from ._util import add_vertices, elementwise_fields, poplibs_op, require_codelets, tile_pieces
 
 _FORWARD = {
     "RELU": lambda x: np.maximum(x, 0),
@@ -47,9 +47,8 @@ def nonLinearityInPlace(
     require_codelets(graph, "popnn")
     kind = _kind(nonLinearityType)
     cs = graph.addComputeSet(f"{debugPrefix}/Nonlinearity")
-    tiles, pos, var, start, length = tile_pieces(graph, in_storage_order(t)[0])
-    vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
-    add_vertices(graph, cs, lib.non_linearity(kind, t.dtype), vertex_tiles, {"data": (vidx, var, start, length)})
+    vertex_tiles, (data_f,) = elementwise_fields(graph, t)
+    add_vertices(graph, cs, lib.non_linearity(kind, t.dtype), vertex_tiles, {"data": data_f})
     fn = _FORWARD[kind]
     graph.state.compute_sets[cs.id].functional.append(lambda data: data.write(t, fn(data.read(t).astype(np.float64))))
     prog.add(Execute(cs))
@@ -82,17 +81,13 @@ def nonLinearityInputGradient(
     kind = _kind(nonLinearityType)
     in_grad = graph.clone(outGradient, f"{debugPrefix}/inGrad")
     cs = graph.addComputeSet(f"{debugPrefix}/NonLinearityGrad")
-    in_grad_s, out_grad_s, out_s = in_storage_order(in_grad, outGradient, out)
-    tiles, pos, var, start, length = tile_pieces(graph, in_grad_s)
-    vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
-    rg, vg, sg, lg = regions_at(out_grad_s, pos, length)
-    ro, vo, so, lo = regions_at(out_s, pos, length)
+    vertex_tiles, (in_grad_f, out_grad_f, out_f) = elementwise_fields(graph, in_grad, outGradient, out)
     add_vertices(
         graph,
         cs,
         lib.non_linearity(kind, out.dtype, grad=True),
         vertex_tiles,
-        {"outGrad": (vidx[rg], vg, sg, lg), "out": (vidx[ro], vo, so, lo), "inGrad": (vidx, var, start, length)},
+        {"outGrad": out_grad_f, "out": out_f, "inGrad": in_grad_f},
     )
     fn = _GRADIENT[kind]
     graph.state.compute_sets[cs.id].functional.append(
@@ -120,23 +115,15 @@ def calcLoss(
     transformed = graph.clone(probs, f"{debugPrefix}/transformed")
     name = "LossSumSquared" if kind == "SUM_SQUARED" else "LossCrossEntropy"
     cs = graph.addComputeSet(f"{debugPrefix}/{name}Transform")
-    deltas_s, probs_s, expected_s, transformed_s = in_storage_order(deltas, probs, expected, transformed)
-    tiles, pos, var, start, length = tile_pieces(graph, deltas_s)
-    vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
-    rp, vp, sp, lp = regions_at(probs_s, pos, length)
-    re, ve, se, le = regions_at(expected_s, pos, length)
-    rt, vt, st, lt = regions_at(transformed_s, pos, length)
+    vertex_tiles, (deltas_f, probs_f, expected_f, transformed_f) = elementwise_fields(
+        graph, deltas, probs, expected, transformed
+    )
     add_vertices(
         graph,
         cs,
         f"popnn::{name}Transform<{probs.dtype}>",
         vertex_tiles,
-        {
-            "probs": (vidx[rp], vp, sp, lp),
-            "expected": (vidx[re], ve, se, le),
-            "deltas": (vidx, var, start, length),
-            "transformed": (vidx[rt], vt, st, lt),
-        },
+        {"probs": probs_f, "expected": expected_f, "deltas": deltas_f, "transformed": transformed_f},
     )
 
     def run(data):

@@ -16,12 +16,10 @@ from ..types import FLOAT, Type, as_type
 from . import rearrange
 from ._util import (
     add_vertices,
-    in_storage_order,
+    elementwise_fields,
     linear_intervals,
     poplibs_op,
-    regions_at,
     require_codelets,
-    tile_pieces,
 )
 
 _BINARY_NUMPY = {
@@ -68,12 +66,6 @@ def broadcast_to(b: Tensor, shape) -> Tensor:
     return b._from_index(np.ascontiguousarray(index), shape)
 
 
-def _by_tile(graph: Graph, out: Tensor):
-    tiles, pos, var, start, length = tile_pieces(graph, out)
-    vertex_tiles, vidx = np.unique(tiles, return_inverse=True)
-    return vertex_tiles, vidx, pos, var, start, length
-
-
 @poplibs_op("ElementWise")
 def _binary(graph: Graph, op: str, a: Tensor, b, prog: Sequence, name: str, in_place: bool = False) -> Tensor:
     require_codelets(graph, "popops")
@@ -83,14 +75,12 @@ def _binary(graph: Graph, op: str, a: Tensor, b, prog: Sequence, name: str, in_p
     b_full = broadcast_to(b, a.shape)
     out = a if in_place else graph.clone(a, f"{name}/out")
     cs = graph.addComputeSet(f"{name}/Op/{op.title()}")
-    out_s, a_s, b_s = in_storage_order(out, a, b_full)
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out_s)
-    r2, v2, s2, l2 = regions_at(b_s, pos, length)
     if in_place:
-        fields = {"in1Out": (vidx, var, start, length), "in2": (vidx[r2], v2, s2, l2)}
+        vertex_tiles, (out_f, in2) = elementwise_fields(graph, out, b_full)
+        fields = {"in1Out": out_f, "in2": in2}
     else:
-        r1, v1, s1, l1 = regions_at(a_s, pos, length)
-        fields = {"in1": (vidx[r1], v1, s1, l1), "in2": (vidx[r2], v2, s2, l2), "out": (vidx, var, start, length)}
+        vertex_tiles, (out_f, in1, in2) = elementwise_fields(graph, out, a, b_full)
+        fields = {"in1": in1, "in2": in2, "out": out_f}
     add_vertices(graph, cs, lib.binary_op(op, a.dtype, in_place), vertex_tiles, fields)
     fn = _BINARY_NUMPY[op]
     shape = a.shape
@@ -144,16 +134,8 @@ def map_unary(graph: Graph, op: str, a: Tensor, prog: Sequence, debugPrefix: str
     name = debugPrefix or op.lower()
     out = graph.clone(a, f"{name}/out")
     cs = graph.addComputeSet(f"{name}/Op/{op.title()}")
-    out_s, a_s = in_storage_order(out, a)
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out_s)
-    r1, v1, s1, l1 = regions_at(a_s, pos, length)
-    add_vertices(
-        graph,
-        cs,
-        lib.unary_op(op, a.dtype),
-        vertex_tiles,
-        {"in": (vidx[r1], v1, s1, l1), "out": (vidx, var, start, length)},
-    )
+    vertex_tiles, (out_f, in_f) = elementwise_fields(graph, out, a)
+    add_vertices(graph, cs, lib.unary_op(op, a.dtype), vertex_tiles, {"in": in_f, "out": out_f})
     fn = _UNARY_NUMPY[op]
     _functional(graph, cs, lambda data: data.write(out, fn(data.read(a).astype(np.float64))))
     prog.add(Execute(cs))
@@ -195,10 +177,8 @@ def scaledAddTo(
     # (lib/popops/ScaledAdd.cpp, scaledArithmeticTensorImpl: regroupIfBeneficial(B, A))
     B = rearrange.regroup_if_beneficial(graph, B, A, prog, f"{debugPrefix}/regroupB")
     cs = graph.addComputeSet(f"{debugPrefix}/AddTo")
-    A_stored, B_stored = in_storage_order(A, B)
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, A_stored)
-    rb, vb, sb, lb = regions_at(B_stored, pos, length)
-    fields = {"A": (vidx, var, start, length), "B": (vidx[rb], vb, sb, lb)}
+    vertex_tiles, (a_f, b_f) = elementwise_fields(graph, A, B)
+    fields = {"A": a_f, "B": b_f}
     if scaleA == 1.0:
         add_vertices(
             graph,
@@ -225,8 +205,8 @@ def scaledAddTo(
 def fill(graph: Graph, t: Tensor, value, prog: Sequence, debugPrefix: str = "fill") -> None:
     require_codelets(graph, "popops")
     cs = graph.addComputeSet(f"{debugPrefix}/Fill")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, in_storage_order(t)[0])
-    add_vertices(graph, cs, f"popops::Fill<{t.dtype}>", vertex_tiles, {"out": (vidx, var, start, length)})
+    vertex_tiles, (out_f,) = elementwise_fields(graph, t)
+    add_vertices(graph, cs, f"popops::Fill<{t.dtype}>", vertex_tiles, {"out": out_f})
     _functional(graph, cs, lambda data: data.write(t, np.full(t.shape, value)))
     prog.add(Execute(cs))
 
@@ -235,8 +215,8 @@ def fill(graph: Graph, t: Tensor, value, prog: Sequence, debugPrefix: str = "fil
 def zero(graph: Graph, t: Tensor, prog: Sequence, debugPrefix: str = "zero") -> None:
     require_codelets(graph, "popops")
     cs = graph.addComputeSet(f"{debugPrefix}/Zero")
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, in_storage_order(t)[0])
-    add_vertices(graph, cs, f"popops::Zero<{t.dtype}>", vertex_tiles, {"out": (vidx, var, start, length)})
+    vertex_tiles, (out_f,) = elementwise_fields(graph, t)
+    add_vertices(graph, cs, f"popops::Zero<{t.dtype}>", vertex_tiles, {"out": out_f})
     _functional(graph, cs, lambda data: data.write(t, np.zeros(t.shape)))
     prog.add(Execute(cs))
 
@@ -247,16 +227,8 @@ def cast(graph: Graph, t: Tensor, dtype, prog: Sequence, debugPrefix: str = "cas
     dtype = as_type(dtype)
     out = graph.clone(t, f"{debugPrefix}/out", dtype=dtype)
     cs = graph.addComputeSet(f"{debugPrefix}/Cast")
-    out_s, t_s = in_storage_order(out, t)
-    vertex_tiles, vidx, pos, var, start, length = _by_tile(graph, out_s)
-    r1, v1, s1, l1 = regions_at(t_s, pos, length)
-    add_vertices(
-        graph,
-        cs,
-        f"popops::Cast1DSupervisor<{t.dtype},{dtype}>",
-        vertex_tiles,
-        {"src": (vidx[r1], v1, s1, l1), "dst": (vidx, var, start, length)},
-    )
+    vertex_tiles, (dst, src) = elementwise_fields(graph, out, t)
+    add_vertices(graph, cs, f"popops::Cast1DSupervisor<{t.dtype},{dtype}>", vertex_tiles, {"src": src, "dst": dst})
     _functional(graph, cs, lambda data: data.write(out, data.read(t).astype(dtype.numpy)))
     prog.add(Execute(cs))
     return out

@@ -12,12 +12,16 @@ from simulator.codelets import poplin as amp
 from simulator.poplibs import poplin
 from simulator.target import architecture
 
+#: The convolution as given: poplin's expandDims, which the planner may choose for these small
+#: shapes, is tested in test_simulator_conv_expand.py.
+AS_GIVEN = {"planConstraints": {"0": {"transform": {"expandDims": []}}}}
+
 
 def _convolve(g, params):
-    """Build a convolution on operands made for it; its partials' vertex batch."""
+    """Build a convolution on operands made for it, as given; its partials' vertex batch."""
     x = poplin.createInput(g, params, "x")
     w = poplin.createWeights(g, params, "w")
-    poplin.convolution(g, x, w, params, Sequence(), "conv")
+    poplin.convolution(g, x, w, params, Sequence(), "conv", AS_GIVEN)
     (batch,) = [b for cs in g.state.compute_sets if cs.name == "conv/Conv_1/Convolve" for b in cs.batches]
     return batch
 

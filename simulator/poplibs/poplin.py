@@ -30,7 +30,16 @@ from ..programs import Copy, Execute, Sequence, WriteUndef
 from ..tensor import Tensor
 from ..types import FLOAT, HALF, Type, as_type
 from . import rearrange
-from ._util import add_vertices, linear_intervals, merge_regions, poplibs_op, regions_at, require_codelets, tile_pieces
+from ._util import (
+    add_vertices,
+    in_storage_order,
+    linear_intervals,
+    merge_regions,
+    poplibs_op,
+    regions_at,
+    require_codelets,
+    tile_pieces,
+)
 
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
 AVAILABLE_MEMORY_PROPORTION = 0.6
@@ -205,15 +214,20 @@ def _plan_constraints(options: dict | None) -> dict:
     return constraints
 
 
-def plan_swap(options: dict | None) -> bool | None:
-    """Whether a plan constraint swaps a lone product's operands: poplin's
-    ``{"0": {"transform": {"swapOperands": true}}}`` (ConvPlan.cpp, getSwapOperandCandidates:
-    the ``0.transform.swapOperands`` constraint); None when no constraint says."""
+def _transform_constraints(options: dict | None) -> dict:
+    """The ``0.transform`` object of poplin's ``planConstraints`` option, empty when not given."""
     level = _plan_constraints(options).get("0", {})
     transform = level.get("transform", {}) if isinstance(level, dict) else None
     if not isinstance(transform, dict):
         raise GraphError(f"planConstraints 0.transform must be a JSON object, got {transform!r}")
-    value = transform.get("swapOperands")
+    return transform
+
+
+def plan_swap(options: dict | None) -> bool | None:
+    """Whether a plan constraint swaps a lone product's operands: poplin's
+    ``{"0": {"transform": {"swapOperands": true}}}`` (ConvPlan.cpp, getSwapOperandCandidates:
+    the ``0.transform.swapOperands`` constraint); None when no constraint says."""
+    value = _transform_constraints(options).get("swapOperands")
     if value is None or isinstance(value, bool):
         return value
     raise GraphError(f"planConstraints 0.transform.swapOperands must be true or false, got {value!r}")
@@ -232,6 +246,7 @@ def plan_matmul(
     out_width: int = 1,
     swap: bool | None = None,
     fc_pass: str = "NONE",
+    conv_input: tuple[int, ...] | None = None,
 ) -> MatMulPlan:
     """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model;
     a convolution's m counts output positions, in rows of `out_width`, and `kernel` is its kernel.
@@ -240,7 +255,9 @@ def plan_matmul(
     True, it is planned as C^T = B^T A^T, and with `swap` False as given, each with the cost
     poplin's planner gives the copies that rearrange its operands and output for its
     fullyConnectedPass `fc_pass` (transform_cost; lib/poplin/ConvPlan.cpp,
-    getSwapOperandCandidates and createPlan)."""
+    getSwapOperandCandidates and createPlan). A convolution's `conv_input` is (output height,
+    input height, input width, strides, paddings): a tile then receives the input rows and
+    columns its outputs read (input_elements)."""
     target = graph.target
     out_type = out_type or in_type
     tiles = graph.num_tiles
@@ -261,6 +278,7 @@ def plan_matmul(
         out_width,
         swap,
         fc_pass,
+        conv_input,
     )
     m, n = pm_size, pn_size
     pm, pn, pk = grid
@@ -304,6 +322,7 @@ def _best_grid(
     out_width: int = 1,
     swap: bool | None = None,
     fc_pass: str = "NONE",
+    conv_input: tuple[int, ...] | None = None,
 ):
     from ..target import architecture
 
@@ -394,7 +413,10 @@ def _best_grid(
     mb = np.minimum(m, -(-m_rows // pm) * out_width)
     nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
     kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
-    costs = _pass_costs(arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel)
+    in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
+    costs = _pass_costs(
+        arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel, in_elems
+    )
     total, memory = costs["total"], costs["memory"]
     transform_cycles = np.zeros_like(total)
     if swap is not None:
@@ -502,6 +524,22 @@ def transform_cost(
     return copy + exchange, temp
 
 
+def input_elements(conv_input: tuple[int, ...], kernel: tuple[int, int], out_width: int, mb, kb) -> np.ndarray:
+    """Input elements a convolution's tile receives for mb output positions (whole rows of
+    `out_width`) of kb input channels: per image it spans, the input rows and columns its outputs
+    read, at most the input the whole output reads (lib/poplin/ConvModel.cpp,
+    addExchangeCycleEstimates: getMaxInputRangeSize)."""
+    oh, h, w, sh, sw, ph, pw = conv_input
+    kh, kw = kernel
+    rows = -(-np.asarray(mb) // out_width)
+    images = -(-rows // oh)
+    whole_h = min(h, (oh - 1) * sh - ph + kh) - max(0, -ph)
+    whole_w = min(w, (out_width - 1) * sw - pw + kw) - max(0, -pw)
+    rows_in = np.minimum(whole_h, (np.minimum(rows, oh) - 1) * sh + kh)
+    cols_in = min(whole_w, (out_width - 1) * sw + kw)
+    return images * rows_in * cols_in * np.asarray(kb)
+
+
 def _pass_costs(
     arch,
     k: int,
@@ -515,16 +553,22 @@ def _pass_costs(
     partials_type: Type,
     out_type: Type,
     conv_kernel: int = 1,
+    in_elems: np.ndarray | None = None,
 ) -> dict:
     """Estimated cycles and temporary bytes per tile of candidate grids of one matrix product: its
     vertices' `compute`, the exchange of each tile's blocks of mb x kb and kb x nb, the stages of
     the reduction of a k split in pk parts, and the cast of unreduced float partials; `method` is
-    the index of each grid's method in MATMUL_METHODS."""
+    the index of each grid's method in MATMUL_METHODS. A convolution's tile receives `in_elems`
+    input elements and its kernel's weights; without them, each kernel position's block of
+    mb x kb."""
     from ..codelets.popops import cast_supervisor_cycles
 
     icpg = amp.weights_per_conv_unit(in_type.name)
     e = in_type.size
-    recv = (mb * kb + kb * nb) * e * conv_kernel
+    if in_elems is None:
+        recv = (mb * kb + kb * nb) * e * conv_kernel
+    else:
+        recv = (in_elems + kb * nb * conv_kernel) * e
     exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
     reduce_needed = pk > 1
     red_exchange = np.zeros_like(pk)
@@ -1247,6 +1291,7 @@ def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) ->
         kernel=(kh, kw),
         methods=("HMAC",) if c < SMALL_CHANNELS else ("AMP",),
         out_width=ow,
+        conv_input=(oh, *params.field, *params.stride, *params.padding),
     )
     ig = _channel_group(c, plan.k_grain)
     og = _channel_group(o, plan.n_grain)
@@ -1395,6 +1440,150 @@ def _unflat_acts(T: Tensor, batch: int, field: tuple[int, int]) -> Tensor:
     """Activations [1, c, b*h*w, 1] of a flattened convolution as [b, c, h, w]."""
     c = T.shape[1]
     return T.reshape((c, batch, *field)).dimShuffle((1, 0, 2, 3))
+
+
+def _expand_candidates(params: ConvParams) -> list[tuple[int, ...]]:
+    """The sets of field dims poplin's planner tries expanding into input channels, in its order:
+    every subset of the dims whose expansion changes the convolution (not a 1x1 kernel at stride 1
+    without padding) and whose input is at least as wide as the kernel, the innermost dim first
+    (lib/poplin/ConvPlan.cpp, getExpandDimsCandidates, expandingDimChangesParams, getPowerSet)."""
+    dims = [
+        d
+        for d in range(2)
+        if (params.kernel[d], params.stride[d], params.padding[d]) != (1, 1, 0) and params.field[d] >= params.kernel[d]
+    ]
+    return [tuple(reversed([d for j, d in enumerate(dims) if (i >> j) & 1])) for i in range(1 << len(dims))]
+
+
+def _expanded(params: ConvParams, dims: tuple[int, ...]) -> ConvParams:
+    """The convolution with `dims` expanded: each such dim's kernel positions become input channels
+    (kernel position outer, channel inner), its field the output's, at stride 1 without padding
+    (lib/poplin/ConvUtil.cpp, expandDim)."""
+    field, kernel = list(params.field), list(params.kernel)
+    stride, padding = list(params.stride), list(params.padding)
+    chans = params.in_chans
+    out = params.out_field
+    for d in dims:
+        chans *= kernel[d]
+        field[d], kernel[d], stride[d], padding[d] = out[d], 1, 1, 0
+    return dataclasses.replace(
+        params, in_chans=chans, field=tuple(field), kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding)
+    )
+
+
+def _conv_transform_cost(arch, params: ConvParams, grid: _ConvGrid, expanded: bool) -> tuple[int, int]:
+    """poplin's estimate of the copies that rearrange a convolution's operands and output for its
+    plan, as (cycles, temporary bytes per tile): the input and the weights when dims are expanded
+    or the input channels padded to the plan's group, the weights and the output when the output
+    channels are, and the output regrouped when its group is not one conv unit's weights; bytes
+    per tile exchanged at the exchange rate and copied as in transform_cost (lib/poplin/
+    ConvModel.cpp, addTransformCycleEstimate, without the regression table; the weights' regroup
+    for the backward pass is not counted)."""
+    plan = grid.plan
+    ig, og = plan.k_grain, plan.n_grain
+    c, o = params.in_chans, params.out_chans
+    c_pad, o_pad = _ceil(c, ig) * ig, _ceil(o, og) * og
+    pad_in, pad_out = c % ig != 0, o % og != 0
+    used = grid.pm * grid.pn * grid.pk
+    e = params.dtype.size
+    memcpy, xbpc = arch.memcpy_bytes_per_cycle, arch.exchange_bytes_per_cycle
+    cycles, temp = 0, 0
+    elems = 0
+    if expanded or pad_in:
+        elems += params.batch * params.field[0] * params.field[1] * c_pad
+    if expanded or pad_in or pad_out:
+        elems += params.kernel[0] * params.kernel[1] * c_pad * o_pad
+    if elems:
+        in_bytes = _ceil(elems, used) * e
+        num, den = _transform_factor(params.dtype.name, c * o)
+        cycles += _ceil(in_bytes, xbpc) + _ceil(in_bytes * num, min(memcpy, e) * den)
+        temp = in_bytes
+    out_bytes = _ceil(params.batch * params.out_field[0] * params.out_field[1] * o_pad, used) * e
+    num, den = _transform_factor(params.dtype.name, o)
+    if pad_out:
+        cycles += _ceil(out_bytes, xbpc) + _ceil(out_bytes * num, min(memcpy, e) * den)
+        temp = max(temp, out_bytes)
+    elif og != amp.weights_per_conv_unit(params.dtype.name):
+        cycles += _ceil(out_bytes * num, min(memcpy, og * e) * den)
+        temp = max(temp, out_bytes)
+    return int(cycles), 2 * int(temp)
+
+
+def expand_dims_choice(
+    graph: Graph, params: ConvParams, partials_type: Type = FLOAT, options: dict | None = None
+) -> tuple[int, ...]:
+    """The field dims poplin's planner expands into input channels for this convolution: those the
+    plan constraint ``{"0": {"transform": {"expandDims": [...]}}}`` names, or of the candidates,
+    the cheapest by the plan's estimate and its transform copies within the memory bound, the
+    first among equals (lib/poplin/ConvPlan.cpp, createPlan: the expandDims loop;
+    getExpandDimsCandidates: a constraint's dims, innermost first)."""
+    forced = _transform_constraints(options).get("expandDims")
+    if forced is not None:
+        if not isinstance(forced, list) or any(d not in (0, 1) or isinstance(d, bool) for d in forced):
+            raise GraphError(f"planConstraints 0.transform.expandDims must list field dims 0 and 1, got {forced!r}")
+        return tuple(sorted(set(forced), reverse=True))
+    arch = graph.target.arch
+    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
+    best, best_key = (), None
+    for dims in _expand_candidates(params):
+        p = _expanded(params, dims)
+        grid = _conv_grid(graph, _flattened(p) or p, partials_type)
+        cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims))
+        memory = max(grid.plan.estimate["memory"], temp)
+        key = (memory > bound, grid.plan.estimate["total"] + cycles)
+        if best_key is None or key < best_key:
+            best, best_key = dims, key
+    return best
+
+
+def _expand_acts(
+    graph: Graph, inp: Tensor, params: ConvParams, dims: tuple[int, ...], shape
+) -> tuple[Tensor, np.ndarray]:
+    """The view of input [b, c, h, w] as the expanded convolution's input `shape`, and which of
+    its elements lie inside the field: channel (ky, kx, c) at output position y, x reads input
+    (y * sh + ky - ph, x * sw + kx - pw) along an expanded dim."""
+    b, c, h, w = inp.shape
+    var, idx = (a.reshape(b, c, h, w) for a in inp.element_arrays())
+    src = []
+    for d in range(2):
+        if d in dims:
+            out, k = np.arange(params.out_field[d]), np.arange(params.kernel[d])
+            src.append(out[None, :] * params.stride[d] + k[:, None] - params.padding[d])
+        else:
+            src.append(np.arange(params.field[d])[None, :])
+    s0 = src[0][None, :, None, None, :, None]
+    s1 = src[1][None, None, :, None, None, :]
+    bb = np.arange(b)[:, None, None, None, None, None]
+    cc = np.arange(c)[None, None, None, :, None, None]
+    i0, i1 = np.clip(s0, 0, h - 1), np.clip(s1, 0, w - 1)
+    v, x = var[bb, cc, i0, i1], idx[bb, cc, i0, i1]
+    inside = np.broadcast_to((s0 >= 0) & (s0 < h) & (s1 >= 0) & (s1 < w), v.shape).reshape(-1)
+    return Tensor.from_elements(graph.state, params.dtype, shape, v.reshape(-1), x.reshape(-1)), inside
+
+
+def _copy_expanded_acts(
+    graph: Graph, inp: Tensor, params: ConvParams, dims: tuple[int, ...], dst: Tensor, prog: Sequence, name: str
+) -> None:
+    """Copy the input into the expanded convolution's input `dst`, in `dst`'s storage order, and
+    zero the positions that fall in the padding (poplin pads with zeros before it expands)."""
+    from .popops import zero
+
+    view, inside = _expand_acts(graph, inp, params, dims, dst.shape)
+    order = dst.storage_order()
+    order = np.arange(dst.numElements(), dtype=np.int64) if order is None else order
+    kept, padded = order[inside[order]], order[~inside[order]]
+    prog.add(Copy(view._from_index(kept, (kept.size,)), dst._from_index(kept, (kept.size,)), name=name))
+    if padded.size:
+        zero(graph, dst._from_index(padded, (padded.size,)), prog, f"{name}/padding")
+
+
+def _expand_weights(weights: Tensor, params: ConvParams, dims: tuple[int, ...]) -> Tensor:
+    """The view of weights [o, c, kh, kw] as the expanded convolution's [o, (ky, kx, c), kh', kw']."""
+    o, c, kh, kw = weights.shape
+    split = [(kh, 1) if 0 in dims else (1, kh), (kw, 1) if 1 in dims else (1, kw)]
+    t = weights.dimShuffle((0, 2, 3, 1)).reshape((o, *split[0], *split[1], c))
+    t = t.dimShuffle((0, 1, 3, 5, 2, 4))  # o, K0, K1, c, kh', kw'
+    return t.reshape((o, split[0][0] * split[1][0] * c, split[0][1], split[1][1]))
 
 
 def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in", options: dict | None = None) -> Tensor:
@@ -1605,6 +1794,42 @@ def convolution(
         bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights", options)
         weightsTransposeChansFlipXY(graph, weights, bwd_weights, prog, debugPrefix)
         weights = bwd_weights
+    dims = expand_dims_choice(graph, params, partials_type, options)
+    if not dims:
+        return _convolve(graph, inp, weights, params, prog, debugPrefix, partials_type)
+    # poplin's expandDims transform: the input copied into the expanded convolution's layout, its
+    # kernel positions along the expanded dims as channels, and the weights' view rearranged
+    # (lib/poplin/Convolution.cpp, convolutionPreprocess: expandSpatialDims, then rearrangeActs
+    # and rearrangeWeights, as the planner's transform estimate assumes)
+    expanded = _expanded(params, dims)
+    acts = createInput(graph, expanded, f"{debugPrefix}/actsExpanded", options)
+    kernel = createWeights(graph, expanded, f"{debugPrefix}/weightsExpanded", options)
+    _copy_expanded_acts(graph, inp, params, dims, acts, prog, f"{debugPrefix}/expandActs")
+    dst, src = in_storage_order(kernel, _expand_weights(weights, params, dims))
+    prog.add(Copy(src, dst, name=f"{debugPrefix}/expandWeights"))
+    flat = _flattened(expanded)
+    if flat is None:
+        return _convolve(graph, acts, kernel, expanded, prog, debugPrefix, partials_type)
+    out = _convolve(graph, _flat_acts(acts), kernel, flat, prog, debugPrefix, partials_type)
+    return _unflat_acts(out, b, (oh, ow))
+
+
+def _convolve(
+    graph: Graph,
+    inp: Tensor,
+    weights: Tensor,
+    params: ConvParams,
+    prog: Sequence,
+    debugPrefix: str,
+    partials_type: Type,
+) -> Tensor:
+    """The convolution's plan on its operands as given: AMP (or HMAC) partial sums, then reduced."""
+    b, c, o = params.batch, params.in_chans, params.out_chans
+    h, w = params.field
+    kh, kw = params.kernel
+    sh, sw = params.stride
+    ph, pw = params.padding
+    oh, ow = params.out_field
     grid = _conv_grid(graph, params, partials_type)
     plan, og = grid.plan, grid.og
     positions = b * oh

@@ -1,0 +1,140 @@
+"""poplin's expandDims transform: which field dims a convolution's plan folds into its input
+channels, what the planner charges for it, and the expanded convolution's results on data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simulator_run import codelet_graph, correlate, run_convolution
+
+from formats.profile_reader import ProfileReader
+from simulator import FLOAT, HALF, Sequence
+from simulator.errors import GraphError
+from simulator.poplibs import poplin
+
+
+def _constraint(dims) -> dict:
+    return {"planConstraints": {"0": {"transform": {"expandDims": dims}}}}
+
+
+def _vertex_types(tmp_path) -> set[str]:
+    r = ProfileReader(tmp_path / "profile.pop")
+    try:
+        return set(r.column("SELECT name FROM vertex_types"))
+    finally:
+        r.close()
+
+
+def test_candidates_are_the_dims_no_narrower_than_the_kernel_innermost_first():
+    wide = poplin.ConvParams(1440, 1, 100, (15, 200), (5, 200))
+    assert poplin._expand_candidates(wide) == [(), (0,), (1,), (1, 0)]
+    # the backward pass of the same layer: its field (11 x 1) is narrower than the kernel along dim 1
+    bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199))
+    assert poplin._expand_candidates(bwd) == [(), (0,)]
+    # a 1x1 kernel at stride 1 without padding changes nothing when expanded; at stride 2 it does
+    assert poplin._expand_candidates(poplin.ConvParams(4, 64, 64, (56, 56), (1, 1))) == [()]
+    strided = poplin.ConvParams(4, 64, 64, (56, 56), (1, 1), (2, 1))
+    assert poplin._expand_candidates(strided) == [(), (0,)]
+
+
+def test_expanded_params_fold_kernel_positions_into_channels():
+    p = poplin.ConvParams(2, 3, 5, (9, 10), (3, 5), (2, 1), (1, 2))
+    assert p.out_field == (5, 10)
+    e = poplin._expanded(p, (1,))
+    assert (e.in_chans, e.field, e.kernel, e.stride, e.padding) == (15, (9, 10), (3, 1), (2, 1), (1, 0))
+    both = poplin._expanded(p, (1, 0))
+    assert (both.in_chans, both.field, both.kernel, both.stride, both.padding) == (45, (5, 10), (1, 1), (1, 1), (0, 0))
+    assert both.out_field == p.out_field
+    assert both.macs == 2 * 5 * 45 * 5 * 10  # the padding's products are counted once expanded
+
+
+def test_transform_cost_is_poplins_copy_of_the_padded_input_and_weights():
+    g = codelet_graph(16)
+    p = poplin._expanded(poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=HALF), (1, 0))
+    grid = poplin._conv_grid(g, poplin._flattened(p), FLOAT)
+    assert (grid.pm * grid.pn * grid.pk, grid.plan.k_grain, grid.plan.n_grain) == (9, 16, 8)
+    # input 2 x 3 x 48 (36 channels padded to 16s) and weights 48 x 8: 672 halves over 9 tiles, 150
+    # bytes a tile: exchanged at 4 bytes a cycle (38) and copied at 2 x 4/5 bytes a cycle (94);
+    # the output, 5 channels padded to 8: 12 bytes a tile, 3 + ceil(12 x 5 / 6) = 13
+    assert poplin._conv_transform_cost(g.target.arch, p, grid, True) == (38 + 94 + 13, 300)
+
+
+def test_one_channel_wide_kernel_is_expanded_into_a_pointwise_product(tmp_path):
+    g = codelet_graph(16)
+    params = poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=FLOAT)
+    assert poplin.expand_dims_choice(g, params) == (1, 0)
+    x = poplin.createInput(g, params)
+    w = poplin.createWeights(g, params)
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv")
+    xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=4)
+    assert out.shape == (2, 5, 3, 1)
+    assert np.allclose(out, correlate(xv, wv), atol=1e-4)
+    # 36 channels (3 x 12 kernel positions of one channel) on the AMP units, not HMAC's one channel
+    types = _vertex_types(tmp_path)
+    assert "poplin::ConvPartial1x1Out<float,float,true,false>" in types
+    assert not any("HorizontalMac" in t for t in types)
+    assert {"conv/actsExpanded", "conv/weightsExpanded"} <= {v.name for v in g.state.vars}
+
+
+def test_expansion_cuts_the_cycles_of_a_one_channel_layer():
+    g = codelet_graph(64)
+    params = poplin.ConvParams(64, 1, 32, (15, 40), (5, 40), dtype=HALF)
+    plain = poplin._conv_grid(g, params, FLOAT).plan.estimate["total"]
+    e = poplin._expanded(params, poplin.expand_dims_choice(g, params))
+    expanded = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT).plan.estimate["total"]
+    assert poplin.expand_dims_choice(g, params) == (1, 0)
+    assert expanded * 10 < plain
+
+
+def test_a_wide_layer_is_left_as_it_is():
+    g = codelet_graph(1472)
+    params = poplin.ConvParams(4, 128, 128, (28, 28), (3, 3), (1, 1), (1, 1), HALF)
+    assert poplin.expand_dims_choice(g, params) == ()
+
+
+def test_a_tile_receives_the_input_rows_its_outputs_read_once():
+    # 2 images of 10 x 12, a 3 x 3 kernel at stride 2 with padding 1: output 5 x 6, which reads
+    # the whole field. A tile of 3 output rows of one image reads (3 - 1) x 2 + 3 = 7 input rows
+    # of the 12 columns; a tile of 7 rows spans 2 images and reads each whole, never more than the
+    # whole output reads (poplin's getMaxInputRangeSize). 16 channels each time.
+    geometry = (5, 10, 12, 2, 2, 1, 1)
+    got = poplin.input_elements(geometry, (3, 3), 6, np.array([18, 42]), np.array([16, 16]))
+    assert got.tolist() == [1 * 7 * 12 * 16, 2 * 10 * 12 * 16]
+
+
+@pytest.mark.parametrize("dims", [[1], [0], [0, 1], []])
+def test_a_constrained_expansion_computes_the_same_convolution(tmp_path, dims):
+    g = codelet_graph(16)
+    params = poplin.ConvParams(2, 2, 6, (9, 10), (3, 5), (2, 1), (1, 2), FLOAT)
+    options = _constraint(dims)
+    assert poplin.expand_dims_choice(g, params, FLOAT, options) == tuple(sorted(dims, reverse=True))
+    x = poplin.createInput(g, params)
+    w = poplin.createWeights(g, params)
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv", options)
+    xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=7)
+    assert np.allclose(out, correlate(xv, wv, stride=(2, 1), padding=(1, 2)), atol=1e-4)
+    # the positions that fall in the padding are zeroed in place, the rest copied from the input
+    names = {cs.name for cs in g.state.compute_sets}
+    assert ("conv/expandActs/padding/Zero" in names) == bool(dims)
+
+
+def test_backward_pass_through_expanded_dims(tmp_path):
+    g = codelet_graph(16)
+    fwd = poplin.ConvParams(2, 3, 4, (6, 6), (3, 3), (1, 1), (1, 1), FLOAT)
+    w = poplin.createWeights(g, fwd, "weights")
+    bwd = poplin.ConvParams(2, 4, 3, (6, 6), (3, 3), (1, 1), (1, 1), FLOAT)
+    deltas = poplin.createInput(g, bwd, "deltas")
+    prog = Sequence()
+    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", _constraint([1]), transposeAndFlipWeights=True)
+    dv, wv, out = run_convolution(g, prog, deltas, w, grads, tmp_path, seed=5)
+    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+    assert np.allclose(out, correlate(dv, flipped, padding=(1, 1)), atol=1e-3)
+
+
+@pytest.mark.parametrize("dims", [[2], "1", [True], {"a": 1}])
+def test_a_bad_expand_constraint_is_refused(dims):
+    g = codelet_graph(16)
+    with pytest.raises(GraphError, match="expandDims"):
+        poplin.expand_dims_choice(g, poplin.ConvParams(1, 1, 1, (4, 4), (2, 2)), FLOAT, _constraint(dims))

@@ -560,6 +560,52 @@ def _gemm(arch, tiles_per_ipu, dtype, m, k, n, alpha, beta) -> Built:
     return Built(g, [prog], [0], notes={"macs": m * k * n})
 
 
+#: The plan constraints the simulator honours, by pass of the `conv` preset (None: a value): a
+#: convolution's expanded dims, and its weight update's method and operand swap (a matrix product).
+_EXPAND = {"0": {"transform": {"expandDims": None}}}
+_CONV_CONSTRAINTS = {
+    "fwd": _EXPAND,
+    "bwd": _EXPAND,
+    "wu": {"method": None, "0": {"transform": {"swapOperands": None}}},
+}
+
+
+def _plan_constraints(text: str, phase: str) -> dict | None:
+    """The options of a pass whose --PHASE-plan-constraints knob is `text`, a JSON object as
+    single_conv_layer takes it; None when empty. Keys the simulator does not honour are refused."""
+    import json
+
+    if not text.strip():
+        return None
+    knob = f"--{phase}-plan-constraints"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"knob {knob} expects a JSON object, got {text!r}: {exc}") from None
+
+    def check(obj, allowed: dict, path: str) -> None:
+        if not isinstance(obj, dict):
+            raise OptionError(f"knob {knob} expects a JSON object at {path or 'the top'}, got {obj!r}")
+        for key, sub in obj.items():
+            where = f"{path}.{key}" if path else key
+            if key not in allowed:
+                honoured = ", ".join(_paths(_CONV_CONSTRAINTS[phase]))
+                raise OptionError(f"knob {knob}: the simulator does not model {where!r}; it honours {honoured}")
+            if allowed[key] is not None:
+                check(sub, allowed[key], where)
+
+    check(value, _CONV_CONSTRAINTS[phase], "")
+    return {"planConstraints": value}
+
+
+def _paths(allowed: dict, prefix: str = "") -> list[str]:
+    """The dotted keys of a constraint tree: ["method", "0.transform.swapOperands"]."""
+    out = []
+    for key, sub in allowed.items():
+        out += [f"{prefix}{key}"] if sub is None else _paths(sub, f"{prefix}{key}.")
+    return out
+
+
 def _pair(text: str, name: str) -> tuple[int, int]:
     parts = [p for p in str(text).strip("{}").replace(" ", "").split(",") if p]
     try:
@@ -596,6 +642,10 @@ def _pair(text: str, name: str) -> tuple[int, int]:
     Knob("output-channels", int, 0, "output channels (single_conv_layer)", None, 0),
     Knob("batch-size", int, 0, "batch size (single_conv_layer)", None, 0),
     _PHASE,
+    *(
+        Knob(f"{phase}-plan-constraints", str, "", f"poplin plan constraints of the {what}, a JSON object", None, None)
+        for phase, what in (("fwd", "forward pass"), ("bwd", "backward pass"), ("wu", "weight update"))
+    ),
 )
 def _conv(
     arch,
@@ -615,7 +665,13 @@ def _conv(
     output_channels,
     batch_size,
     single_phase,
+    fwd_plan_constraints,
+    bwd_plan_constraints,
+    wu_plan_constraints,
 ) -> Built:
+    fwd_opts = _plan_constraints(fwd_plan_constraints, "fwd")
+    bwd_opts = _plan_constraints(bwd_plan_constraints, "bwd")
+    wu_opts = _plan_constraints(wu_plan_constraints, "wu")
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
@@ -635,29 +691,29 @@ def _conv(
         raise OptionError(
             f"the convolution's output field {oh}x{ow} is empty; check --field, --kernel-size, --stride and --padding"
         )
-    x = poplin.createInput(g, params, "conv/in")
-    weights = poplin.createWeights(g, params, "conv/weights")
+    x = poplin.createInput(g, params, "conv/in", fwd_opts)
+    weights = poplin.createWeights(g, params, "conv/weights", fwd_opts)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")
     if single_phase in ("all", "fwd"):
-        poplin.convolution(g, x, weights, params, fwd, "Fwd")
+        poplin.convolution(g, x, weights, params, fwd, "Fwd", fwd_opts)
     if single_phase in ("all", "bwd"):
         # input gradients: the deltas convolved with the transposed and flipped weights, a tensor
         # of the backward plan written by transpose vertices (single_conv_layer's backward pass,
         # poplin::convolution with transposeAndFlipWeights); for a strided convolution the deltas'
         # field is convolved at stride 1
         bp = poplin.ConvParams(b, o, c, (oh, ow), (kh, kw), (1, 1), (max(0, kh - 1 - ph), max(0, kw - 1 - pw)), t)
-        deltas = poplin.createInput(g, bp, "conv/deltas")
-        poplin.convolution(g, deltas, weights, bp, bwd, "Bwd", transposeAndFlipWeights=True)
+        deltas = poplin.createInput(g, bp, "conv/deltas", bwd_opts)
+        poplin.convolution(g, deltas, weights, bp, bwd, "Bwd", bwd_opts, transposeAndFlipWeights=True)
     if single_phase in ("all", "wu"):
         # weight gradients as poplin plans them: a product over batch and field positions
         rows, inner = c * kh * kw, b * oh * ow
-        acts = poplin.createMatMulInputLHS(g, t, (rows, inner), (inner, o), "Wu/activations")
-        zd = poplin.createMatMulInputRHS(g, t, (rows, inner), (inner, o), "Wu/deltas")
+        acts = poplin.createMatMulInputLHS(g, t, (rows, inner), (inner, o), "Wu/activations", wu_opts)
+        zd = poplin.createMatMulInputRHS(g, t, (rows, inner), (inner, o), "Wu/deltas", wu_opts)
         # the deltas added to the weights in the weights' shape, [o, c, kh, kw], regrouped to the
         # weights' grouping first (lib/poplin/Convolution.cpp, convolutionWeightUpdate:
         # regroupIfBeneficial, then scaledAddTo, which regroups as well)
-        product = poplin.matMul(g, acts, zd, bwd, "Wu")
+        product = poplin.matMul(g, acts, zd, bwd, "Wu", wu_opts)
         popops.scaledAddTo(g, weights, product.transpose().reshape((o, c, kh, kw)), -0.05, bwd, "Wu/AddTo")
     programs = [p for p in (fwd, bwd) if p.programs]
     return Built(g, programs, list(range(len(programs))), notes={"macs": params.macs})

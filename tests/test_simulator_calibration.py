@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
 import pathlib
 
 import numpy as np
@@ -234,6 +235,40 @@ def test_conv_preset_accepts_single_conv_layer_options(tmp_path, capsys):
     assert built.runs == [0]
     assert cli_main(["simulate", "--preset", "conv", "--field", "6,6,6", "-o", str(tmp_path / "bad")]) == 2
     assert "--field" in capsys.readouterr().err
+
+
+def test_conv_preset_takes_single_conv_layer_plan_constraints(tmp_path, capsys):
+    # one input channel under a kernel as wide as the field: the planner expands both field dims;
+    # --fwd-plan-constraints keeps the convolution as given, as single_conv_layer's option does
+    knobs = {
+        "field": "5,12",
+        "kernel-size": "3,12",
+        "padding": "0",
+        "input-channels": 1,
+        "output-channels": 8,
+        "batch-size": 2,
+        "tiles-per-ipu": 16,
+        "single-phase": "fwd",
+    }
+
+    def variables(**more):
+        return {v.name for v in build_preset("conv", {**knobs, **more}).graph.state.vars}
+
+    assert "Fwd/actsExpanded" in variables()
+    assert "Fwd/actsExpanded" not in variables(**{"fwd-plan-constraints": '{"0": {"transform": {"expandDims": []}}}'})
+    wu = build_preset("conv", {**knobs, "single-phase": "wu", "wu-plan-constraints": '{"method": "HMAC"}'})
+    types = {b.vtype.name for cs in wu.graph.state.compute_sets for b in cs.batches}
+    assert any("ConvPartialHorizontalMac" in t for t in types)
+    for knob, value, says in (
+        ("--fwd-plan-constraints", '{"0": {"transform": {"swapOperands": true}}}', "0.transform.swapOperands"),
+        ("--bwd-plan-constraints", '{"method": "AMP"', "JSON object"),
+        ("--wu-plan-constraints", '{"0": {"partition": {}}}', "honours method, 0.transform.swapOperands"),
+    ):
+        out = str(tmp_path / knob.strip("-"))
+        assert cli_main(["simulate", "--preset", "conv", knob, value, "-o", out]) == 2
+        err = capsys.readouterr().err
+        assert knob in err and says in err
+        assert not os.path.exists(out)
 
 
 # -- calibration against poplibs' published figures ------------------------------------------------------

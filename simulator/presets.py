@@ -561,11 +561,12 @@ def _gemm(arch, tiles_per_ipu, dtype, m, k, n, alpha, beta) -> Built:
 
 
 #: The plan constraints the simulator honours, by pass of the `conv` preset (None: a value): a
-#: convolution's expanded dims, and its weight update's method and operand swap (a matrix product).
-_EXPAND = {"0": {"transform": {"expandDims": None}}}
+#: convolution's expanded dims and operand swap, and its weight update's method and operand swap
+#: (a matrix product).
+_CONV_TRANSFORMS = {"0": {"transform": {"swapOperands": None, "expandDims": None}}}
 _CONV_CONSTRAINTS = {
-    "fwd": _EXPAND,
-    "bwd": _EXPAND,
+    "fwd": _CONV_TRANSFORMS,
+    "bwd": _CONV_TRANSFORMS,
     "wu": {"method": None, "0": {"transform": {"swapOperands": None}}},
 }
 

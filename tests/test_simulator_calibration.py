@@ -260,7 +260,11 @@ def test_conv_preset_takes_single_conv_layer_plan_constraints(tmp_path, capsys):
     types = {b.vtype.name for cs in wu.graph.state.compute_sets for b in cs.batches}
     assert any("ConvPartialHorizontalMac" in t for t in types)
     for knob, value, says in (
-        ("--fwd-plan-constraints", '{"0": {"transform": {"swapOperands": true}}}', "0.transform.swapOperands"),
+        (
+            "--fwd-plan-constraints",
+            '{"0": {"transform": {"outChanFlattenDims": [0]}}}',
+            "0.transform.outChanFlattenDims",
+        ),
         ("--bwd-plan-constraints", '{"method": "AMP"', "JSON object"),
         ("--wu-plan-constraints", '{"0": {"partition": {}}}', "honours method, 0.transform.swapOperands"),
     ):

@@ -1,5 +1,6 @@
-"""poplin's expandDims transform: which field dims a convolution's plan folds into its input
-channels, what the planner charges for it, and the expanded convolution's results on data."""
+"""poplin's swapOperands and expandDims transforms of a convolution: which the plan applies (its
+operands swapped, field dims folded into its input channels), what the planner charges for them,
+and the transformed convolution's results on data."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from simulator.errors import GraphError
 from simulator.poplibs import poplin
 
 
-def _constraint(dims) -> dict:
-    return {"planConstraints": {"0": {"transform": {"expandDims": dims}}}}
+def _constraint(dims, **more) -> dict:
+    return {"planConstraints": {"0": {"transform": {"expandDims": dims, **more}}}}
 
 
 def _vertex_types(tmp_path) -> set[str]:
@@ -62,7 +63,7 @@ def test_transform_cost_is_poplins_copy_of_the_padded_input_and_weights():
 def test_one_channel_wide_kernel_is_expanded_into_a_pointwise_product(tmp_path):
     g = codelet_graph(16)
     params = poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=FLOAT)
-    assert poplin.expand_dims_choice(g, params) == (1, 0)
+    assert poplin.conv_transforms(g, params) == (False, (1, 0))
     x = poplin.createInput(g, params)
     w = poplin.createWeights(g, params)
     prog = Sequence()
@@ -81,16 +82,16 @@ def test_expansion_cuts_the_cycles_of_a_one_channel_layer():
     g = codelet_graph(64)
     params = poplin.ConvParams(64, 1, 32, (15, 40), (5, 40), dtype=HALF)
     plain = poplin._conv_grid(g, params, FLOAT).plan.estimate["total"]
-    e = poplin._expanded(params, poplin.expand_dims_choice(g, params))
+    e = poplin._expanded(params, poplin.conv_transforms(g, params)[1])
     expanded = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT).plan.estimate["total"]
-    assert poplin.expand_dims_choice(g, params) == (1, 0)
+    assert poplin.conv_transforms(g, params) == (False, (1, 0))
     assert expanded * 10 < plain
 
 
 def test_a_wide_layer_is_left_as_it_is():
     g = codelet_graph(1472)
     params = poplin.ConvParams(4, 128, 128, (28, 28), (3, 3), (1, 1), (1, 1), HALF)
-    assert poplin.expand_dims_choice(g, params) == ()
+    assert poplin.conv_transforms(g, params) == (False, ())
 
 
 def test_a_tile_receives_the_input_rows_its_outputs_read_once():
@@ -108,7 +109,7 @@ def test_a_constrained_expansion_computes_the_same_convolution(tmp_path, dims):
     g = codelet_graph(16)
     params = poplin.ConvParams(2, 2, 6, (9, 10), (3, 5), (2, 1), (1, 2), FLOAT)
     options = _constraint(dims)
-    assert poplin.expand_dims_choice(g, params, FLOAT, options) == tuple(sorted(dims, reverse=True))
+    assert poplin.conv_transforms(g, params, FLOAT, options) == (False, tuple(sorted(dims, reverse=True)))
     x = poplin.createInput(g, params)
     w = poplin.createWeights(g, params)
     prog = Sequence()
@@ -137,4 +138,90 @@ def test_backward_pass_through_expanded_dims(tmp_path):
 def test_a_bad_expand_constraint_is_refused(dims):
     g = codelet_graph(16)
     with pytest.raises(GraphError, match="expandDims"):
-        poplin.expand_dims_choice(g, poplin.ConvParams(1, 1, 1, (4, 4), (2, 2)), FLOAT, _constraint(dims))
+        poplin.conv_transforms(g, poplin.ConvParams(1, 1, 1, (4, 4), (2, 2)), FLOAT, _constraint(dims))
+
+
+# -- swapped operands ------------------------------------------------------------------------------
+
+
+def test_swapped_params_exchange_batch_and_output_channels():
+    p = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
+    s = poplin._swapped(p)
+    # the weights (1 x 100 x 5 x 200) are the input of a batch of 1, the deltas the kernel of 1,440
+    # output channels, padded by 11 + 4 - 5 and 1 + 199 - 200 so the output field stays 15 x 200
+    assert (s.batch, s.in_chans, s.out_chans, s.field, s.kernel, s.padding) == (
+        1,
+        100,
+        1440,
+        (5, 200),
+        (11, 1),
+        (10, 0),
+    )
+    assert s.out_field == p.out_field == (15, 200)
+    assert poplin._swapped(poplin.ConvParams(4, 8, 8, (9, 9), (3, 3), (2, 2), (1, 1))) is None  # stride 2
+    assert poplin._swapped(poplin.ConvParams(4, 8, 8, (2, 2), (5, 5), (1, 1), (2, 2))) is None  # padding -1
+
+
+def test_one_output_channel_over_a_large_batch_is_swapped():
+    # the backward pass of conv_5x200_1_in_100_out_bs1440: one output channel, a batch of 1,440
+    g = codelet_graph(1472)
+    bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
+    assert poplin.conv_transforms(g, bwd) == (True, ())
+    fwd = poplin.ConvParams(1440, 1, 100, (15, 200), (5, 200), (1, 1), (0, 0), HALF)
+    assert poplin.conv_transforms(g, fwd) == (False, (1, 0))
+
+
+def test_swapping_costs_copies_of_the_input_weights_and_output():
+    g = codelet_graph(16)
+    p = poplin.ConvParams(2, 16, 8, (4, 4), (1, 1), dtype=HALF)
+    grid = poplin._conv_grid(g, poplin._flattened(p), FLOAT)
+    assert (grid.pm * grid.pn * grid.pk, grid.plan.k_grain, grid.plan.n_grain) == (16, 16, 8)
+    # as given: 16 input channels in one group and 8 output channels in one conv-unit group, so
+    # only the output is regrouped (8 is not one conv unit's 16 weights): 2 x 16 positions x 8
+    # halves over 16 tiles, 32 bytes a tile, copied at 8 bytes a cycle and 4/5 of that: 5 cycles
+    assert poplin._conv_transform_cost(g.target.arch, p, grid, False) == (5, 64)
+    # swapped: the input (2 x 16 x 16) and the weights (16 x 8), 80 bytes a tile, exchanged (20)
+    # and copied at 2 bytes a cycle x 4/5 (50); the output rearranged too, 8 + 20
+    assert poplin._conv_transform_cost(g.target.arch, p, grid, False, True) == (20 + 50 + 8 + 20, 160)
+
+
+@pytest.mark.parametrize("dims", [[], [0], [1], [0, 1]])
+def test_a_swapped_convolution_computes_the_same_convolution(tmp_path, dims):
+    g = codelet_graph(16)
+    params = poplin.ConvParams(3, 2, 4, (5, 6), (3, 2), (1, 1), (1, 0), FLOAT)
+    options = _constraint(dims, swapOperands=True)
+    assert poplin.conv_transforms(g, params, FLOAT, options) == (True, tuple(sorted(dims, reverse=True)))
+    x = poplin.createInput(g, params)
+    w = poplin.createWeights(g, params)
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv", options)
+    assert tuple(y.shape) == (3, 4, 5, 5)
+    xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=3)
+    assert np.allclose(out, correlate(xv, wv, padding=(1, 0)), atol=1e-4)
+    what = "Expanded" if dims else "Swapped"
+    assert {f"conv/acts{what}", f"conv/weights{what}"} <= {v.name for v in g.state.vars}
+
+
+def test_backward_pass_with_swapped_operands(tmp_path):
+    g = codelet_graph(16)
+    fwd = poplin.ConvParams(6, 3, 1, (4, 5), (3, 3), (1, 1), (1, 1), FLOAT)
+    w = poplin.createWeights(g, fwd, "weights")
+    bwd = poplin.ConvParams(6, 1, 3, (4, 5), (3, 3), (1, 1), (1, 1), FLOAT)
+    deltas = poplin.createInput(g, bwd, "deltas")
+    prog = Sequence()
+    options = {"planConstraints": {"0": {"transform": {"swapOperands": True}}}}
+    grads = poplin.convolution(g, deltas, w, bwd, prog, "Bwd", options, transposeAndFlipWeights=True)
+    dv, wv, out = run_convolution(g, prog, deltas, w, grads, tmp_path, seed=2)
+    flipped = wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+    assert np.allclose(out, correlate(dv, flipped, padding=(1, 1)), atol=1e-4)
+
+
+@pytest.mark.parametrize("value", ["yes", 1])
+def test_a_bad_swap_constraint_is_refused(value):
+    g = codelet_graph(16)
+    options = {"planConstraints": {"0": {"transform": {"swapOperands": value}}}}
+    with pytest.raises(GraphError, match="swapOperands"):
+        poplin.conv_transforms(g, poplin.ConvParams(1, 1, 1, (4, 4), (2, 2)), FLOAT, options)
+    strided = {"planConstraints": {"0": {"transform": {"swapOperands": True}}}}
+    with pytest.raises(GraphError, match="stride 1"):
+        poplin.conv_transforms(g, poplin.ConvParams(1, 1, 1, (4, 4), (2, 2), (2, 2)), FLOAT, strided)

@@ -1471,14 +1471,32 @@ def _expanded(params: ConvParams, dims: tuple[int, ...]) -> ConvParams:
     )
 
 
-def _conv_transform_cost(arch, params: ConvParams, grid: _ConvGrid, expanded: bool) -> tuple[int, int]:
+def _swapped(params: ConvParams) -> ConvParams | None:
+    """The convolution with its operands swapped, as poplin's swapOperands transform plans it: the
+    weights [o, c, kh, kw], flipped, are the input of a batch of o, and the input [b, c, h, w],
+    flipped, the kernel of b output channels, padded by h + p - kh so that the output field stays
+    the same (lib/poplin/ConvPlan.cpp, swapOperands); None at a stride other than 1 or where that
+    padding would be negative, which ConvParams cannot express."""
+    if params.stride != (1, 1):
+        return None
+    padding = tuple(f + p - k for f, p, k in zip(params.field, params.padding, params.kernel))
+    if min(padding) < 0:
+        return None
+    return ConvParams(
+        params.out_chans, params.in_chans, params.batch, params.kernel, params.field, (1, 1), padding, params.dtype
+    )
+
+
+def _conv_transform_cost(
+    arch, params: ConvParams, grid: _ConvGrid, expanded: bool, swapped: bool = False
+) -> tuple[int, int]:
     """poplin's estimate of the copies that rearrange a convolution's operands and output for its
-    plan, as (cycles, temporary bytes per tile): the input and the weights when dims are expanded
-    or the input channels padded to the plan's group, the weights and the output when the output
-    channels are, and the output regrouped when its group is not one conv unit's weights; bytes
-    per tile exchanged at the exchange rate and copied as in transform_cost (lib/poplin/
-    ConvModel.cpp, addTransformCycleEstimate, without the regression table; the weights' regroup
-    for the backward pass is not counted)."""
+    plan, as (cycles, temporary bytes per tile): all three when the operands are swapped, the
+    input and the weights when dims are expanded or the input channels padded to the plan's group,
+    the weights and the output when the output channels are, and the output regrouped when its
+    group is not one conv unit's weights; bytes per tile exchanged at the exchange rate and copied
+    as in transform_cost (lib/poplin/ConvModel.cpp, addTransformCycleEstimate, without the
+    regression table; the weights' regroup for the backward pass is not counted)."""
     plan = grid.plan
     ig, og = plan.k_grain, plan.n_grain
     c, o = params.in_chans, params.out_chans
@@ -1489,9 +1507,9 @@ def _conv_transform_cost(arch, params: ConvParams, grid: _ConvGrid, expanded: bo
     memcpy, xbpc = arch.memcpy_bytes_per_cycle, arch.exchange_bytes_per_cycle
     cycles, temp = 0, 0
     elems = 0
-    if expanded or pad_in:
+    if swapped or expanded or pad_in:
         elems += params.batch * params.field[0] * params.field[1] * c_pad
-    if expanded or pad_in or pad_out:
+    if swapped or expanded or pad_in or pad_out:
         elems += params.kernel[0] * params.kernel[1] * c_pad * o_pad
     if elems:
         in_bytes = _ceil(elems, used) * e
@@ -1500,7 +1518,7 @@ def _conv_transform_cost(arch, params: ConvParams, grid: _ConvGrid, expanded: bo
         temp = in_bytes
     out_bytes = _ceil(params.batch * params.out_field[0] * params.out_field[1] * o_pad, used) * e
     num, den = _transform_factor(params.dtype.name, o)
-    if pad_out:
+    if swapped or pad_out:
         cycles += _ceil(out_bytes, xbpc) + _ceil(out_bytes * num, min(memcpy, e) * den)
         temp = max(temp, out_bytes)
     elif og != amp.weights_per_conv_unit(params.dtype.name):
@@ -1509,31 +1527,54 @@ def _conv_transform_cost(arch, params: ConvParams, grid: _ConvGrid, expanded: bo
     return int(cycles), 2 * int(temp)
 
 
-def expand_dims_choice(
+def conv_transforms(
     graph: Graph, params: ConvParams, partials_type: Type = FLOAT, options: dict | None = None
-) -> tuple[int, ...]:
-    """The field dims poplin's planner expands into input channels for this convolution: those the
-    plan constraint ``{"0": {"transform": {"expandDims": [...]}}}`` names, or of the candidates,
-    the cheapest by the plan's estimate and its transform copies within the memory bound, the
-    first among equals (lib/poplin/ConvPlan.cpp, createPlan: the expandDims loop;
-    getExpandDimsCandidates: a constraint's dims, innermost first)."""
-    forced = _transform_constraints(options).get("expandDims")
+) -> tuple[bool, tuple[int, ...]]:
+    """Whether poplin's planner swaps this convolution's operands, and which field dims it then
+    expands into input channels: of the candidates (as given, then swapped; for each, the sets of
+    dims), the cheapest by the plan's estimate and its transform copies within the memory bound,
+    the first among equals (lib/poplin/ConvPlan.cpp, createPlan: the swapOperands and expandDims
+    loops, getSwapOperandCandidates). The plan constraints ``0.transform.swapOperands`` and
+    ``0.transform.expandDims`` fix either."""
+    constraints = _transform_constraints(options)
+    forced_swap = constraints.get("swapOperands")
+    if forced_swap is not None and not isinstance(forced_swap, bool):
+        raise GraphError(f"planConstraints 0.transform.swapOperands must be true or false, got {forced_swap!r}")
+    forced = constraints.get("expandDims")
     if forced is not None:
         if not isinstance(forced, list) or any(d not in (0, 1) or isinstance(d, bool) for d in forced):
             raise GraphError(f"planConstraints 0.transform.expandDims must list field dims 0 and 1, got {forced!r}")
-        return tuple(sorted(set(forced), reverse=True))
+        forced = tuple(sorted(set(forced), reverse=True))
+    swapped = _swapped(params)
+    if forced_swap and swapped is None:
+        raise GraphError(
+            "planConstraints 0.transform.swapOperands: this simulator swaps a convolution's operands "
+            f"only at stride 1 where the swapped padding is not negative, not {params}"
+        )
     arch = graph.target.arch
     bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
-    best, best_key = (), None
-    for dims in _expand_candidates(params):
-        p = _expanded(params, dims)
-        grid = _conv_grid(graph, _flattened(p) or p, partials_type)
-        cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims))
-        memory = max(grid.plan.estimate["memory"], temp)
-        key = (memory > bound, grid.plan.estimate["total"] + cycles)
-        if best_key is None or key < best_key:
-            best, best_key = dims, key
+    best, best_key = (False, ()), None
+    for swap in (False, True) if forced_swap is None else (forced_swap,):
+        q = swapped if swap else params
+        if q is None:
+            continue
+        for dims in _expand_candidates(q) if forced is None else [forced]:
+            p = _expanded(q, dims)
+            grid = _conv_grid(graph, _flattened(p) or p, partials_type)
+            cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims), swap)
+            memory = max(grid.plan.estimate["memory"], temp)
+            key = (memory > bound, grid.plan.estimate["total"] + cycles)
+            if best_key is None or key < best_key:
+                best, best_key = (swap, dims), key
     return best
+
+
+def _flipped(T: Tensor) -> Tensor:
+    """The view of [n, c, h, w] with both field dims reversed."""
+    var, idx = T.element_arrays()
+    shape = tuple(T.shape)
+    var, idx = (a.reshape(shape)[:, :, ::-1, ::-1].reshape(-1) for a in (var, idx))
+    return Tensor.from_elements(T._state, T.dtype, shape, var, idx)
 
 
 def _expand_acts(
@@ -1564,8 +1605,9 @@ def _expand_acts(
 def _copy_expanded_acts(
     graph: Graph, inp: Tensor, params: ConvParams, dims: tuple[int, ...], dst: Tensor, prog: Sequence, name: str
 ) -> None:
-    """Copy the input into the expanded convolution's input `dst`, in `dst`'s storage order, and
-    zero the positions that fall in the padding (poplin pads with zeros before it expands)."""
+    """Copy the input into the planned (swapped or expanded) convolution's input `dst`, in `dst`'s
+    storage order, and zero the positions that fall in the padding (poplin pads with zeros before
+    it expands)."""
     from .popops import zero
 
     view, inside = _expand_acts(graph, inp, params, dims, dst.shape)
@@ -1794,24 +1836,35 @@ def convolution(
         bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights", options)
         weightsTransposeChansFlipXY(graph, weights, bwd_weights, prog, debugPrefix)
         weights = bwd_weights
-    dims = expand_dims_choice(graph, params, partials_type, options)
-    if not dims:
+    swap, dims = conv_transforms(graph, params, partials_type, options)
+    if not swap and not dims:
         return _convolve(graph, inp, weights, params, prog, debugPrefix, partials_type)
-    # poplin's expandDims transform: the input copied into the expanded convolution's layout, its
-    # kernel positions along the expanded dims as channels, and the weights' view rearranged
-    # (lib/poplin/Convolution.cpp, convolutionPreprocess: expandSpatialDims, then rearrangeActs
-    # and rearrangeWeights, as the planner's transform estimate assumes)
-    expanded = _expanded(params, dims)
-    acts = createInput(graph, expanded, f"{debugPrefix}/actsExpanded", options)
-    kernel = createWeights(graph, expanded, f"{debugPrefix}/weightsExpanded", options)
-    _copy_expanded_acts(graph, inp, params, dims, acts, prog, f"{debugPrefix}/expandActs")
-    dst, src = in_storage_order(kernel, _expand_weights(weights, params, dims))
-    prog.add(Copy(src, dst, name=f"{debugPrefix}/expandWeights"))
+    planned = params
+    if swap:
+        # poplin's swapOperands transform: the weights, flipped, are the input of a batch of the
+        # output channels, and the input, flipped, the kernel (lib/poplin/ConvPlan.cpp, swapOperands;
+        # Convolution.cpp, convolutionPreprocess); the output is the transposed view of its output
+        planned = _swapped(params)
+        inp, weights = _flipped(weights), _flipped(inp)
+    # poplin's expandDims transform: the kernel positions along the expanded dims are channels.
+    # The input is copied into the planned convolution's layout, and the weights' view rearranged,
+    # as the planner's transform estimate assumes (Convolution.cpp, convolutionPreprocess:
+    # expandSpatialDims, then rearrangeActs and rearrangeWeights)
+    expanded = _expanded(planned, dims)
+    what = "Expanded" if dims else "Swapped"
+    acts = createInput(graph, expanded, f"{debugPrefix}/acts{what}", options)
+    kernel = createWeights(graph, expanded, f"{debugPrefix}/weights{what}", options)
+    step = "expand" if dims else "swap"
+    _copy_expanded_acts(graph, inp, planned, dims, acts, prog, f"{debugPrefix}/{step}Acts")
+    dst, src = in_storage_order(kernel, _expand_weights(weights, planned, dims))
+    prog.add(Copy(src, dst, name=f"{debugPrefix}/{step}Weights"))
     flat = _flattened(expanded)
     if flat is None:
-        return _convolve(graph, acts, kernel, expanded, prog, debugPrefix, partials_type)
-    out = _convolve(graph, _flat_acts(acts), kernel, flat, prog, debugPrefix, partials_type)
-    return _unflat_acts(out, b, (oh, ow))
+        out = _convolve(graph, acts, kernel, expanded, prog, debugPrefix, partials_type)
+    else:
+        out = _convolve(graph, _flat_acts(acts), kernel, flat, prog, debugPrefix, partials_type)
+        out = _unflat_acts(out, expanded.batch, expanded.out_field)
+    return out.dimShuffle((1, 0, 2, 3)) if swap else out
 
 
 def _convolve(

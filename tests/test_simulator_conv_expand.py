@@ -126,6 +126,11 @@ def test_a_tile_receives_the_input_rows_its_outputs_read_once():
     geometry = (5, 10, 12, 2, 2, 1, 1)
     got = poplin.input_elements(geometry, (3, 3), 6, np.array([18, 42]), np.array([16, 16]))
     assert got.tolist() == [1 * 7 * 12 * 16, 2 * 10 * 12 * 16]
+    # a 1 x 1 kernel at stride 2 with padding 1 over 6 x 6: the 4 x 4 outputs read rows and
+    # columns -1, 1, 3 and 5, so the whole output reads 5 x 5 of the field, from row 1 to row 5
+    # (poplin's getInputRange), and a tile of 2 output rows reads 3 input rows
+    got = poplin.input_elements((4, 6, 6, 2, 2, 1, 1), (1, 1), 4, np.array([16, 8]), np.array([1, 1]))
+    assert got.tolist() == [5 * 5, 3 * 5]
 
 
 @pytest.mark.parametrize("dims", [[1], [0], [0, 1], []])

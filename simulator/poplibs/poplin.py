@@ -533,11 +533,22 @@ def input_elements(conv_input: tuple[int, ...], kernel: tuple[int, int], out_wid
     kh, kw = kernel
     rows = -(-np.asarray(mb) // out_width)
     images = -(-rows // oh)
-    whole_h = min(h, (oh - 1) * sh - ph + kh) - max(0, -ph)
-    whole_w = min(w, (out_width - 1) * sw - pw + kw) - max(0, -pw)
+    whole_h = _input_range_size(h, kh, sh, ph, oh)
+    whole_w = _input_range_size(w, kw, sw, pw, out_width)
     rows_in = np.minimum(whole_h, (np.minimum(rows, oh) - 1) * sh + kh)
     cols_in = min(whole_w, (out_width - 1) * sw + kw)
     return images * rows_in * cols_in * np.asarray(kb)
+
+
+def _input_range_size(size: int, kernel: int, stride: int, pad: int, out: int) -> int:
+    """How many input positions along one dim the whole output reads, from the first to the last,
+    the padding left out (lib/poplin/ConvUtil.cpp, getInputRange)."""
+    first, last = size, -1
+    for k in range(kernel):
+        lo, hi = _written_outputs(k, size, stride, pad, out)
+        if lo < hi:
+            first, last = min(first, lo * stride + k - pad), max(last, (hi - 1) * stride + k - pad)
+    return max(0, last + 1 - first)
 
 
 def _pass_costs(

@@ -1469,7 +1469,7 @@ def _expand_candidates(params: ConvParams) -> list[tuple[int, ...]]:
 def _expanded(params: ConvParams, dims: tuple[int, ...]) -> ConvParams:
     """The convolution with `dims` expanded: each such dim's kernel positions become input channels
     (kernel position outer, channel inner), its field the output's, at stride 1 without padding
-    (lib/poplin/ConvUtil.cpp, expandDim)."""
+    (lib/poplin/ConvModel.cpp, expandDim)."""
     field, kernel = list(params.field), list(params.kernel)
     stride, padding = list(params.stride), list(params.padding)
     chans = params.in_chans

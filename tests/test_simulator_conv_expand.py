@@ -60,6 +60,31 @@ def test_transform_cost_is_poplins_copy_of_the_padded_input_and_weights():
     assert poplin._conv_transform_cost(g.target.arch, p, grid, True) == (38 + 94 + 13, 300)
 
 
+def test_the_copies_an_expansion_implies_decide_between_candidates():
+    g = codelet_graph(16)
+    arch = g.target.arch
+
+    def planned(params, dims):
+        e = poplin._expanded(params, dims)
+        return e, poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT)
+
+    # 4 half channels, a 3 x 3 kernel: both dims expanded (36 channels) plan in the fewest cycles,
+    # but the rows alone (12 channels) cost less with the copies that build the operands
+    halves = poplin.ConvParams(1, 4, 8, (10, 10), (3, 3), (1, 1), (1, 1), HALF)
+    plan_only = {d: planned(halves, d)[1].plan.estimate["total"] for d in poplin._expand_candidates(halves)}
+    assert min(plan_only, key=plan_only.get) == (1, 0)
+    assert poplin.conv_transforms(g, halves) == (False, (0,))
+    # 8 float channels, rows expanded: 24 channels fill their groups of 8, yet the input and the
+    # weights are rearranged because dims are expanded: 2,400 + 3 x 24 x 16 elements over 15
+    # tiles, 948 bytes a tile, exchanged (237) and copied at 4 x 4/5 bytes a cycle (297); the
+    # output, 4 channels padded to 16: 428 bytes a tile, 107 + 134
+    floats = poplin.ConvParams(1, 8, 4, (10, 10), (3, 3), (1, 1), (1, 1), FLOAT)
+    e, grid = planned(floats, (0,))
+    assert (grid.pm * grid.pn * grid.pk, grid.plan.k_grain, grid.plan.n_grain) == (15, 8, 16)
+    assert poplin._conv_transform_cost(arch, e, grid, True) == (237 + 297 + 107 + 134, 2 * 948)
+    assert poplin.conv_transforms(g, floats) == (False, (0,))
+
+
 def test_one_channel_wide_kernel_is_expanded_into_a_pointwise_product(tmp_path):
     g = codelet_graph(16)
     params = poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=FLOAT)
@@ -102,6 +127,11 @@ def test_a_tile_receives_the_input_rows_its_outputs_read_once():
     geometry = (5, 10, 12, 2, 2, 1, 1)
     got = poplin.input_elements(geometry, (3, 3), 6, np.array([18, 42]), np.array([16, 16]))
     assert got.tolist() == [1 * 7 * 12 * 16, 2 * 10 * 12 * 16]
+    # a 1 x 1 kernel at stride 2 with padding 1 over 6 x 6: the 4 x 4 outputs read rows and
+    # columns -1, 1, 3 and 5, so the whole output reads 5 x 5 of the field, from row 1 to row 5
+    # (poplin's getInputRange), and a tile of 2 output rows reads 3 input rows
+    got = poplin.input_elements((4, 6, 6, 2, 2, 1, 1), (1, 1), 4, np.array([16, 8]), np.array([1, 1]))
+    assert got.tolist() == [5 * 5, 3 * 5]
 
 
 @pytest.mark.parametrize("dims", [[1], [0], [0, 1], []])

@@ -533,11 +533,22 @@ def input_elements(conv_input: tuple[int, ...], kernel: tuple[int, int], out_wid
     kh, kw = kernel
     rows = -(-np.asarray(mb) // out_width)
     images = -(-rows // oh)
-    whole_h = min(h, (oh - 1) * sh - ph + kh) - max(0, -ph)
-    whole_w = min(w, (out_width - 1) * sw - pw + kw) - max(0, -pw)
+    whole_h = _input_range_size(h, kh, sh, ph, oh)
+    whole_w = _input_range_size(w, kw, sw, pw, out_width)
     rows_in = np.minimum(whole_h, (np.minimum(rows, oh) - 1) * sh + kh)
     cols_in = min(whole_w, (out_width - 1) * sw + kw)
     return images * rows_in * cols_in * np.asarray(kb)
+
+
+def _input_range_size(size: int, kernel: int, stride: int, pad: int, out: int) -> int:
+    """How many input positions along one dim the whole output reads, from the first to the last,
+    the padding left out (lib/poplin/ConvUtil.cpp, getInputRange)."""
+    first, last = size, -1
+    for k in range(kernel):
+        lo, hi = _written_outputs(k, size, stride, pad, out)
+        if lo < hi:
+            first, last = min(first, lo * stride + k - pad), max(last, (hi - 1) * stride + k - pad)
+    return max(0, last + 1 - first)
 
 
 def _pass_costs(
@@ -1458,7 +1469,7 @@ def _expand_candidates(params: ConvParams) -> list[tuple[int, ...]]:
 def _expanded(params: ConvParams, dims: tuple[int, ...]) -> ConvParams:
     """The convolution with `dims` expanded: each such dim's kernel positions become input channels
     (kernel position outer, channel inner), its field the output's, at stride 1 without padding
-    (lib/poplin/ConvUtil.cpp, expandDim)."""
+    (lib/poplin/ConvModel.cpp, expandDim)."""
     field, kernel = list(params.field), list(params.kernel)
     stride, padding = list(params.stride), list(params.padding)
     chans = params.in_chans

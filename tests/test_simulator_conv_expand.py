@@ -9,7 +9,7 @@ import pytest
 from simulator_run import codelet_graph, correlate, run_convolution
 
 from formats.profile_reader import ProfileReader
-from simulator import FLOAT, HALF, Sequence
+from simulator import FLOAT, HALF, Graph, Sequence, Target
 from simulator.errors import GraphError
 from simulator.poplibs import poplin
 
@@ -255,3 +255,13 @@ def test_a_bad_swap_constraint_is_refused(value):
     strided = {"planConstraints": {"0": {"transform": {"swapOperands": True}}}}
     with pytest.raises(GraphError, match="stride 1"):
         poplin.conv_transforms(g, poplin.ConvParams(1, 1, 1, (4, 4), (2, 2), (2, 2)), FLOAT, strided)
+
+
+def test_when_no_candidate_fits_the_bound_is_doubled_before_it_is_dropped():
+    # the Mk1 backward pass of conv_5x200_1_in_100_out_bs1440, its operands as given: neither
+    # candidate fits 0.6 x 256 KB (157,286 bytes); at twice that, 314,573, the rows as given
+    # (220,896 bytes) do and their expansion (430,040 bytes, fewer cycles) does not
+    g = Graph(Target("ipu1"))
+    bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
+    options = {"planConstraints": {"0": {"transform": {"swapOperands": False}}}}
+    assert poplin.conv_transforms(g, bwd, FLOAT, options) == (False, ())

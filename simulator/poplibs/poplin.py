@@ -506,21 +506,44 @@ def transform_cost(
     rearrange_weights = unswapped | pad_in | pad_partials
     rearrange_output = unswapped | pad_partials | (fc_pass == "TRAINING_WU")
     regroup_output = ~rearrange_output & (n_grain != amp.weights_per_conv_unit(in_type.name)) & (not fc)
-    memcpy = arch.memcpy_bytes_per_cycle
-    xbpc = arch.exchange_bytes_per_cycle
     elems = np.where(rearrange_input, m * k_pad, 0) + np.where(rearrange_weights, k_pad * n_pad, 0)
-    in_bytes = _ceil(elems, used) * out_type.size
-    num, den = _transform_factor(in_type.name, k * n)
-    copy = np.where(elems > 0, _ceil(in_bytes * num, min(memcpy, out_type.size) * den), 0)
-    exchange = np.where(elems > 0, _ceil(in_bytes, xbpc), 0)
-    out_bytes = _ceil(m * n_pad, used) * out_type.size
-    num, den = _transform_factor(out_type.name, n)
-    copy = copy + np.where(rearrange_output, _ceil(out_bytes * num, min(memcpy, out_type.size) * den), 0)
+    return _rearrangement_cost(
+        arch, elems, m * n_pad, used, in_type, out_type, k * n, n, rearrange_output, regroup_output, n_grain
+    )
+
+
+def _rearrangement_cost(
+    arch,
+    in_elems,
+    out_elems,
+    used,
+    in_type: Type,
+    out_type: Type,
+    chans,
+    out_chans,
+    rearrange_output,
+    regroup_output,
+    n_grain,
+) -> tuple[np.ndarray, np.ndarray]:
+    """poplin's estimate of rearranging copies over `used` tiles, as (cycles, temporary bytes per
+    tile): `in_elems` operand elements, and the `out_elems` of the output when it is rearranged or
+    regrouped. A tile's bytes are exchanged at the exchange rate and copied at min(memcpy rate,
+    element size) a cycle, a regroup's at min(memcpy rate, group bytes), scaled by 5/4 or 5/3 by
+    the product `chans` and the output's `out_chans` (getScaleFactorForTransform); the temporary
+    bytes are twice the largest copy's (lib/poplin/ConvModel.cpp, addTransformCycleEstimate)."""
+    memcpy, xbpc, e = arch.memcpy_bytes_per_cycle, arch.exchange_bytes_per_cycle, out_type.size
+    moved = np.asarray(in_elems) > 0
+    in_bytes = _ceil(in_elems, used) * e
+    num, den = _transform_factor(in_type.name, chans)
+    copy = np.where(moved, _ceil(in_bytes * num, min(memcpy, e) * den), 0)
+    exchange = np.where(moved, _ceil(in_bytes, xbpc), 0)
+    out_bytes = _ceil(out_elems, used) * e
+    num, den = _transform_factor(out_type.name, out_chans)
+    copy = copy + np.where(rearrange_output, _ceil(out_bytes * num, min(memcpy, e) * den), 0)
     exchange = exchange + np.where(rearrange_output, _ceil(out_bytes, xbpc), 0)
-    regroup_rate = np.minimum(memcpy, n_grain * out_type.size)
-    copy = copy + np.where(regroup_output, _ceil(out_bytes * num, regroup_rate * den), 0)
-    out_used = rearrange_output | regroup_output
-    temp = 2 * np.maximum(np.where(elems > 0, in_bytes, 0), np.where(out_used, out_bytes, 0))
+    copy = copy + np.where(regroup_output, _ceil(out_bytes * num, np.minimum(memcpy, n_grain * e) * den), 0)
+    out_used = np.logical_or(rearrange_output, regroup_output)
+    temp = 2 * np.maximum(np.where(moved, in_bytes, 0), np.where(out_used, out_bytes, 0))
     return copy + exchange, temp
 
 
@@ -1513,29 +1536,19 @@ def _conv_transform_cost(
     c, o = params.in_chans, params.out_chans
     c_pad, o_pad = _ceil(c, ig) * ig, _ceil(o, og) * og
     pad_in, pad_out = c % ig != 0, o % og != 0
-    used = grid.pm * grid.pn * grid.pk
-    e = params.dtype.size
-    memcpy, xbpc = arch.memcpy_bytes_per_cycle, arch.exchange_bytes_per_cycle
-    cycles, temp = 0, 0
     elems = 0
     if swapped or expanded or pad_in:
         elems += params.batch * params.field[0] * params.field[1] * c_pad
     if swapped or expanded or pad_in or pad_out:
         elems += params.kernel[0] * params.kernel[1] * c_pad * o_pad
-    if elems:
-        in_bytes = _ceil(elems, used) * e
-        num, den = _transform_factor(params.dtype.name, c * o)
-        cycles += _ceil(in_bytes, xbpc) + _ceil(in_bytes * num, min(memcpy, e) * den)
-        temp = in_bytes
-    out_bytes = _ceil(params.batch * params.out_field[0] * params.out_field[1] * o_pad, used) * e
-    num, den = _transform_factor(params.dtype.name, o)
-    if swapped or pad_out:
-        cycles += _ceil(out_bytes, xbpc) + _ceil(out_bytes * num, min(memcpy, e) * den)
-        temp = max(temp, out_bytes)
-    elif og != amp.weights_per_conv_unit(params.dtype.name):
-        cycles += _ceil(out_bytes * num, min(memcpy, og * e) * den)
-        temp = max(temp, out_bytes)
-    return int(cycles), 2 * int(temp)
+    rearrange_output = swapped or pad_out
+    regroup_output = not rearrange_output and og != amp.weights_per_conv_unit(params.dtype.name)
+    out_elems = params.batch * params.out_field[0] * params.out_field[1] * o_pad
+    used = grid.pm * grid.pn * grid.pk
+    cycles, temp = _rearrangement_cost(
+        arch, elems, out_elems, used, params.dtype, params.dtype, c * o, o, rearrange_output, regroup_output, og
+    )
+    return int(cycles), int(temp)
 
 
 def conv_transforms(
@@ -1563,8 +1576,7 @@ def conv_transforms(
             f"only at stride 1 where the swapped padding is not negative, not {params}"
         )
     arch = graph.target.arch
-    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
-    best, best_key = (False, ()), None
+    candidates = []  # (cycles, memory, transforms) in poplin's order
     for swap in (False, True) if forced_swap is None else (forced_swap,):
         q = swapped if swap else params
         if q is None:
@@ -1574,10 +1586,18 @@ def conv_transforms(
             grid = _conv_grid(graph, _flattened(p) or p, partials_type)
             cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims), swap)
             memory = max(grid.plan.estimate["memory"], temp)
-            key = (memory > bound, grid.plan.estimate["total"] + cycles)
-            if best_key is None or key < best_key:
-                best, best_key = (swap, dims), key
-    return best
+            candidates.append((grid.plan.estimate["total"] + cycles, memory, (swap, dims)))
+    # the fewest cycles within the memory bound; when none fits, within twice the bound, doubled
+    # again until it passes twice the tile's memory, then the fewest cycles (ConvPlan.cpp,
+    # runPlanner: minimizeCycles, then minimizeMemory)
+    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
+    while True:
+        fitting = [c for c in candidates if c[1] <= bound]
+        if fitting:
+            return min(fitting, key=lambda c: c[0])[2]
+        if bound >= 2 * graph.target.bytesPerTile:
+            return min(candidates, key=lambda c: c[0])[2]
+        bound *= 2
 
 
 def _flipped(T: Tensor) -> Tensor:
@@ -1863,17 +1883,17 @@ def convolution(
     # expandSpatialDims, then rearrangeActs and rearrangeWeights)
     expanded = _expanded(planned, dims)
     what = "Expanded" if dims else "Swapped"
-    acts = createInput(graph, expanded, f"{debugPrefix}/acts{what}", options)
-    kernel = createWeights(graph, expanded, f"{debugPrefix}/weights{what}", options)
+    planned_acts = createInput(graph, expanded, f"{debugPrefix}/acts{what}", options)
+    planned_weights = createWeights(graph, expanded, f"{debugPrefix}/weights{what}", options)
     step = "expand" if dims else "swap"
-    _copy_expanded_acts(graph, inp, planned, dims, acts, prog, f"{debugPrefix}/{step}Acts")
-    dst, src = in_storage_order(kernel, _expand_weights(weights, planned, dims))
+    _copy_expanded_acts(graph, inp, planned, dims, planned_acts, prog, f"{debugPrefix}/{step}Acts")
+    dst, src = in_storage_order(planned_weights, _expand_weights(weights, planned, dims))
     prog.add(Copy(src, dst, name=f"{debugPrefix}/{step}Weights"))
     flat = _flattened(expanded)
     if flat is None:
-        out = _convolve(graph, acts, kernel, expanded, prog, debugPrefix, partials_type)
+        out = _convolve(graph, planned_acts, planned_weights, expanded, prog, debugPrefix, partials_type)
     else:
-        out = _convolve(graph, _flat_acts(acts), kernel, flat, prog, debugPrefix, partials_type)
+        out = _convolve(graph, _flat_acts(planned_acts), planned_weights, flat, prog, debugPrefix, partials_type)
         out = _unflat_acts(out, expanded.batch, expanded.out_field)
     return out.dimShuffle((1, 0, 2, 3)) if swap else out
 

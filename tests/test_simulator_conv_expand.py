@@ -265,3 +265,21 @@ def test_when_no_candidate_fits_the_bound_is_doubled_before_it_is_dropped():
     bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
     options = {"planConstraints": {"0": {"transform": {"swapOperands": False}}}}
     assert poplin.conv_transforms(g, bwd, FLOAT, options) == (False, ())
+
+
+def test_a_candidate_that_cannot_beat_the_best_is_not_planned(monkeypatch):
+    # a pointwise layer of 4 x 112 x 112 positions: swapped, its 50,176 positions would be the
+    # kernel, 50,176^2 x 32 x 4 multiply-accumulates, more cycles at the tiles' peak rate than the
+    # plan as given takes in all, so that candidate is dropped before it is planned
+    g = Graph(Target("ipu2"))
+    p = poplin._flattened(poplin.ConvParams(4, 32, 64, (112, 112), (1, 1), dtype=HALF))
+    planned = []
+    real = poplin._conv_grid
+
+    def counting(graph, params, partials_type=FLOAT):
+        planned.append(params.kernel)
+        return real(graph, params, partials_type)
+
+    monkeypatch.setattr(poplin, "_conv_grid", counting)
+    assert poplin.conv_transforms(g, p) == (False, ())
+    assert planned == [(1, 1)]

@@ -1576,6 +1576,8 @@ def conv_transforms(
             f"only at stride 1 where the swapped padding is not negative, not {params}"
         )
     arch = graph.target.arch
+    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
+    peak = max(arch.half_half_macs, arch.half_float_macs, arch.float_float_macs)
     candidates = []  # (cycles, memory, transforms) in poplin's order
     for swap in (False, True) if forced_swap is None else (forced_swap,):
         q = swapped if swap else params
@@ -1583,6 +1585,13 @@ def conv_transforms(
             continue
         for dims in _expand_candidates(q) if forced is None else [forced]:
             p = _expanded(q, dims)
+            # a candidate whose multiply-accumulates, as the planner counts them (every kernel
+            # position at every output position), take at least as long at the tiles' peak rate
+            # as an earlier candidate within the bound takes in all cannot be chosen: it is not
+            # planned (popsolver likewise drops what cannot beat its best cost)
+            macs = p.batch * math.prod(p.out_field) * math.prod(p.kernel) * p.in_chans * p.out_chans
+            if any(m <= bound and c <= macs // (graph.num_tiles * peak) for c, m, _ in candidates):
+                continue
             grid = _conv_grid(graph, _flattened(p) or p, partials_type)
             cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims), swap)
             memory = max(grid.plan.estimate["memory"], temp)
@@ -1590,7 +1599,6 @@ def conv_transforms(
     # the fewest cycles within the memory bound; when none fits, within twice the bound, doubled
     # again until it passes twice the tile's memory, then the fewest cycles (ConvPlan.cpp,
     # runPlanner: minimizeCycles, then minimizeMemory)
-    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
     while True:
         fitting = [c for c in candidates if c[1] <= bound]
         if fitting:

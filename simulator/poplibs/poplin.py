@@ -1641,7 +1641,7 @@ def _expand_acts(
     return Tensor.from_elements(graph.state, params.dtype, shape, v.reshape(-1), x.reshape(-1)), inside
 
 
-def _copy_expanded_acts(
+def _copy_planned_acts(
     graph: Graph, inp: Tensor, params: ConvParams, dims: tuple[int, ...], dst: Tensor, prog: Sequence, name: str
 ) -> None:
     """Copy the input into the planned (swapped or expanded) convolution's input `dst`, in `dst`'s
@@ -1852,15 +1852,11 @@ def convolution(
     weightsTransposeChansFlipXY (lib/poplin/Convolution.cpp, convolutionInternal: bwdWeights)."""
     require_codelets(graph, "poplin")
     b, c, o = params.batch, params.in_chans, params.out_chans
-    h, w = params.field
-    kh, kw = params.kernel
-    sh, sw = params.stride
-    ph, pw = params.padding
     oh, ow = params.out_field
-    expect_w = (c, o, kh, kw) if transposeAndFlipWeights else (o, c, kh, kw)
-    if tuple(inp.shape) != (b, c, h, w) or tuple(weights.shape) != expect_w:
+    expect_w = (c, o, *params.kernel) if transposeAndFlipWeights else (o, c, *params.kernel)
+    if tuple(inp.shape) != (b, c, *params.field) or tuple(weights.shape) != expect_w:
         raise GraphError(
-            f"convolution expects input {[b, c, h, w]} and weights {list(expect_w)}, got "
+            f"convolution expects input {[b, c, *params.field]} and weights {list(expect_w)}, got "
             f"{list(inp.shape)} and {list(weights.shape)}"
         )
     if oh <= 0 or ow <= 0:
@@ -1894,7 +1890,7 @@ def convolution(
     planned_acts = createInput(graph, expanded, f"{debugPrefix}/acts{what}", options)
     planned_weights = createWeights(graph, expanded, f"{debugPrefix}/weights{what}", options)
     step = "expand" if dims else "swap"
-    _copy_expanded_acts(graph, inp, planned, dims, planned_acts, prog, f"{debugPrefix}/{step}Acts")
+    _copy_planned_acts(graph, inp, planned, dims, planned_acts, prog, f"{debugPrefix}/{step}Acts")
     dst, src = in_storage_order(planned_weights, _expand_weights(weights, planned, dims))
     prog.add(Copy(src, dst, name=f"{debugPrefix}/{step}Weights"))
     flat = _flattened(expanded)

@@ -185,6 +185,58 @@ def test_scaled_add_and_transpose_follow_poplibs():
     assert int(ops.transpose2d_cycles("half", 3, 5, 1)) == 15 + 8 + 5 * (5 + 7)
 
 
+def test_reduce_add_single_input_vertex_follows_poplibs():
+    # ReduceAdd<half,float> of 48 outputs, 64-bit data path: float partials in 4-wide
+    # accumulators, 2 loaded a cycle. The general vertex, 3 partials: 12 loops, 2 per worker,
+    # (4/2 + 1) cycles a partial and 6 a loop: (32 + (3*3 + 6) * 2) * 6. The single-input vertex
+    # reads its own partial in place and loops over the 2 others: 2 loops a worker,
+    # (20 + (2*2 + 7) * 2) * 6 + 33 (PerformanceEstimation.hpp, getReduceCycleEstimate)
+    assert int(amp.reduce_add_cycles(48, 3, False, True)) == (32 + 15 * 2) * 6
+    assert int(amp.reduce_add_cycles(48, 2, False, True, single_input=True)) == (20 + 11 * 2) * 6 + 33
+    mk2, mk1 = architecture("ipu2"), architecture("ipu1")
+    # poplin's rule (ConvReduce.cpp, reduce): outputs a multiple of 4 floats (8 halves), and the
+    # partials received, rounded up to 16 KB memory elements, under 1/16 of the span of the
+    # elements: 38 x 16 KB / 16 = 38,912 bytes on Mk2, so at most two elements
+    assert amp.single_input_reduce(mk2, 8192, 2, True)  # 32,768 bytes: two elements
+    assert not amp.single_input_reduce(mk2, 8196, 2, True)  # 32,784 bytes: three
+    assert not amp.single_input_reduce(mk2, 46, 3, True)  # 46 floats: not a multiple of 4
+    assert amp.single_input_reduce(mk2, 48, 3, False) == (48 % 8 == 0)
+    assert not amp.single_input_reduce(mk2, 44, 3, False)  # halves go in eights
+    assert not amp.single_input_reduce(mk2, 48, 1, True)  # one partial is a cast, not a reduction
+    # Mk1: 15 x 16 KB / 16 = 15,360 bytes, less than one element: never
+    assert not amp.single_input_reduce(mk1, 8, 2, True)
+    # the vertex's cost model picks the vertex by the same rule, per vertex
+    from simulator import Target
+
+    vtype = library_vertex("poplin::ReduceAdd<half,float>")
+    work = {"outputs": np.array([48, 46]), "partials": np.array([3, 3])}
+    cycles, _ = vtype.cost(work, 2, Target("ipu2", tiles_per_ipu=16))
+    assert cycles.tolist() == [
+        int(amp.reduce_add_cycles(48, 2, False, True, single_input=True)),
+        int(amp.reduce_add_cycles(46, 3, False, True)),
+    ]
+    cycles, _ = vtype.cost(work, 2, Target("ipu1", tiles_per_ipu=16))
+    assert cycles.tolist() == [
+        int(amp.reduce_add_cycles(48, 3, False, True)),
+        int(amp.reduce_add_cycles(46, 3, False, True)),
+    ]
+
+
+def test_planner_counts_the_single_input_reduction():
+    # a k split in 3 over 8 x 24 outputs a tile: each of the 3 tiles sums a slice of 64 outputs,
+    # 3 partials, two received (512 bytes): the single-input vertex, as poplin's estimate counts it
+    # (PerformanceEstimation.hpp, estimateConvReduceCycles)
+    from simulator.poplibs.poplin import _pass_costs
+    from simulator.types import FLOAT, HALF
+
+    a = architecture("ipu2")
+    one = np.array([1])
+    costs = _pass_costs(
+        a, 96, np.array([8]), np.array([24]), np.array([32]), np.array([3]), np.array([0]), one, HALF, FLOAT, HALF
+    )
+    assert int(costs["reduceCompute"][0]) == int(amp.reduce_add_cycles(64, 2, False, True, single_input=True))
+
+
 # -- presets with the tools' options -------------------------------------------------------------------
 
 

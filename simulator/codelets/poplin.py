@@ -357,20 +357,24 @@ def reduce_add_cycles(
     out_float: bool,
     partials_float: bool,
     data_path_width: int = 64,
-    single_input: bool = False,
+    single_input=False,
     constrain_partials: bool = False,
 ) -> np.ndarray:
-    """Tile cycles of the poplin::ReduceAdd supervisor vertex
+    """Tile cycles of the poplin::ReduceAdd supervisor vertex summing `partials` partials into
+    `out_size` outputs; `single_input` (a bool or an array) picks the single-input vertex, whose
+    `partials` are the ones besides the initial partial read in place
     (PerformanceEstimation.hpp, getReduceCycleEstimate; poplinCycleEstimators.cpp, ReduceAdd)."""
     out_size = np.asarray(out_size, dtype=np.int64)
     partials = np.asarray(partials, dtype=np.int64)
+    single = np.asarray(single_input, dtype=bool)
     acc_width = 4 if partials_float else 8
     in_path = data_path_width // ((4 if partials_float else 2) * 8)
-    if single_input:
-        per_loop = acc_width // min(acc_width, in_path * (1 + int(constrain_partials)))
-        loops = -(-(out_size // acc_width) // WORKERS)
-        overhead = (8 if out_float else 7) if partials_float else (10 if out_float else 9)
-        return (20 + (per_loop * partials + overhead) * loops) * WORKERS + 33
+    # the single-input vertex: one pass over the outputs, the initial partial loaded with them
+    per_loop = acc_width // min(acc_width, in_path * (1 + int(constrain_partials)))
+    loops = -(-(out_size // acc_width) // WORKERS)
+    overhead = (8 if out_float else 7) if partials_float else (10 if out_float else 9)
+    one_input = (20 + (per_loop * partials + overhead) * loops) * WORKERS + 33
+    # the general vertex: a pointer load per partial as well
     per_loop = acc_width // min(acc_width, in_path) + 1
     loops = out_size // acc_width
     for bit in range(int(np.log2(acc_width))):
@@ -384,7 +388,23 @@ def reduce_add_cycles(
         cycles = cycles + (per_loop * partials + (7 if partials_float else 9)) * per_worker
     else:
         cycles = cycles + (per_loop * partials + (6 if partials_float else 8)) * per_worker
-    return cycles * WORKERS
+    return np.where(single, one_input, cycles * WORKERS)
+
+
+def single_input_reduce(arch, out_size, partials, partials_float: bool) -> np.ndarray:
+    """Whether poplin sums `partials` partials of `out_size` outputs on a tile with the
+    single-input ReduceAdd vertex, the tile's own partial read in place: when the outputs are a
+    multiple of the partials' accumulator width (4 floats or 8 halves) and the partials received
+    from the other tiles, rounded up to whole memory elements, take under a sixteenth of the span
+    of the tile's memory elements (lib/poplin/ConvReduce.cpp, reduce; ConvReducePlan.hpp,
+    checkPartialsSizeForSingleInputReduce; enableFastReduce off, its default)."""
+    out_size = np.asarray(out_size, dtype=np.int64)
+    partials = np.asarray(partials, dtype=np.int64)
+    element = arch.memory_element_bytes
+    received = out_size * (partials - 1) * (4 if partials_float else 2)
+    occupied = -(-received // element) * element
+    span = (arch.bytes_per_tile // element - 1) * element  # first to last memory element offset
+    return (partials > 1) & (out_size % (4 if partials_float else 8) == 0) & (occupied < span // 16)
 
 
 # -- cost models (work dict -> cycles) and the vertex table -------------------------------------------
@@ -467,8 +487,14 @@ def _reduce_add_cost(out_type: str, partials_type: str):
     def cost(work, n, target):
         outputs = work_array(work, "outputs", n)
         partials = np.maximum(work_array(work, "partials", n), 1)
+        single = single_input_reduce(target.arch, outputs, partials, partials_type == "float")
         cycles = reduce_add_cycles(
-            outputs, partials, out_type == "float", partials_type == "float", target.arch.data_path_width
+            outputs,
+            partials - single,
+            out_type == "float",
+            partials_type == "float",
+            target.arch.data_path_width,
+            single_input=single,
         )
         return cycles, cycles
 

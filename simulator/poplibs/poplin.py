@@ -619,12 +619,16 @@ def _pass_costs(
             slice_elems = -(-(mb[sel] * nb[sel] * small) // big)
             stage_recv = (parts - 1) * slice_elems * partials_type.size
             red_exchange[sel] += arch.exchange_setup_cycles + stage_recv // arch.exchange_bytes_per_cycle
+            # poplin's estimate counts the single-input vertex where its reduce() would use it
+            # (PerformanceEstimation.hpp, estimateConvReduceCycles: useSingleInputReduce)
+            single = amp.single_input_reduce(arch, slice_elems, parts, partials_type.name == "float")
             red_compute[sel] += amp.reduce_add_cycles(
                 slice_elems,
-                parts,
+                parts - single,
                 (out_type if small == 1 else partials_type).name == "float",
                 partials_type.name == "float",
                 arch.data_path_width,
+                single_input=single,
             )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay

@@ -327,6 +327,16 @@ class GraphState:
         debug: int | None = None,
     ) -> Tensor:
         dims = _as_shape(shape)
+        capacity = self.num_tiles * self.target.bytesPerTile
+        numel = math.prod(dims)
+        if numel * dtype.size > capacity:
+            # a model of the device cannot place it, and its element arrays alone would take
+            # 8 bytes of host memory an element
+            raise GraphError(
+                f"{kind} {name or '<anonymous>'!r} of shape {list(dims)} ({dtype.name}) needs "
+                f"{numel * dtype.size:,} bytes, more than the {capacity:,} bytes of all the graph's "
+                f"{self.num_tiles:,} tiles"
+            )
         var_id = len(self.vars)
         if debug is None:
             debug = self.debug.new(name, layer, {"kind": kind, "shape": list(dims), "type": dtype.name})

@@ -11,7 +11,8 @@ from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from pva.cli import main as cli_main
-from simulator.errors import OptionError
+from simulator import Graph, Target
+from simulator.errors import GraphError, OptionError
 from simulator.presets import PRESETS, build_preset, resolve_knobs, run_preset
 
 TS = "2024-01-01T00:00:00Z"
@@ -204,3 +205,21 @@ def test_cli_run_and_bad_knob(tmp_path, capsys):
     assert cli_main(["simulate", "--preset", "matmul", "--engine-option", "debug.nope=1", "-o", str(bad)]) == 2
     assert "unknown engine option 'debug.nope'" in capsys.readouterr().err
     assert not bad.exists() or not os.listdir(bad)
+
+
+def test_cli_refuses_a_shape_larger_than_the_device(tmp_path, capsys):
+    # 10^13 halves of A: refused before any host array is sized by it, exit status 2, nothing written
+    bad = tmp_path / "huge"
+    args = ["simulate", "--preset", "gemm", "--m", "100000000", "--k", "100000", "--n", "100000", "-o", str(bad)]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "variable 'matA' of shape [10000000000000] (half) needs 20,000,000,000,000 bytes" in err
+    assert "more than the 940,572,672 bytes of all the graph's 1,472 tiles" in err
+    assert not bad.exists() or not os.listdir(bad)
+    # the limit is the graph's tiles: 2,000 x 2,000 floats (16 MB) fit 1,472 Mk2 tiles, not 16
+    g = Graph(Target("ipu2", tiles_per_ipu=16))
+    with pytest.raises(
+        GraphError, match=r"needs 16,000,000 bytes, more than the 10,223,616 bytes of all the graph's 16 tiles"
+    ):
+        g.addVariable("float", [2000, 2000], "big")
+    g.addVariable("float", [1000, 1000], "fits")

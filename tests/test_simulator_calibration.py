@@ -215,6 +215,10 @@ def test_reduce_add_single_input_vertex_follows_poplibs():
         int(amp.reduce_add_cycles(48, 2, False, True, single_input=True)),
         int(amp.reduce_add_cycles(46, 3, False, True)),
     ]
+    # 44 outputs of ReduceAdd<half,float>: 11 float accumulators (not whole half ones), so the
+    # single-input vertex: 2 loops a worker, (20 + (2*2 + 7) * 2) * 6 + 33 = 285
+    cycles, _ = vtype.cost({"outputs": np.array([44]), "partials": np.array([3])}, 1, Target("ipu2", tiles_per_ipu=16))
+    assert cycles.tolist() == [285]
     cycles, _ = vtype.cost(work, 2, Target("ipu1", tiles_per_ipu=16))
     assert cycles.tolist() == [
         int(amp.reduce_add_cycles(48, 3, False, True)),
@@ -235,6 +239,22 @@ def test_planner_counts_the_single_input_reduction():
         a, 96, np.array([8]), np.array([24]), np.array([32]), np.array([3]), np.array([0]), one, HALF, FLOAT, HALF
     )
     assert int(costs["reduceCompute"][0]) == int(amp.reduce_add_cycles(64, 2, False, True, single_input=True))
+
+    # the grain is the partials' accumulator width, not the output's: a slice of 12 outputs (4 x 9
+    # over 3 tiles) is three float accumulators, so half outputs of float partials take the
+    # single-input vertex: 3 loops, 1 a worker, 2 cycles a received partial and 7 a loop,
+    # (20 + (2*2 + 7) * 1) * 6 + 33 = 219; half partials (accumulators of 8) take the general one:
+    # 1 + 1 loops (12 = 8 + 4), none a worker, the ragged remainder 2*3 + 11, (32 + 17) * 6 = 294
+    # (PerformanceEstimation.hpp, estimateConvReduceCycles and getReduceCycleEstimate)
+    def reduce_compute(partials_type):
+        four, nine = np.array([4]), np.array([9])
+        costs = _pass_costs(
+            a, 96, four, nine, np.array([32]), np.array([3]), np.array([0]), one, HALF, partials_type, HALF
+        )
+        return int(costs["reduceCompute"][0])
+
+    assert reduce_compute(FLOAT) == 219
+    assert reduce_compute(HALF) == 294
 
 
 # -- presets with the tools' options -------------------------------------------------------------------

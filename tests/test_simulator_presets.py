@@ -213,9 +213,19 @@ def test_cli_refuses_a_shape_larger_than_the_device(tmp_path, capsys):
     args = ["simulate", "--preset", "gemm", "--m", "100000000", "--k", "100000", "--n", "100000", "-o", str(bad)]
     assert cli_main(args) == 2
     err = capsys.readouterr().err
-    assert "variable 'matA' of shape [10000000000000] (half) needs 20,000,000,000,000 bytes" in err
+    # the planner refuses it first (createMatMulInputLHS plans the product before adding matA)
+    assert "the product's left operand of shape [100000000, 100000] needs 20,000,000,000,000 bytes" in err
     assert "more than the 940,572,672 bytes of all the graph's 1,472 tiles" in err
     assert not bad.exists() or not os.listdir(bad)
+    # a convolution whose padding makes its output field 2 x 10^9 + 26 square, or whose kernel has
+    # 10^12 positions: refused before planning (an int64 overflow and a 2.3 GiB planner array)
+    for knobs, what in (
+        (["--padding", "1000000000"], "output of shape [16000000416000002704, 64]"),
+        (["--kernel-size", "1000000", "--padding", "500000"], "weights of shape [64000000000000, 64]"),
+    ):
+        assert cli_main(["simulate", "--preset", "conv", *knobs, "-o", str(bad)]) == 2
+        assert f"the product's {what}" in capsys.readouterr().err
+        assert not bad.exists() or not os.listdir(bad)
     # the limit is the graph's tiles: 2,000 x 2,000 floats (16 MB) fit 1,472 Mk2 tiles, not 16
     g = Graph(Target("ipu2", tiles_per_ipu=16))
     with pytest.raises(

@@ -260,6 +260,7 @@ def plan_matmul(
     columns its outputs read (input_elements)."""
     target = graph.target
     out_type = out_type or in_type
+    _check_product_fits(graph, m, k, n, in_type, out_type, kernel, conv_input is None)
     tiles = graph.num_tiles
     swapped = bool(swap)
     pm_size, pn_size = (n, m) if swapped else (m, n)
@@ -307,6 +308,27 @@ def plan_matmul(
 
 
 @functools.lru_cache(maxsize=4096)
+def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, kernel, with_lhs: bool) -> None:
+    """Refuse a product whose output or weights (or, for a matrix product, left operand) exceed
+    all the graph's tiles, before the planner sizes any array by it; Graph.addVariable refuses
+    such a variable when it is added."""
+    capacity = graph.state.num_tiles * graph.target.bytesPerTile
+    kh, kw = (int(x) for x in kernel)
+    m, k, n = int(m), int(k), int(n)
+    operands = [
+        ("output", [m, n], m * n * out_type.size),
+        ("weights", [k * kh * kw, n], k * kh * kw * n * in_type.size),
+    ]
+    if with_lhs:
+        operands.insert(0, ("left operand", [m, k], m * k * in_type.size))
+    for what, shape, size in operands:
+        if size > capacity:
+            raise GraphError(
+                f"the product's {what} of shape {shape} needs {size:,} bytes, more than the "
+                f"{capacity:,} bytes of all the graph's {graph.state.num_tiles:,} tiles"
+            )
+
+
 def _best_grid(
     arch_name: str,
     bytes_per_tile: int,

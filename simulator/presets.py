@@ -34,6 +34,17 @@ class Knob:
     help: str
     choices: tuple | None = None
     minimum: int | None = 1
+    maximum: int | None = None  # counts that set how much the simulator builds or runs are bounded
+
+
+#: Upper bounds of the knobs that count what a preset builds or runs, so that no knob makes the
+#: simulator build or run without end: an IPU-POD64's IPUs, and counts well past any real model's.
+MAX_IPUS = 64
+MAX_LAYERS = 1_000
+MAX_HEADS = 1_024
+MAX_STEPS = 10_000
+MAX_RUNS = 1_000
+MAX_CYCLE_ESTIMATE = 2**32 - 1  # a vertex's estimate, at most a 32-bit count
 
 
 @dataclass
@@ -136,6 +147,10 @@ def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
             )
         if knob.minimum is not None and knob.type is int and converted < knob.minimum:
             raise OptionError(f"knob --{knob.name} of preset {name!r} must be at least {knob.minimum}, got {converted}")
+        if knob.maximum is not None and knob.type is int and converted > knob.maximum:
+            raise OptionError(
+                f"knob --{knob.name} of preset {name!r} must be at most {knob.maximum:,}, got {converted:,}"
+            )
         out[knob.name] = converted
     return out
 
@@ -266,7 +281,7 @@ class SumVertex(Vertex):
     "Poplar tutorial 3: a custom vertex (suffix sums) with a cycle estimate",
     _ARCH,
     _TILES,
-    Knob("cycle-estimate", int, 20, "cycle estimate set on every vertex", None, 0),
+    Knob("cycle-estimate", int, 20, "cycle estimate set on every vertex", None, 0, MAX_CYCLE_ESTIMATE),
 )
 def _tutorial3(arch: str, tiles_per_ipu: int, cycle_estimate: int) -> Built:
     g = Graph(_target(arch, tiles_per_ipu or 16))
@@ -440,7 +455,7 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     Knob("m", int, 1024, "rows of A and C"),
     Knob("k", int, 1024, "columns of A, rows of B"),
     Knob("n", int, 1024, "columns of B and C"),
-    Knob("ipus", int, 1, "IPUs"),
+    Knob("ipus", int, 1, "IPUs", None, 1, MAX_IPUS),
 )
 def _matmul(arch: str, tiles_per_ipu: int, dtype: str, m: int, k: int, n: int, ipus: int) -> Built:
     g = Graph(_target(arch, tiles_per_ipu, ipus))
@@ -740,8 +755,8 @@ def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):
     _DTYPE,
     Knob("batch", int, 16, "batch size"),
     Knob("hidden", int, 128, "hidden units"),
-    Knob("steps", int, 4, "training steps per run"),
-    Knob("runs", int, 2, "runs of the training program"),
+    Knob("steps", int, 4, "training steps per run", None, 1, MAX_STEPS),
+    Knob("runs", int, 2, "runs of the training program", None, 1, MAX_RUNS),
     _IO_TILES,
 )
 def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> Built:
@@ -822,7 +837,7 @@ def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> 
     _DTYPE,
     Knob("batch", int, 4, "batch size"),
     Knob("channels", int, 32, "channels of each conv"),
-    Knob("layers", int, 3, "convolution layers"),
+    Knob("layers", int, 3, "convolution layers", None, 1, MAX_LAYERS),
     Knob("size", int, 16, "input height and width"),
     Knob("classes", int, 10, "output classes"),
 )
@@ -918,11 +933,11 @@ def _transformer_layer(g: Graph, x, prog, name: str, heads: int, ffn: int, dtype
     _ARCH,
     _TILES,
     _DTYPE,
-    Knob("layers", int, 2, "encoder layers"),
+    Knob("layers", int, 2, "encoder layers", None, 1, MAX_LAYERS),
     Knob("seq", int, 128, "sequence length"),
     Knob("hidden", int, 256, "hidden size"),
-    Knob("heads", int, 4, "attention heads"),
-    Knob("ipus", int, 1, "IPUs (layers are placed on consecutive IPUs)"),
+    Knob("heads", int, 4, "attention heads", None, 1, MAX_HEADS),
+    Knob("ipus", int, 1, "IPUs (layers are placed on consecutive IPUs)", None, 1, MAX_IPUS),
 )
 def _bert(arch, tiles_per_ipu, dtype, layers, seq, hidden, heads, ipus) -> Built:
     if hidden % heads:
@@ -951,12 +966,12 @@ def _bert(arch, tiles_per_ipu, dtype, layers, seq, hidden, heads, ipus) -> Built
 @preset(
     "large",
     "a deep model spread over several Mk2 IPUs for scale tests (tens of thousands of compute sets)",
-    Knob("ipus", int, 4, "IPUs"),
-    Knob("layers", int, 150, "encoder layers"),
-    Knob("steps", int, 1, "training-loop iterations per run"),
+    Knob("ipus", int, 4, "IPUs", None, 1, MAX_IPUS),
+    Knob("layers", int, 150, "encoder layers", None, 1, MAX_LAYERS),
+    Knob("steps", int, 1, "training-loop iterations per run", None, 1, MAX_STEPS),
     Knob("seq", int, 64, "sequence length"),
     Knob("hidden", int, 128, "hidden size"),
-    Knob("heads", int, 8, "attention heads"),
+    Knob("heads", int, 8, "attention heads", None, 1, MAX_HEADS),
     Knob("tiles-per-layer", int, 32, "tiles each layer uses"),
     _ARCH,
     _TILES,

@@ -233,3 +233,38 @@ def test_cli_refuses_a_shape_larger_than_the_device(tmp_path, capsys):
     ):
         g.addVariable("float", [2000, 2000], "big")
     g.addVariable("float", [1000, 1000], "fits")
+
+
+@pytest.mark.parametrize(
+    "preset, knob, value, limit",
+    [
+        ("matmul", "ipus", 65, "64"),
+        ("large", "layers", 1001, "1,000"),
+        ("large", "steps", 10_001, "10,000"),
+        ("mnist-mlp", "runs", 1001, "1,000"),
+        ("bert-encoder", "heads", 1025, "1,024"),
+        ("tutorial3", "cycle-estimate", 2**32, "4,294,967,295"),
+    ],
+)
+def test_knobs_that_count_work_are_bounded(preset, knob, value, limit):
+    with pytest.raises(OptionError, match=f"knob --{knob} of preset '{preset}' must be at most {limit}, got {value:,}"):
+        resolve_knobs(preset, {knob: value})
+    resolve_knobs(preset, {knob: int(limit.replace(",", ""))})  # the bound itself is allowed
+
+
+def test_cli_reports_a_run_out_of_host_memory(tmp_path, capsys, monkeypatch):
+    # sizes the device can hold may still need more host memory than the process gets: a clear
+    # error and exit status 2, what is already in the directory kept
+    import simulator.presets
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(simulator.presets, "run_preset", out_of_memory)
+    directory = tmp_path / "out"
+    directory.mkdir()
+    (directory / "mine.txt").write_text("kept")
+    assert cli_main(["simulate", "--preset", "conv", "--padding", "3000", "-o", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert "preset 'conv' with --padding 3000: simulating it needs more host memory than this machine" in err
+    assert os.listdir(directory) == ["mine.txt"]

@@ -307,7 +307,6 @@ def plan_matmul(
     )
 
 
-@functools.lru_cache(maxsize=4096)
 def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, kernel, with_lhs: bool) -> None:
     """Refuse a product whose output or weights (or, for a matrix product, left operand) exceed
     all the graph's tiles, before the planner sizes any array by it; Graph.addVariable refuses
@@ -329,6 +328,7 @@ def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, ke
             )
 
 
+@functools.lru_cache(maxsize=4096)
 def _best_grid(
     arch_name: str,
     bytes_per_tile: int,

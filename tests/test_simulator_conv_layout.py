@@ -191,3 +191,24 @@ def test_input_elements_no_cell_reads_stay_with_their_neighbours():
         x = poplin.createInput(g, params, "in")
         tiles = {cell[9] for cell in poplin._conv_grid(g, params).cells()}
         assert _tiles_of(g, x) <= tiles
+
+
+def test_unsplit_input_channels_are_cast_not_reduced(tmp_path):
+    # one cell per block of outputs (the 8 input channels are not split): nothing to sum, so poplin
+    # casts the float partials to half on their tiles (Convolution.cpp, convolutionImpl; a reduction
+    # of depth one is a cast in ConvReduce.cpp) and takes a float convolution's partials as its output
+    for dtype, np_type in ((HALF, np.float16), (FLOAT, np.float32)):
+        g = codelet_graph(64)
+        p = poplin.ConvParams(2, 8, 32, (6, 6), (3, 3), (1, 1), (1, 1), dtype)
+        assert poplin._conv_grid(g, p, FLOAT).plan.pk == 1
+        x = poplin.createInput(g, p, "in")
+        w = poplin.createWeights(g, p, "w")
+        prog = Sequence()
+        y = poplin.convolution(g, x, w, p, prog, "conv", {"planConstraints": {"0": {"transform": {"expandDims": []}}}})
+        names = [cs.name for cs in g.state.compute_sets]
+        assert not any(name.endswith("/Reduce") for name in names), names
+        assert ("conv/Conv_1/Cast" in names) == (dtype == HALF)
+        if dtype == FLOAT:
+            assert {g.state.vars[int(v)].name for v in y.variable_ids()} == {"conv/partials"}
+        xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path / dtype.name, seed=7, dtype=np_type)
+        assert np.allclose(out, correlate(xv, wv, padding=(1, 1)), atol=0.05 if dtype == HALF else 1e-4)

@@ -1998,13 +1998,58 @@ def _convolve(
             **({"in_chans": grid.c_per, "out_chans": ocpg} if small_channels else {"out_chans_per_group": ocpg}),
         },
     )
+    cells_info = [(x[3], x[4], x[5], x[6], x[7], x[8], int(offsets[j])) for j, x in enumerate(cells)]
+
+    def convolve(data):
+        x = data.read(inp).astype(np.float64)
+        wt = data.read(weights).astype(np.float64)
+        xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        arr = data.array(pvar)
+        for p0, p1, o0, o1, k0, k1, off in cells_info:
+            block = np.zeros((o1 - o0, p1 - p0, ow))
+            for pos in range(p0, p1):
+                bb, y = divmod(pos, oh)
+                for i in range(kh):
+                    for j in range(kw):
+                        patch = xp[bb, k0:k1, y * sh + i, j : j + sw * ow : sw]
+                        block[:, pos - p0, :] += wt[o0:o1, k0:k1, i, j] @ patch
+            grouped_block = block.reshape((o1 - o0) // og, og, p1 - p0, ow).transpose(0, 2, 3, 1)
+            arr[off : off + block.size] = grouped_block.reshape(-1)
+
+    state.compute_sets[cs.id].functional.append(convolve)
+    prog.add(Execute(cs))
+    groups: dict[tuple[int, int], list[int]] = {}
+    for j, cell in enumerate(cells):
+        groups.setdefault((cell[0], cell[1]), []).append(j)
+    if all(len(members) == 1 for members in groups.values()):
+        # no split of the input channels: nothing to sum. poplin casts the partials to the output
+        # type on their tiles, or takes them as the output when the types agree
+        # (lib/poplin/Convolution.cpp, convolutionImpl; ConvReduce.cpp, reduce: a depth of one is a cast)
+        pos, oc, x = np.meshgrid(np.arange(positions), np.arange(o), np.arange(ow), indexing="ij")
+        index = np.zeros(pos.shape, dtype=np.int64)
+        for p0, p1, o0, o1, _k0, _k1, off in cells_info:
+            sel = (slice(p0, p1), slice(o0, o1), slice(None))
+            index[sel] = (
+                off
+                + (oc[sel] - o0) // og * ((p1 - p0) * ow * og)
+                + (pos[sel] - p0) * ow * og
+                + x[sel] * og
+                + (oc[sel] - o0) % og
+            )
+        # [b*oh, o, ow] -> [b, o, oh, ow]
+        index = index.reshape(b, oh, o, ow).transpose(0, 2, 1, 3).reshape(-1)
+        unreduced = Tensor.from_elements(state, partials_type, (b, o, oh, ow), np.full(index.size, pvar), index)
+        if partials_type == params.dtype:
+            return unreduced
+        from .popops import cast
+
+        out = cast(graph, unreduced, params.dtype, prog, f"{debugPrefix}/Conv_1")
+        prog.add(WriteUndef(partials))
+        return out
     # output [O/og][N][oh][ow][og] (ConvReduce.cpp, multiStageGroupedReduce); the cells of one
     # (positions, output channels) block sum their partials, each reducing a slice of the block
     out = graph.addVariable(params.dtype, [b * o * oh * ow], f"{debugPrefix}/out")
     ovar = int(out.vars[0])
-    groups: dict[tuple[int, int], list[int]] = {}
-    for j, cell in enumerate(cells):
-        groups.setdefault((cell[0], cell[1]), []).append(j)
     # block order (group, position, x, channel) -> offset in the output variable
     row = ow * og
     block_idx, o_base, pos_count = [], {}, 0
@@ -2059,23 +2104,6 @@ def _convolve(
     # the [b, o, oh, ow] view of the grouped output
     idx = np.arange(b * o * oh * ow, dtype=np.int64).reshape(o // og, b, oh, ow, og).transpose(1, 0, 4, 2, 3)
     view = Tensor.from_elements(state, params.dtype, (b, o, oh, ow), np.full(idx.size, ovar), idx.reshape(-1))
-    cells_info = [(x[3], x[4], x[5], x[6], x[7], x[8], int(offsets[j])) for j, x in enumerate(cells)]
-
-    def convolve(data):
-        x = data.read(inp).astype(np.float64)
-        wt = data.read(weights).astype(np.float64)
-        xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        arr = data.array(pvar)
-        for p0, p1, o0, o1, k0, k1, off in cells_info:
-            block = np.zeros((o1 - o0, p1 - p0, ow))
-            for pos in range(p0, p1):
-                bb, y = divmod(pos, oh)
-                for i in range(kh):
-                    for j in range(kw):
-                        patch = xp[bb, k0:k1, y * sh + i, j : j + sw * ow : sw]
-                        block[:, pos - p0, :] += wt[o0:o1, k0:k1, i, j] @ patch
-            grouped_block = block.reshape((o1 - o0) // og, og, p1 - p0, ow).transpose(0, 2, 3, 1)
-            arr[off : off + block.size] = grouped_block.reshape(-1)
 
     def reduce_partials(data):
         arr = data.array(pvar)
@@ -2086,9 +2114,7 @@ def _convolve(
             result[o0:o1, p0:p1, :] += block.transpose(0, 3, 1, 2).reshape(o1 - o0, p1 - p0, ow)
         data.write(view, result.reshape(o, b, oh, ow).transpose(1, 0, 2, 3))
 
-    state.compute_sets[cs.id].functional.append(convolve)
     state.compute_sets[cs2.id].functional.append(reduce_partials)
-    prog.add(Execute(cs))
     prog.add(Execute(cs2))
     prog.add(WriteUndef(partials))
     return view

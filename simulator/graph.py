@@ -327,16 +327,9 @@ class GraphState:
         debug: int | None = None,
     ) -> Tensor:
         dims = _as_shape(shape)
-        capacity = self.num_tiles * self.target.bytesPerTile
-        numel = math.prod(dims)
-        if numel * dtype.size > capacity:
-            # a model of the device cannot place it, and its element arrays alone would take
-            # 8 bytes of host memory an element
-            raise GraphError(
-                f"{kind} {name or '<anonymous>'!r} of shape {list(dims)} ({dtype.name}) needs "
-                f"{numel * dtype.size:,} bytes, more than the {capacity:,} bytes of all the graph's "
-                f"{self.num_tiles:,} tiles"
-            )
+        self.require_fits(
+            f"{kind} {name or '<anonymous>'!r} of shape {list(dims)} ({dtype.name})", math.prod(dims) * dtype.size
+        )
         var_id = len(self.vars)
         if debug is None:
             debug = self.debug.new(name, layer, {"kind": kind, "shape": list(dims), "type": dtype.name})
@@ -347,6 +340,16 @@ class GraphState:
             if var.numel
             else Tensor(self, dtype, dims, [], [], [])
         )
+
+    def require_fits(self, what: str, nbytes: int) -> None:
+        """Refuse `what` when its `nbytes` exceed all the graph's tiles together: a model of the
+        device cannot place it, and the host arrays that describe it take 8 bytes an element."""
+        capacity = self.num_tiles * self.target.bytesPerTile
+        if nbytes > capacity:
+            raise GraphError(
+                f"{what} needs {nbytes:,} bytes, more than the {capacity:,} bytes of all the graph's "
+                f"{self.num_tiles:,} tiles"
+            )
 
     def map_regions(self, tensor: Tensor, tiles) -> None:
         """Map every region of `tensor` to the matching tile (a scalar or one per region)."""

@@ -170,7 +170,22 @@ def run_preset(
     output=None,
     functional: bool | None = None,
 ) -> Engine:
-    """Build, compile and run a preset, writing every report to `directory`; returns the closed engine."""
+    """Build, compile and run a preset, writing every report to `directory`; returns the closed engine.
+
+    Sizes within the device's memory may still need more host memory than the process gets (the
+    simulator keeps a few 8-byte indices for every element it lays out): that is an OptionError
+    naming the preset and its knobs."""
+    try:
+        return _run_preset(name, knobs, directory, options, timestamp, progress, output, functional)
+    except MemoryError:
+        given = " ".join(f"--{k} {v}" for k, v in sorted((knobs or {}).items())) or "its defaults"
+        raise OptionError(
+            f"preset {name!r} with {given}: simulating it needs more host memory than this machine "
+            "gives the process; choose smaller sizes"
+        ) from None
+
+
+def _run_preset(name, knobs, directory, options, timestamp, progress, output, functional) -> Engine:
     built = build_preset(name, knobs)
     engine_options = {"autoReport.all": "true", "autoReport.directory": directory}
     engine_options.update(options or {})

@@ -260,11 +260,15 @@ def test_cli_reports_a_run_out_of_host_memory(tmp_path, capsys, monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(simulator.presets, "run_preset", out_of_memory)
+    monkeypatch.setattr(simulator.presets, "build_preset", out_of_memory)
     directory = tmp_path / "out"
     directory.mkdir()
     (directory / "mine.txt").write_text("kept")
     assert cli_main(["simulate", "--preset", "conv", "--padding", "3000", "-o", str(directory)]) == 2
     err = capsys.readouterr().err
     assert "preset 'conv' with --padding 3000: simulating it needs more host memory than this machine" in err
+    assert os.listdir(directory) == ["mine.txt"]
+    # the same error for a caller of the Python API
+    with pytest.raises(OptionError, match="preset 'conv' with its defaults: simulating it needs more host memory"):
+        run_preset("conv", None, str(directory))
     assert os.listdir(directory) == ["mine.txt"]

@@ -407,6 +407,16 @@ def single_input_reduce(arch, out_size, partials, partials_float: bool) -> np.nd
     return (partials > 1) & (out_size % (4 if partials_float else 8) == 0) & (occupied < span // 16)
 
 
+def reduce_vertex_cycles(arch, out_size, partials, out_float: bool, partials_float: bool) -> np.ndarray:
+    """Tile cycles of the ReduceAdd vertex poplin's reduce() picks for `partials` partials of
+    `out_size` outputs on a tile: the single-input one where single_input_reduce allows it (one
+    partial fewer to loop over), the general one otherwise."""
+    single = single_input_reduce(arch, out_size, partials, partials_float)
+    return reduce_add_cycles(
+        out_size, partials - single, out_float, partials_float, arch.data_path_width, single_input=single
+    )
+
+
 # -- cost models (work dict -> cycles) and the vertex table -------------------------------------------
 
 
@@ -487,15 +497,7 @@ def _reduce_add_cost(out_type: str, partials_type: str):
     def cost(work, n, target):
         outputs = work_array(work, "outputs", n)
         partials = np.maximum(work_array(work, "partials", n), 1)
-        single = single_input_reduce(target.arch, outputs, partials, partials_type == "float")
-        cycles = reduce_add_cycles(
-            outputs,
-            partials - single,
-            out_type == "float",
-            partials_type == "float",
-            target.arch.data_path_width,
-            single_input=single,
-        )
+        cycles = reduce_vertex_cycles(target.arch, outputs, partials, out_type == "float", partials_type == "float")
         return cycles, cycles
 
     return cost

@@ -309,9 +309,8 @@ def plan_matmul(
 
 def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, kernel, with_lhs: bool) -> None:
     """Refuse a product whose output or weights (or, for a matrix product, left operand) exceed
-    all the graph's tiles, before the planner sizes any array by it; Graph.addVariable refuses
-    such a variable when it is added."""
-    capacity = graph.state.num_tiles * graph.target.bytesPerTile
+    all the graph's tiles, before the planner sizes any array by it, as Graph.addVariable refuses
+    such a variable (GraphState.require_fits)."""
     kh, kw = (int(x) for x in kernel)
     m, k, n = int(m), int(k), int(n)
     operands = [
@@ -321,11 +320,7 @@ def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, ke
     if with_lhs:
         operands.insert(0, ("left operand", [m, k], m * k * in_type.size))
     for what, shape, size in operands:
-        if size > capacity:
-            raise GraphError(
-                f"the product's {what} of shape {shape} needs {size:,} bytes, more than the "
-                f"{capacity:,} bytes of all the graph's {graph.state.num_tiles:,} tiles"
-            )
+        graph.state.require_fits(f"the product's {what} of shape {shape}", size)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -641,16 +636,14 @@ def _pass_costs(
             slice_elems = -(-(mb[sel] * nb[sel] * small) // big)
             stage_recv = (parts - 1) * slice_elems * partials_type.size
             red_exchange[sel] += arch.exchange_setup_cycles + stage_recv // arch.exchange_bytes_per_cycle
-            # poplin's estimate counts the single-input vertex where its reduce() would use it
-            # (PerformanceEstimation.hpp, estimateConvReduceCycles: useSingleInputReduce)
-            single = amp.single_input_reduce(arch, slice_elems, parts, partials_type.name == "float")
-            red_compute[sel] += amp.reduce_add_cycles(
+            # poplin's estimate counts the vertex its reduce() would use (PerformanceEstimation.hpp,
+            # estimateConvReduceCycles: useSingleInputReduce)
+            red_compute[sel] += amp.reduce_vertex_cycles(
+                arch,
                 slice_elems,
-                parts - single,
+                parts,
                 (out_type if small == 1 else partials_type).name == "float",
                 partials_type.name == "float",
-                arch.data_path_width,
-                single_input=single,
             )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay

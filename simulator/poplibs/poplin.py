@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -627,22 +626,25 @@ def _pass_costs(
     red_memory = np.zeros_like(pk)
     syncs = np.full_like(pk, arch.min_sync_delay)
     for depth in np.unique(pk[reduce_needed]):
-        # each reduction stage takes D partials to d: groups of D/d tiles, each tile summing D/d
-        # partials of its slice of the block (the stages of poplin's multi-stage reduction)
+        # each stage sums `this` partials of each output of a tile's slice, the slice shrinking
+        # by `this` a stage from the tile's block, so every tile of the k split works in every stage
+        # (PerformanceEstimation.hpp, estimateConvReduceCycles; ConvReduce.cpp, partialGroupedReduce)
         sel = pk == depth
-        chain = [int(depth)] + reduce_stage_depths(int(depth)) + [1]
-        for big, small in itertools.pairwise(chain):
-            parts = -(-big // small)
-            slice_elems = -(-(mb[sel] * nb[sel] * small) // big)
-            stage_recv = (parts - 1) * slice_elems * partials_type.size
+        remaining = int(depth)
+        slice_elems = _ceil(mb[sel] * nb[sel], remaining) * remaining
+        for out_depth in reduce_stage_depths(remaining) + [1]:
+            this = -(-remaining // out_depth)
+            remaining = -(-remaining // this)
+            slice_elems = _ceil(slice_elems, this)
+            stage_recv = (this - 1) * slice_elems * partials_type.size
             red_exchange[sel] += arch.exchange_setup_cycles + stage_recv // arch.exchange_bytes_per_cycle
             # poplin's estimate counts the vertex its reduce() would use (PerformanceEstimation.hpp,
             # estimateConvReduceCycles: useSingleInputReduce)
             red_compute[sel] += amp.reduce_vertex_cycles(
                 arch,
                 slice_elems,
-                parts,
-                (out_type if small == 1 else partials_type).name == "float",
+                this,
+                (out_type if remaining == 1 else partials_type).name == "float",
                 partials_type.name == "float",
             )
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
@@ -918,51 +920,104 @@ def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> 
     return rearrange.regroup(graph, T, from_group, to_group, prog, name)
 
 
-def _reduce_slices(block: np.ndarray, size: np.ndarray, base: np.ndarray, p_off: np.ndarray, tiles: np.ndarray):
-    """Vertices summing the partial blocks of cells that share an output block.
+def _staged_reduce(
+    graph: Graph,
+    prog: Sequence,
+    name: str,
+    out_linear: Tensor,
+    partials_type: Type,
+    cells: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    chans_per_group: int,
+):
+    """Sum the partial blocks of the cells that share an output block, in the stages of poplin's
+    multi-stage reduction, and return the last stage's compute set.
 
-    Cells are given by their output block id, block size, the block's offset in the output
-    variable, their partial block's offset and their tile. Each cell reduces one slice of its
-    block, split over up to six worker vertices. Returns the output mapping (starts, ends,
-    tiles) and the vertices: tiles, partial regions (vertex, start, length), output regions,
-    outputs and partials per vertex.
-    """
+    `cells` are, per cell in its block's order: block id, block size, the block's start in
+    `out_linear` (the output in block order), the start of its partial block in variable `pvar`
+    (the last entry, one id for all) and its tile. Every stage spreads each of its output rows over
+    an equal share of the block's tiles, in slices of whole grains, so all the block's tiles work
+    in every stage (lib/poplin/ConvReduce.cpp, multiStageGroupedReduce and partialGroupedReduce)."""
+    state = graph.state
+    block, size, base, p_off, tiles, pvar = cells
     order = np.lexsort((np.arange(block.size), block))
     block, size, base, p_off, tiles = block[order], size[order], base[order], p_off[order], tiles[order]
     first = np.r_[True, block[1:] != block[:-1]]
-    start_of = np.maximum.accumulate(np.where(first, np.arange(block.size), 0))
+    bidx = np.cumsum(first) - 1
+    start_of = np.flatnonzero(first)[bidx]
     position = np.arange(block.size) - start_of
-    parts = np.bincount(np.cumsum(first) - 1)[np.cumsum(first) - 1]
-    ss = -(-size // parts)
-    s0 = np.minimum(position * ss, size)
-    s1 = np.minimum(s0 + ss, size)
-    keep = s1 > s0
-    map_s, map_e, map_t = base[keep] + s0[keep], base[keep] + s1[keep], tiles[keep]
-    cell = np.flatnonzero(keep)
-    length = s1[cell] - s0[cell]
-    workers = np.ones_like(length)  # one ReduceAdd supervisor vertex per slice, as poplin creates
-    step = -(-length // workers)
-    count = -(-length // step)
-    v_cell = np.repeat(cell, count)
-    j = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    w0 = s0[v_cell] + j * np.repeat(step, count)
-    w1 = np.minimum(s1[v_cell], w0 + np.repeat(step, count))
-    n_vertices = v_cell.size
-    v_parts = parts[v_cell]
-    rows_v = np.repeat(np.arange(n_vertices), v_parts)
-    member = np.repeat(start_of[v_cell], v_parts) + (
-        np.arange(int(v_parts.sum())) - np.repeat(np.cumsum(v_parts) - v_parts, v_parts)
-    )
-    part_start = p_off[member] + np.repeat(w0, v_parts)
-    part_len = np.repeat(w1 - w0, v_parts)
-    return (
-        (map_s, map_e, map_t),
-        tiles[v_cell],
-        (rows_v, part_start, part_len),
-        (np.arange(n_vertices), base[v_cell] + w0, w1 - w0),
-        w1 - w0,
-        v_parts,
-    )
+    depth = np.bincount(bidx)[bidx]
+    plan = reduce_stage_depths(int(depth.max()))
+    # rows of the current partials: the cells' own blocks, then each stage's output rows
+    rows = depth.copy()
+    row_var = np.full(block.size, pvar)
+    row_start = p_off.copy()  # start of row r of a cell's block is row_start[start_of + r] (stage 1)
+    stride = None  # later stages: row r of a block starts at inter_base + r * size
+    inter_base = None
+    pending: list[Tensor] = []
+    cs = None
+    for stage, out_depth in enumerate(plan + [1]):
+        final = out_depth == 1
+        d = np.minimum(out_depth, rows)
+        i = ((position + 1) * d + depth - 1) // depth - 1
+        t0 = i * depth // d
+        t1 = np.maximum(t0 + 1, (i + 1) * depth // d)
+        # slices of whole grains: the partials' channel group, at least one vector of the stage's type
+        # (partialGroupedReduce: roundedGrainSize)
+        t_type = out_linear.dtype if final else partials_type
+        vector = graph.target.arch.data_path_width // (8 * t_type.size)
+        grain = -(-max(chans_per_group, vector) // vector) * vector
+        grains = -(-size // grain)
+        per = -(-grains // (t1 - t0)) * grain
+        s0 = np.minimum((position - t0) * per, size)
+        s1 = np.minimum(s0 + per, size)
+        r0, r1 = i * rows // d, (i + 1) * rows // d
+        keep = s1 > s0
+        vc = np.flatnonzero(keep)
+        n_rows = (r1 - r0)[vc]
+        vertex = np.repeat(np.arange(vc.size), n_rows)
+        r = np.repeat(r0[vc], n_rows) + (np.arange(int(n_rows.sum())) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows))
+        cell_of_row = np.repeat(vc, n_rows)
+        if stride is None:
+            part_var = row_var[start_of[cell_of_row] + r]
+            part_start = row_start[start_of[cell_of_row] + r] + s0[cell_of_row]
+        else:
+            part_var = np.full(r.size, stride)
+            part_start = inter_base[cell_of_row] + r * size[cell_of_row] + s0[cell_of_row]
+        length = (s1 - s0)[vc]
+        if final:
+            target = out_linear
+            o_start = base[vc] + s0[vc]
+            label = "Reduce" if not plan else "ReduceFinalStage"
+        else:
+            # this stage's output: a block's d rows of its size, blocks one after another
+            block_rows = np.zeros(int(bidx.max()) + 1, dtype=np.int64)
+            block_rows[bidx] = d * size
+            starts = np.concatenate(([0], np.cumsum(block_rows)[:-1]))
+            inter = graph.addVariable(partials_type, [int(block_rows.sum())], f"{name}/partials{stage + 1}")
+            target = inter
+            new_base = starts[bidx]
+            o_start = new_base[vc] + i[vc] * size[vc] + s0[vc]
+            label = f"ReduceStage{stage}"
+        o_row, o_var, o_st, o_len = regions_at(target, o_start, length)
+        for var_id in np.unique(o_var):
+            sel = o_var == var_id
+            state.set_mapping(int(var_id), o_st[sel], o_st[sel] + o_len[sel], tiles[vc][o_row[sel]])
+        cs = graph.addComputeSet(f"{name}/Conv_1/{label}")
+        add_vertices(
+            graph,
+            cs,
+            f"poplin::ReduceAdd<{t_type},{partials_type}>",
+            tiles[vc],
+            {"partials": (vertex, part_var, part_start, np.repeat(length, n_rows)), "out": (o_row, o_var, o_st, o_len)},
+            work={"outputs": length, "partials": n_rows},
+        )
+        prog.add(Execute(cs))
+        for done in pending:
+            prog.add(WriteUndef(done))
+        if not final:
+            pending = [inter]
+            stride, inter_base, rows = int(inter.vars[0]), new_base, d
+    return cs
 
 
 def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Sequence, name: str) -> Tensor:
@@ -1102,62 +1157,19 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
         prog.add(WriteUndef(partials))
         return out
     # C blocked by (im, jn); the pk partial blocks of each output block are summed in the stages of
-    # poplin's multi-stage reduction, each stage a compute set whose tiles each sum one slice
+    # poplin's multi-stage reduction
     out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")
-    ovar = int(out.vars[0])
     view, c_off = _blocked_view(graph, out, m, n, mb, nb)
-    from .popops import graph_tiles_inverse
-
     c_block = im[cells] * pn + jn[cells]
-    c_size, c_poff, c_tiles, c_var = block_sizes, p_off, tiles, pvar
-    depths = reduce_stage_depths(pk)
-    cs2 = None
-    pending: list[Tensor] = []
-    for stage, depth in enumerate(depths + [1]):
-        # position of each cell among the cells of its block, then its group of this stage
-        order = np.lexsort((np.arange(c_block.size), c_block))
-        first = np.r_[True, c_block[order][1:] != c_block[order][:-1]]
-        start = np.maximum.accumulate(np.where(first, np.arange(order.size), 0))
-        counts = np.bincount(np.cumsum(first) - 1)[np.cumsum(first) - 1]
-        position = np.empty_like(order)
-        position[order] = np.arange(order.size) - start
-        members = np.empty_like(order)
-        members[order] = counts
-        final = depth == 1
-        key = c_block if final else c_block * depth + position * depth // members
-        if final:
-            target_var, t_type, base_of = ovar, plan.out_type, c_off[c_block]
-        else:
-            keys, key_index = np.unique(key, return_inverse=True)
-            key_sizes = np.zeros(keys.size, dtype=np.int64)
-            key_sizes[key_index] = c_size
-            key_base = np.concatenate(([0], np.cumsum(key_sizes)[:-1]))
-            inter = graph.addVariable(plan.partials_type, [int(key_sizes.sum())], f"{name}/partials{stage + 1}")
-            target_var, t_type, base_of = int(inter.vars[0]), plan.partials_type, key_base[key_index]
-        (map_s, map_e, map_t), red_tiles, (pv, ps, pl), (ov, os_, ol), outputs, nparts = _reduce_slices(
-            key, c_size, base_of, c_poff, c_tiles
-        )
-        graph.setTileMappingIntervals(out if final else inter, map_s, map_e, graph_tiles_inverse(graph, map_t))
-        label = "Reduce" if not depths else f"ReduceStage{stage}" if not final else "ReduceFinalStage"
-        cs2 = graph.addComputeSet(f"{name}/Conv_1/{label}")
-        add_vertices(
-            graph,
-            cs2,
-            f"poplin::ReduceAdd<{t_type},{plan.partials_type}>",
-            red_tiles,
-            {"partials": (pv, np.full(pv.size, c_var), ps, pl), "out": (ov, np.full(ov.size, target_var), os_, ol)},
-            work={"outputs": outputs, "partials": nparts},
-        )
-        prog.add(Execute(cs2))
-        for done in pending:
-            prog.add(WriteUndef(done))
-        pending = []
-        if not final:
-            pending = [inter]
-            # the next stage's cells: one per group, its partial block in the intermediate variable,
-            # placed on the tile of the group's first cell
-            head = np.unique(key_index, return_index=True)[1]
-            c_block, c_size, c_poff, c_tiles, c_var = keys // depth, key_sizes, key_base, c_tiles[head], target_var
+    cs2 = _staged_reduce(
+        graph,
+        prog,
+        name,
+        out,
+        plan.partials_type,
+        (c_block, block_sizes, c_off[c_block], p_off, tiles, pvar),
+        ocpg,
+    )
 
     def reduce_partials(data):
         arr = data.array(pvar)
@@ -2055,44 +2067,18 @@ def _convolve(
     block_order = Tensor.from_elements(
         state, params.dtype, (pos_count,), np.full(pos_count, ovar), np.concatenate(block_idx)
     )
-    map_s, map_e, map_t, part_rows, out_rows, outputs, nparts, red_tiles = [], [], [], [], [], [], [], []
-    vertex = 0
-    for key, members in groups.items():
-        size = int(sizes[members[0]])
-        base = o_base[key]
-        parts = len(members)
-        slice_size = -(-size // parts)
-        for position, j in enumerate(members):
-            s0, s1 = position * slice_size, min(size, (position + 1) * slice_size)
-            if s1 <= s0:
-                continue
-            # one ReduceAdd supervisor vertex per slice
-            map_s.append(base + s0)
-            map_e.append(base + s1)
-            map_t.append(int(tiles[j]))
-            for other in members:
-                part_rows.append((vertex, int(offsets[other]) + s0, s1 - s0))
-            out_rows.append((vertex, base + s0, s1 - s0))
-            red_tiles.append(int(tiles[j]))
-            outputs.append(s1 - s0)
-            nparts.append(parts)
-            vertex += 1
-    m_row, _, m_start, m_len = regions_at(block_order, np.array(map_s), np.array(map_e) - np.array(map_s))
-    state.set_mapping(ovar, m_start, m_start + m_len, np.array(map_t, dtype=np.int64)[m_row])
-    pr = np.array(part_rows, dtype=np.int64).reshape(-1, 3)
-    orow = np.array(out_rows, dtype=np.int64).reshape(-1, 3)
-    o_row, o_var, o_start, o_len = regions_at(block_order, orow[:, 1], orow[:, 2])
-    cs2 = graph.addComputeSet(f"{debugPrefix}/Conv_1/Reduce")
-    add_vertices(
+    group_cells = [(g, j) for g, js in enumerate(groups.values()) for j in js]
+    c_group = np.array([g for g, _ in group_cells], dtype=np.int64)
+    c_cell = np.array([j for _, j in group_cells], dtype=np.int64)
+    bases = np.array([o_base[key] for key in groups], dtype=np.int64)
+    cs2 = _staged_reduce(
         graph,
-        cs2,
-        f"poplin::ReduceAdd<{params.dtype},{partials_type}>",
-        red_tiles,
-        {
-            "partials": (pr[:, 0], np.full(pr.shape[0], pvar), pr[:, 1], pr[:, 2]),
-            "out": (orow[o_row, 0], o_var, o_start, o_len),
-        },
-        work={"outputs": np.array(outputs), "partials": np.array(nparts)},
+        prog,
+        debugPrefix,
+        block_order,
+        partials_type,
+        (c_group, sizes[c_cell], bases[c_group], offsets[c_cell], tiles[c_cell], pvar),
+        og,
     )
     # the [b, o, oh, ow] view of the grouped output
     idx = np.arange(b * o * oh * ow, dtype=np.int64).reshape(o // og, b, oh, ow, og).transpose(1, 0, 4, 2, 3)
@@ -2108,7 +2094,6 @@ def _convolve(
         data.write(view, result.reshape(o, b, oh, ow).transpose(1, 0, 2, 3))
 
     state.compute_sets[cs2.id].functional.append(reduce_partials)
-    prog.add(Execute(cs2))
     prog.add(WriteUndef(partials))
     return view
 

@@ -666,6 +666,28 @@ def _conv_padding(padding: str, lower: str, upper: str) -> tuple[tuple[int, int]
     return (_pair(lower, "padding-lower") if lower else (0, 0)), (_pair(upper, "padding-upper") if upper else (0, 0))
 
 
+def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
+    """The convolution of the conv preset's backward pass: the deltas [b, o, oh, ow] with the
+    transposed and flipped weights. The forward pass's valid convolution is a full one backwards:
+    the deltas are padded by kernel - 1 less the forward padding, each end by its own end's
+    (lib/poplin/ConvUtil.cpp, getGradientParams pads kernel - 1 at both ends and truncates the
+    output by the forward padding at the same ends, which ConvParams::canonicalize takes off the
+    padding). For a strided convolution the deltas' field is convolved at stride 1, not dilated."""
+    (lh, uh), (lw, uw) = params.pad_widths
+    kh, kw = params.kernel
+    return poplin.ConvParams(
+        params.batch,
+        params.out_chans,
+        params.in_chans,
+        params.out_field,
+        params.kernel,
+        (1, 1),
+        (max(0, kh - 1 - lh), max(0, kw - 1 - lw)),
+        params.dtype,
+        (max(0, kh - 1 - uh), max(0, kw - 1 - uw)),
+    )
+
+
 @preset(
     "conv",
     "one 2-D convolution planned by poplin; single_conv_layer's options (--field, --kernel-size, "
@@ -767,13 +789,8 @@ def _conv(
     if single_phase in ("all", "bwd"):
         # input gradients: the deltas convolved with the transposed and flipped weights, a tensor
         # of the backward plan written by transpose vertices (single_conv_layer's backward pass,
-        # poplin::convolution with transposeAndFlipWeights); for a strided convolution the deltas'
-        # field is convolved at stride 1. The forward pass's valid convolution is a full one: the
-        # deltas are padded by kernel - 1 less the forward padding, each end by its own side's
-        # (lib/poplin/ConvUtil.cpp, getGradientParams: padding kernel - 1 at both ends and the
-        # output truncated by the forward padding, which canonicalize takes off the padding)
-        bwd_lower, bwd_upper = ((max(0, kh - 1 - side[0]), max(0, kw - 1 - side[1])) for side in (lower, upper))
-        bp = poplin.ConvParams(b, o, c, (oh, ow), (kh, kw), (1, 1), bwd_lower, t, bwd_upper)
+        # poplin::convolution with transposeAndFlipWeights)
+        bp = _conv_backward_params(params)
         deltas = poplin.createInput(g, bp, "conv/deltas", bwd_opts)
         poplin.convolution(g, deltas, weights, bp, bwd, "Bwd", bwd_opts, transposeAndFlipWeights=True)
     if single_phase in ("all", "wu"):

@@ -1183,8 +1183,9 @@ class ConvParams:
 
     `padding` is the zeros before each field dim (poplin's inputTransform.paddingLower) and, unless
     `padding_upper` says otherwise, after it too; `padding_upper` is the zeros after each dim
-    (paddingUpper). It is kept None when it equals `padding`, so that symmetric params are built,
-    compared, printed and copied (dataclasses.replace) as they were before it existed."""
+    (paddingUpper). It is kept None when it equals `padding`, so that symmetric params compare
+    equal however they were built, and a copy (dataclasses.replace) with another `padding` stays
+    symmetric."""
 
     batch: int
     in_chans: int

@@ -348,7 +348,7 @@ def groups(rows: list[dict]) -> dict[str, list[dict]]:
 
 def summary(rows: list[dict]) -> dict:
     """Geometric-mean errors and worst ratios of each group (see groups); failed rows counted apart."""
-    out = {}
+    out: dict[str, dict] = {}
     for name, members in groups(rows).items():
         ran = [r for r in members if "ratios" in r]
         out[name] = {

@@ -652,6 +652,42 @@ def _pair(text: str, name: str) -> tuple[int, int]:
     return values[0], values[1]
 
 
+def _conv_padding(padding: str, lower: str, upper: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The (lower, upper) padding of the conv preset's knobs, as single_conv_layer combines its
+    options (tools/single_conv_layer.cpp): --padding sets both ends and may not be given with
+    --padding-lower or --padding-upper; either of those alone leaves the other end at its default,
+    0. With none of them given, the preset pads both ends by 1."""
+    for name, value in (("padding-lower", lower), ("padding-upper", upper)):
+        if padding and value:
+            raise OptionError(f"knobs --padding and --{name} cannot both be given (single_conv_layer refuses it)")
+    if padding or not (lower or upper):
+        both = _pair(padding or "1", "padding")
+        return both, both
+    return (_pair(lower, "padding-lower") if lower else (0, 0)), (_pair(upper, "padding-upper") if upper else (0, 0))
+
+
+def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
+    """The convolution of the conv preset's backward pass: the deltas [b, o, oh, ow] with the
+    transposed and flipped weights. The forward pass's valid convolution is a full one backwards:
+    the deltas are padded by kernel - 1 less the forward padding, each end by its own end's
+    (lib/poplin/ConvUtil.cpp, getGradientParams pads kernel - 1 at both ends and truncates the
+    output by the forward padding at the same ends, which ConvParams::canonicalize takes off the
+    padding). For a strided convolution the deltas' field is convolved at stride 1, not dilated."""
+    (lh, uh), (lw, uw) = params.pad_widths
+    kh, kw = params.kernel
+    return poplin.ConvParams(
+        params.batch,
+        params.out_chans,
+        params.in_chans,
+        params.out_field,
+        params.kernel,
+        (1, 1),
+        (max(0, kh - 1 - lh), max(0, kw - 1 - lw)),
+        params.dtype,
+        (max(0, kh - 1 - uh), max(0, kw - 1 - uw)),
+    )
+
+
 @preset(
     "conv",
     "one 2-D convolution planned by poplin; single_conv_layer's options (--field, --kernel-size, "
@@ -666,7 +702,26 @@ def _pair(text: str, name: str) -> tuple[int, int]:
     Knob("width", int, 28, "input width"),
     Knob("kernel", int, 3, "kernel height and width"),
     Knob("stride", str, "1", "stride (S or H,W)", None, None),
-    Knob("padding", str, "1", "padding on each side (P or H,W)", None, None),
+    Knob(
+        "padding",
+        str,
+        "",
+        "zero padding at both ends of each field dim (P or H,W); 1 when neither --padding-lower nor "
+        "--padding-upper is given",
+        None,
+        None,
+    ),
+    Knob(
+        "padding-lower",
+        str,
+        "",
+        "zero padding at the start of each field dim (P or H,W; single_conv_layer)",
+        None,
+        None,
+    ),
+    Knob(
+        "padding-upper", str, "", "zero padding at the end of each field dim (P or H,W; single_conv_layer)", None, None
+    ),
     Knob("field", str, "", "input field H,W (single_conv_layer)", None, None),
     Knob("kernel-size", str, "", "kernel size K or H,W (single_conv_layer)", None, None),
     Knob("input-channels", int, 0, "input channels (single_conv_layer)", None, 0),
@@ -690,6 +745,8 @@ def _conv(
     kernel,
     stride,
     padding,
+    padding_lower,
+    padding_upper,
     field,
     kernel_size,
     input_channels,
@@ -709,18 +766,19 @@ def _conv(
     h, w = _pair(field, "field") if field else (height, width)
     kh, kw = _pair(kernel_size, "kernel-size") if kernel_size else (kernel, kernel)
     sh, sw = _pair(stride, "stride")
-    ph, pw = _pair(padding, "padding")
+    lower, upper = _conv_padding(padding, padding_lower, padding_upper)
     b = batch_size or batch
     c = input_channels or in_chans
     o = output_channels or out_chans
     if min(h, w, kh, kw, sh, sw) < 1:
         raise OptionError("knobs --field, --kernel-size and --stride must be positive")
     t = as_type(dtype)
-    params = poplin.ConvParams(b, c, o, (h, w), (kh, kw), (sh, sw), (ph, pw), t)
+    params = poplin.ConvParams(b, c, o, (h, w), (kh, kw), (sh, sw), lower, t, upper)
     oh, ow = params.out_field
     if oh < 1 or ow < 1:
         raise OptionError(
-            f"the convolution's output field {oh}x{ow} is empty; check --field, --kernel-size, --stride and --padding"
+            f"the convolution's output field {oh}x{ow} is empty; check --field, --kernel-size, --stride and "
+            "--padding (or --padding-lower and --padding-upper)"
         )
     x = poplin.createInput(g, params, "conv/in", fwd_opts)
     weights = poplin.createWeights(g, params, "conv/weights", fwd_opts)
@@ -731,9 +789,8 @@ def _conv(
     if single_phase in ("all", "bwd"):
         # input gradients: the deltas convolved with the transposed and flipped weights, a tensor
         # of the backward plan written by transpose vertices (single_conv_layer's backward pass,
-        # poplin::convolution with transposeAndFlipWeights); for a strided convolution the deltas'
-        # field is convolved at stride 1
-        bp = poplin.ConvParams(b, o, c, (oh, ow), (kh, kw), (1, 1), (max(0, kh - 1 - ph), max(0, kw - 1 - pw)), t)
+        # poplin::convolution with transposeAndFlipWeights)
+        bp = _conv_backward_params(params)
         deltas = poplin.createInput(g, bp, "conv/deltas", bwd_opts)
         poplin.convolution(g, deltas, weights, bp, bwd, "Bwd", bwd_opts, transposeAndFlipWeights=True)
     if single_phase in ("all", "wu"):

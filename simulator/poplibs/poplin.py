@@ -255,8 +255,8 @@ def plan_matmul(
     poplin's planner gives the copies that rearrange its operands and output for its
     fullyConnectedPass `fc_pass` (transform_cost; lib/poplin/ConvPlan.cpp,
     getSwapOperandCandidates and createPlan). A convolution's `conv_input` is (output height,
-    input height, input width, strides, paddings): a tile then receives the input rows and
-    columns its outputs read (input_elements)."""
+    input height, input width, strides, paddings before the field): a tile then receives the input
+    rows and columns its outputs read (input_elements)."""
     target = graph.target
     out_type = out_type or in_type
     _check_product_fits(graph, m, k, n, in_type, out_type, kernel, conv_input is None)
@@ -567,7 +567,9 @@ def input_elements(conv_input: tuple[int, ...], kernel: tuple[int, int], out_wid
     """Input elements a convolution's tile receives for mb output positions (whole rows of
     `out_width`) of kb input channels: per image it spans, the input rows and columns its outputs
     read, at most the input the whole output reads (lib/poplin/ConvModel.cpp,
-    addExchangeCycleEstimates: getMaxInputRangeSize)."""
+    addExchangeCycleEstimates: getMaxInputRangeSize). `conv_input` is (output height, input
+    height, input width, strides, paddings before the field); the padding after the field shows in
+    the output's height and width."""
     oh, h, w, sh, sw, ph, pw = conv_input
     kh, kw = kernel
     rows = -(-np.asarray(mb) // out_width)
@@ -579,14 +581,15 @@ def input_elements(conv_input: tuple[int, ...], kernel: tuple[int, int], out_wid
     return images * rows_in * cols_in * np.asarray(kb)
 
 
-def _input_range_size(size: int, kernel: int, stride: int, pad: int, out: int) -> int:
+def _input_range_size(size: int, kernel: int, stride: int, pad_lower: int, out: int) -> int:
     """How many input positions along one dim the whole output reads, from the first to the last,
-    the padding left out (lib/poplin/ConvUtil.cpp, getInputRange)."""
+    the padding left out: `pad_lower` is the padding before the field, the padding after it is in
+    the `out` outputs (lib/poplin/ConvUtil.cpp, getInputRange)."""
     first, last = size, -1
     for k in range(kernel):
-        lo, hi = _written_outputs(k, size, stride, pad, out)
+        lo, hi = _written_outputs(k, size, stride, pad_lower, out)
         if lo < hi:
-            first, last = min(first, lo * stride + k - pad), max(last, (hi - 1) * stride + k - pad)
+            first, last = min(first, lo * stride + k - pad_lower), max(last, (hi - 1) * stride + k - pad_lower)
     return max(0, last + 1 - first)
 
 
@@ -1188,7 +1191,13 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
 
 @dataclass
 class ConvParams:
-    """A 2-D convolution: input [batch, inChans, height, width], weights [outChans, inChans, kh, kw]."""
+    """A 2-D convolution: input [batch, inChans, height, width], weights [outChans, inChans, kh, kw].
+
+    `padding` is the zeros before each field dim (poplin's inputTransform.paddingLower) and, unless
+    `padding_upper` says otherwise, after it too; `padding_upper` is the zeros after each dim
+    (paddingUpper). It is kept None when it equals `padding`, so that symmetric params compare
+    equal however they were built, and a copy (dataclasses.replace) with another `padding` stays
+    symmetric."""
 
     batch: int
     in_chans: int
@@ -1198,11 +1207,24 @@ class ConvParams:
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int] = (0, 0)
     dtype: Type = HALF
+    padding_upper: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.padding_upper is not None:
+            upper = (self.padding_upper[0], self.padding_upper[1])
+            self.padding_upper = None if upper == (self.padding[0], self.padding[1]) else upper
+
+    @property
+    def pad_widths(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The padding of each field dim as (lower, upper), numpy.pad's pad_width."""
+        upper = self.padding if self.padding_upper is None else self.padding_upper
+        return (self.padding[0], upper[0]), (self.padding[1], upper[1])
 
     @property
     def out_field(self) -> tuple[int, int]:
         return tuple(
-            (f + 2 * p - kk) // s + 1 for f, p, kk, s in zip(self.field, self.padding, self.kernel, self.stride)
+            (f + lo + hi - kk) // s + 1
+            for f, (lo, hi), kk, s in zip(self.field, self.pad_widths, self.kernel, self.stride)
         )
 
     @property
@@ -1219,12 +1241,12 @@ class ConvParams:
         return self.batch * self.out_chans * self.in_chans * field
 
 
-def _written_outputs(k: int, size: int, stride: int, pad: int, out: int) -> tuple[int, int]:
+def _written_outputs(k: int, size: int, stride: int, pad_lower: int, out: int) -> tuple[int, int]:
     """The range of outputs kernel index `k` writes along one dimension: those whose input index,
-    by stride and padding, falls inside the field (lib/poplin/ConvUtil.cpp,
-    getOutputRangeForKernelIndex)."""
-    lo = max(0, -(-(pad - k) // stride))
-    hi = min(out, (size - 1 + pad - k) // stride + 1)
+    by stride and the padding before the field, falls inside the field; the padding after it only
+    sets the `out` outputs there are (lib/poplin/ConvUtil.cpp, getOutputRangeForKernelIndex)."""
+    lo = max(0, -(-(pad_lower - k) // stride))
+    hi = min(out, (size - 1 + pad_lower - k) // stride + 1)
     return lo, max(lo, hi)
 
 
@@ -1275,7 +1297,7 @@ class _ConvGrid:
         p = self.params
         b, h, w, ig = p.batch, p.field[0], p.field[1], self.ig
         oh = p.out_field[0]
-        kh, sh, ph = p.kernel[0], p.stride[0], p.padding[0]
+        kh, sh, ph = p.kernel[0], p.stride[0], p.padding[0]  # the padding before the field
         rows = []
         for vi, (_im, _jn, _ik, p0, p1, _o0, _o1, k0, k1, _t) in enumerate(cells):
             for bb in range(p0 // oh, (p1 - 1) // oh + 1):
@@ -1479,7 +1501,8 @@ def _flattened(params: ConvParams) -> ConvParams | None:
     dimCanBeFlattened); None when there is nothing to flatten. The layout [C/ig][N][H][W][ig] is
     the flattened one's [C/ig][1][NHW][1][ig]."""
     b, (h, w) = params.batch, params.field
-    if params.kernel != (1, 1) or params.stride != (1, 1) or params.padding != (0, 0) or _is_flat(params):
+    unpadded = params.pad_widths == ((0, 0), (0, 0))
+    if params.kernel != (1, 1) or params.stride != (1, 1) or not unpadded or _is_flat(params):
         return None
     return dataclasses.replace(params, batch=1, field=(b * h * w, 1))
 
@@ -1491,7 +1514,7 @@ def _is_flat(params: ConvParams) -> bool:
         and params.field[1] == 1
         and params.kernel == (1, 1)
         and params.stride == (1, 1)
-        and params.padding == (0, 0)
+        and params.pad_widths == ((0, 0), (0, 0))
     )
 
 
@@ -1515,7 +1538,8 @@ def _expand_candidates(params: ConvParams) -> list[tuple[int, ...]]:
     dims = [
         d
         for d in range(2)
-        if (params.kernel[d], params.stride[d], params.padding[d]) != (1, 1, 0) and params.field[d] >= params.kernel[d]
+        if (params.kernel[d], params.stride[d], params.pad_widths[d]) != (1, 1, (0, 0))
+        and params.field[d] >= params.kernel[d]
     ]
     return [tuple(reversed([d for j, d in enumerate(dims) if (i >> j) & 1])) for i in range(1 << len(dims))]
 
@@ -1525,30 +1549,51 @@ def _expanded(params: ConvParams, dims: tuple[int, ...]) -> ConvParams:
     (kernel position outer, channel inner), its field the output's, at stride 1 without padding
     (lib/poplin/ConvModel.cpp, expandDim)."""
     field, kernel = list(params.field), list(params.kernel)
-    stride, padding = list(params.stride), list(params.padding)
+    stride = list(params.stride)
+    lower, upper = (list(side) for side in zip(*params.pad_widths))
     chans = params.in_chans
     out = params.out_field
     for d in dims:
         chans *= kernel[d]
-        field[d], kernel[d], stride[d], padding[d] = out[d], 1, 1, 0
+        field[d], kernel[d], stride[d], lower[d], upper[d] = out[d], 1, 1, 0, 0
     return dataclasses.replace(
-        params, in_chans=chans, field=tuple(field), kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding)
+        params,
+        in_chans=chans,
+        field=(field[0], field[1]),
+        kernel=(kernel[0], kernel[1]),
+        stride=(stride[0], stride[1]),
+        padding=(lower[0], lower[1]),
+        padding_upper=(upper[0], upper[1]),
     )
 
 
 def _swapped(params: ConvParams) -> ConvParams | None:
     """The convolution with its operands swapped, as poplin's swapOperands transform plans it: the
     weights [o, c, kh, kw], flipped, are the input of a batch of o, and the input [b, c, h, w],
-    flipped, the kernel of b output channels, padded by h + p - kh so that the output field stays
-    the same (lib/poplin/ConvPlan.cpp, swapOperands); None at a stride other than 1 or where that
-    padding would be negative, which ConvParams cannot express."""
+    flipped, the kernel of b output channels. poplin pads the new input by h + lower + upper - kh
+    at both ends, then its canonical form takes the kernel's (the old input's) padding off the
+    opposite ends, both operands being flipped: the flipped weights are padded by h + lower - kh
+    before and h + upper - kh after each dim, and the output field stays the same
+    (lib/poplin/ConvPlan.cpp, swapOperands; ConvParams.cpp, canonicalize: "Remove padding if both
+    the input and the kernel are padded"). None at a stride other than 1 or where that padding
+    would be negative, which ConvParams cannot express."""
     if params.stride != (1, 1):
         return None
-    padding = tuple(f + p - k for f, p, k in zip(params.field, params.padding, params.kernel))
-    if min(padding) < 0:
+    lower, upper = (
+        tuple(f + p - k for f, p, k in zip(params.field, side, params.kernel)) for side in zip(*params.pad_widths)
+    )
+    if min(*lower, *upper) < 0:
         return None
     return ConvParams(
-        params.out_chans, params.in_chans, params.batch, params.kernel, params.field, (1, 1), padding, params.dtype
+        params.out_chans,
+        params.in_chans,
+        params.batch,
+        params.kernel,
+        params.field,
+        (1, 1),
+        (lower[0], lower[1]),
+        params.dtype,
+        (upper[0], upper[1]),
     )
 
 
@@ -1652,7 +1697,8 @@ def _expand_acts(
 ) -> tuple[Tensor, np.ndarray]:
     """The view of input [b, c, h, w] as the expanded convolution's input `shape`, and which of
     its elements lie inside the field: channel (ky, kx, c) at output position y, x reads input
-    (y * sh + ky - ph, x * sw + kx - pw) along an expanded dim."""
+    (y * sh + ky - ph, x * sw + kx - pw) along an expanded dim, ph and pw the padding before the
+    field (the padding after it adds output positions, which read past the field's end)."""
     b, c, h, w = inp.shape
     var, idx = (a.reshape(b, c, h, w) for a in inp.element_arrays())
     src = []
@@ -1947,7 +1993,7 @@ def _convolve(
     h, w = params.field
     kh, kw = params.kernel
     sh, sw = params.stride
-    ph, pw = params.padding
+    pad_h, pad_w = params.pad_widths
     oh, ow = params.out_field
     grid = _conv_grid(graph, params, partials_type)
     plan, og = grid.plan, grid.og
@@ -2008,7 +2054,7 @@ def _convolve(
     def convolve(data):
         x = data.read(inp).astype(np.float64)
         wt = data.read(weights).astype(np.float64)
-        xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        xp = np.pad(x, ((0, 0), (0, 0), pad_h, pad_w))
         arr = data.array(pvar)
         for p0, p1, o0, o1, k0, k1, off in cells_info:
             block = np.zeros((o1 - o0, p1 - p0, ow))

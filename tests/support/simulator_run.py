@@ -34,12 +34,14 @@ def run_functional(g, prog, tmp_path, writes: dict, reads: list[str]) -> dict:
     return out
 
 
-def correlate(x, w, stride=(1, 1), padding=(0, 0)):
-    """Reference: y[b, o] = sum_c x[b, c] (*) w[o, c], cross-correlation as poplin computes it."""
-    ph, pw = padding
+def correlate(x, w, stride=(1, 1), padding=(0, 0), padding_upper=None):
+    """Reference: y[b, o] = sum_c x[b, c] (*) w[o, c], cross-correlation as poplin computes it, the
+    field padded by `padding` at the start of each dim and `padding_upper` (`padding` when None)
+    at its end."""
+    upper = padding if padding_upper is None else padding_upper
     sh, sw = stride
     kh, kw = w.shape[2:]
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding[0], upper[0]), (padding[1], upper[1])))
     oh = (xp.shape[2] - kh) // sh + 1
     ow = (xp.shape[3] - kw) // sw + 1
     y = np.zeros((x.shape[0], w.shape[0], oh, ow))

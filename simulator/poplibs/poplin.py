@@ -443,8 +443,13 @@ def _best_grid(
         memory = np.maximum(memory, transform_bytes)
     exchange, red_exchange, red_compute = costs["exchange"], costs["reduceExchange"], costs["reduceCompute"]
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
-    # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile)
-    fits = memory <= AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+    # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile);
+    # when no grid fits, twice the bound, doubled again until it passes twice the tile's memory, then
+    # no bound (ConvPlan.cpp, runPlanner: minimizeCycles, then minimizeMemory)
+    bound = AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+    while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
+        bound *= 2
+    fits = memory <= bound
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
     # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order

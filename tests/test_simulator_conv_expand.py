@@ -70,9 +70,9 @@ def test_the_copies_an_expansion_implies_decide_between_candidates():
         e = poplin._expanded(params, dims)
         return e, poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT)
 
-    # 4 half channels, a 3 x 3 kernel: both dims expanded (36 channels) plan in the fewest cycles,
-    # but the rows alone (12 channels) cost less with the copies that build the operands
-    halves = poplin.ConvParams(1, 4, 8, (10, 10), (3, 3), (1, 1), (1, 1), HALF)
+    # 8 half channels, a 5 x 5 kernel: both dims expanded (200 channels) plan in the fewest cycles,
+    # but the rows alone (40 channels) cost less with the copies that build the operands
+    halves = poplin.ConvParams(1, 8, 8, (10, 10), (5, 5), (1, 1), (1, 1), HALF)
     plan_only = {d: planned(halves, d)[1].plan.estimate["total"] for d in poplin._expand_candidates(halves)}
     assert min(plan_only, key=plan_only.get) == (1, 0)
     assert poplin.conv_transforms(g, halves) == (False, (0,))
@@ -259,11 +259,18 @@ def test_a_bad_swap_constraint_is_refused(value):
 def test_when_no_candidate_fits_the_bound_is_doubled_before_it_is_dropped():
     # the Mk1 backward pass of conv_5x200_1_in_100_out_bs1440, its operands as given: neither
     # candidate fits 0.6 x 256 KB (157,286 bytes); at twice that, 314,573, the rows as given
-    # (220,896 bytes) do and their expansion (430,040 bytes, fewer cycles) does not
+    # (220,896 bytes) fit, and so do the rows expanded on the grid found under the doubled bound
+    # (259,300 bytes; their fastest grid takes 430,040), in fewer cycles: the expansion is kept
     g = Graph(Target("ipu1"))
     bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
+    plans = {}
+    for dims in poplin._expand_candidates(bwd):
+        e = poplin._expanded(bwd, dims)
+        plans[dims] = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT).plan.estimate
+    assert {d: p["memory"] for d, p in plans.items()} == {(): 220896, (0,): 259300}
+    assert plans[(0,)]["total"] < plans[()]["total"]
     options = {"planConstraints": {"0": {"transform": {"swapOperands": False}}}}
-    assert poplin.conv_transforms(g, bwd, FLOAT, options) == (False, ())
+    assert poplin.conv_transforms(g, bwd, FLOAT, options) == (False, (0,))
 
 
 def test_a_candidate_that_cannot_beat_the_best_is_not_planned(monkeypatch):

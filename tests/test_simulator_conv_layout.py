@@ -212,3 +212,35 @@ def test_unsplit_input_channels_are_cast_not_reduced(tmp_path):
             assert {g.state.vars[int(v)].name for v in y.variable_ids()} == {"conv/partials"}
         xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path / dtype.name, seed=7, dtype=np_type)
         assert np.allclose(out, correlate(xv, wv, padding=(1, 1)), atol=0.05 if dtype == HALF else 1e-4)
+
+
+def test_only_a_1x1_kernel_writes_the_output_type_and_the_planner_counts_the_cast(tmp_path):
+    # poplin lets AMP vertices write the narrower output type only for a kernel of all ones whose
+    # channels fit one conv unit (ConvVertexType.cpp, getConvVertexAMPCandidates): a strided 1x1
+    # convolution of 8 half channels writes half, no Cast; a 3x3 one writes float partials and casts
+    # them, and its plan's estimate counts that cast
+    g = codelet_graph(64)
+    pointwise = poplin.ConvParams(2, 8, 32, (8, 8), (1, 1), (2, 2), (0, 0), HALF)
+    x = poplin.createInput(g, pointwise, "in")
+    w = poplin.createWeights(g, pointwise, "w")
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, pointwise, prog, "conv")
+    names = [cs.name for cs in g.state.compute_sets]
+    assert "conv/Conv_1/Cast" not in names
+    assert {g.state.vars[int(v)].dtype for v in y.variable_ids()} == {HALF}
+    xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=8, dtype=np.float16)
+    assert np.allclose(out, correlate(xv, wv, stride=(2, 2)), atol=0.05)
+    assert poplin._conv_grid(g, pointwise, FLOAT).plan.vertex_out_type() == HALF
+
+    g = codelet_graph(64)
+    arch = g.target.arch
+    square = poplin.ConvParams(2, 8, 32, (6, 6), (3, 3), (1, 1), (1, 1), HALF)
+    plan = poplin._conv_grid(g, square, FLOAT).plan
+    assert plan.pk == 1 and plan.vertex_out_type() == FLOAT
+    # total = compute + exchange + sync + the cast of the tile's outputs with its own sync
+    from simulator.codelets.popops import cast_supervisor_cycles
+
+    outputs = plan.mb * plan.nb
+    cast = int(cast_supervisor_cycles("float", "half", outputs, arch.data_path_width)) + arch.min_sync_delay
+    e = plan.estimate
+    assert e["total"] == e["compute"] + e["exchange"] + arch.min_sync_delay + cast

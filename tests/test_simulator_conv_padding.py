@@ -266,15 +266,16 @@ def test_cli_refuses_padding_with_padding_lower(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("params", "expected"),
     [
-        # vgg16_tr_bs4_v1L0 and resnet50_tr_bs4_cnv on Mk2: the plans this simulator made before
-        # the padding's two ends were told apart
+        # vgg16_tr_bs4_v1L0 and resnet50_tr_bs4_cnv on Mk2: the plans this simulator makes with one
+        # padding for both ends, with the cast of their float partials counted (a kernel wider
+        # than 1x1 never writes the output type)
         (
             poplin.ConvParams(4, 4, 64, (224, 224), (3, 3), (1, 1), (1, 1), HALF),
-            (180, 8, 1, 5, 8, 4, 4, 8, 51884, 48960, (False, (0,))),
+            (180, 8, 1, 5, 8, 4, 4, 8, 56756, 48960, (False, (1, 0))),
         ),
         (
             poplin.ConvParams(4, 4, 64, (224, 224), (7, 7), (2, 2), (3, 3), HALF),
-            (150, 8, 1, 3, 8, 4, 4, 8, 86675, 33600, (False, (0,))),
+            (150, 8, 1, 3, 8, 4, 4, 8, 88403, 33600, (False, (0,))),
         ),
         (
             poplin.ConvParams(4, 128, 128, (17, 17), (1, 7), (1, 1), (0, 3), HALF),

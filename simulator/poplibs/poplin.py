@@ -3,8 +3,9 @@
 A matrix multiply C[m,n] = A[m,k] B[k,n] is planned like Poplibs plans a 1x1 convolution: the
 output rows (m), output channels (n) and input channels (k) are split over a grid of
 pm x pn x pk tiles. Each tile runs one ``poplin::ConvPartial1x1Out`` vertex on its blocks of A
-and B, writing float partials; when k is split (pk > 1), or the output type differs from the
-partials type, ``poplin::ReduceAdd`` vertices sum the partials into C. The planner evaluates
+and B, writing float partials (or the output type, when k is unsplit and fits one conv unit); when
+k is split (pk > 1), ``poplin::ReduceAdd`` vertices sum the partials into C in poplin's stages,
+and otherwise float partials are cast to the output type. The planner evaluates
 every grid with the same cycle model the vertices use (compute, exchange, reduction) and
 keeps the cheapest one that fits in tile memory. A plan constraint may ask for poplin's other
 methods, ``ConvPartialHorizontalMac`` (HMAC) and ``OuterProduct`` vertices (plan_methods).
@@ -70,6 +71,7 @@ class MatMulPlan:
     m_grain: int = 1  # rows of one field grain: m is split in whole grains
     conv_units: int = 0  # AMP conv units the vertices use; 0: all of the tile's for the precision
     swapped: bool = False  # planned as C^T [n, m] = B^T A^T: m, k, n and the grid are that product's
+    kernel_size: int = 1  # a convolution's kernel positions; 1 for a matrix product
 
     @property
     def mb(self) -> int:
@@ -92,12 +94,18 @@ class MatMulPlan:
         return self.pk > 1
 
     def vertex_out_type(self) -> Type:
-        """What the AMP vertices write: the partials type, or the smaller output type when nothing
-        is reduced and all of k fits one conv unit's weights (lib/poplin/ConvVertexType.cpp,
-        getConvVertexAMPCandidates: inputChannelsPerConvGroup <= weightsPerConvUnit; getConvTypes)."""
+        """What the AMP vertices write: the partials type, or the smaller output type when the kernel
+        is 1x1, nothing is reduced and all of k fits one conv unit's weights
+        (lib/poplin/ConvVertexType.cpp, getConvVertexAMPCandidates: inputChannelsPerConvGroup <=
+        weightsPerConvUnit and a kernel of all ones; getConvTypes)."""
         if self.method == "OUTER_PRODUCT":
             return self.in_type
-        if self.method == "AMP" and self.pk == 1 and self.k <= amp.weights_per_conv_unit(self.in_type.name):
+        if (
+            self.method == "AMP"
+            and self.pk == 1
+            and self.kernel_size == 1
+            and self.k <= amp.weights_per_conv_unit(self.in_type.name)
+        ):
             return self.out_type if self.out_type.size < self.partials_type.size else self.partials_type
         return self.partials_type
 
@@ -303,6 +311,7 @@ def plan_matmul(
         method,
         m_grain=out_width,
         swapped=swapped,
+        kernel_size=int(kernel[0]) * int(kernel[1]),
     )
 
 
@@ -445,7 +454,7 @@ def _best_grid(
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile);
     # when no grid fits, twice the bound, doubled again until it passes twice the tile's memory, then
-    # no bound (ConvPlan.cpp, runPlanner: minimizeCycles, then minimizeMemory)
+    # no bound (ConvPlan.cpp, createPlan: minimizeCycles, then minimizeMemory)
     bound = AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
     while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
         bound *= 2
@@ -658,10 +667,11 @@ def _pass_costs(
             red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay
     # float partials of an unsplit k are cast to the output type (MatMulPlan.vertex_out_type): AMP
-    # vertices write the output type when k fits one conv unit, HMAC always writes partials, the
-    # outer product always writes its input type
+    # vertices write the output type when the kernel is 1x1 and k fits one conv unit, HMAC always
+    # writes partials, the outer product always writes its input type
     narrower = out_type.size < partials_type.size
-    cast_needed = (pk == 1) & narrower & (((method == 0) & (k > icpg)) | (method == 1))
+    amp_cast = (k > icpg) | (conv_kernel > 1)
+    cast_needed = (pk == 1) & narrower & (((method == 0) & amp_cast) | (method == 1))
     cast = np.where(
         cast_needed,
         cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width) + arch.min_sync_delay,
@@ -1679,7 +1689,7 @@ def conv_transforms(
             candidates.append((grid.plan.estimate["total"] + cycles, memory, (swap, dims)))
     # the fewest cycles within the memory bound; when none fits, within twice the bound, doubled
     # again until it passes twice the tile's memory, then the fewest cycles (ConvPlan.cpp,
-    # runPlanner: minimizeCycles, then minimizeMemory)
+    # createPlan: minimizeCycles, then minimizeMemory)
     while True:
         fitting = [c for c in candidates if c[1] <= bound]
         if fitting:
@@ -2005,20 +2015,23 @@ def _convolve(
     positions = b * oh
     state = graph.state
     small_channels = c < SMALL_CHANNELS
+    # what the vertices write: the partials type, or for a 1x1 kernel whose channels fit one conv
+    # unit and are not split, the output type (MatMulPlan.vertex_out_type)
+    vertex_type = plan.vertex_out_type()
     type_name = (
-        f"poplin::ConvPartialHorizontalMac<{params.dtype},{partials_type},true>"
+        f"poplin::ConvPartialHorizontalMac<{params.dtype},{vertex_type},true>"
         if small_channels
         else (
-            lib.conv_partial_1x1(params.dtype, partials_type)
+            lib.conv_partial_1x1(params.dtype, vertex_type)
             if kh * kw == 1
-            else f"poplin::ConvPartialnx1<{params.dtype},{partials_type},true,false>"
+            else f"poplin::ConvPartialnx1<{params.dtype},{vertex_type},true,false>"
         )
     )
     cells = grid.cells()
     # partials of a cell: [its output channel groups][positions][ow][og]
     sizes = np.array([(x[4] - x[3]) * ow * (x[6] - x[5]) for x in cells], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    partials = graph.addVariable(partials_type, [int(sizes.sum())], f"{debugPrefix}/partials")
+    partials = graph.addVariable(vertex_type, [int(sizes.sum())], f"{debugPrefix}/partials")
     pvar = int(partials.vars[0])
     # the AMP vertices' out field asks for interleaved memory, HMAC's does not (see _build_matmul)
     state.vars[pvar].interleaved = not small_channels
@@ -2094,8 +2107,8 @@ def _convolve(
             )
         # [b*oh, o, ow] -> [b, o, oh, ow]
         index = index.reshape(b, oh, o, ow).transpose(0, 2, 1, 3).reshape(-1)
-        unreduced = Tensor.from_elements(state, partials_type, (b, o, oh, ow), np.full(index.size, pvar), index)
-        if partials_type == params.dtype:
+        unreduced = Tensor.from_elements(state, vertex_type, (b, o, oh, ow), np.full(index.size, pvar), index)
+        if vertex_type == params.dtype:
             return unreduced
         from .popops import cast
 

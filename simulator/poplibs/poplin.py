@@ -969,10 +969,13 @@ def _staged_reduce(
         t_type = out_linear.dtype if final else partials_type
         vector = graph.target.arch.data_path_width // (8 * t_type.size)
         grain = -(-max(chans_per_group, vector) // vector) * vector
+        # splitRegions: at most ceil(grains / tiles) grains a slice, as many slices as that takes,
+        # the grains spread evenly over them (lib/poputil/Util.cpp, splitRegionsAux)
         grains = -(-size // grain)
-        per = -(-grains // (t1 - t0)) * grain
-        s0 = np.minimum((position - t0) * per, size)
-        s1 = np.minimum(s0 + per, size)
+        slices = -(-grains // -(-grains // (t1 - t0)))
+        j = position - t0
+        s0 = np.minimum(j * grains // slices * grain, size)
+        s1 = np.minimum((j + 1) * grains // slices * grain, size)
         r0, r1 = i * rows // d, (i + 1) * rows // d
         keep = s1 > s0
         vc = np.flatnonzero(keep)

@@ -10,6 +10,7 @@ import pytest
 from simulator_run import codelet_graph, correlate, run_convolution, run_functional
 
 from simulator import FLOAT, HALF, Sequence
+from simulator.codelets import poplin as amp
 from simulator.poplibs import poplin
 from simulator.target import architecture
 
@@ -37,6 +38,25 @@ def test_the_planner_shrinks_every_stage_slice_by_the_stage_depth():
     assert int(costs["reduceCompute"][0]) == 2016 + 624
     bpc, setup = arch.exchange_bytes_per_cycle, arch.exchange_setup_cycles
     assert int(costs["reduceExchange"][0]) == 2 * setup + (3 * 384 * 4) // bpc + (3 * 96 * 4) // bpc
+
+
+def test_the_planner_rounds_each_stage_up_as_poplins_estimate_does():
+    # a 3 x 17 block (51 outputs) of a k split of 147 in three stages (reduce_stage_depths(147) ==
+    # [27, 5]), half output from float partials. estimateConvReduceCycles starts from
+    # ceil(51 / 147) x 147 = 147 outputs; the first stage sums ceil(147 / 27) = 6 partials of
+    # ceil(147 / 6) = 25 outputs, leaving ceil(147 / 6) = 25 rows; the second sums ceil(25 / 5) = 5
+    # of ceil(25 / 5) = 5, leaving 5 rows; the last sums those 5 of ceil(5 / 5) = 1 output, a half
+    arch = architecture("ipu1")
+    assert poplin.reduce_stage_depths(147) == [27, 5]
+    one = np.array([1])
+    costs = poplin._pass_costs(
+        arch, 16384, 3 * one, 17 * one, 112 * one, 147 * one, 0 * one, 0 * one, HALF, FLOAT, HALF
+    )
+    stages = [(25, 6, True), (5, 5, True), (1, 5, False)]  # (outputs, partials, float output)
+    compute = sum(int(amp.reduce_vertex_cycles(arch, o, p, out_float, True)) for o, p, out_float in stages)
+    assert int(costs["reduceCompute"][0]) == compute
+    bpc, setup = arch.exchange_bytes_per_cycle, arch.exchange_setup_cycles
+    assert int(costs["reduceExchange"][0]) == sum(setup + (p - 1) * o * 4 // bpc for o, p, _ in stages)
 
 
 def test_every_stage_of_a_product_reduction_works_on_all_the_tiles_of_the_split(tmp_path):
@@ -102,11 +122,11 @@ def _field_elements(batch, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return np.repeat(vertex, length), np.repeat(var, length), np.repeat(start, length) + within
 
 
-def _traced_stages(g, size: int) -> list[set[tuple[int, int, int, int, int]]]:
+def _traced_stages(g, size: int) -> list[tuple[str, str, set[tuple[int, int, int, int, int]]]]:
     """What each reduction stage's vertices do, traced through their fields, for a reduction of one
     output block of `size` elements (the first stage's partials one block a row, the output in the
-    block's order): per stage, the (tile, first output, outputs, rows read, partial rows summed as
-    a bit mask) of each vertex. Asserts that every vertex sums, for each output of its slice,
+    block's order): per stage, its vertex type, the type of the variable it writes and the (tile,
+    first output, outputs, rows read, partial rows summed as a bit mask) of each vertex. Asserts that every vertex sums, for each output of its slice,
     partials of that output only, each partial row once; that each stage writes every element of
     its variable once, mapped to the tile of the vertex that writes it; and that the last stage
     writes each output in its place."""
@@ -158,13 +178,13 @@ def _traced_stages(g, size: int) -> list[set[tuple[int, int, int, int, int]]]:
             assert (summed[mine] == summed[first_o[v]]).all(), "a vertex sums other rows for some outputs"
             mask = sum(1 << int(r) for r in np.flatnonzero(summed[first_o[v]]))
             stage.add((int(batch.tiles[v]), int(out[first_o[v]]), int(outputs[v]), int(rows[v]), mask))
-        stages.append(stage)
+        stages.append((batch.vtype.name, str(variable.dtype), stage))
     # the last stage's outputs in their places in the output
     assert np.array_equal(labels[int(var)][0], np.arange(size))
     return stages
 
 
-def _poplin_stages(depth: int, size: int, chans_per_group: int, partials, result) -> list[set]:
+def _poplin_stages(depth: int, size: int, chans_per_group: int, partials, result) -> list[tuple[str, str, set]]:
     """The same, as poplin builds them for one tile group of tiles 0..depth-1 holding rows
     0..depth-1 (lib/poplin/ConvReduce.cpp, multiStageGroupedReduce and partialGroupedReduce;
     lib/poputil/Util.cpp, splitRegionsAux), transcribed loop by loop."""
@@ -193,7 +213,8 @@ def _poplin_stages(depth: int, size: int, chans_per_group: int, partials, result
                 e0 = j * num_grains // vertices * rounded_grain
                 e1 = min(size, (j + 1) * num_grains // vertices * rounded_grain)
                 stage.add((tile_begin + j, e0, e1 - e0, end - begin, mask))
-        stages.append(stage)
+        # intermediate stages write the partials' type, the last the result's (multiStageGroupedReduce)
+        stages.append((f"poplin::ReduceAdd<{result_type},{partials}>", str(result_type), stage))
         rows = next_rows
     return stages
 
@@ -233,12 +254,26 @@ def test_each_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, ti
     np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=0.5)
 
 
-def test_a_convolution_stage_sums_the_rows_and_slices_poplin_gives_each_tile():
+@pytest.mark.parametrize(
+    ("params", "pk", "og"),
+    [
+        # two stages of float partials, a float result: grains of 16 channels
+        (poplin.ConvParams(1, 1024, 16, (8, 8), (3, 3), (1, 1), (1, 1), FLOAT), 32, 16),
+        # half: 6 output channels in groups of 2, so grains of a vector, 2 float partials in the first
+        # stage and 4 halves in the last; 90 outputs
+        (poplin.ConvParams(1, 512, 6, (5, 3), (3, 3), (1, 1), (1, 1), HALF), 32, 2),
+    ],
+)
+def test_a_convolution_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, params, pk, og):
     g = codelet_graph(32)
-    params = poplin.ConvParams(1, 1024, 16, (8, 8), (3, 3), (1, 1), (1, 1), FLOAT)
     grid = poplin._conv_grid(g, params, FLOAT)
-    assert (grid.pm, grid.pn, grid.pk, grid.og) == (1, 1, 32, 16)
+    assert (grid.pm, grid.pn, grid.pk, grid.og) == (1, 1, pk, og)
     x = poplin.createInput(g, params, "x")
     w = poplin.createWeights(g, params, "w")
-    poplin.convolution(g, x, w, params, Sequence(), "conv")
-    assert _traced_stages(g, 16 * 64) == _poplin_stages(32, 16 * 64, 16, FLOAT, FLOAT)
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv")
+    size = params.out_chans * params.out_field[0] * params.out_field[1]
+    assert _traced_stages(g, size) == _poplin_stages(pk, size, og, FLOAT, params.dtype)
+    np_type = np.float32 if params.dtype == FLOAT else np.float16
+    xv, wv, got = run_convolution(g, prog, x, w, y, tmp_path, seed=11, dtype=np_type)
+    np.testing.assert_allclose(got, correlate(xv, wv, padding=params.padding), rtol=2e-2, atol=0.5)

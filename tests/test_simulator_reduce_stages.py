@@ -6,9 +6,11 @@ depth (lib/poplin/PerformanceEstimation.hpp, estimateConvReduceCycles)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from simulator_run import codelet_graph, correlate, run_convolution, run_functional
 
 from simulator import FLOAT, HALF, Sequence
+from simulator.codelets import poplin as amp
 from simulator.poplibs import poplin
 from simulator.target import architecture
 
@@ -21,6 +23,23 @@ def _reduce_batches(g) -> dict[str, object]:
         for batch in cs.batches
         if batch.vtype.name.startswith("poplin::ReduceAdd")
     }
+
+
+def test_stage_depths_compare_their_costs_in_single_precision_as_poplin_does():
+    # ConvReducePlan.cpp, getMultiStageReducePlanAndCost: one stage below 16 partials, two from 16,
+    # three from 125, the costs in floats. Taking 2,786 partials to 197 or to 198 rows costs
+    # 42.213562 messages either way in single precision, so poplin, which rounds down only when
+    # that is strictly cheaper, takes 198; in doubles 197 is cheaper by 4e-6. Likewise 4,964: 291
+    assert [poplin.reduce_stage_depths(d) for d in (15, 16, 32, 124, 125, 147)] == [
+        [],
+        [4],
+        [6],
+        [11],
+        [25, 5],
+        [27, 5],
+    ]
+    assert poplin.reduce_stage_depths(2786) == [198, 14]
+    assert poplin.reduce_stage_depths(4964) == [291, 17]
 
 
 def test_the_planner_shrinks_every_stage_slice_by_the_stage_depth():
@@ -38,6 +57,25 @@ def test_the_planner_shrinks_every_stage_slice_by_the_stage_depth():
     assert int(costs["reduceExchange"][0]) == 2 * setup + (3 * 384 * 4) // bpc + (3 * 96 * 4) // bpc
 
 
+def test_the_planner_rounds_each_stage_up_as_poplins_estimate_does():
+    # a 3 x 17 block (51 outputs) of a k split of 147 in three stages (reduce_stage_depths(147) ==
+    # [27, 5]), half output from float partials. estimateConvReduceCycles starts from
+    # ceil(51 / 147) x 147 = 147 outputs; the first stage sums ceil(147 / 27) = 6 partials of
+    # ceil(147 / 6) = 25 outputs, leaving ceil(147 / 6) = 25 rows; the second sums ceil(25 / 5) = 5
+    # of ceil(25 / 5) = 5, leaving 5 rows; the last sums those 5 of ceil(5 / 5) = 1 output, a half
+    arch = architecture("ipu1")
+    assert poplin.reduce_stage_depths(147) == [27, 5]
+    one = np.array([1])
+    costs = poplin._pass_costs(
+        arch, 16384, 3 * one, 17 * one, 112 * one, 147 * one, 0 * one, 0 * one, HALF, FLOAT, HALF
+    )
+    stages = [(25, 6, True), (5, 5, True), (1, 5, False)]  # (outputs, partials, float output)
+    compute = sum(int(amp.reduce_vertex_cycles(arch, o, p, out_float, True)) for o, p, out_float in stages)
+    assert int(costs["reduceCompute"][0]) == compute
+    bpc, setup = arch.exchange_bytes_per_cycle, arch.exchange_setup_cycles
+    assert int(costs["reduceExchange"][0]) == sum(setup + (p - 1) * o * 4 // bpc for o, p, _ in stages)
+
+
 def test_every_stage_of_a_product_reduction_works_on_all_the_tiles_of_the_split(tmp_path):
     # [32, 2048] x [2048, 32] float on 32 tiles: k split 32 ways, reduced to 6 rows then to 1
     # (reduce_stage_depths(32) == [6]); the 1,024 outputs in grains of 16
@@ -52,8 +90,9 @@ def test_every_stage_of_a_product_reduction_works_on_all_the_tiles_of_the_split(
     stages = _reduce_batches(g)
     assert sorted(stages) == ["ReduceFinalStage", "ReduceStage0"]
     first, last = stages["ReduceStage0"], stages["ReduceFinalStage"]
-    # six rows over 5, 5, 6, 5, 5 and 6 tiles, each summing as many partials, in slices of 13 or
-    # 11 grains: one vertex on each of the 32 tiles
+    # six rows over 5, 5, 6, 5, 5 and 6 tiles, each summing as many partials, the 64 grains of a
+    # row spread evenly over its tiles (12 or 13 grains on 5 tiles, 10 or 11 on 6): one vertex on
+    # each of the 32 tiles
     assert np.unique(first.tiles).size == first.tiles.size == 32
     assert sorted(np.bincount(first.work["partials"]).nonzero()[0].tolist()) == [5, 6]
     assert np.bincount(first.work["partials"])[5] == 20 and np.bincount(first.work["partials"])[6] == 12
@@ -88,3 +127,170 @@ def test_a_convolution_with_deeply_split_input_channels_reduces_in_stages(tmp_pa
     assert (stages["ReduceFinalStage"].work["partials"] == 6).all()
     xv, wv, got = run_convolution(g, prog, x, w, y, tmp_path, seed=5)
     np.testing.assert_allclose(got, correlate(xv, wv, padding=(1, 1)), rtol=1e-4, atol=1e-3)
+
+
+def _field_elements(batch, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vertex, variable, index) of each element connected to a field, vertex by vertex, each
+    vertex's in the order of its regions."""
+    vertex, var, start, length = (np.asarray(a, dtype=np.int64) for a in batch.fields[field])
+    order = np.argsort(vertex, kind="stable")
+    vertex, var, start, length = vertex[order], var[order], start[order], length[order]
+    within = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+    return np.repeat(vertex, length), np.repeat(var, length), np.repeat(start, length) + within
+
+
+def _traced_stages(g, size: int) -> list[tuple[str, str, set[tuple[int, int, int, int, int]]]]:
+    """What each reduction stage's vertices do, traced through their fields, for a reduction of one
+    output block of `size` elements (the first stage's partials one block a row, the output in the
+    block's order): per stage, its vertex type, the type of the variable it writes and the (tile,
+    first output, outputs, rows read, partial rows summed as a bit mask) of each vertex. Asserts that every vertex sums, for each output of its slice,
+    partials of that output only, each partial row once; that each stage writes every element of
+    its variable once, mapped to the tile of the vertex that writes it; and that the last stage
+    writes each output in its place."""
+    # variable -> per element, the output it is a partial sum of and the partial rows it sums
+    labels: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    stages = []
+    for cs in g.state.compute_sets:
+        batches = [b for b in cs.batches if b.vtype.name.startswith("poplin::ReduceAdd")]
+        if not batches:
+            continue
+        (batch,) = batches
+        outputs, rows = (np.asarray(batch.work[key], dtype=np.int64) for key in ("outputs", "partials"))
+        p_vertex, p_var, p_index = _field_elements(batch, "partials")
+        o_vertex, o_var, o_index = _field_elements(batch, "out")
+        assert np.array_equal(np.bincount(o_vertex, minlength=batch.n), outputs)
+        assert np.array_equal(np.bincount(p_vertex, minlength=batch.n), outputs * rows)
+        if not labels:  # the first stage reads the partials: block after block, one a row
+            (pvar,) = np.unique(p_var)
+            depth = g.state.vars[int(pvar)].numel // size
+            row = np.arange(depth * size) // size
+            labels[int(pvar)] = (np.arange(depth * size) % size, np.eye(depth, dtype=np.int64)[row])
+        out_of = np.empty(p_var.size, dtype=np.int64)
+        rows_of = np.empty((p_var.size, depth), dtype=np.int64)
+        for v in np.unique(p_var):
+            out_of[p_var == v] = labels[int(v)][0][p_index[p_var == v]]
+            rows_of[p_var == v] = labels[int(v)][1][p_index[p_var == v]]
+        # partial j of a vertex is row j // outputs of its output j % outputs
+        first_p = np.cumsum(outputs * rows) - outputs * rows
+        first_o = np.cumsum(outputs) - outputs
+        target = first_o[p_vertex] + (np.arange(p_vertex.size) - first_p[p_vertex]) % outputs[p_vertex]
+        out = np.full(o_vertex.size, -1)
+        out[target] = out_of
+        assert (out[target] == out_of).all(), "a vertex sums partials of different outputs"
+        summed = np.zeros((o_vertex.size, rows_of.shape[1]), dtype=np.int64)
+        np.add.at(summed, target, rows_of)
+        assert summed.max() == 1, "a partial row summed twice"
+        (var,) = np.unique(o_var)
+        assert np.array_equal(np.sort(o_index), np.arange(g.state.vars[int(var)].numel))
+        variable = g.state.vars[int(var)]
+        assert variable.unmapped() == []
+        interval = np.searchsorted(variable.map_starts, o_index, side="right") - 1
+        assert np.array_equal(variable.map_tiles[interval], batch.tiles[o_vertex])
+        labels[int(var)] = (np.empty_like(out), np.empty_like(summed))
+        labels[int(var)][0][o_index], labels[int(var)][1][o_index] = out, summed
+        stage = set()
+        for v in range(batch.n):
+            mine = slice(first_o[v], first_o[v] + outputs[v])
+            assert np.array_equal(out[mine], out[first_o[v]] + np.arange(outputs[v])), "a slice out of order"
+            assert (summed[mine] == summed[first_o[v]]).all(), "a vertex sums other rows for some outputs"
+            mask = sum(1 << int(r) for r in np.flatnonzero(summed[first_o[v]]))
+            stage.add((int(batch.tiles[v]), int(out[first_o[v]]), int(outputs[v]), int(rows[v]), mask))
+        stages.append((batch.vtype.name, str(variable.dtype), stage))
+    # the last stage's outputs in their places in the output
+    assert np.array_equal(labels[int(var)][0], np.arange(size))
+    return stages
+
+
+def _poplin_stages(depth: int, size: int, chans_per_group: int, partials, result) -> list[tuple[str, str, set]]:
+    """The same, as poplin builds them for one tile group of tiles 0..depth-1 holding rows
+    0..depth-1 (lib/poplin/ConvReduce.cpp, multiStageGroupedReduce and partialGroupedReduce;
+    lib/poputil/Util.cpp, splitRegionsAux), transcribed loop by loop."""
+    plan = poplin.reduce_stage_depths(depth)
+    rows = [1 << r for r in range(depth)]
+    stages = []
+    for out_depth in plan + [1]:
+        result_type = result if out_depth == 1 else partials
+        min_grain = 8 // result_type.size  # target.getVectorWidth(resultType), a 64-bit data path
+        grain = max(chans_per_group, min_grain)
+        rounded_grain = (grain + min_grain - 1) // min_grain * min_grain
+        stage, next_rows = set(), []
+        for i in range(out_depth):
+            begin, end = i * len(rows) // out_depth, (i + 1) * len(rows) // out_depth
+            mask = 0
+            for r in rows[begin:end]:
+                mask |= r
+            next_rows.append(mask)
+            tile_begin = i * depth // out_depth
+            tile_end = max(tile_begin + 1, (i + 1) * depth // out_depth)
+            # splitRegions(regions, roundedGrainSize, tileEnd - tileBegin)
+            num_grains = -(-size // rounded_grain)
+            max_grains = -(-num_grains // (tile_end - tile_begin))
+            vertices = -(-num_grains // max_grains)
+            for j in range(vertices):
+                e0 = j * num_grains // vertices * rounded_grain
+                e1 = min(size, (j + 1) * num_grains // vertices * rounded_grain)
+                stage.add((tile_begin + j, e0, e1 - e0, end - begin, mask))
+        # intermediate stages write the partials' type, the last the result's (multiStageGroupedReduce)
+        stages.append((f"poplin::ReduceAdd<{result_type},{partials}>", str(result_type), stage))
+        rows = next_rows
+    return stages
+
+
+def _product(tiles: int, m: int, k: int, n: int, dtype):
+    g = codelet_graph(tiles)
+    A = poplin.createMatMulInputLHS(g, dtype, (m, k), (k, n), "A")
+    B = poplin.createMatMulInputRHS(g, dtype, (m, k), (k, n), "B")
+    prog = Sequence()
+    C = poplin.matMul(g, A, B, prog, "mm")
+    return g, A, B, C, prog, poplin.plan_matmul(g, m, k, n, dtype)
+
+
+@pytest.mark.parametrize(
+    ("tiles", "m", "k", "n", "dtype", "pk"),
+    [
+        (32, 32, 2048, 32, FLOAT, 32),  # two stages, 64 grains of 16 over 5 or 6 tiles a row
+        (24, 7, 4096, 9, HALF, 24),  # two stages, a block of 63: grains of 16, the last one short
+        (16, 3, 2048, 5, HALF, 15),  # one stage: 15 outputs in 2 grains of 8, on 2 of the 15 tiles
+        (16, 1, 2048, 3, HALF, 15),  # one stage: 3 outputs, less than one grain, on the first tile
+        (160, 3, 16384, 17, HALF, 147),  # three stages (27, then 5 rows), a block of 51
+    ],
+)
+def test_each_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, tiles, m, k, n, dtype, pk):
+    g, A, B, C, prog, plan = _product(tiles, m, k, n, dtype)
+    assert (plan.pm, plan.pn, plan.pk) == (1, 1, pk)
+    expected = _poplin_stages(pk, m * n, plan.n_grain, plan.partials_type, plan.out_type)
+    assert _traced_stages(g, m * n) == expected
+    g.createHostWrite("A", A)
+    g.createHostWrite("B", B)
+    g.createHostRead("C", C)
+    rng = np.random.default_rng(7)
+    np_type = np.float32 if dtype == FLOAT else np.float16
+    a = rng.standard_normal((m, k)).astype(np_type)
+    b = rng.standard_normal((k, n)).astype(np_type)
+    got = run_functional(g, prog, tmp_path, {"A": a, "B": b}, ["C"])["C"]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=0.5)
+
+
+@pytest.mark.parametrize(
+    ("params", "pk", "og"),
+    [
+        # two stages of float partials, a float result: grains of 16 channels
+        (poplin.ConvParams(1, 1024, 16, (8, 8), (3, 3), (1, 1), (1, 1), FLOAT), 32, 16),
+        # half: 6 output channels in groups of 2, so grains of a vector, 2 float partials in the first
+        # stage and 4 halves in the last; 90 outputs
+        (poplin.ConvParams(1, 512, 6, (5, 3), (3, 3), (1, 1), (1, 1), HALF), 32, 2),
+    ],
+)
+def test_a_convolution_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, params, pk, og):
+    g = codelet_graph(32)
+    grid = poplin._conv_grid(g, params, FLOAT)
+    assert (grid.pm, grid.pn, grid.pk, grid.og) == (1, 1, pk, og)
+    x = poplin.createInput(g, params, "x")
+    w = poplin.createWeights(g, params, "w")
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv")
+    size = params.out_chans * params.out_field[0] * params.out_field[1]
+    assert _traced_stages(g, size) == _poplin_stages(pk, size, og, FLOAT, params.dtype)
+    np_type = np.float32 if params.dtype == FLOAT else np.float16
+    xv, wv, got = run_convolution(g, prog, x, w, y, tmp_path, seed=11, dtype=np_type)
+    np.testing.assert_allclose(got, correlate(xv, wv, padding=params.padding), rtol=2e-2, atol=0.5)

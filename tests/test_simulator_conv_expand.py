@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from simulator_run import codelet_graph, correlate, run_convolution
+from simulator_run import build_convolution, codelet_graph, correlate, run_convolution
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Graph, Sequence, Target
@@ -91,10 +91,7 @@ def test_one_channel_wide_kernel_is_expanded_into_a_pointwise_product(tmp_path):
     g = codelet_graph(16)
     params = poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=FLOAT)
     assert poplin.conv_transforms(g, params) == (False, (1, 0))
-    x = poplin.createInput(g, params)
-    w = poplin.createWeights(g, params)
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv")
+    x, w, prog, y = build_convolution(g, params)
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=4)
     assert out.shape == (2, 5, 3, 1)
     assert np.allclose(out, correlate(xv, wv), atol=1e-4)
@@ -142,10 +139,7 @@ def test_a_constrained_expansion_computes_the_same_convolution(tmp_path, dims):
     params = poplin.ConvParams(2, 2, 6, (9, 10), (3, 5), (2, 1), (1, 2), FLOAT)
     options = _constraint(dims)
     assert poplin.conv_transforms(g, params, FLOAT, options) == (False, tuple(sorted(dims, reverse=True)))
-    x = poplin.createInput(g, params)
-    w = poplin.createWeights(g, params)
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv", options)
+    x, w, prog, y = build_convolution(g, params, options)
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=7)
     assert np.allclose(out, correlate(xv, wv, stride=(2, 1), padding=(1, 2)), atol=1e-4)
     # the positions that fall in the padding are zeroed in place, the rest copied from the input
@@ -229,10 +223,7 @@ def test_a_swapped_convolution_computes_the_same_convolution(tmp_path, dims):
     params = poplin.ConvParams(3, 2, 4, (5, 6), (3, 2), (1, 1), (1, 0), FLOAT)
     options = _constraint(dims, swapOperands=True)
     assert poplin.conv_transforms(g, params, FLOAT, options) == (True, tuple(sorted(dims, reverse=True)))
-    x = poplin.createInput(g, params)
-    w = poplin.createWeights(g, params)
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv", options)
+    x, w, prog, y = build_convolution(g, params, options)
     assert tuple(y.shape) == (3, 4, 5, 5)
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=3)
     assert np.allclose(out, correlate(xv, wv, padding=(1, 0)), atol=1e-4)

@@ -4,7 +4,7 @@ the backward pass's weights written by transpose vertices, and the results on da
 from __future__ import annotations
 
 import numpy as np
-from simulator_run import codelet_graph, correlate, run_convolution, run_functional
+from simulator_run import build_convolution, codelet_graph, correlate, run_convolution, run_functional
 
 from simulator import FLOAT, HALF, Graph, Sequence
 from simulator.poplibs import poplin, popnn
@@ -201,10 +201,9 @@ def test_unsplit_input_channels_are_cast_not_reduced(tmp_path):
         g = codelet_graph(64)
         p = poplin.ConvParams(2, 8, 32, (6, 6), (3, 3), (1, 1), (1, 1), dtype)
         assert poplin._conv_grid(g, p, FLOAT).plan.pk == 1
-        x = poplin.createInput(g, p, "in")
-        w = poplin.createWeights(g, p, "w")
-        prog = Sequence()
-        y = poplin.convolution(g, x, w, p, prog, "conv", {"planConstraints": {"0": {"transform": {"expandDims": []}}}})
+        x, w, prog, y = build_convolution(
+            g, p, {"planConstraints": {"0": {"transform": {"expandDims": []}}}}, names=("in", "w")
+        )
         names = [cs.name for cs in g.state.compute_sets]
         assert not any(name.endswith("/Reduce") for name in names), names
         assert ("conv/Conv_1/Cast" in names) == (dtype == HALF)
@@ -221,10 +220,7 @@ def test_only_a_1x1_kernel_writes_the_output_type_and_the_planner_counts_the_cas
     # them, and its plan's estimate counts that cast
     g = codelet_graph(64)
     pointwise = poplin.ConvParams(2, 8, 32, (8, 8), (1, 1), (2, 2), (0, 0), HALF)
-    x = poplin.createInput(g, pointwise, "in")
-    w = poplin.createWeights(g, pointwise, "w")
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, pointwise, prog, "conv")
+    x, w, prog, y = build_convolution(g, pointwise, names=("in", "w"))
     names = [cs.name for cs in g.state.compute_sets]
     assert "conv/Conv_1/Cast" not in names
     assert {g.state.vars[int(v)].dtype for v in y.variable_ids()} == {HALF}

@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from simulator_run import codelet_graph, correlate, run_convolution
+from simulator_run import build_convolution, codelet_graph, correlate, run_convolution
 
 from pva.cli import main as cli_main
 from simulator import FLOAT, HALF, Sequence
@@ -112,10 +112,7 @@ CASES = [
 def test_forward_pass_matches_the_numpy_reference(tmp_path, lower, upper, stride):
     g = codelet_graph(16)
     params = _params(lower, upper, stride)
-    x = poplin.createInput(g, params)
-    w = poplin.createWeights(g, params)
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv")
+    x, w, prog, y = build_convolution(g, params)
     assert tuple(y.shape) == (2, 4, *params.out_field)
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=11)
     ref = correlate(xv, wv, stride=stride, padding=lower, padding_upper=upper)
@@ -138,10 +135,7 @@ def test_transformed_convolution_matches_the_numpy_reference(tmp_path, options, 
     g = codelet_graph(16)
     params = _params((1, 0), (0, 2))
     assert poplin.conv_transforms(g, params, FLOAT, options) == transforms
-    x = poplin.createInput(g, params)
-    w = poplin.createWeights(g, params)
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv", options)
+    x, w, prog, y = build_convolution(g, params, options)
     assert tuple(y.shape) == (2, 4, 6, 8)
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=4)
     assert np.allclose(out, correlate(xv, wv, padding=(1, 0), padding_upper=(0, 2)), atol=1e-4)

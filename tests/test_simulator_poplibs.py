@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simulator_run import codelet_graph, correlate, run_convolution, run_functional
+from simulator_run import build_convolution, codelet_graph, correlate, run_convolution, run_functional
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
@@ -50,10 +50,7 @@ def test_matmul_reduce_and_elementwise_compute_on_data(tmp_path):
 def test_convolution_matches_numpy(tmp_path):
     g = codelet_graph(16)
     params = poplin.ConvParams(2, 3, 5, (6, 7), (3, 3), (1, 2), (1, 1), FLOAT)
-    x = poplin.createInput(g, params)
-    w = poplin.createWeights(g, params)
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv")
+    x, w, prog, y = build_convolution(g, params)
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=9)
     oh, ow = params.out_field
     ref = correlate(xv, wv, stride=(1, 2), padding=(1, 1))

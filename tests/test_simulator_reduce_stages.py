@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simulator_run import codelet_graph, correlate, run_convolution, run_functional
+from simulator_run import build_convolution, codelet_graph, correlate, run_convolution, run_functional
 
 from simulator import FLOAT, HALF, Sequence
 from simulator.codelets import poplin as amp
@@ -116,10 +116,7 @@ def test_a_convolution_with_deeply_split_input_channels_reduces_in_stages(tmp_pa
     g = codelet_graph(32)
     params = poplin.ConvParams(1, 1024, 16, (8, 8), (3, 3), (1, 1), (1, 1), FLOAT)
     assert poplin._conv_grid(g, params, FLOAT).plan.pk == 32
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv")
+    x, w, prog, y = build_convolution(g, params, names=("x", "w"))
     stages = _reduce_batches(g)
     assert sorted(stages) == ["ReduceFinalStage", "ReduceStage0"]
     assert np.unique(stages["ReduceStage0"].tiles).size == 32
@@ -285,10 +282,7 @@ def test_a_convolution_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp
     g = codelet_graph(32)
     grid = poplin._conv_grid(g, params, FLOAT)
     assert (grid.pm, grid.pn, grid.pk, grid.og) == (1, 1, pk, og)
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    prog = Sequence()
-    y = poplin.convolution(g, x, w, params, prog, "conv")
+    x, w, prog, y = build_convolution(g, params, names=("x", "w"))
     size = params.out_chans * params.out_field[0] * params.out_field[1]
     assert _traced_stages(g, size) == _poplin_stages(pk, size, og, FLOAT, params.dtype)
     np_type = np.float32 if params.dtype == FLOAT else np.float16

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from simulator_invariants import check_report
 
-from simulator import Engine, Graph, Target
+from simulator import Engine, Graph, Sequence, Target
 from simulator.poplibs import poplin, popnn, popops
 
 TS = "2024-01-01T00:00:00Z"
@@ -61,3 +61,13 @@ def run_convolution(g, prog, x, w, y, tmp_path, seed: int, dtype=np.float32):
     xv = rng.standard_normal(tuple(x.shape)).astype(dtype)
     wv = rng.standard_normal(tuple(w.shape)).astype(dtype)
     return xv, wv, run_functional(g, prog, tmp_path, {"x": xv, "w": wv}, ["y"])["y"]
+
+
+def build_convolution(g, params, options=None, names=("conv/in", "conv/weights")):
+    """Input and weights created for `params` (for its plan without `options`), and the
+    convolution "conv" of them with `options` in a new program: (input, weights, program, output)."""
+    x = poplin.createInput(g, params, names[0])
+    w = poplin.createWeights(g, params, names[1])
+    prog = Sequence()
+    y = poplin.convolution(g, x, w, params, prog, "conv", options)
+    return x, w, prog, y

@@ -248,20 +248,22 @@ def test_a_bad_swap_constraint_is_refused(value):
 
 
 def test_when_no_candidate_fits_the_bound_is_doubled_before_it_is_dropped():
-    # the Mk1 backward pass of conv_5x200_1_in_100_out_bs1440, its operands as given: neither
-    # candidate fits 0.6 x 256 KB (157,286 bytes); at twice that, 314,573, the rows as given
-    # (220,896 bytes) fit, and so do the rows expanded on the grid found under the doubled bound
-    # (259,300 bytes; their fastest grid takes 430,040), in fewer cycles: the expansion is kept
-    g = Graph(Target("ipu1"))
-    bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
-    plans = {}
-    for dims in poplin._expand_candidates(bwd):
-        e = poplin._expanded(bwd, dims)
-        plans[dims] = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT).plan.estimate
-    assert {d: p["memory"] for d, p in plans.items()} == {(): 220896, (0,): 259300}
-    assert plans[(0,)]["total"] < plans[()]["total"]
-    options = {"planConstraints": {"0": {"transform": {"swapOperands": False}}}}
-    assert poplin.conv_transforms(g, bwd, FLOAT, options) == (False, (0,))
+    # 4 half channels, a 5 x 5 kernel, on 4 Mk1 tiles: no candidate fits 0.6 x 256 KB (157,286
+    # bytes); at twice that, 314,573, only the convolution as given does (298,112 bytes), and it is
+    # kept although both dims expanded (479,744 bytes) take fewer cycles
+    g = Graph(Target("ipu1", tiles_per_ipu=4))
+    params = poplin.ConvParams(4, 4, 64, (32, 32), (5, 5), (1, 1), (2, 2), HALF)
+    arch = g.target.arch
+    memory, cycles = {}, {}
+    for dims in poplin._expand_candidates(params):
+        e = poplin._expanded(params, dims)
+        grid = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT)
+        extra, temp = poplin._conv_transform_cost(arch, e, grid, bool(dims), False)
+        memory[dims] = max(grid.plan.estimate["memory"], temp)
+        cycles[dims] = grid.plan.estimate["total"] + extra
+    assert memory == {(): 298112, (0,): 350464, (1,): 350464, (1, 0): 479744}
+    assert min(cycles, key=cycles.get) == (1, 0)
+    assert poplin.conv_transforms(g, params) == (False, ())
 
 
 def test_a_candidate_that_cannot_beat_the_best_is_not_planned(monkeypatch):

@@ -273,7 +273,7 @@ def test_cli_refuses_padding_with_padding_lower(tmp_path, capsys):
         ),
         (
             poplin.ConvParams(4, 128, 128, (17, 17), (1, 7), (1, 1), (0, 3), HALF),
-            (23, 16, 4, 3, 8, 32, 16, 8, 10374, 9704, (False, ())),
+            (23, 16, 4, 3, 8, 32, 16, 8, 10374, 8480, (False, ())),
         ),
     ],
 )

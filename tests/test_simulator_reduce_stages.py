@@ -57,6 +57,28 @@ def test_the_planner_shrinks_every_stage_slice_by_the_stage_depth():
     assert int(costs["reduceExchange"][0]) == 2 * setup + (3 * 384 * 4) // bpc + (3 * 96 * 4) // bpc
 
 
+def test_the_planner_takes_the_larger_of_the_convolution_and_reduction_temporaries():
+    # poplin's temporary bytes are the operands and partials of the convolution or the
+    # reduction's, whichever is more (ConvModel.cpp, totalTempBytes), the reduction's being its
+    # first intermediate stage's outputs, none for a single stage (reduceCycleTempBytesEstimate):
+    # 48 x 64 + 64 x 32 halves received (10,240 bytes) and 1,536 float partials (6,144) a tile,
+    # against 1,536 floats for a split of 16 in two stages and nothing for a split of 4
+    arch = architecture("ipu1")
+    one = np.array([1])
+    for pk in (16, 4):
+        costs = poplin._pass_costs(
+            arch, 1024, 48 * one, 32 * one, 64 * one, pk * one, 0 * one, 0 * one, HALF, FLOAT, HALF
+        )
+        assert int(costs["memory"][0]) == 10240 + 6144
+    # a block too small to fill its stages: 2 x 2 outputs, a split of 125 in three stages, whose
+    # first stage starts from ceil(4 / 125) x 125 = 125 outputs (500 bytes) against 2 x 64 + 64 x 2
+    # halves (512 bytes) and 4 float partials (16 bytes)
+    costs = poplin._pass_costs(arch, 8000, 2 * one, 2 * one, 64 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    assert int(costs["memory"][0]) == 512 + 16
+    costs = poplin._pass_costs(arch, 8000, 1 * one, 1 * one, 16 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    assert int(costs["memory"][0]) == 125 * 4
+
+
 def test_the_planner_rounds_each_stage_up_as_poplins_estimate_does():
     # a 3 x 17 block (51 outputs) of a k split of 147 in three stages (reduce_stage_depths(147) ==
     # [27, 5]), half output from float partials. estimateConvReduceCycles starts from

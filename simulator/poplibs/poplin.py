@@ -651,7 +651,12 @@ def _pass_costs(
         sel = pk == depth
         remaining = int(depth)
         slice_elems = _ceil(mb[sel] * nb[sel], remaining) * remaining
-        for out_depth in reduce_stage_depths(remaining) + [1]:
+        stages = reduce_stage_depths(remaining)
+        if stages:
+            # temporary bytes: the largest intermediate stage's outputs, the first's, the tile's
+            # partials (ConvModel.cpp, addReduceCycleEstimate: reduceCycleTempBytesEstimate)
+            red_memory[sel] = slice_elems * partials_type.size
+        for out_depth in stages + [1]:
             this = -(-remaining // out_depth)
             remaining = -(-remaining // this)
             slice_elems = _ceil(slice_elems, this)
@@ -666,7 +671,6 @@ def _pass_costs(
                 (out_type if remaining == 1 else partials_type).name == "float",
                 partials_type.name == "float",
             )
-            red_memory[sel] = np.maximum(red_memory[sel], stage_recv)
             syncs[sel] += arch.min_sync_delay
     # float partials of an unsplit k are cast to the output type (MatMulPlan.vertex_out_type): AMP
     # vertices write the output type when the kernel is 1x1 and k fits one conv unit, HMAC always
@@ -681,7 +685,9 @@ def _pass_costs(
     )
     total = compute + exchange + red_exchange + red_compute + syncs + cast
     part_size = np.where(method == 2, in_type.size, partials_type.size)
-    memory = recv + mb * nb * part_size + red_memory
+    # the operands received and the partials, or the reduction's, whichever is more (ConvModel.cpp,
+    # addConvTempMemoryEstimate and the max in totalTempBytes)
+    memory = np.maximum(recv + mb * nb * part_size, red_memory)
     return {
         "compute": compute,
         "exchange": exchange,

@@ -951,7 +951,7 @@ def _staged_reduce(
     prog: Sequence,
     name: str,
     out_linear: Tensor,
-    partials_type: Type,
+    partials: Tensor,
     cells: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     chans_per_group: int,
 ):
@@ -959,12 +959,13 @@ def _staged_reduce(
     multi-stage reduction, and return the last stage's compute set.
 
     `cells` are, per cell in its block's order: block id, block size, the block's start in
-    `out_linear` (the output in block order), the start of its partial block in variable `pvar`
-    (the last entry, one id for all) and its tile. Every stage spreads each of its output rows over
-    an equal share of the block's tiles, in slices of whole grains, so all the block's tiles work
-    in every stage (lib/poplin/ConvReduce.cpp, multiStageGroupedReduce and partialGroupedReduce)."""
+    `out_linear` (the output in block order), the start of its partial block in the variable
+    `partials` and its tile. Every stage spreads each of its output rows over an equal share of the
+    block's tiles, in slices of whole grains, so all the block's tiles work in every stage
+    (lib/poplin/ConvReduce.cpp, multiStageGroupedReduce and partialGroupedReduce)."""
     state = graph.state
-    block, size, base, p_off, tiles, pvar = cells
+    partials_type = partials.dtype
+    block, size, base, p_off, tiles = cells
     order = np.lexsort((np.arange(block.size), block))
     block, size, base, p_off, tiles = block[order], size[order], base[order], p_off[order], tiles[order]
     first = np.r_[True, block[1:] != block[:-1]]
@@ -973,12 +974,11 @@ def _staged_reduce(
     position = np.arange(block.size) - start_of
     depth = np.bincount(bidx)[bidx]
     plan = reduce_stage_depths(int(depth.max()))
-    # rows of the current partials: the cells' own blocks, then each stage's output rows
-    rows = depth.copy()
-    row_var = np.full(block.size, pvar)
-    row_start = p_off.copy()  # start of row r of a cell's block is row_start[start_of + r] (stage 1)
-    stride = None  # later stages: row r of a block starts at inter_base + r * size
-    inter_base = None
+    # the rows a stage sums: first the cells' own partial blocks (row r of a block is the block of
+    # its cell r), then the previous stage's output, a block's rows one after another
+    rows = depth
+    source = partials
+    row_start = p_off  # row r of a block starts at row_start[start of the block's cells + r]
     pending: list[Tensor] = []
     cs = None
     for stage, out_depth in enumerate(plan + [1]):
@@ -1006,12 +1006,7 @@ def _staged_reduce(
         vertex = np.repeat(np.arange(vc.size), n_rows)
         r = np.repeat(r0[vc], n_rows) + (np.arange(int(n_rows.sum())) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows))
         cell_of_row = np.repeat(vc, n_rows)
-        if stride is None:
-            part_var = row_var[start_of[cell_of_row] + r]
-            part_start = row_start[start_of[cell_of_row] + r] + s0[cell_of_row]
-        else:
-            part_var = np.full(r.size, stride)
-            part_start = inter_base[cell_of_row] + r * size[cell_of_row] + s0[cell_of_row]
+        part_start = row_start[start_of[cell_of_row] + r] + s0[cell_of_row]
         length = (s1 - s0)[vc]
         if final:
             target = out_linear
@@ -1037,7 +1032,10 @@ def _staged_reduce(
             cs,
             f"poplin::ReduceAdd<{t_type},{partials_type}>",
             tiles[vc],
-            {"partials": (vertex, part_var, part_start, np.repeat(length, n_rows)), "out": (o_row, o_var, o_st, o_len)},
+            {
+                "partials": (vertex, np.full(r.size, int(source.vars[0])), part_start, np.repeat(length, n_rows)),
+                "out": (o_row, o_var, o_st, o_len),
+            },
             work={"outputs": length, "partials": n_rows},
         )
         prog.add(Execute(cs))
@@ -1045,7 +1043,9 @@ def _staged_reduce(
             prog.add(WriteUndef(done))
         if not final:
             pending = [inter]
-            stride, inter_base, rows = int(inter.vars[0]), new_base, d
+            # row r of the next stage's block: the block's start in `inter` plus r of its size
+            source, rows = inter, d
+            row_start = new_base + position * size
     return cs
 
 
@@ -1190,15 +1190,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")
     view, c_off = _blocked_view(graph, out, m, n, mb, nb)
     c_block = im[cells] * pn + jn[cells]
-    cs2 = _staged_reduce(
-        graph,
-        prog,
-        name,
-        out,
-        plan.partials_type,
-        (c_block, block_sizes, c_off[c_block], p_off, tiles, pvar),
-        ocpg,
-    )
+    cs2 = _staged_reduce(graph, prog, name, out, partials, (c_block, block_sizes, c_off[c_block], p_off, tiles), ocpg)
 
     def reduce_partials(data):
         arr = data.array(pvar)
@@ -2142,19 +2134,8 @@ def _convolve(
     block_order = Tensor.from_elements(
         state, params.dtype, (pos_count,), np.full(pos_count, ovar), np.concatenate(block_idx)
     )
-    group_cells = [(g, j) for g, js in enumerate(groups.values()) for j in js]
-    c_group = np.array([g for g, _ in group_cells], dtype=np.int64)
-    c_cell = np.array([j for _, j in group_cells], dtype=np.int64)
-    bases = np.array([o_base[key] for key in groups], dtype=np.int64)
-    cs2 = _staged_reduce(
-        graph,
-        prog,
-        debugPrefix,
-        block_order,
-        partials_type,
-        (c_group, sizes[c_cell], bases[c_group], offsets[c_cell], tiles[c_cell], pvar),
-        og,
-    )
+    c_base = np.array([o_base[(x[0], x[1])] for x in cells], dtype=np.int64)
+    cs2 = _staged_reduce(graph, prog, debugPrefix, block_order, partials, (c_base, sizes, c_base, offsets, tiles), og)
     # the [b, o, oh, ow] view of the grouped output
     idx = np.arange(b * o * oh * ow, dtype=np.int64).reshape(o // og, b, oh, ow, og).transpose(1, 0, 4, 2, 3)
     view = Tensor.from_elements(state, params.dtype, (b, o, oh, ow), np.full(idx.size, ovar), idx.reshape(-1))

@@ -478,7 +478,7 @@ def test_planner_costs_one_row_on_hmac_vertices():
     from simulator.poplibs.poplin import MATMUL_METHODS, _best_grid
     from simulator.types import FLOAT, HALF
 
-    grid, estimate, ocpg, icpg, method = _best_grid(
+    grid, estimate, ocpg, icpg, method, _ = _best_grid(
         "ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), MATMUL_METHODS
     )
     amp_only = _best_grid("ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), ("AMP",))

@@ -74,6 +74,15 @@ def basic_op_supervisor_overhead(scaled_ptr64: bool = False) -> int:
     return 11 + (2 if scaled_ptr64 else 0)
 
 
+def dynamic_slice_1d_cycles(dtype: str, region_size, data_path_width: int = 64):
+    """popops' DynamicSlice1d (and DynamicUpdateSlice1d) of one sub-element: a supervisor entry,
+    then each worker copies its share of the region a data-path vector a cycle after a fixed
+    overhead (popopsCycleEstimators.cpp, getDynamicSlice1dEstimate)."""
+    per_worker = (np.asarray(region_size) + WORKERS - 1) // WORKERS
+    supervisor = basic_op_supervisor_overhead() + 1 + 6 + 1 + 6
+    return supervisor + (41 + 27 + per_worker // vector_width(dtype, data_path_width)) * WORKERS
+
+
 def basic_op_loop_cycles(elems, width: int, cycles_per_vector: int):
     """popopsPerformanceEstimation.cpp, basicOpLoopCycles."""
     return cycles_per_vector * (elems + width - 1) // width
@@ -462,7 +471,28 @@ def _one_hot(name, args):
     )
 
 
+def _dynamic_slice(update: bool):
+    def build(name, args):
+        dtype = args[0]
+        return VertexType(
+            name,
+            fields(
+                ("offset", "in", "unsigned int", "scalar"),
+                ("baseT", "inout" if update else "in", dtype, "vector"),
+                ("subT", "in" if update else "out", dtype, "vector"),
+            ),
+            supervisor=True,
+            code_bytes=264,
+            library="popops",
+            cost=_elems_cost(lambda e, w: dynamic_slice_1d_cycles(dtype, e, w)),
+        )
+
+    return build
+
+
 VERTICES = {
+    "popops::DynamicSlice1d": (1, _dynamic_slice(False)),
+    "popops::DynamicUpdateSlice1d": (1, _dynamic_slice(True)),
     "popops::ScaledAddSupervisor": (3, _scaled_add_supervisor),
     "popops::aXPlusbYSupervisor": (3, _axpby_supervisor),
     "popops::ScaledAdd2D": (2, _scaled_add_2d),

@@ -316,10 +316,8 @@ def _product(graph: Graph, lhs: Tensor, rhs: Tensor, plan: poplin.MatMulPlan, pr
     lhs = poplin._arrange_operand(
         graph, lhs, poplin._operand_layout(plan, "lhs"), plan.pn, False, prog, f"{name}/actsRearranged"
     )
-    rhs = poplin._arrange_operand(
-        graph, rhs, poplin._operand_layout(plan, "rhs"), plan.pm, False, prog, f"{name}/weightsRearranged"
-    )
-    return poplin._build_matmul(graph, lhs, rhs, plan, prog, name)
+    rhs = poplin.arrange_rhs(graph, rhs, plan, False, prog, f"{name}/weightsRearranged")
+    return poplin.build_product(graph, lhs, rhs, plan, prog, name)
 
 
 @poplibs_op("MatMul")

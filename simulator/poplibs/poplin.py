@@ -26,9 +26,9 @@ from ..codelets.poplin import WORKERS
 from ..compiler.regions import split_by_mapping
 from ..errors import GraphError
 from ..graph import Graph
-from ..programs import Copy, Execute, Sequence, WriteUndef
-from ..tensor import Tensor
-from ..types import FLOAT, HALF, Type, as_type
+from ..programs import Copy, Execute, Repeat, Sequence, WriteUndef
+from ..tensor import Tensor, concat
+from ..types import FLOAT, HALF, UNSIGNED_INT, Type, as_type
 from . import rearrange
 from ._util import (
     add_vertices,
@@ -72,6 +72,7 @@ class MatMulPlan:
     conv_units: int = 0  # AMP conv units the vertices use; 0: all of the tile's for the precision
     swapped: bool = False  # planned as C^T [n, m] = B^T A^T: m, k, n and the grid are that product's
     kernel_size: int = 1  # a convolution's kernel positions; 1 for a matrix product
+    serial: int = 1  # poplin's outChanSplit.serial: n is computed in this many steps of n / serial columns
 
     @property
     def mb(self) -> int:
@@ -79,7 +80,11 @@ class MatMulPlan:
 
     @property
     def nb(self) -> int:
-        return _grain_block(self.n, self.n_grain, self.pn)
+        return _grain_block(self.n // self.serial, self.n_grain, self.pn)
+
+    def step(self) -> MatMulPlan:
+        """The plan of one step of a serial split: the product of n / serial columns."""
+        return self if self.serial == 1 else dataclasses.replace(self, n=self.n // self.serial, serial=1)
 
     @property
     def kb(self) -> int:
@@ -273,7 +278,7 @@ def plan_matmul(
     tiles = graph.num_tiles
     swapped = bool(swap)
     pm_size, pn_size = (n, m) if swapped else (m, n)
-    grid, estimate, ocpg, icpg, method = _best_grid(
+    grid, estimate, ocpg, icpg, method, serial = _best_grid(
         target.arch.name,
         target.bytesPerTile,
         tiles,
@@ -314,6 +319,7 @@ def plan_matmul(
         m_grain=out_width,
         swapped=swapped,
         kernel_size=int(kernel[0]) * int(kernel[1]),
+        serial=serial,
     )
 
 
@@ -359,120 +365,157 @@ def _best_grid(
     # a convolution's positions are split in whole output rows, as its cells are (_ConvGrid)
     m_rows = -(-m // out_width)
     pm_c = _minimal_splits(max(1, m_rows), tiles)
-    cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
+    n_full = n
 
-    def grid(n_grain: int, k_grain: int, k_split: bool):
-        pn_c = _minimal_splits(max(1, -(-n // n_grain)), tiles)
-        pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
-        g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
-        g = g[:, g[0] * g[1] * g[2] <= tiles]
-        mb = np.minimum(m, -(-m_rows // g[0]) * out_width)
-        nb = np.minimum(n, _ceil(_ceil(n, n_grain), g[1]) * n_grain)
-        kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
-        return g, mb, nb, kb
+    def candidates(n: int) -> dict:
+        """Every grid of each method for an n-column product, with its estimates."""
+        cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
 
-    if "AMP" in methods:
-        # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
-        # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
-        # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
-        # of getInChanGrainSizes and getOutChanGrainSizes)
-        for ocpg in partial_chans_candidates(arch, in_type, partials_type, conv_kernel):
-            g, mb, nb, kb = grid(ocpg, icpg, True)
-            # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
-            if conv_kernel > 1:
-                # poplin's planner costs every kernel position over the tile's whole rows, padding
-                # or not (ConvModel.cpp, addPartialCalcCycleEstimate: getConvPartialnx1InnerLoopCycleEstimate)
-                rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
-                compute = amp.conv_partial_nx1_cycles(
-                    arch,
-                    in_type.name,
-                    partials_type.name,
-                    rows,
-                    np.full(kernel[1], out_width),
-                    -(-kb // icpg),
-                    -(-nb // ocpg),
-                    zero_elems=mb,
-                )
+        def grid(n_grain: int, k_grain: int, k_split: bool):
+            pn_c = _minimal_splits(max(1, -(-n // n_grain)), tiles)
+            pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
+            g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
+            g = g[:, g[0] * g[1] * g[2] <= tiles]
+            mb = np.minimum(m, -(-m_rows // g[0]) * out_width)
+            nb = np.minimum(n, _ceil(_ceil(n, n_grain), g[1]) * n_grain)
+            kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
+            return g, mb, nb, kb
+
+        if "AMP" in methods:
+            # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
+            # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
+            # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
+            # of getInChanGrainSizes and getOutChanGrainSizes)
+            for ocpg in partial_chans_candidates(arch, in_type, partials_type, conv_kernel):
+                g, mb, nb, kb = grid(ocpg, icpg, True)
+                # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
+                if conv_kernel > 1:
+                    # poplin's planner costs every kernel position over the tile's whole rows, padding
+                    # or not (ConvModel.cpp, addPartialCalcCycleEstimate: getConvPartialnx1InnerLoopCycleEstimate)
+                    rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
+                    compute = amp.conv_partial_nx1_cycles(
+                        arch,
+                        in_type.name,
+                        partials_type.name,
+                        rows,
+                        np.full(kernel[1], out_width),
+                        -(-kb // icpg),
+                        -(-nb // ocpg),
+                        zero_elems=mb,
+                    )
+                else:
+                    compute = amp.conv_partial_1x1_cycles(
+                        arch,
+                        in_type.name,
+                        partials_type.name,
+                        mb,
+                        -(-kb // icpg),
+                        -(-nb // ocpg),
+                        out_chans_per_group=ocpg,
+                    )
+                cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
+        if "HMAC" in methods:
+            # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
+            # and the cheapest for a tile's block is one group of all of it (fewest loop overheads),
+            # output channels in groups of 1 (float partials) or 2 (ConvVertexType.cpp,
+            # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate,
+            # every kernel position over the tile's whole rows; a product's positions are one row)
+            k_grain = 1 if in_type.name == "float" else 2
+            ocpg = amp.hmac_out_chans_per_group(partials_type.name)
+            g, mb, nb, kb = grid(ocpg, k_grain, True)
+            if conv_kernel == 1 and out_width == 1:
+                rows, cols = np.ones((mb.size, 1), dtype=np.int64), mb[:, None]
             else:
-                compute = amp.conv_partial_1x1_cycles(
-                    arch, in_type.name, partials_type.name, mb, -(-kb // icpg), -(-nb // ocpg), out_chans_per_group=ocpg
-                )
-            cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
-    if "HMAC" in methods:
-        # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
-        # and the cheapest for a tile's block is one group of all of it (fewest loop overheads),
-        # output channels in groups of 1 (float partials) or 2 (ConvVertexType.cpp,
-        # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate,
-        # every kernel position over the tile's whole rows; a product's positions are one row)
-        k_grain = 1 if in_type.name == "float" else 2
-        ocpg = amp.hmac_out_chans_per_group(partials_type.name)
-        g, mb, nb, kb = grid(ocpg, k_grain, True)
-        if conv_kernel == 1 and out_width == 1:
-            rows, cols = np.ones((mb.size, 1), dtype=np.int64), mb[:, None]
-        else:
-            rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
-            cols = np.full(kernel[1], out_width)
-        compute = amp.conv_partial_hmac_cycles(
-            in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
+                rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
+                cols = np.full(kernel[1], out_width)
+            compute = amp.conv_partial_hmac_cycles(
+                in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
+            )
+            cands.append((g, ocpg, k_grain, 1, compute))
+        if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
+            # one input channel: poplin offers an outer product, its partials in the input type, the
+            # output positions of a tile split over the workers (ConvVertexType.cpp,
+            # getConvVertexOuterProductCandidates; ConvModel.cpp, addPartialCalcCycleEstimate:
+            # getOuterProductCycleEstimate of ceil(tileOutWidth / numContexts) positions, times the contexts)
+            ocpg = amp.outer_product_chans_per_group(arch, in_type.name)
+            g, mb, nb, kb = grid(ocpg, 1, False)
+            compute = WORKERS * amp.outer_product_cycles(in_type.name, -(-mb // WORKERS), nb, ocpg)
+            cands.append((g, ocpg, 1, 2, compute))
+        if not cands:
+            raise GraphError(
+                f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n}] product: poplin offers "
+                "OUTER_PRODUCT for one input channel only, and HMAC for 1x1 kernels"
+            )
+        pm = np.concatenate([c[0][0] for c in cands])
+        pn = np.concatenate([c[0][1] for c in cands])
+        pk = np.concatenate([c[0][2] for c in cands])
+        og = np.concatenate([np.full(c[0].shape[1], c[1]) for c in cands])
+        kg = np.concatenate([np.full(c[0].shape[1], c[2]) for c in cands])
+        method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
+        compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
+        mb = np.minimum(m, -(-m_rows // pm) * out_width)
+        nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
+        kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
+        in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
+        costs = _pass_costs(
+            arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel, in_elems
         )
-        cands.append((g, ocpg, k_grain, 1, compute))
-    if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
-        # one input channel: poplin offers an outer product, its partials in the input type, the
-        # output positions of a tile split over the workers (ConvVertexType.cpp,
-        # getConvVertexOuterProductCandidates; ConvModel.cpp, addPartialCalcCycleEstimate:
-        # getOuterProductCycleEstimate of ceil(tileOutWidth / numContexts) positions, times the contexts)
-        ocpg = amp.outer_product_chans_per_group(arch, in_type.name)
-        g, mb, nb, kb = grid(ocpg, 1, False)
-        compute = WORKERS * amp.outer_product_cycles(in_type.name, -(-mb // WORKERS), nb, ocpg)
-        cands.append((g, ocpg, 1, 2, compute))
-    if not cands:
-        raise GraphError(
-            f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n}] product: poplin offers "
-            "OUTER_PRODUCT for one input channel only, and HMAC for 1x1 kernels"
-        )
-    pm = np.concatenate([c[0][0] for c in cands])
-    pn = np.concatenate([c[0][1] for c in cands])
-    pk = np.concatenate([c[0][2] for c in cands])
-    og = np.concatenate([np.full(c[0].shape[1], c[1]) for c in cands])
-    kg = np.concatenate([np.full(c[0].shape[1], c[2]) for c in cands])
-    method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
-    compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
-    mb = np.minimum(m, -(-m_rows // pm) * out_width)
-    nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
-    kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
-    in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
-    costs = _pass_costs(
-        arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel, in_elems
-    )
-    total, memory = costs["total"], costs["memory"]
-    transform_cycles = np.zeros_like(total)
-    if swap is not None:
-        transform_cycles, transform_bytes = transform_cost(
-            arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type, fc_pass
-        )
-        total = total + transform_cycles
-        memory = np.maximum(memory, transform_bytes)
-    exchange, red_exchange, red_compute = costs["exchange"], costs["reduceExchange"], costs["reduceCompute"]
+        total, memory = costs["total"], costs["memory"]
+        transform_cycles = np.zeros_like(total)
+        if swap is not None:
+            transform_cycles, transform_bytes = transform_cost(
+                arch, swap, m, k, n_full, kg, og, pm * pn * pk, in_type, out_type, fc_pass
+            )
+            total = total + transform_cycles
+            memory = np.maximum(memory, transform_bytes)
+        return {
+            "pm": pm,
+            "pn": pn,
+            "pk": pk,
+            "og": og,
+            "kg": kg,
+            "method": method,
+            "compute": compute,
+            "mb": mb,
+            "nb": nb,
+            "kb": kb,
+            "total": total,
+            "memory": memory,
+            "transform_cycles": transform_cycles,
+            "exchange": costs["exchange"],
+            "reduceExchange": costs["reduceExchange"],
+            "reduceCompute": costs["reduceCompute"],
+        }
+
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
     # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile);
     # when no grid fits, twice the bound, doubled again until it passes twice the tile's memory, then
     # no bound (ConvPlan.cpp, createPlan: minimizeCycles, then minimizeMemory)
     bound = AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+    c = candidates(n)
+    c["serial"] = np.ones_like(c["total"])
+    if not (c["memory"] <= bound).any() and conv_kernel == 1 and out_width == 1 and conv_input is None:
+        c = _with_serial_splits(c, candidates, arch, n, tiles, in_type, partials_type, fc_pass)
+    total, memory = c["total"], c["memory"]
     while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
         bound *= 2
     fits = memory <= bound
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
     # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
-    best = int(np.lexsort((og, method, pm * pn * pk, total))[0])
-    estimate = (
-        ("compute", int(compute[best])),
-        ("exchange", int(exchange[best])),
-        ("reduceExchange", int(red_exchange[best])),
-        ("reduceCompute", int(red_compute[best])),
-        ("transform", int(transform_cycles[best])),
-        ("total", int(total[best])),
-        ("memory", int(memory[best])),
+    pm, pn, pk, og, kg, method = (c[key] for key in ("pm", "pn", "pk", "og", "kg", "method"))
+    best = int(np.lexsort((og, method, c["serial"], pm * pn * pk, total))[0])
+    estimate = tuple(
+        (key, int(c[name][best]))
+        for key, name in (
+            ("compute", "compute"),
+            ("exchange", "exchange"),
+            ("reduceExchange", "reduceExchange"),
+            ("reduceCompute", "reduceCompute"),
+            ("transform", "transform_cycles"),
+            ("total", "total"),
+            ("memory", "memory"),
+        )
     )
     return (
         (int(pm[best]), int(pn[best]), int(pk[best])),
@@ -480,7 +523,47 @@ def _best_grid(
         int(og[best]),
         int(kg[best]),
         MATMUL_METHODS[int(method[best])],
+        int(c["serial"][best]),
     )
+
+
+def _with_serial_splits(
+    c: dict, candidates, arch, n: int, tiles: int, in_type: Type, partials_type: Type, fc_pass: str
+) -> dict:
+    """The grids of `c` and those of the product split serially over its n output columns.
+
+    poplin's outChanSplit.serial S, a factor of n: a Repeat loop of S iterations, each slicing its
+    n/S columns of the weights (popops::dynamicSlice), running the product of those columns on
+    the grid and writing them into the output (popops::dynamicUpdate). The estimate is S times the
+    step's cycles and the two slices', the slices costed as popops' DynamicSlice1d of the tile's
+    weights and outputs of one step; the temporary bytes are one step's. A fully-connected pass
+    also rearranges its weights before the loop: exchanged at the tile's bandwidth and copied an
+    element a cycle, and held beside the loop's temporaries (lib/poplin/ConvModel.cpp,
+    constructModel: the serial split a factor of the output channels; addEstimates: totalCycles
+    times serialSplits; addDynamicSliceEstimate, addDynamicUpdateEstimate,
+    addRearrangeBeforeSliceEstimate). poplin also splits the input channels serially; that split
+    is not modelled."""
+    from ..codelets.popops import dynamic_slice_1d_cycles
+
+    parts = [c]
+    for s in range(2, min(n, tiles) + 1):
+        if n % s:
+            continue
+        step = candidates(n // s)
+        weights = step["kb"] * step["nb"]
+        outputs = -(-step["mb"] * step["nb"] // step["pk"])
+        slices = dynamic_slice_1d_cycles(in_type.name, weights, arch.data_path_width) + dynamic_slice_1d_cycles(
+            partials_type.name, outputs, arch.data_path_width
+        )
+        total = s * (step["total"] + slices)
+        memory = step["memory"]
+        if fc_pass != "NONE":
+            held = weights * s
+            total = total + held * in_type.size // arch.exchange_bytes_per_cycle + held
+            memory = memory + held * in_type.size
+        step["total"], step["memory"], step["serial"] = total, memory, np.full_like(total, s)
+        parts.append(step)
+    return {key: np.concatenate([p[key] for p in parts]) for key in c}
 
 
 #: poplin's fully-connected passes of a matrix product, its ``fullyConnectedPass`` option
@@ -752,7 +835,9 @@ def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
 
     A block read by several tiles is spread over them in whole channel groups, at least 128 bytes
     (acts) or 256 bytes (weights) a tile (lib/poplin/Convolution.cpp, mapActivationsOrWeights:
-    TensorUseTracker::mapTensorsByUse with grainSize and minBytesPerTile)."""
+    TensorUseTracker::mapTensorsByUse with grainSize and minBytesPerTile). With a serial split,
+    the right operand's layout is one step's: each of its column slices is laid out alike."""
+    plan = plan.step()
     pm, pn, pk = plan.pm, plan.pn, plan.pk
     e = plan.in_type.size
     if side == "lhs":
@@ -784,6 +869,14 @@ def _new_operand(graph: Graph, dtype: Type, layout: _OperandLayout, name: str) -
     return view
 
 
+def _new_rhs(graph: Graph, dtype: Type, plan: MatMulPlan, name: str) -> Tensor:
+    """A new right operand [k, n] laid out for the plan; with a serial split, its column slices
+    each laid out as one step's (lib/poplin/Convolution.cpp, createWeightsImpl: the serial split
+    outermost, each slice mapped as the step's weights)."""
+    layout = _operand_layout(plan, "rhs")
+    return concat([_new_operand(graph, dtype, layout, name) for _ in range(plan.serial)], 1)
+
+
 def createMatMulInputLHS(
     graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/lhs", options: dict | None = None
 ) -> Tensor:
@@ -793,7 +886,7 @@ def createMatMulInputLHS(
     _, n = bShape
     plan = plan_product(graph, m, k, n, dtype, options)
     if plan.swapped:  # A^T is the swapped product's right operand
-        return _new_operand(graph, dtype, _operand_layout(plan, "rhs"), debugPrefix).transpose()
+        return _new_rhs(graph, dtype, plan, debugPrefix).transpose()
     return _new_operand(graph, dtype, _operand_layout(plan, "lhs"), debugPrefix)
 
 
@@ -807,7 +900,7 @@ def createMatMulInputRHS(
     plan = plan_product(graph, m, k, n, dtype, options)
     if plan.swapped:  # B^T is the swapped product's left operand
         return _new_operand(graph, dtype, _operand_layout(plan, "lhs"), debugPrefix).transpose()
-    return _new_operand(graph, dtype, _operand_layout(plan, "rhs"), debugPrefix)
+    return _new_rhs(graph, dtype, plan, debugPrefix)
 
 
 @poplibs_op("MatMul")
@@ -836,10 +929,8 @@ def matMul(
     if plan.swapped:  # C^T = B^T A^T (lib/poplin/ConvPlan.cpp, swapOperands)
         A, B = B.transpose(), A.transpose()
     A = _arrange_operand(graph, A, _operand_layout(plan, "lhs"), plan.pn, always, prog, f"{debugPrefix}/actsRearranged")
-    B = _arrange_operand(
-        graph, B, _operand_layout(plan, "rhs"), plan.pm, always, prog, f"{debugPrefix}/weightsRearranged"
-    )
-    C = _build_matmul(graph, A, B, plan, prog, debugPrefix)
+    B = arrange_rhs(graph, B, plan, always, prog, f"{debugPrefix}/weightsRearranged")
+    C = build_product(graph, A, B, plan, prog, debugPrefix)
     return C.transpose() if plan.swapped else C
 
 
@@ -929,6 +1020,104 @@ def _arrange_operand(
     view = _new_operand(graph, T.dtype, layout, name)
     prog.add(Copy(src, view))
     return view
+
+
+def arrange_rhs(graph: Graph, B: Tensor, plan: MatMulPlan, always: bool, prog: Sequence, name: str) -> Tensor:
+    """The right operand in the plan's layout (_arrange_operand), a column slice at a time with a
+    serial split: poplin rearranges weights whose sliced dimension is spread over tiles before
+    its loop (lib/poplin/Convolution.cpp, convolutionImpl: rearrangeIfSplitOverTiles)."""
+    layout = _operand_layout(plan, "rhs")
+    if plan.serial == 1:
+        return _arrange_operand(graph, B, layout, plan.pm, always, prog, name)
+    cols = B.shape[1] // plan.serial
+    return concat(
+        [
+            _arrange_operand(graph, B[:, s * cols : (s + 1) * cols], layout, plan.pm, always, prog, name)
+            for s in range(plan.serial)
+        ],
+        1,
+    )
+
+
+def build_product(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Sequence, name: str) -> Tensor:
+    """C = A B by the plan, its operands in its layout; a serial split runs as poplin's loop:
+    Repeat(serial) of a dynamic slice of B's columns, one step's product and a dynamic update of
+    C's columns, the loop counter incremented last (lib/poplin/Convolution.cpp,
+    ConvProgramTree::lower: Repeat(loopCount, {slice, body, update, loopPost}); convolutionImpl:
+    dynamicSlice of the weights, dynamicUpdate of createSliceableTensorFromSlice)."""
+    if plan.serial == 1:
+        return _build_matmul(graph, A, B, plan, prog, name)
+    from .popops import addInPlace
+
+    step = plan.step()
+    count, cols = plan.serial, step.n
+    counter = graph.addVariable(UNSIGNED_INT, [1], f"{name}/loopCounter")
+    graph.setTileMapping(counter, 0)
+    zero = graph.addConstant(UNSIGNED_INT, [1], 0, f"{name}/zero")
+    graph.setTileMapping(zero, 0)
+    one = graph.addConstant(UNSIGNED_INT, [1], 1, f"{name}/loopIncrement")
+    graph.setTileMapping(one, 0)
+    prog.add(Copy(zero, counter))
+    weights = _new_operand(graph, B.dtype, _operand_layout(plan, "rhs"), f"{name}/weightsSerialSlice")
+    body = Sequence()
+    b_slices = [B[:, s * cols : (s + 1) * cols] for s in range(count)]
+    _dynamic_slice(graph, b_slices, weights, counter, body, f"{name}/serialSlice", update=False)
+    out = _build_matmul(graph, A, weights, step, body, name)
+    c_slices = [graph.clone(out, f"{name}/serialOut") for _ in range(count)]
+    _dynamic_slice(graph, c_slices, out, counter, body, f"{name}/serialUpdate", update=True)
+    addInPlace(graph, counter, one, body, f"{name}/loopIncrement")
+    C = concat(c_slices, 1)
+    prog.add(WriteUndef(C))
+    prog.add(Repeat(count, body))
+    return C
+
+
+def _dynamic_slice(
+    graph: Graph, slices: list[Tensor], sub: Tensor, counter: Tensor, prog: Sequence, name: str, update: bool
+) -> None:
+    """Copy slices[counter] into `sub` (or `sub` into slices[counter] with `update`), each tile
+    the elements of `sub` it holds, by one popops DynamicSlice1d (DynamicUpdateSlice1d) vertex
+    a tile whose base is that tile's part of every slice (popops::dynamicSlice and
+    dynamicUpdate; lib/popops/DynamicSlice.cpp)."""
+    tile, pos, var, start, length = tile_pieces(graph, sub)
+    vertex_tiles, vertex = np.unique(tile, return_inverse=True)
+    base_rows, base_var, base_start, base_len = [], [], [], []
+    for part in slices:
+        row, bvar, bstart, blen = regions_at(part, pos, length)
+        base_rows.append(vertex[row])
+        base_var.append(bvar)
+        base_start.append(bstart)
+        base_len.append(blen)
+    nv = vertex_tiles.size
+    cs = graph.addComputeSet(name)
+    kind = "DynamicUpdateSlice1d" if update else "DynamicSlice1d"
+    add_vertices(
+        graph,
+        cs,
+        f"popops::{kind}<{sub.dtype}>",
+        vertex_tiles,
+        {
+            "offset": (
+                np.arange(nv),
+                np.full(nv, int(counter.vars[0])),
+                np.zeros(nv, dtype=np.int64),
+                np.ones(nv, dtype=np.int64),
+            ),
+            "baseT": tuple(np.concatenate(x) for x in (base_rows, base_var, base_start, base_len)),
+            "subT": (vertex, var, start, length),
+        },
+        work={"elems": np.bincount(vertex, weights=length, minlength=nv).astype(np.int64)},
+    )
+
+    def run(data):
+        chosen = slices[int(data.read(counter).reshape(-1)[0]) % len(slices)]
+        if update:
+            data.write(chosen, data.read(sub))
+        else:
+            data.write(sub, data.read(chosen))
+
+    graph.state.compute_sets[cs.id].functional.append(run)
+    prog.add(Execute(cs))
 
 
 def _regroup(graph: Graph, T: Tensor, grain: int, prog: Sequence, name: str) -> Tensor:

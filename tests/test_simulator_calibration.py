@@ -258,15 +258,16 @@ def test_planner_counts_the_single_input_reduction():
 
 
 def test_planner_doubles_the_memory_bound_when_no_grid_fits():
-    # [512, 256] x [256, 256] half on 16 Mk1 tiles of 64 KB: no grid fits 0.6 x 64 KB nor twice
-    # that; at four times (157,286 bytes) the 4 x 4 grid does (131,072 bytes), so poplin keeps it
-    # rather than the 2 x 8 grid, a few cycles faster but 180,224 bytes (ConvPlan.cpp, runPlanner:
-    # minimizeMemory doubles the bound before it drops it)
+    # [512, 256] x [256, 251] half on 16 Mk1 tiles of 64 KB: no grid fits 0.6 x 64 KB nor twice
+    # that, and 251 columns, a prime, have no serial split; at four times (157,286 bytes) the
+    # 4 x 4 grid does (131,072 bytes), so poplin keeps it rather than the 2 x 8 grid, a few cycles
+    # faster but 180,224 bytes (ConvPlan.cpp, runPlanner: minimizeMemory doubles the bound before
+    # it drops it)
     from simulator.poplibs.poplin import _best_grid
     from simulator.types import FLOAT, HALF
 
     def best(bytes_per_tile):
-        grid, estimate, *_ = _best_grid("ipu1", bytes_per_tile, 16, 512, 256, 256, HALF, FLOAT, HALF, (1, 1))
+        grid, estimate, *_ = _best_grid("ipu1", bytes_per_tile, 16, 512, 256, 251, HALF, FLOAT, HALF, (1, 1))
         return grid, dict(estimate)
 
     grid, estimate = best(65536)

@@ -308,15 +308,12 @@ def createDeltas(graph: Graph, plan: FullyConnectedPlan, debugPrefix: str = "zDe
 def _create(graph: Graph, plan: FullyConnectedPlan, pass_plan: poplin.MatMulPlan, side: str, name: str) -> Tensor:
     if not plan.joint:
         raise GraphError("the fully-connected layouts of a joint plan need a joint plan")
+    assert pass_plan.serial == 1, "a joint plan is not split serially"
     return poplin._new_operand(graph, pass_plan.in_type, poplin._operand_layout(pass_plan, side), name)
 
 
 def _product(graph: Graph, lhs: Tensor, rhs: Tensor, plan: poplin.MatMulPlan, prog: Sequence, name: str) -> Tensor:
     """lhs [m, k] x rhs [k, n] by `plan`, operands copied into its layout unless already there."""
-    lhs = poplin._arrange_operand(
-        graph, lhs, poplin._operand_layout(plan, "lhs"), plan.pn, False, prog, f"{name}/actsRearranged"
-    )
-    rhs = poplin.arrange_rhs(graph, rhs, plan, False, prog, f"{name}/weightsRearranged")
     return poplin.build_product(graph, lhs, rhs, plan, prog, name)
 
 

@@ -80,7 +80,7 @@ class MatMulPlan:
 
     @property
     def nb(self) -> int:
-        return _grain_block(self.n // self.serial, self.n_grain, self.pn)
+        return _grain_block(self.n, self.n_grain, self.pn)
 
     def step(self) -> MatMulPlan:
         """The plan of one step of a serial split: the product of n / serial columns."""
@@ -365,19 +365,18 @@ def _best_grid(
     # a convolution's positions are split in whole output rows, as its cells are (_ConvGrid)
     m_rows = -(-m // out_width)
     pm_c = _minimal_splits(max(1, m_rows), tiles)
-    n_full = n
 
-    def candidates(n: int) -> dict:
-        """Every grid of each method for an n-column product, with its estimates."""
+    def candidates(n_cols: int) -> dict:
+        """Every grid of each method for the product of n_cols of the n columns, with its estimates."""
         cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
 
         def grid(n_grain: int, k_grain: int, k_split: bool):
-            pn_c = _minimal_splits(max(1, -(-n // n_grain)), tiles)
+            pn_c = _minimal_splits(max(1, -(-n_cols // n_grain)), tiles)
             pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
             g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
             g = g[:, g[0] * g[1] * g[2] <= tiles]
             mb = np.minimum(m, -(-m_rows // g[0]) * out_width)
-            nb = np.minimum(n, _ceil(_ceil(n, n_grain), g[1]) * n_grain)
+            nb = np.minimum(n_cols, _ceil(_ceil(n_cols, n_grain), g[1]) * n_grain)
             kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
             return g, mb, nb, kb
 
@@ -443,7 +442,7 @@ def _best_grid(
             cands.append((g, ocpg, 1, 2, compute))
         if not cands:
             raise GraphError(
-                f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n}] product: poplin offers "
+                f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n_cols}] product: poplin offers "
                 "OUTER_PRODUCT for one input channel only, and HMAC for 1x1 kernels"
             )
         pm = np.concatenate([c[0][0] for c in cands])
@@ -454,7 +453,7 @@ def _best_grid(
         method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
         compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
         mb = np.minimum(m, -(-m_rows // pm) * out_width)
-        nb = np.minimum(n, _ceil(_ceil(n, og), pn) * og)
+        nb = np.minimum(n_cols, _ceil(_ceil(n_cols, og), pn) * og)
         kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
         in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
         costs = _pass_costs(
@@ -464,7 +463,7 @@ def _best_grid(
         transform_cycles = np.zeros_like(total)
         if swap is not None:
             transform_cycles, transform_bytes = transform_cost(
-                arch, swap, m, k, n_full, kg, og, pm * pn * pk, in_type, out_type, fc_pass
+                arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type, fc_pass
             )
             total = total + transform_cycles
             memory = np.maximum(memory, transform_bytes)
@@ -494,8 +493,8 @@ def _best_grid(
     bound = AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
     c = candidates(n)
     c["serial"] = np.ones_like(c["total"])
-    if not (c["memory"] <= bound).any() and conv_kernel == 1 and out_width == 1 and conv_input is None:
-        c = _with_serial_splits(c, candidates, arch, n, tiles, in_type, partials_type, fc_pass)
+    if conv_kernel == 1 and out_width == 1 and conv_input is None:
+        c = _with_serial_splits(c, candidates, arch, k, n, tiles, in_type, partials_type, fc_pass)
     total, memory = c["total"], c["memory"]
     while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
         bound *= 2
@@ -528,21 +527,15 @@ def _best_grid(
 
 
 def _with_serial_splits(
-    c: dict, candidates, arch, n: int, tiles: int, in_type: Type, partials_type: Type, fc_pass: str
+    c: dict, candidates, arch, k: int, n: int, tiles: int, in_type: Type, partials_type: Type, fc_pass: str
 ) -> dict:
-    """The grids of `c` and those of the product split serially over its n output columns.
+    """The grids of `c` and those of poplin's serial split of the n output columns in S steps.
 
-    poplin's outChanSplit.serial S, a factor of n: a Repeat loop of S iterations, each slicing its
-    n/S columns of the weights (popops::dynamicSlice), running the product of those columns on
-    the grid and writing them into the output (popops::dynamicUpdate). The estimate is S times the
-    step's cycles and the two slices', the slices costed as popops' DynamicSlice1d of the tile's
-    weights and outputs of one step; the temporary bytes are one step's. A fully-connected pass
-    also rearranges its weights before the loop: exchanged at the tile's bandwidth and copied an
-    element a cycle, and held beside the loop's temporaries (lib/poplin/ConvModel.cpp,
-    constructModel: the serial split a factor of the output channels; addEstimates: totalCycles
-    times serialSplits; addDynamicSliceEstimate, addDynamicUpdateEstimate,
-    addRearrangeBeforeSliceEstimate). poplin also splits the input channels serially; that split
-    is not modelled."""
+    S is a factor of n, and S times the column split at most n's output-channel groups. The
+    estimate is S times the step's cycles and its dynamic slice of the weights and update of the
+    outputs; a fully-connected pass also rearranges its weights before the loop, and holds them
+    (lib/poplin/ConvModel.cpp, constructModel: the serial split variables; addEstimates,
+    addDynamicSliceEstimate, addDynamicUpdateEstimate, addRearrangeBeforeSliceEstimate)."""
     from ..codelets.popops import dynamic_slice_1d_cycles
 
     parts = [c]
@@ -550,18 +543,24 @@ def _with_serial_splits(
         if n % s:
             continue
         step = candidates(n // s)
-        weights = step["kb"] * step["nb"]
+        used = step["pm"] * step["pn"] * step["pk"]
+        # the tile's weights over the whole loop (addWeightsPerTile), a step's share sliced, and a
+        # step's outputs on the tile (outputsPerLevel), which poplin divides by S once more
+        weights = -(-k * n // used)
         outputs = -(-step["mb"] * step["nb"] // step["pk"])
-        slices = dynamic_slice_1d_cycles(in_type.name, weights, arch.data_path_width) + dynamic_slice_1d_cycles(
-            partials_type.name, outputs, arch.data_path_width
-        )
+        slices = dynamic_slice_1d_cycles(in_type.name, -(-weights // s), arch.data_path_width)
+        slices = slices + dynamic_slice_1d_cycles(partials_type.name, -(-outputs // s), arch.data_path_width)
         total = s * (step["total"] + slices)
         memory = step["memory"]
         if fc_pass != "NONE":
-            held = weights * s
-            total = total + held * in_type.size // arch.exchange_bytes_per_cycle + held
-            memory = memory + held * in_type.size
-        step["total"], step["memory"], step["serial"] = total, memory, np.full_like(total, s)
+            held = weights * in_type.size
+            total = total + -(-held // arch.exchange_bytes_per_cycle) + weights
+            memory = held + np.maximum(memory, held)
+        # poplin's totalOutChanSplit (parallel times serial) is at most the output-channel grains
+        allowed = step["pn"] * s <= -(-n // step["og"])
+        step["total"] = np.where(allowed, total, np.iinfo(np.int64).max)
+        step["memory"] = np.where(allowed, memory, np.iinfo(np.int64).max)
+        step["serial"] = np.full_like(total, s)
         parts.append(step)
     return {key: np.concatenate([p[key] for p in parts]) for key in c}
 
@@ -928,9 +927,7 @@ def matMul(
     always = matmul_pass(options) == "TRAINING_WU"
     if plan.swapped:  # C^T = B^T A^T (lib/poplin/ConvPlan.cpp, swapOperands)
         A, B = B.transpose(), A.transpose()
-    A = _arrange_operand(graph, A, _operand_layout(plan, "lhs"), plan.pn, always, prog, f"{debugPrefix}/actsRearranged")
-    B = arrange_rhs(graph, B, plan, always, prog, f"{debugPrefix}/weightsRearranged")
-    C = build_product(graph, A, B, plan, prog, debugPrefix)
+    C = build_product(graph, A, B, plan, prog, debugPrefix, always)
     return C.transpose() if plan.swapped else C
 
 
@@ -1022,35 +1019,30 @@ def _arrange_operand(
     return view
 
 
-def arrange_rhs(graph: Graph, B: Tensor, plan: MatMulPlan, always: bool, prog: Sequence, name: str) -> Tensor:
-    """The right operand in the plan's layout (_arrange_operand), a column slice at a time with a
-    serial split: poplin rearranges weights whose sliced dimension is spread over tiles before
-    its loop (lib/poplin/Convolution.cpp, convolutionImpl: rearrangeIfSplitOverTiles)."""
-    layout = _operand_layout(plan, "rhs")
-    if plan.serial == 1:
-        return _arrange_operand(graph, B, layout, plan.pm, always, prog, name)
-    cols = B.shape[1] // plan.serial
-    return concat(
-        [
-            _arrange_operand(graph, B[:, s * cols : (s + 1) * cols], layout, plan.pm, always, prog, name)
-            for s in range(plan.serial)
-        ],
-        1,
-    )
+def build_product(
+    graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Sequence, name: str, always: bool = False
+) -> Tensor:
+    """C = A B by the plan, its operands first copied into its layouts unless already there
+    (_arrange_operand; `always` for the weight-update pass).
 
-
-def build_product(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Sequence, name: str) -> Tensor:
-    """C = A B by the plan, its operands in its layout; a serial split runs as poplin's loop:
-    Repeat(serial) of a dynamic slice of B's columns, one step's product and a dynamic update of
-    C's columns, the loop counter incremented last (lib/poplin/Convolution.cpp,
-    ConvProgramTree::lower: Repeat(loopCount, {slice, body, update, loopPost}); convolutionImpl:
-    dynamicSlice of the weights, dynamicUpdate of createSliceableTensorFromSlice)."""
+    A serial split runs as poplin's loop: B's column slices are laid out as one step's before it,
+    and each of its `serial` iterations slices B's columns dynamically, rearranges A, runs one
+    step's product, updates C's columns and increments the loop counter (lib/poplin/Convolution.cpp,
+    ConvProgramTree::lower: Repeat(loopCount, {slice, body, update, loopPost}), transformPre in the
+    body; convolutionImpl: rearrangeIfSplitOverTiles, dynamicSlice, dynamicUpdate)."""
+    lhs, rhs = _operand_layout(plan, "lhs"), _operand_layout(plan, "rhs")
     if plan.serial == 1:
+        A = _arrange_operand(graph, A, lhs, plan.pn, always, prog, f"{name}/actsRearranged")
+        B = _arrange_operand(graph, B, rhs, plan.pm, always, prog, f"{name}/weightsRearranged")
         return _build_matmul(graph, A, B, plan, prog, name)
     from .popops import addInPlace
 
     step = plan.step()
     count, cols = plan.serial, step.n
+    b_slices = [
+        _arrange_operand(graph, B[:, s * cols : (s + 1) * cols], rhs, plan.pm, True, prog, f"{name}/weightsRearranged")
+        for s in range(count)
+    ]
     counter = graph.addVariable(UNSIGNED_INT, [1], f"{name}/loopCounter")
     graph.setTileMapping(counter, 0)
     zero = graph.addConstant(UNSIGNED_INT, [1], 0, f"{name}/zero")
@@ -1058,10 +1050,10 @@ def build_product(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     one = graph.addConstant(UNSIGNED_INT, [1], 1, f"{name}/loopIncrement")
     graph.setTileMapping(one, 0)
     prog.add(Copy(zero, counter))
-    weights = _new_operand(graph, B.dtype, _operand_layout(plan, "rhs"), f"{name}/weightsSerialSlice")
+    weights = _new_operand(graph, B.dtype, rhs, f"{name}/weightsSerialSlice")
     body = Sequence()
-    b_slices = [B[:, s * cols : (s + 1) * cols] for s in range(count)]
     _dynamic_slice(graph, b_slices, weights, counter, body, f"{name}/serialSlice", update=False)
+    A = _arrange_operand(graph, A, lhs, plan.pn, always, body, f"{name}/actsRearranged")
     out = _build_matmul(graph, A, weights, step, body, name)
     c_slices = [graph.clone(out, f"{name}/serialOut") for _ in range(count)]
     _dynamic_slice(graph, c_slices, out, counter, body, f"{name}/serialUpdate", update=True)

@@ -248,3 +248,20 @@ def test_super_tile_pairs_receive_shared_data_at_twice_the_rate():
     check("ipu2", [0, 1], 50)
     check("ipu2", [1, 2], 100)
     check("ipu1", [0, 1], 100)
+
+
+def test_the_largest_variables_take_their_lanes_first():
+    # two 100-byte buffers live at steps 0-2 and 4-6, and a 10-byte variable live at 3-10: in
+    # order of first live step the small one would take the first lane after the first buffer and
+    # push the second into a lane of its own (200 bytes); largest first, the two buffers share a
+    # lane and the small variable takes another (110 bytes)
+    from simulator.compiler.memory import assign_lanes
+
+    lanes = assign_lanes(
+        3,
+        [(0, 0, 2), (1, 3, 10), (2, 4, 6)],
+        np.ones(3, dtype=bool),
+        np.zeros(3, dtype=np.int64),
+        np.array([100, 10, 100]),
+    )
+    assert lanes.tolist() == [0, 1, 0]

@@ -14,7 +14,7 @@ different categories the bytes are counted as "multiple".
 
 from __future__ import annotations
 
-import heapq
+import bisect
 
 import numpy as np
 
@@ -270,8 +270,9 @@ class MemoryResult:
         self.num_lanes = 0
 
 
-def assign_lanes(num_classes: int, intervals, nal: np.ndarray, interleaved: np.ndarray) -> np.ndarray:
-    """Lane of every not-always-live class: classes with disjoint liveness hulls share a lane."""
+def assign_lanes(num_classes: int, intervals, nal: np.ndarray, interleaved: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Lane of every not-always-live class: the largest first, each in the first lane whose
+    members' liveness hulls it does not overlap."""
     lanes = np.full(num_classes, -1, dtype=np.int64)
     start = np.zeros(num_classes, dtype=np.int64)
     end = np.zeros(num_classes, dtype=np.int64)
@@ -283,20 +284,31 @@ def assign_lanes(num_classes: int, intervals, nal: np.ndarray, interleaved: np.n
         np.minimum.at(start, cls, arr[:, 1])
         np.maximum.at(end, cls, arr[:, 2])
         start[start == big] = 0
+    end = np.maximum(end, start)
     next_lane = 0
     for pref in (0, 1):
         members = np.flatnonzero(nal & (interleaved == pref))
-        order = members[np.lexsort((members, start[members]))]
-        heap: list[tuple[int, int]] = []
-        for cls in order.tolist():
-            s, e = int(start[cls]), int(end[cls])
-            if heap and heap[0][0] <= s:
-                _, lane = heapq.heappop(heap)
+        order = members[np.lexsort((members, start[members], -size[members]))]
+        lane_starts: list[list[int]] = []
+        lane_ends: list[list[int]] = []
+        for c in order.tolist():
+            s, e = int(start[c]), int(end[c])
+            for li in range(len(lane_starts)):
+                ss, ee = lane_starts[li], lane_ends[li]
+                i = bisect.bisect_right(ss, s)
+                if i > 0 and ee[i - 1] > s:
+                    continue
+                if i < len(ss) and ss[i] < e:
+                    continue
+                ss.insert(i, s)
+                ee.insert(i, e)
+                lanes[c] = next_lane + li
+                break
             else:
-                lane = next_lane
-                next_lane += 1
-            lanes[cls] = lane
-            heapq.heappush(heap, (max(e, s), lane))
+                lane_starts.append([s])
+                lane_ends.append([e])
+                lanes[c] = next_lane + len(lane_starts) - 1
+        next_lane += len(lane_starts)
     return lanes
 
 

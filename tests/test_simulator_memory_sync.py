@@ -255,13 +255,12 @@ def test_the_largest_variables_take_their_lanes_first():
     # order of first live step the small one would take the first lane after the first buffer and
     # push the second into a lane of its own (200 bytes); largest first, the two buffers share a
     # lane and the small variable takes another (110 bytes)
-    from simulator.compiler.memory import assign_lanes
+    from simulator.compiler.memory import LoweredVars, assign_lanes
 
+    lowered = LoweredVars()
+    lowered.add(tile=[0, 0, 0], size=[100, 10, 100], eq_class=[0, 1, 2])
+    lowered.finish()
     lanes = assign_lanes(
-        3,
-        [(0, 0, 2), (1, 3, 10), (2, 4, 6)],
-        np.ones(3, dtype=bool),
-        np.zeros(3, dtype=np.int64),
-        np.array([100, 10, 100]),
+        lowered, 3, [(0, 0, 2), (1, 3, 10), (2, 4, 6)], np.ones(3, dtype=bool), np.zeros(3, dtype=np.int64)
     )
     assert lanes.tolist() == [0, 1, 0]

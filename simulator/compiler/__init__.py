@@ -259,9 +259,7 @@ def compile_graph(
         nal[: len(exe.classes)] = ~np.array(exe.classes.always_live, dtype=bool)
         inter = np.zeros(num_classes, dtype=np.int64)
         inter[: len(exe.classes)] = np.array(exe.classes.interleaved, dtype=np.int64)
-        class_size = np.zeros(num_classes, dtype=np.int64)
-        np.maximum.at(class_size, exe.lowered["eq_class"].astype(np.int64), exe.lowered["size"].astype(np.int64))
-        lanes = assign_lanes(num_classes, exe.liveness.intervals, nal, inter, class_size)
+        lanes = assign_lanes(exe.lowered, num_classes, exe.liveness.intervals, nal, inter)
         exe.memory = allocate(
             exe.lowered,
             lanes,

@@ -270,9 +270,12 @@ class MemoryResult:
         self.num_lanes = 0
 
 
-def assign_lanes(num_classes: int, intervals, nal: np.ndarray, interleaved: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Lane of every not-always-live class: the largest first, each in the first lane whose
-    members' liveness hulls it does not overlap."""
+def assign_lanes(lv: LoweredVars, num_classes: int, intervals, nal: np.ndarray, interleaved: np.ndarray) -> np.ndarray:
+    """Lane of every not-always-live class: the largest (by its largest lowered variable) first,
+    each in the first lane whose members' liveness hulls it does not overlap."""
+    size = np.zeros(num_classes, dtype=np.int64)
+    if len(lv):
+        np.maximum.at(size, lv["eq_class"].astype(np.int64), lv["size"].astype(np.int64))
     lanes = np.full(num_classes, -1, dtype=np.int64)
     start = np.zeros(num_classes, dtype=np.int64)
     end = np.zeros(num_classes, dtype=np.int64)

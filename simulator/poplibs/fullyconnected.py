@@ -312,18 +312,15 @@ def _create(graph: Graph, plan: FullyConnectedPlan, pass_plan: poplin.MatMulPlan
     return poplin._new_operand(graph, pass_plan.in_type, poplin._operand_layout(pass_plan, side), name)
 
 
-def _product(graph: Graph, lhs: Tensor, rhs: Tensor, plan: poplin.MatMulPlan, prog: Sequence, name: str) -> Tensor:
-    """lhs [m, k] x rhs [k, n] by `plan`, operands copied into its layout unless already there."""
-    return poplin.build_product(graph, lhs, rhs, plan, prog, name)
-
-
 @poplibs_op("MatMul")
 def forward(
     graph: Graph, plan: FullyConnectedPlan, prevAct: Tensor, weights: Tensor, prog: Sequence, debugPrefix: str = "Fwd"
 ) -> Tensor:
     """The forward pass A [B, I] x W [I, O] of a joint plan: C^T = W^T A^T, returned as C [B, O]."""
     require_codelets(graph, "poplin")
-    return _product(graph, weights.transpose(), prevAct.transpose(), plan.fwd, prog, debugPrefix).transpose()
+    return poplin.build_product(
+        graph, weights.transpose(), prevAct.transpose(), plan.fwd, prog, debugPrefix
+    ).transpose()
 
 
 @poplibs_op("Transpose")
@@ -419,7 +416,7 @@ def backward(
     """The backward pass dC [B, O] x W^T [O, I] of a joint plan: dA^T = W dC^T, returned as dA [B, I];
     `weightsT` is what transposeWeights returned (W laid out for the backward plan)."""
     require_codelets(graph, "poplin")
-    return _product(graph, weightsT, zDeltas.transpose(), plan.bwd, prog, debugPrefix).transpose()
+    return poplin.build_product(graph, weightsT, zDeltas.transpose(), plan.bwd, prog, debugPrefix).transpose()
 
 
 def weightUpdate(

@@ -480,10 +480,11 @@ def _best_grid(
             "kb": kb,
             "total": total,
             "memory": memory,
-            "transform_cycles": transform_cycles,
+            "transform": transform_cycles,
             "exchange": costs["exchange"],
             "reduceExchange": costs["reduceExchange"],
             "reduceCompute": costs["reduceCompute"],
+            "serial": np.full_like(total, n // n_cols),
         }
 
     # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
@@ -492,7 +493,6 @@ def _best_grid(
     # no bound (ConvPlan.cpp, createPlan: minimizeCycles, then minimizeMemory)
     bound = AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
     c = candidates(n)
-    c["serial"] = np.ones_like(c["total"])
     if conv_kernel == 1 and out_width == 1 and conv_input is None:
         c = _with_serial_splits(c, candidates, arch, k, n, tiles, in_type, partials_type, fc_pass)
     total, memory = c["total"], c["memory"]
@@ -505,16 +505,8 @@ def _best_grid(
     pm, pn, pk, og, kg, method = (c[key] for key in ("pm", "pn", "pk", "og", "kg", "method"))
     best = int(np.lexsort((og, method, c["serial"], pm * pn * pk, total))[0])
     estimate = tuple(
-        (key, int(c[name][best]))
-        for key, name in (
-            ("compute", "compute"),
-            ("exchange", "exchange"),
-            ("reduceExchange", "reduceExchange"),
-            ("reduceCompute", "reduceCompute"),
-            ("transform", "transform_cycles"),
-            ("total", "total"),
-            ("memory", "memory"),
-        )
+        (key, int(c[key][best]))
+        for key in ("compute", "exchange", "reduceExchange", "reduceCompute", "transform", "total", "memory")
     )
     return (
         (int(pm[best]), int(pn[best]), int(pk[best])),
@@ -560,7 +552,6 @@ def _with_serial_splits(
         allowed = step["pn"] * s <= -(-n // step["og"])
         step["total"] = np.where(allowed, total, np.iinfo(np.int64).max)
         step["memory"] = np.where(allowed, memory, np.iinfo(np.int64).max)
-        step["serial"] = np.full_like(total, s)
         parts.append(step)
     return {key: np.concatenate([p[key] for p in parts]) for key in c}
 
@@ -1073,13 +1064,9 @@ def _dynamic_slice(
     dynamicUpdate; lib/popops/DynamicSlice.cpp)."""
     tile, pos, var, start, length = tile_pieces(graph, sub)
     vertex_tiles, vertex = np.unique(tile, return_inverse=True)
-    base_rows, base_var, base_start, base_len = [], [], [], []
-    for part in slices:
-        row, bvar, bstart, blen = regions_at(part, pos, length)
-        base_rows.append(vertex[row])
-        base_var.append(bvar)
-        base_start.append(bstart)
-        base_len.append(blen)
+    row, base_var, base_start, base_len = (
+        np.concatenate(x) for x in zip(*(regions_at(p, pos, length) for p in slices))
+    )
     nv = vertex_tiles.size
     cs = graph.addComputeSet(name)
     kind = "DynamicUpdateSlice1d" if update else "DynamicSlice1d"
@@ -1095,7 +1082,7 @@ def _dynamic_slice(
                 np.zeros(nv, dtype=np.int64),
                 np.ones(nv, dtype=np.int64),
             ),
-            "baseT": tuple(np.concatenate(x) for x in (base_rows, base_var, base_start, base_len)),
+            "baseT": (vertex[row], base_var, base_start, base_len),
             "subT": (vertex, var, start, length),
         },
         work={"elems": np.bincount(vertex, weights=length, minlength=nv).astype(np.int64)},
@@ -1160,7 +1147,7 @@ def _staged_reduce(
     rows = depth
     source = partials
     row_start = p_off  # row r of a block starts at row_start[start of the block's cells + r]
-    pending: list[Tensor] = []
+    previous: Tensor | None = None  # the last stage's output, undefined once this stage has read it
     cs = None
     for stage, out_depth in enumerate(plan + [1]):
         final = out_depth == 1
@@ -1220,10 +1207,10 @@ def _staged_reduce(
             work={"outputs": length, "partials": n_rows},
         )
         prog.add(Execute(cs))
-        for done in pending:
-            prog.add(WriteUndef(done))
+        if previous is not None:
+            prog.add(WriteUndef(previous))
         if not final:
-            pending = [inter]
+            previous = inter
             # row r of the next stage's block: the block's start in `inter` plus r of its size
             source, rows = inter, d
             row_start = new_base + position * size

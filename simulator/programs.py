@@ -135,7 +135,7 @@ class Copy(Program):
 
     kind = "Copy"
 
-    def __init__(self, src, dst, offset: int = 0, name: str = "") -> None:
+    def __init__(self, src, dst, offset: int = 0, name: str = "", optimiseMemory: bool = False) -> None:
         super().__init__(name)
         ok = (Tensor, DataStream, RemoteBuffer)
         if not isinstance(src, ok) or not isinstance(dst, ok):
@@ -152,6 +152,9 @@ class Copy(Program):
         self.src = src
         self.dst = dst
         self.offset = int(offset)
+        # a stream copy rearranged on the host: each tile exchanges its data in memory order
+        # (Poplar's Copy(stream, tensor, optimiseMemory))
+        self.optimiseMemory = bool(optimiseMemory)
 
 
 class If(Program):

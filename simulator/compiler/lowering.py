@@ -364,11 +364,20 @@ class Lowerer:
     def _stream_copy(
         self, p, tensor: Tensor, to_device: bool, name: str, debug: list[int], sct: str, endpoint, op=None
     ) -> list[LProg]:
-        row, tiles, _, plen = split_by_mapping(self.state, tensor.vars, tensor.starts, tensor.lengths)
+        row, tiles, pstart, plen = split_by_mapping(self.state, tensor.vars, tensor.starts, tensor.lengths)
         nbytes = plen * tensor.dtype.size
         data = Sparse.from_pairs(tiles, nbytes, self.n)
         empty = Sparse([], [], self.n)
-        regions = Sparse.from_pairs(tiles, np.ones(tiles.size), self.n)
+        if getattr(p, "optimiseMemory", False):
+            # rearranged on the host: a tile's pieces of one variable that are adjacent in the
+            # variable are one region, whatever their order in the stream
+            order = np.lexsort((pstart, tiles, tensor.vars[row]))
+            v, t, s, e = tensor.vars[row][order], tiles[order], pstart[order], (pstart + plen)[order]
+            joined = np.zeros(order.size, dtype=bool)
+            joined[1:] = (v[1:] == v[:-1]) & (t[1:] == t[:-1]) & (s[1:] == e[:-1])
+            regions = Sparse.from_pairs(t[~joined], np.ones(int((~joined).sum())), self.n)
+        else:
+            regions = Sparse.from_pairs(tiles, np.ones(tiles.size), self.n)
         plan = host_plan(self.target, self.n, data if to_device else empty, empty if to_device else data, regions)
         participants = plan.cycles.idx
         code = Sparse(participants, np.full(participants.size, 8), self.n)

@@ -1,0 +1,46 @@
+"""Stream copies rearranged on the host (Poplar's Copy with optimiseMemory)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pva
+from simulator import programs as P
+from simulator.engine import Engine
+from simulator.graph import Graph
+from simulator.target import Target
+from simulator.types import FLOAT
+
+TS = "2024-01-01T00:00:00Z"
+
+
+def _transposed_upload(directory, optimise_memory: bool):
+    """An 8 x 8 matrix on two tiles (four rows each), streamed in as its transpose."""
+    g = Graph(Target("ipu2", tiles_per_ipu=4))
+    v = g.addVariable(FLOAT, [8, 8], "v")
+    g.setTileMapping(v.slice(0, 4), 0)
+    g.setTileMapping(v.slice(4, 8), 1)
+    g.createHostRead("v", v)
+    stream = g.addHostToDeviceFIFO("in", FLOAT, 64)
+    prog = P.Sequence(P.Copy(stream, v.transpose(), optimiseMemory=optimise_memory), name="upload")
+    engine = Engine(g, [prog], {"autoReport.all": "true", "autoReport.directory": str(directory)}, timestamp=TS)
+    engine.load()
+    engine.connectStream("in", np.arange(64, dtype=np.float32))
+    engine.run(0)
+    got = engine.readTensor("v")
+    engine.close()
+    headers = pva.openReport(str(directory / "profile.pop")).compilation.categoryMemoryArray("hostExchangePacketHeader")
+    return np.asarray(got).reshape(8, 8), np.asarray(headers)
+
+
+def test_a_stream_copy_rearranged_on_the_host_is_one_region_per_tile(tmp_path):
+    """Poplar's Copy(stream, tensor, optimiseMemory): the host sends each tile its data in memory
+    order, so each tile's part of the variable is one region, not one per element of the view."""
+    plain_values, plain = _transposed_upload(tmp_path / "plain", False)
+    host_values, host = _transposed_upload(tmp_path / "host", True)
+    expected = np.arange(64, dtype=np.float32).reshape(8, 8).T
+    assert np.array_equal(plain_values, expected) and np.array_equal(host_values, expected)
+    # 16-byte packet headers, one per region: 32 single-element regions a tile against one (tile 0
+    # also holds the control program's header for the program id it reads from the host)
+    assert list(plain[:2] - host[:2]) == [31 * 16, 31 * 16]
+    assert host[1] == 16

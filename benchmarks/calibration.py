@@ -138,10 +138,6 @@ EXCLUDED: tuple[tuple[str, str], ...] = (
     ),
     (r"vgg16_tr_bs4_v1L1", "its add_conv_benchmark call is commented out in tests/CMakeLists.txt (T17350)"),
     (r"oct_resnet50_.*", "octave convolution (oct_conv_layer tool); no preset"),
-    (
-        r"bert_grouped_.*",
-        "grouped fully-connected layer (fully_connected_layer --num-groups); the fc preset has no groups",
-    ),
     (r"bert_reduce_.*|resnet50_tr_bs1_.*_reduce", "reduction (reduce_op tool); no preset"),
     (r"inception_tr_bs1_.*pool.*", "pooling (pooling_layer tool); no preset"),
     (r"lstm_.*|gru_.*", "LSTM or GRU layer (lstm_layer, gru_layer tools); no preset"),
@@ -197,6 +193,9 @@ def _shape(name: str) -> tuple[str, dict]:
     m = re.fullmatch(r"bert_(?:ffn[12]|kqv)_(\d+)x(\d+)x(\d+)", name)
     if m:  # --batch-size S --input-size H --output-size FX (ffn1) or 3H (kqv), the reverse for ffn2
         return "fc", {"batch-size": int(m[1]), "input-size": int(m[2]), "output-size": int(m[3])}
+    m = re.fullmatch(r"bert_grouped_(\d+)x(\d+)x64x\2", name)
+    if m:  # bert_grouped_K x S x 64 x S runs --input-size 64 --output-size S --batch-size S --num-groups K
+        return "fc", {"batch-size": int(m[2]), "input-size": 64, "output-size": int(m[2]), "num-groups": int(m[1])}
     m = re.fullmatch(r"bert_proj_(\d+)x(\d+)x\2", name)
     if m:  # bert_proj_S x H x H runs --input-size H --output-size S --batch-size H (as the call says)
         return "fc", {"batch-size": int(m[2]), "input-size": int(m[2]), "output-size": int(m[1])}

@@ -19,7 +19,7 @@ from .engine import Engine
 from .errors import OptionError
 from .graph import Graph
 from .poplibs import fullyconnected, poplin, popnn, popops, poprand
-from .poplibs._util import map_linearly
+from .poplibs._util import group_graphs, map_linearly, merge_parallel
 from .target import Target
 from .types import FLOAT, HALF, INT, UNSIGNED_INT, as_type
 
@@ -515,13 +515,31 @@ _PHASE = Knob(
         fullyconnected.PLAN_MODES,
         None,
     ),
+    Knob(
+        "num-groups",
+        int,
+        1,
+        "independent layers side by side (the tool's grouped matMulGrouped), each on its share of the tiles",
+        None,
+        1,
+        MAX_HEADS,
+    ),
 )
-def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase, plan) -> Built:
+def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase, plan, num_groups) -> Built:
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
     t = as_type(dtype)
     b, i, o = batch_size, input_size, output_size
+    if num_groups > 1:
+        if plan != "separate":
+            raise OptionError("--num-groups plans each pass alone: it takes no --plan")
+        # each group's layer on its share of the tiles, the groups' steps run side by side
+        passes = [_fc_separate_passes(vg, t, b, i, o, single_phase) for vg in group_graphs(g, num_groups)]
+        merged = [merge_parallel(g, [p[index] for p in passes]) for index in (0, 1)]
+        programs = [p for p in merged if p.programs]
+        notes = {"macs": num_groups * b * i * o * len(programs), "jointPlan": False, "groups": num_groups}
+        return Built(g, programs, list(range(len(programs))), notes=notes)
     # with --plan poplin, the forward pass (fully_connected_layer sets TRAINING_FWD whatever passes
     # run) is planned jointly with the backward and weight-update passes unless separate plans are
     # cheaper, and the other passes' plans follow the forward pass's (lib/poplin/ConvPlan.cpp,
@@ -543,24 +561,29 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
             if single_phase in ("all", "wu"):
                 fullyconnected.weightUpdate(g, fc_plan, weights, -0.05, prev_act, z_deltas, bwd, "Wu")
     else:
-        # each pass with its fullyConnectedPass, as fully_connected_layer passes them
-        fwd_opts, bwd_opts, wu_opts = (
-            {"fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU")
-        )
-        prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct", fwd_opts)
-        weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights", fwd_opts)
-        if single_phase in ("all", "fwd"):
-            poplin.matMul(g, prev_act, weights, fwd, "Fwd", fwd_opts)
-        if single_phase in ("all", "bwd", "wu"):
-            z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas", bwd_opts)
-            if single_phase in ("all", "bwd"):
-                weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose", bwd_opts)
-                poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd", bwd_opts)
-            if single_phase in ("all", "wu"):
-                poplin.matMulAcc(g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
+        fwd, bwd = _fc_separate_passes(g, t, b, i, o, single_phase)
     programs = [p for p in (fwd, bwd) if p.programs]
     notes = {"macs": b * i * o * len(programs), "jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles}
     return Built(g, programs, list(range(len(programs))), notes=notes)
+
+
+def _fc_separate_passes(g: Graph, t, b: int, i: int, o: int, single_phase: str) -> tuple[P.Sequence, P.Sequence]:
+    """The passes of a layer planned each alone, with its fullyConnectedPass, as
+    fully_connected_layer passes them: the forward pass, then the backward pass and weight update."""
+    fwd, bwd = P.Sequence(name="fwd"), P.Sequence(name="bwd")
+    fwd_opts, bwd_opts, wu_opts = ({"fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU"))
+    prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct", fwd_opts)
+    weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights", fwd_opts)
+    if single_phase in ("all", "fwd"):
+        poplin.matMul(g, prev_act, weights, fwd, "Fwd", fwd_opts)
+    if single_phase in ("all", "bwd", "wu"):
+        z_deltas = poplin.createMatMulInputLHS(g, t, (b, o), (o, i), "zDeltas", bwd_opts)
+        if single_phase in ("all", "bwd"):
+            weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose", bwd_opts)
+            poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd", bwd_opts)
+        if single_phase in ("all", "wu"):
+            poplin.matMulAcc(g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
+    return fwd, bwd
 
 
 @preset(

@@ -11,6 +11,7 @@ import numpy as np
 from ..compiler.regions import split_by_mapping
 from ..errors import GraphError
 from ..graph import ComputeSet, Graph
+from ..programs import Program
 from ..tensor import Tensor
 
 
@@ -184,3 +185,59 @@ def elementwise_fields(graph: Graph, first: Tensor, *others: Tensor) -> tuple[np
         row, v, s, n = regions_at(t, pos, length)
         fields.append((vidx[row], v, s, n))
     return vertex_tiles, fields
+
+
+def group_graphs(graph: Graph, groups: int) -> list[Graph]:
+    """Virtual graphs of consecutive, equal shares of the graph's tiles, one a group: poplin
+    splits the conv groups of a grouped product over the tiles first (lib/poplin/ConvPlan.cpp,
+    the convGroupSplit of each level of the partition)."""
+    if groups < 1:
+        raise GraphError(f"the number of groups must be positive, got {groups}")
+    share = graph.num_tiles // groups
+    if share < 1:
+        raise GraphError(f"{groups} groups do not fit {graph.num_tiles} tiles (one tile a group at least)")
+    return [graph.createVirtualGraph(g * share, (g + 1) * share) for g in range(groups)]
+
+
+def merge_parallel(graph: Graph, programs: list) -> Program:
+    """One program running structurally identical programs, built on disjoint tiles, side by side:
+    step by step, their compute sets become one (the first's) and their copies and WriteUndefs
+    one each, as poplin builds the groups of a grouped product into the same compute sets."""
+    from ..programs import Copy, Execute, Repeat, Sequence, WriteUndef
+    from ..tensor import concat
+
+    first = programs[0]
+    if any(type(p) is not type(first) for p in programs):
+        raise GraphError("programs to run side by side differ in structure")
+    if isinstance(first, Sequence):
+        if any(len(p.programs) != len(first.programs) for p in programs):
+            raise GraphError("programs to run side by side differ in structure")
+        parts = [merge_parallel(graph, list(step)) for step in zip(*(p.programs for p in programs))]
+        return _like(first, Sequence(*parts, name=first.name))
+    if isinstance(first, Repeat):
+        if any(p.count != first.count for p in programs):
+            raise GraphError("programs to run side by side repeat different numbers of times")
+        return _like(first, Repeat(first.count, merge_parallel(graph, [p.body for p in programs]), name=first.name))
+    if isinstance(first, Execute):
+        target = graph.state.compute_sets[first.compute_set.id]
+        for p in programs[1:]:
+            cs = graph.state.compute_sets[p.compute_set.id]
+            if cs.singles:
+                raise GraphError(f"compute set {cs.name!r} has vertices added one by one; it cannot be merged")
+            target.batches.extend(cs.batches)
+            target.functional.extend(cs.functional)
+            cs.batches, cs.functional = [], []
+        return first
+    if isinstance(first, Copy) and all(isinstance(p.src, Tensor) and isinstance(p.dst, Tensor) for p in programs):
+        src = concat([p.src.flatten() for p in programs])
+        dst = concat([p.dst.flatten() for p in programs])
+        return _like(first, Copy(src, dst, name=first.name))
+    if isinstance(first, WriteUndef):
+        return _like(first, WriteUndef(concat([p.tensor.flatten() for p in programs]), name=first.name))
+    raise GraphError(f"{first.kind} programs cannot run side by side")
+
+
+def _like(original, merged):
+    """`merged` with the debug scope and source location of the program it stands for."""
+    merged.scope, merged.location = original.scope, original.location
+    return merged

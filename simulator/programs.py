@@ -149,6 +149,8 @@ class Copy(Program):
                 raise GraphError(f"Copy between tensors of {src.numElements()} and {dst.numElements()} elements")
             if src.dtype != dst.dtype:
                 raise GraphError(f"Copy between tensors of types {src.dtype} and {dst.dtype}")
+        if optimiseMemory and not (isinstance(src, DataStream) or isinstance(dst, DataStream)):
+            raise GraphError("optimiseMemory applies to a copy to or from a data stream")
         self.src = src
         self.dst = dst
         self.offset = int(offset)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import pva
 from simulator import programs as P
 from simulator.engine import Engine
+from simulator.errors import GraphError
 from simulator.graph import Graph
 from simulator.target import Target
 from simulator.types import FLOAT
@@ -44,3 +46,34 @@ def test_a_stream_copy_rearranged_on_the_host_is_one_region_per_tile(tmp_path):
     # also holds the control program's header for the program id it reads from the host)
     assert list(plain[:2] - host[:2]) == [31 * 16, 31 * 16]
     assert host[1] == 16
+
+
+def test_overlapping_pieces_of_a_download_are_one_region_in_any_order(tmp_path):
+    """Pieces of one variable that overlap or touch are one run whatever their order in the view."""
+    from simulator.tensor import concat
+
+    counts = []
+    for name, parts in (("a", ((0, 8), (0, 4), (4, 8))), ("b", ((0, 4), (0, 8), (4, 8)))):
+        g = Graph(Target("ipu2", tiles_per_ipu=4))
+        v = g.addVariable(FLOAT, [8], "v")
+        g.setTileMapping(v, 1)
+        view = concat([v.slice(a, b) for a, b in parts])
+        out = g.addDeviceToHostFIFO("out", FLOAT, view.numElements())
+        prog = P.Sequence(P.Copy(view, out, optimiseMemory=True))
+        directory = tmp_path / name
+        engine = Engine(g, [prog], {"autoReport.all": "true", "autoReport.directory": str(directory)}, timestamp=TS)
+        engine.load()
+        engine.connectStream("out", np.zeros(view.numElements(), dtype=np.float32))
+        engine.run(0)
+        engine.close()
+        report = pva.openReport(str(directory / "profile.pop"))
+        counts.append(int(np.asarray(report.compilation.categoryMemoryArray("hostExchangePacketHeader"))[1]))
+    assert counts == [16, 16]
+
+
+def test_optimise_memory_is_for_stream_copies():
+    g = Graph(Target("ipu2", tiles_per_ipu=4))
+    a = g.addVariable(FLOAT, [4], "a")
+    b = g.addVariable(FLOAT, [4], "b")
+    with pytest.raises(GraphError, match="data stream"):
+        P.Copy(a, b, optimiseMemory=True)

@@ -373,8 +373,15 @@ class Lowerer:
             # variable are one region, whatever their order in the stream
             order = np.lexsort((pstart, tiles, tensor.vars[row]))
             v, t, s, e = tensor.vars[row][order], tiles[order], pstart[order], (pstart + plen)[order]
-            joined = np.zeros(order.size, dtype=bool)
-            joined[1:] = (v[1:] == v[:-1]) & (t[1:] == t[:-1]) & (s[1:] == e[:-1])
+            first = np.ones(order.size, dtype=bool)
+            first[1:] = (v[1:] != v[:-1]) | (t[1:] != t[:-1])
+            # a piece starting at or before the furthest end so far of its (variable, tile) joins
+            # it: the running maximum of the ends, restarted at each (variable, tile) by an offset
+            # above every earlier end
+            offset = (np.cumsum(first) - 1) * (int(e.max(initial=0)) + 1)
+            reach = np.maximum.accumulate(e + offset) - offset
+            joined = ~first
+            joined[1:] &= s[1:] <= reach[:-1]
             regions = Sparse.from_pairs(t[~joined], np.ones(int((~joined).sum())), self.n)
         else:
             regions = Sparse.from_pairs(tiles, np.ones(tiles.size), self.n)

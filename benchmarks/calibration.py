@@ -15,7 +15,7 @@ single_conv_layer for the convolutions, on an IpuModel1 (Mk1, run here on arch i
 
 The IpuModel2 fc_layer_*, gemm_* and bert_ffn* rows are the calibration set. Every other row a
 preset runs faithfully is the out-of-sample check (no constant is fitted to it): the IpuModel2
-bert_kqv/bert_proj layers and convolutions, and all IpuModel1 rows, the Mk1 copies of the
+bert_kqv/bert_proj layers, grouped bert_grouped layers and convolutions, and all IpuModel1 rows, the Mk1 copies of the
 calibration shapes included. The rows no preset runs as the tool does are in EXCLUDED, with why.
 """
 

@@ -64,12 +64,22 @@ def test_groups_multiply_side_by_side_and_correctly():
     engine.close()
 
 
-def test_programs_that_differ_cannot_run_side_by_side():
+def test_programs_that_differ_or_meet_cannot_run_side_by_side():
     g = Graph(Target("ipu2", tiles_per_ipu=4))
-    v = g.addVariable(FLOAT, [4], "v")
-    g.setTileMapping(v, 0)
+    popops.addCodelets(g)
+    x, y, z = (g.addVariable(FLOAT, [4], name) for name in "xyz")
+    for t in (x, y, z):
+        g.setTileMapping(t, 0)
+    add = P.Sequence()
+    popops.scaledAddTo(g, x, y, 2.0, add, "add")
+    (cs,) = (e.compute_set for e in _executes(add))
     with pytest.raises(GraphError, match="differ in structure"):
-        merge_parallel(g, [P.Sequence(P.WriteUndef(v)), P.Sequence()])
+        merge_parallel(g, [add, P.Sequence(P.WriteUndef(x))])
+    with pytest.raises(GraphError, match="share a compute set"):
+        merge_parallel(g, [add, add])
+    assert len(g.state.compute_sets[cs.id].batches) == 1  # nothing moved before the checks
+    with pytest.raises(GraphError, match="share tiles or tensors"):
+        merge_parallel(g, [P.Copy(x, y), P.Copy(y, z)])
     with pytest.raises(GraphError, match="must be positive"):
         group_graphs(g, 0)
     with pytest.raises(GraphError, match="do not fit"):
@@ -91,6 +101,9 @@ def test_a_grouped_layer_takes_the_time_of_one_group_on_its_tiles(tmp_path):
     assert 0.95 < four / one < 1.05, (one, four)
     built = build_preset("fc", {**layer, "tiles-per-ipu": 64, "num-groups": 4})
     assert built.notes["macs"] == 4 * 16 * 64 * 48 * 2
+    # the groups' compute sets are the first group's; the others, emptied, are dropped
+    single = build_preset("fc", {**layer, "tiles-per-ipu": 16})
+    assert len(built.graph.state.compute_sets) == len(single.graph.state.compute_sets)
 
 
 def test_groups_take_separate_plans_only():

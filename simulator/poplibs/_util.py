@@ -11,8 +11,8 @@ import numpy as np
 from ..compiler.regions import split_by_mapping
 from ..errors import GraphError
 from ..graph import ComputeSet, Graph
-from ..programs import Program
-from ..tensor import Tensor
+from ..programs import Copy, Execute, Program, Repeat, Sequence, WriteUndef
+from ..tensor import Tensor, concat
 
 
 def linear_intervals(
@@ -202,39 +202,76 @@ def group_graphs(graph: Graph, groups: int) -> list[Graph]:
 def merge_parallel(graph: Graph, programs: list) -> Program:
     """One program running structurally identical programs, built on disjoint tiles, side by side:
     step by step, their compute sets become one (the first's) and their copies and WriteUndefs
-    one each, as poplin builds the groups of a grouped product into the same compute sets."""
-    from ..programs import Copy, Execute, Repeat, Sequence, WriteUndef
-    from ..tensor import concat
+    one each, as poplin builds the groups of a grouped product into the same compute sets. The
+    compute sets emptied so are dropped when nothing was added to the graph after them."""
+    tiles: list[set[int]] = [set() for _ in programs]
+    touched: list[set[int]] = [set() for _ in programs]
+    for step in _lockstep(programs):
+        for i, p in enumerate(step):
+            if isinstance(p, Execute):
+                cs = graph.state.compute_sets[p.compute_set.id]
+                if cs.singles:
+                    raise GraphError(f"compute set {cs.name!r} has vertices added one by one; it cannot be merged")
+                for batch in cs.batches:
+                    tiles[i].update(np.unique(batch.tiles).tolist())
+            elif isinstance(p, Copy):
+                touched[i].update(p.src.variable_ids() + p.dst.variable_ids())
+            elif isinstance(p, WriteUndef):
+                touched[i].update(p.tensor.variable_ids())
+        if isinstance(step[0], Execute) and len({p.compute_set.id for p in step}) < len(step):
+            raise GraphError("programs to run side by side share a compute set")
+    for i in range(len(programs)):
+        for j in range(i):
+            if tiles[i] & tiles[j] or touched[i] & touched[j]:
+                raise GraphError("programs to run side by side share tiles or tensors")
+    merged = _merge(graph, programs)
+    while graph.state.compute_sets and graph.state.compute_sets[-1].origin == "merged":
+        graph.state.compute_sets.pop()
+    return merged
 
+
+def _lockstep(programs: list):
+    """The programs' steps, one tuple a step, after checking that their structures agree."""
     first = programs[0]
     if any(type(p) is not type(first) for p in programs):
         raise GraphError("programs to run side by side differ in structure")
+    yield tuple(programs)
     if isinstance(first, Sequence):
         if any(len(p.programs) != len(first.programs) for p in programs):
             raise GraphError("programs to run side by side differ in structure")
-        parts = [merge_parallel(graph, list(step)) for step in zip(*(p.programs for p in programs))]
-        return _like(first, Sequence(*parts, name=first.name))
-    if isinstance(first, Repeat):
+        for step in zip(*(p.programs for p in programs)):
+            yield from _lockstep(list(step))
+    elif isinstance(first, Repeat):
         if any(p.count != first.count for p in programs):
             raise GraphError("programs to run side by side repeat different numbers of times")
-        return _like(first, Repeat(first.count, merge_parallel(graph, [p.body for p in programs]), name=first.name))
+        yield from _lockstep([p.body for p in programs])
+    elif isinstance(first, Copy):
+        if not all(isinstance(p.src, Tensor) and isinstance(p.dst, Tensor) for p in programs):
+            raise GraphError("only copies between tensors can run side by side")
+    elif not isinstance(first, (Execute, WriteUndef)):
+        raise GraphError(f"{first.kind} programs cannot run side by side")
+
+
+def _merge(graph: Graph, programs: list) -> Program:
+    first = programs[0]
+    if isinstance(first, Sequence):
+        parts = [_merge(graph, list(step)) for step in zip(*(p.programs for p in programs))]
+        return _like(first, Sequence(*parts, name=first.name))
+    if isinstance(first, Repeat):
+        return _like(first, Repeat(first.count, _merge(graph, [p.body for p in programs]), name=first.name))
     if isinstance(first, Execute):
         target = graph.state.compute_sets[first.compute_set.id]
         for p in programs[1:]:
             cs = graph.state.compute_sets[p.compute_set.id]
-            if cs.singles:
-                raise GraphError(f"compute set {cs.name!r} has vertices added one by one; it cannot be merged")
             target.batches.extend(cs.batches)
             target.functional.extend(cs.functional)
-            cs.batches, cs.functional = [], []
+            cs.batches, cs.functional, cs.origin = [], [], "merged"
         return first
-    if isinstance(first, Copy) and all(isinstance(p.src, Tensor) and isinstance(p.dst, Tensor) for p in programs):
+    if isinstance(first, Copy):
         src = concat([p.src.flatten() for p in programs])
         dst = concat([p.dst.flatten() for p in programs])
         return _like(first, Copy(src, dst, name=first.name))
-    if isinstance(first, WriteUndef):
-        return _like(first, WriteUndef(concat([p.tensor.flatten() for p in programs]), name=first.name))
-    raise GraphError(f"{first.kind} programs cannot run side by side")
+    return _like(first, WriteUndef(concat([p.tensor.flatten() for p in programs]), name=first.name))
 
 
 def _like(original, merged):

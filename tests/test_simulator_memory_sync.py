@@ -264,3 +264,19 @@ def test_the_largest_variables_take_their_lanes_first():
         lowered, 3, [(0, 0, 2), (1, 3, 10), (2, 4, 6)], np.ones(3, dtype=bool), np.zeros(3, dtype=np.int64)
     )
     assert lanes.tolist() == [0, 1, 0]
+
+
+def test_variables_on_other_tiles_share_a_lane_whatever_their_liveness():
+    # two buffers live at the same steps: on different tiles they never meet, so they share a lane
+    # (as the groups of a grouped layer do); on one tile they cannot
+    from simulator.compiler.memory import LoweredVars, assign_lanes
+
+    def lanes(tiles):
+        lowered = LoweredVars()
+        lowered.add(tile=tiles, size=[100, 100], eq_class=[0, 1])
+        lowered.finish()
+        live = [(0, 0, 5), (1, 0, 5)]
+        return assign_lanes(lowered, 2, live, np.ones(2, dtype=bool), np.zeros(2, dtype=np.int64)).tolist()
+
+    assert lanes([0, 1]) == [0, 0]
+    assert lanes([0, 0]) == [0, 1]

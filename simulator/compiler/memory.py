@@ -3,8 +3,8 @@
 Every tile has a non-interleaved region [0, I) and an interleaved region [I, B), B being the
 bytes per tile, both made of memory elements. Always-live items (code, stacks, vertex state,
 constants, ...) are placed first, executable code lowest; the data start in the memory element
-after the code. Not-always-live variables are placed in *lanes*: variables whose liveness never
-overlaps share a lane, and a lane is as large on a tile as its largest member there. Items are
+after the code. Not-always-live variables are placed in *lanes*: variables that are never live
+at once on one tile share a lane, and a lane is as large on a tile as its largest member there. Items are
 padded to 8 bytes (16 in interleaved memory); that padding, the space between the code and the
 data and the space between regions are the gaps (docs/simulator-memory.md). What does not fit in the non-interleaved region moves to
 the interleaved region; what does not fit there is overflowed (placed beyond B).
@@ -272,10 +272,16 @@ class MemoryResult:
 
 def assign_lanes(lv: LoweredVars, num_classes: int, intervals, nal: np.ndarray, interleaved: np.ndarray) -> np.ndarray:
     """Lane of every not-always-live class: the largest (by its largest lowered variable) first,
-    each in the first lane whose members' liveness hulls it does not overlap."""
+    each in the first lane where no member whose liveness hull overlaps its own is on one of its
+    tiles (a lane is as large on a tile as its largest member there, so members on other tiles
+    never meet)."""
+    cls_of = lv["eq_class"].astype(np.int64) if len(lv) else np.zeros(0, dtype=np.int64)
+    tile_of = lv["tile"].astype(np.int64) if len(lv) else np.zeros(0, dtype=np.int64)
     size = np.zeros(num_classes, dtype=np.int64)
     if len(lv):
-        np.maximum.at(size, lv["eq_class"].astype(np.int64), lv["size"].astype(np.int64))
+        np.maximum.at(size, cls_of, lv["size"].astype(np.int64))
+    by_class = np.argsort(cls_of, kind="stable")
+    bounds = np.searchsorted(cls_of[by_class], np.arange(num_classes + 1))
     lanes = np.full(num_classes, -1, dtype=np.int64)
     start = np.zeros(num_classes, dtype=np.int64)
     end = np.zeros(num_classes, dtype=np.int64)
@@ -292,27 +298,36 @@ def assign_lanes(lv: LoweredVars, num_classes: int, intervals, nal: np.ndarray, 
     for pref in (0, 1):
         members = np.flatnonzero(nal & (interleaved == pref))
         order = members[np.lexsort((members, start[members], -size[members]))]
-        lane_starts: list[list[int]] = []
-        lane_ends: list[list[int]] = []
+        # per lane: tile -> the sorted, disjoint liveness hulls of its members on that tile
+        lane_tiles: list[dict[int, tuple[list[int], list[int]]]] = []
         for c in order.tolist():
             s, e = int(start[c]), int(end[c])
-            for li in range(len(lane_starts)):
-                ss, ee = lane_starts[li], lane_ends[li]
-                i = bisect.bisect_right(ss, s)
-                if i > 0 and ee[i - 1] > s:
-                    continue
-                if i < len(ss) and ss[i] < e:
-                    continue
-                ss.insert(i, s)
-                ee.insert(i, e)
-                lanes[c] = next_lane + li
-                break
-            else:
-                lane_starts.append([s])
-                lane_ends.append([e])
-                lanes[c] = next_lane + len(lane_starts) - 1
-        next_lane += len(lane_starts)
+            tiles = tile_of[by_class[bounds[c] : bounds[c + 1]]].tolist()
+            chosen = len(lane_tiles)
+            for li, occupied in enumerate(lane_tiles):
+                if not any(_overlaps(occupied.get(t), s, e) for t in tiles):
+                    chosen = li
+                    break
+            if chosen == len(lane_tiles):
+                lane_tiles.append({})
+            occupied = lane_tiles[chosen]
+            for t in tiles:
+                hulls = occupied.setdefault(t, ([], []))
+                i = bisect.bisect_right(hulls[0], s)
+                hulls[0].insert(i, s)
+                hulls[1].insert(i, e)
+            lanes[c] = next_lane + chosen
+        next_lane += len(lane_tiles)
     return lanes
+
+
+def _overlaps(hulls: tuple[list[int], list[int]] | None, s: int, e: int) -> bool:
+    """Whether [s, e) overlaps one of a tile's sorted, disjoint hulls."""
+    if hulls is None:
+        return False
+    starts, ends = hulls
+    i = bisect.bisect_right(starts, s)
+    return (i > 0 and ends[i - 1] > s) or (i < len(starts) and starts[i] < e)
 
 
 def _group_starts(*keys: np.ndarray) -> np.ndarray:

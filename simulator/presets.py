@@ -536,10 +536,8 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
             raise OptionError("--num-groups plans each pass alone: it takes no --plan")
         # each group's layer on its share of the tiles, the groups' steps run side by side
         passes = [_fc_separate_passes(vg, t, b, i, o, single_phase) for vg in group_graphs(g, num_groups)]
-        merged = [merge_parallel(g, [p[index] for p in passes]) for index in (0, 1)]
-        programs = [p for p in merged if p.programs]
-        notes = {"macs": num_groups * b * i * o * len(programs), "jointPlan": False, "groups": num_groups}
-        return Built(g, programs, list(range(len(programs))), notes=notes)
+        fwd, bwd = (merge_parallel(g, [p[index] for p in passes]) for index in (0, 1))
+        return _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
     # with --plan poplin, the forward pass (fully_connected_layer sets TRAINING_FWD whatever passes
     # run) is planned jointly with the backward and weight-update passes unless separate plans are
     # cheaper, and the other passes' plans follow the forward pass's (lib/poplin/ConvPlan.cpp,
@@ -562,9 +560,13 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
                 fullyconnected.weightUpdate(g, fc_plan, weights, -0.05, prev_act, z_deltas, bwd, "Wu")
     else:
         fwd, bwd = _fc_separate_passes(g, t, b, i, o, single_phase)
+    return _fc_built(g, fwd, bwd, b * i * o, {"jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles})
+
+
+def _fc_built(g: Graph, fwd: P.Sequence, bwd: P.Sequence, macs_per_pass: int, notes: dict) -> Built:
+    """The fc preset's engine runs: the forward pass, then the backward pass and weight update."""
     programs = [p for p in (fwd, bwd) if p.programs]
-    notes = {"macs": b * i * o * len(programs), "jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles}
-    return Built(g, programs, list(range(len(programs))), notes=notes)
+    return Built(g, programs, list(range(len(programs))), notes={"macs": macs_per_pass * len(programs), **notes})
 
 
 def _fc_separate_passes(g: Graph, t, b: int, i: int, o: int, single_phase: str) -> tuple[P.Sequence, P.Sequence]:

@@ -70,6 +70,22 @@ class LProg:
         return f"<LProg {self.id} {self.type} {self.name!r}>"
 
 
+def _memory_runs(var: np.ndarray, tile: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> Sparse:
+    """Regions per tile of pieces sent in memory order (a copy rearranged on the host): pieces of
+    one variable on one tile that overlap or touch are one run, whatever their order."""
+    order = np.lexsort((start, tile, var))
+    v, t, s, e = var[order], tile[order], start[order], end[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (v[1:] != v[:-1]) | (t[1:] != t[:-1])
+    # the furthest end so far of each (variable, tile): a running maximum restarted at each group
+    # by an offset above every earlier end
+    offset = (np.cumsum(first) - 1) * (int(e.max(initial=0)) + 1)
+    reach = np.maximum.accumulate(e + offset) - offset
+    starts_run = first.copy()
+    starts_run[1:] |= s[1:] > reach[:-1]
+    return Sparse.from_pairs(t[starts_run], np.ones(int(starts_run.sum())), n)
+
+
 def _bits(ids) -> int:
     out = 0
     for i in ids:
@@ -341,6 +357,7 @@ class Lowerer:
                 debug=debug + [stream.debug],
                 sct="Host",
                 endpoint=stream,
+                rearranged_on_host=p.optimiseMemory,
             )
         buffer = src if isinstance(src, RemoteBuffer) else dst
         tensor = dst if isinstance(src, RemoteBuffer) else src
@@ -362,27 +379,23 @@ class Lowerer:
         )
 
     def _stream_copy(
-        self, p, tensor: Tensor, to_device: bool, name: str, debug: list[int], sct: str, endpoint, op=None
+        self,
+        p,
+        tensor: Tensor,
+        to_device: bool,
+        name: str,
+        debug: list[int],
+        sct: str,
+        endpoint,
+        op=None,
+        rearranged_on_host: bool = False,
     ) -> list[LProg]:
         row, tiles, pstart, plen = split_by_mapping(self.state, tensor.vars, tensor.starts, tensor.lengths)
         nbytes = plen * tensor.dtype.size
         data = Sparse.from_pairs(tiles, nbytes, self.n)
         empty = Sparse([], [], self.n)
-        if getattr(p, "optimiseMemory", False):
-            # rearranged on the host: a tile's pieces of one variable that are adjacent in the
-            # variable are one region, whatever their order in the stream
-            order = np.lexsort((pstart, tiles, tensor.vars[row]))
-            v, t, s, e = tensor.vars[row][order], tiles[order], pstart[order], (pstart + plen)[order]
-            first = np.ones(order.size, dtype=bool)
-            first[1:] = (v[1:] != v[:-1]) | (t[1:] != t[:-1])
-            # a piece starting at or before the furthest end so far of its (variable, tile) joins
-            # it: the running maximum of the ends, restarted at each (variable, tile) by an offset
-            # above every earlier end
-            offset = (np.cumsum(first) - 1) * (int(e.max(initial=0)) + 1)
-            reach = np.maximum.accumulate(e + offset) - offset
-            joined = ~first
-            joined[1:] &= s[1:] <= reach[:-1]
-            regions = Sparse.from_pairs(t[~joined], np.ones(int((~joined).sum())), self.n)
+        if rearranged_on_host:
+            regions = _memory_runs(tensor.vars[row], tiles, pstart, pstart + plen, self.n)
         else:
             regions = Sparse.from_pairs(tiles, np.ones(tiles.size), self.n)
         plan = host_plan(self.target, self.n, data if to_device else empty, empty if to_device else data, regions)

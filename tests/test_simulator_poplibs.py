@@ -8,6 +8,7 @@ from simulator_run import build_convolution, codelet_graph, correlate, run_convo
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
+from simulator.compiler.regions import split_by_mapping
 from simulator.errors import GraphError
 from simulator.poplibs import poplin, popnn, popops, rearrange
 
@@ -440,3 +441,33 @@ def test_left_operands_are_stored_with_their_input_channels_grouped():
     A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A")
     plan = poplin.plan_product(g, 64, 256, 128, HALF)
     assert rearrange.dim_grouping(g, A) == (1, plan.k_grain)
+
+
+def test_left_operands_group_channels_by_their_gcd_with_the_plans_group():
+    # poplin groups a created input's channels by gcd(inChansPerGroup, channels)
+    # (lib/poplin/Convolution.cpp, createInputImpl: getInChansPerGroup): 1,000 input channels of a
+    # half product are stored in groups of 8, not in groups of 16 with a ragged last one, so
+    # poputil's grouping detection finds them (a grouping must divide the dimension)
+    g = codelet_graph(tiles=16)
+    A = poplin.createMatMulInputLHS(g, HALF, (64, 1000), (1000, 128), "A")
+    assert poplin.plan_product(g, 64, 1000, 128, HALF).k_grain == 16
+    assert rearrange.dim_grouping(g, A) == (1, 8)
+    B = poplin.createMatMulInputLHS(g, HALF, (64, 1024), (1024, 128), "B")
+    assert rearrange.dim_grouping(g, B) == (1, 16)
+
+
+def test_fc_weight_update_of_1000_channels_adds_whole_channel_groups():
+    # fully_connected_layer 1 x 1000 x 1000 half: the weights, created for the swapped forward plan,
+    # and the weight-update product are both grouped by 8 input channels, so the scaled add reads
+    # the update from other tiles in long runs; with groups of 16 and a ragged last one neither had
+    # a grouping poputil detects, and the add read it in pieces of one group
+    from simulator.presets import build_preset
+
+    g = build_preset("fc", {"arch": "ipu2", "batch-size": 1, "input-size": 1000, "output-size": 1000}).graph
+    add = next(cs for cs in g.state.compute_sets if cs.name == "Wu/AddTo/AddTo")
+    remote = 0
+    for batch in add.batches:
+        vertex, var, start, length = batch.fields["B"]
+        row, tile, _, _ = split_by_mapping(g.state, var, start, length)
+        remote += int(np.count_nonzero(tile != batch.tiles[vertex[row]]))
+    assert 0 < remote * 100 <= 1000 * 1000  # 4,121 remote pieces; 123,878 of 8 elements with groups of 16

@@ -833,9 +833,10 @@ def _operand_layout(plan: MatMulPlan, side: str) -> _OperandLayout:
     if side == "lhs":
         im, ik, jn = np.meshgrid(np.arange(pm), np.arange(pk), np.arange(pn), indexing="ij")
         users = plan.tiles[((im * pn + jn) * pk + ik).reshape(pm * pk, pn)]
-        return _OperandLayout(
-            plan.m, plan.k, plan.mb, plan.kb, users, plan.k_grain, -(-128 // e), plan.k_grain, plan.k_grain
-        )
+        # input channels stored in groups of gcd(the plan's group, k), as poplin creates a
+        # convolution's input (lib/poplin/Convolution.cpp, createInputImpl: getInChansPerGroup)
+        group = math.gcd(plan.k_grain, plan.k)
+        return _OperandLayout(plan.m, plan.k, plan.mb, plan.kb, users, plan.k_grain, -(-128 // e), plan.k_grain, group)
     ik, jn, im = np.meshgrid(np.arange(pk), np.arange(pn), np.arange(pm), indexing="ij")
     users = plan.tiles[((im * pn + jn) * pk + ik).reshape(pk * pn, pm)]
     return _OperandLayout(

@@ -509,9 +509,9 @@ _PHASE = Knob(
     Knob(
         "plan",
         str,
-        "separate",
-        "how the passes are planned: separate (each pass alone), poplin (one joint plan unless separate "
-        "plans are cheaper, as poplin chooses) or joint",
+        "poplin",
+        "how the passes are planned: poplin (one joint plan unless separate plans are cheaper, as poplin "
+        "chooses; grouped layers each pass alone), separate (each pass alone) or joint",
         fullyconnected.PLAN_MODES,
         None,
     ),
@@ -532,17 +532,17 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
     t = as_type(dtype)
     b, i, o = batch_size, input_size, output_size
     if num_groups > 1:
-        if plan != "separate":
-            raise OptionError("--num-groups plans each pass alone: it takes no --plan")
+        # poplin would weigh a joint plan of the grouped passes too; this simulator plans each alone
+        if plan == "joint":
+            raise OptionError("--num-groups plans each pass alone: it takes no --plan joint")
         # each group's layer on its share of the tiles, the groups' steps run side by side
         passes = [_fc_separate_passes(vg, t, b, i, o, single_phase) for vg in group_graphs(g, num_groups)]
         fwd, bwd = (merge_parallel(g, [p[index] for p in passes]) for index in (0, 1))
         return _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
-    # with --plan poplin, the forward pass (fully_connected_layer sets TRAINING_FWD whatever passes
-    # run) is planned jointly with the backward and weight-update passes unless separate plans are
-    # cheaper, and the other passes' plans follow the forward pass's (lib/poplin/ConvPlan.cpp,
-    # getPlan); the default plans each pass alone, which stays closer to poplibs' published figures
-    # (docs/simulator.md, "Reading the gaps")
+    # as poplin plans them (--plan poplin, the default), the forward pass (fully_connected_layer
+    # sets TRAINING_FWD whatever passes run) is planned jointly with the backward and weight-update
+    # passes unless separate plans are cheaper, and the other passes' plans follow the forward
+    # pass's (lib/poplin/ConvPlan.cpp, createPlan and getPlan); --plan separate plans each alone
     fc_plan = fullyconnected.plan_fully_connected(g, b, i, o, t, mode=plan)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")

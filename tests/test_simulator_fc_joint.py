@@ -75,8 +75,49 @@ def test_separate_plans_are_chosen_when_cheaper():
     alone = poplin.plan_product(g, 1440, 100, 200, HALF, {"fullyConnectedPass": "TRAINING_FWD"})
     assert (plan.fwd.m, plan.fwd.k, plan.fwd.n, plan.fwd.swapped) == (alone.m, alone.k, alone.n, alone.swapped)
     # and the joint plan where it is cheaper
-    chosen = fc.plan_fully_connected(g, 4, 1000, 1000, HALF)
+    chosen = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT)
     assert chosen.joint and chosen.cycles == chosen.joint_cost[0] < chosen.separate_cost[0]
+
+
+def test_joint_plan_charges_each_pass_its_rearranging_copies():
+    # poplin costs each pass of a joint plan with its transforms (ConvModel.cpp, addEstimates:
+    # addTransformCycleEstimate with isJointPlan): 1,000 half input channels in groups of 16 are
+    # padded, so the forward pass rearranges its operands; the weight update always rearranges its
+    # input; planned jointly, the backward pass's input and the weight update's output are not
+    g = _graph(tiles=1472)
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="joint")
+    fwd, bwd, wu = plan.fwd, plan.bwd, plan.wu
+    assert (fwd.k_grain, fwd.n_grain) == (16, 8)
+    used = fwd.pm * fwd.pk
+    arch = g.target.arch
+    expected = poplin.transform_cost(arch, True, 1000, 1000, 4, 16, 8, used, HALF, HALF, "TRAINING_FWD", True)[0]
+    assert fwd.estimate["transform"] == int(expected) > 0
+    assert plan.cycles == plan.joint_cost[0] == sum(p.estimate["total"] for p in (fwd, bwd, wu))
+    # the joint rules against a pass planned alone, on channels that need no padding
+    alone_bwd, joint_bwd = (
+        int(poplin.transform_cost(arch, True, 512, 512, 16, 16, 8, 256, HALF, HALF, "TRAINING_BWD", j)[0])
+        for j in (False, True)
+    )
+    assert alone_bwd > 0 and joint_bwd == 0
+    alone_wu, joint_wu = (
+        int(poplin.transform_cost(arch, True, 512, 16, 512, 8, 16, 256, HALF, HALF, "TRAINING_WU", j)[0])
+        for j in (False, True)
+    )
+    assert alone_wu > joint_wu > 0  # the input is rearranged either way, the output only alone
+
+
+@pytest.mark.parametrize("arch", ["ipu1", "ipu2"])
+def test_poplins_rule_plans_float_layers_of_up_to_8_rows_jointly(arch):
+    # poplibs' published figures of fully_connected_layer 1,000 x 1,000 in float show one plan for a
+    # batch of 1, 4 and 8 (the same total memory, 11.59-11.61 MB on Mk2), as a joint plan, which
+    # never splits the batch, would; with the transforms charged, poplin's rule picks the joint
+    # plan for those and the separate plans for 16 rows and for half layers, whose 1,000 input
+    # channels a joint plan must pad to groups of 16
+    g = _graph(tiles={"ipu1": 1216, "ipu2": 1472}[arch], arch=arch)
+    for batch in (1, 4, 8):
+        assert fc.plan_fully_connected(g, batch, 1000, 1000, poplin.FLOAT).joint, batch
+        assert not fc.plan_fully_connected(g, batch, 1000, 1000, HALF).joint, batch
+    assert not fc.plan_fully_connected(g, 16, 1000, 1000, poplin.FLOAT).joint
 
 
 def test_joint_plan_amp_vertices_follow_poplin_candidates():
@@ -177,15 +218,16 @@ def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path):
     assert not any("Bwd/actsRearranged" in n or "Bwd/weightsRearranged" in n for n in names)
 
 
-def test_fc_preset_plans_as_poplin_does_on_request():
-    knobs = {"batch-size": 4, "input-size": 1000, "output-size": 1000}
-    assert build_preset("fc", {**knobs, "plan": "poplin"}).notes["jointPlan"] is True
-    assert build_preset("fc", knobs).notes["jointPlan"] is False  # each pass planned alone by default
-    assert build_preset("fc", {**knobs, "plan": "poplin", "dtype": "float"}).notes["jointPlan"] is True
+def test_fc_preset_plans_as_poplin_does_by_default():
+    knobs = {"batch-size": 4, "input-size": 1000, "output-size": 1000, "dtype": "float"}
+    assert build_preset("fc", knobs).notes["jointPlan"] is True  # poplin's rule, the default
+    assert build_preset("fc", {**knobs, "plan": "separate"}).notes["jointPlan"] is False
+    assert build_preset("fc", {**knobs, "dtype": "half"}).notes["jointPlan"] is False
+    assert build_preset("fc", {**knobs, "dtype": "half", "plan": "joint"}).notes["jointPlan"] is True
     large_batch = {"batch-size": 1440, "input-size": 100, "output-size": 200, "plan": "poplin"}
     assert build_preset("fc", large_batch).notes["jointPlan"] is False
     # poplin derives a lone pass's plan from the forward pass's joint plan (ConvPlan.cpp, getPlan)
-    lone = build_preset("fc", {**knobs, "plan": "poplin", "single-phase": "bwd"})
+    lone = build_preset("fc", {**knobs, "single-phase": "bwd"})
     assert lone.notes["jointPlan"] is True
     assert len(lone.programs) == 1
 

@@ -16,7 +16,8 @@ outChanSplit.parallel is 1, so that each weight is used on one tile). The backwa
 dA^T [I, B] = W [I, O] dC^T [O, B] on the same tiles with the O and I splits exchanged, and the
 weight update dW^T [O, I] = dC^T [O, B] A [B, I] on the same tiles with the k split dropped
 (ConvModel.cpp, addBwdEstimates and addWuEstimates). Each pass's cycles come from the model that
-plans a lone matrix product (poplin.py, _pass_costs).
+plans a lone matrix product (poplin.py, _pass_costs), plus the copies that rearrange its operands
+and output as a joint plan's pass costs them (poplin.transform_cost with joint=True).
 """
 
 from __future__ import annotations
@@ -262,6 +263,24 @@ def _joint_grid(
             cost(o, ib, bb, ob, p_o, poplin._ceil(ob, icpg), groups_b, ocpg, units[1]),  # bwd: [I,O] x [O,B]
             cost(b, ob, ib, bb, one, groups_b, poplin._ceil(ib, icpg), icpg, units[2]),  # wu: [O,B] x [B,I]
         )
+        # each pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
+        # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its operands
+        # swapped, so only padded channels and the weight update's input are rearranged
+        used = p_o * p_i
+        for p, (m_, k_, n_, kg, og, fc_pass) in zip(
+            passes,
+            (
+                (o, i, b, icpg, ocpg, "TRAINING_FWD"),
+                (i, o, b, icpg, ocpg, "TRAINING_BWD"),
+                (o, b, i, ocpg, icpg, "TRAINING_WU"),
+            ),
+        ):
+            cycles, temp = poplin.transform_cost(
+                arch, True, m_, k_, n_, kg, og, used, in_type, in_type, fc_pass, joint=True
+            )
+            p["transform"] = cycles
+            p["total"] = p["total"] + cycles
+            p["memory"] = np.maximum(p["memory"], temp)
         total = sum(p["total"] for p in passes)
         memory = np.maximum.reduce([p["memory"] for p in passes])
         # each pass's temporary bytes within the bound (ConvModel.cpp, constructModel: the forward
@@ -277,6 +296,7 @@ def _joint_grid(
                     ("exchange", int(p["exchange"][j])),
                     ("reduceExchange", int(p["reduceExchange"][j])),
                     ("reduceCompute", int(p["reduceCompute"][j])),
+                    ("transform", int(p["transform"][j])),
                     ("total", int(p["total"][j])),
                     ("memory", int(p["memory"][j])),
                 )

@@ -580,20 +580,21 @@ def transform_cost(
     in_type: Type,
     out_type: Type,
     fc_pass: str = "NONE",
+    joint: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """poplin's estimate of the copies that rearrange a matrix product's operands and output into
     and out of its plan, as (cycles, temporary bytes per tile), for candidate grids of
     `used_tiles` tiles and channel grains `k_grain` and `n_grain`; m, k and n are the planned
-    product's, swapped or not, and `fc_pass` its fullyConnectedPass, NONE for a lone product, each
-    pass of a fully-connected layer planned alone (lib/poplin/ConvModel.cpp,
+    product's, swapped or not, and `fc_pass` its fullyConnectedPass, NONE for a lone product;
+    `joint` for a pass of a fully-connected layer's joint plan (lib/poplin/ConvModel.cpp,
     addTransformCycleEstimate without the regression table, enableTransformsConvTable being off by
     default). Operands as given are rearranged, and so is the output; swapped operands only when
-    their channels need padding, and besides the backward and weight-update passes' input and the
-    weight-update pass's output; a lone product's output is otherwise regrouped when its channel
-    group is not one conv unit's weights. A rearranged copy's bytes per tile are exchanged at the
-    exchange rate and copied at min(memcpy rate, element size) a cycle, a regroup's copied at
-    min(memcpy rate, group bytes), each scaled by 5/4 or 5/3; the temporary bytes are twice the
-    largest copy's."""
+    their channels need padding, and besides the weight-update pass's input and, planned alone,
+    the backward pass's input and the weight-update pass's output; a lone product's output is
+    otherwise regrouped when its channel group is not one conv unit's weights. A rearranged
+    copy's bytes per tile are exchanged at the exchange rate and copied at min(memcpy rate,
+    element size) a cycle, a regroup's copied at min(memcpy rate, group bytes), each scaled by
+    5/4 or 5/3; the temporary bytes are twice the largest copy's."""
     used = np.asarray(used_tiles, dtype=np.int64)
     k_grain = np.asarray(k_grain, dtype=np.int64)
     n_grain = np.asarray(n_grain, dtype=np.int64)
@@ -604,12 +605,13 @@ def transform_cost(
     unswapped = np.full(used.shape, not swapped)
     fc = fc_pass != "NONE"
     # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, the
-    # padding, and a fully-connected pass planned alone (not jointly): FC_TRAINING_BWD and
-    # FC_TRAINING_WU rearrange their input, FC_TRAINING_WU its output; only a product that is not
-    # a fully-connected pass regroups its output
-    rearrange_input = unswapped | pad_in | (fc_pass in ("TRAINING_BWD", "TRAINING_WU"))
+    # padding, FC_TRAINING_WU's input always, and a pass planned alone (not jointly):
+    # FC_TRAINING_BWD's input and FC_TRAINING_WU's output; only a product that is not a
+    # fully-connected pass regroups its output
+    alone = not joint
+    rearrange_input = unswapped | pad_in | (fc_pass == "TRAINING_WU") | (fc_pass == "TRAINING_BWD" and alone)
     rearrange_weights = unswapped | pad_in | pad_partials
-    rearrange_output = unswapped | pad_partials | (fc_pass == "TRAINING_WU")
+    rearrange_output = unswapped | pad_partials | (fc_pass == "TRAINING_WU" and alone)
     regroup_output = ~rearrange_output & (n_grain != amp.weights_per_conv_unit(in_type.name)) & (not fc)
     elems = np.where(rearrange_input, m * k_pad, 0) + np.where(rearrange_weights, k_pad * n_pad, 0)
     return _rearrangement_cost(

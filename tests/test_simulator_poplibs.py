@@ -463,7 +463,8 @@ def test_fc_weight_update_of_1000_channels_adds_whole_channel_groups():
     # a grouping poputil detects, and the add read it in pieces of one group
     from simulator.presets import build_preset
 
-    g = build_preset("fc", {"arch": "ipu2", "batch-size": 1, "input-size": 1000, "output-size": 1000}).graph
+    knobs = {"arch": "ipu2", "batch-size": 1, "input-size": 1000, "output-size": 1000, "plan": "separate"}
+    g = build_preset("fc", knobs).graph
     add = next(cs for cs in g.state.compute_sets if cs.name == "Wu/AddTo/AddTo")
     remote = 0
     for batch in add.batches:

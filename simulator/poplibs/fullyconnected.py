@@ -23,6 +23,7 @@ and output as a joint plan's pass costs them (poplin.transform_cost with joint=T
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,7 @@ def plan_fully_connected(
     )
     target = graph.target
     found = _joint_grid(target.arch.name, target.bytesPerTile, graph.num_tiles, b, i, o, in_type, partials_type)
-    joint_cost = None if found is None else (found[5], found[6])
+    joint_cost = None if found is None else (found[4], found[5])
     bound = poplin.AVAILABLE_MEMORY_PROPORTION * target.bytesPerTile
     if mode == "separate" or found is None:
         use_joint = False
@@ -116,12 +117,12 @@ def plan_fully_connected(
         use_joint = not separate_plan_has_lower_cost(separate, joint_cost, bound)
     if not use_joint:
         return FullyConnectedPlan(b, i, o, False, fwd, bwd, wu, joint_cost, separate)
-    p_o, p_i, ocpg, units, estimates, _, _ = found
-    icpg = amp.weights_per_conv_unit(in_type.name)
+    p_o, p_i, cand, estimates, _, _ = found
+    icpg, ocpg, units = cand.icpg, cand.ocpg, cand.units
     tile_units = amp.num_conv_units(target.arch, in_type.name, partials_type.name)
     base = np.arange(p_o * p_i, dtype=np.int64)
 
-    def make(m, k, n, pm, pn, pk, m_grain, k_grain, n_grain, tiles, estimate, conv_units):
+    def make(m, k, n, pm, pn, pk, m_grain, k_grain, n_grain, tiles, estimate, conv_units, method):
         return poplin.MatMulPlan(
             m,
             k,
@@ -136,9 +137,9 @@ def plan_fully_connected(
             dict(estimate),
             k_grain,
             n_grain,
-            "AMP",
+            method,
             m_grain,
-            0 if conv_units == tile_units else conv_units,
+            0 if conv_units in (0, tile_units) else conv_units,
         )
 
     # the tile of the cells (iO, kI) of the three passes is kI * pO + iO, the forward pass's order
@@ -155,13 +156,13 @@ def plan_fully_connected(
         True,
         # the forward pass's field grain is its input-channel group: it becomes the backward
         # pass's input channels (ConvPlan.cpp, createPlan: fieldGrainSize.back() = inChansPerGroup)
-        make(o, i, b, p_o, 1, p_i, icpg, icpg, ocpg, fwd_tiles, estimates[0], units[0]),
-        # backward: AMP with the forward pass's channel groups (ConvModel.cpp,
+        make(o, i, b, p_o, 1, p_i, icpg, icpg, ocpg, fwd_tiles, estimates[0], units[0], cand.methods[0]),
+        # backward: the forward pass's method and channel groups (ConvModel.cpp,
         # getFullyConnectedBwdConvVertexType)
-        make(i, o, b, p_i, 1, p_o, icpg, icpg, ocpg, bwd_tiles, estimates[1], units[1]),
+        make(i, o, b, p_i, 1, p_o, icpg, icpg, ocpg, bwd_tiles, estimates[1], units[1], cand.methods[1]),
         # weight update: the forward pass's output-channel group as its input channels, the forward
         # pass's input-channel group as its output channels (getFullyConnectedWuConvVertexType)
-        make(o, b, i, p_o, p_i, 1, icpg, ocpg, icpg, wu_tiles, estimates[2], units[2]),
+        make(o, b, i, p_o, p_i, 1, icpg, ocpg, icpg, wu_tiles, estimates[2], units[2], cand.methods[2]),
         joint_cost,
         separate,
     )
@@ -201,6 +202,53 @@ def amp_vertex_candidates(
     return found
 
 
+@dataclass(frozen=True)
+class _JointCandidate:
+    """One vertex choice of a joint plan: the forward pass's method and channel groups, and each
+    pass's method and conv units (0 where the method has none)."""
+
+    methods: tuple[str, str, str]  # forward, backward, weight update
+    icpg: int  # input channels of a forward group: the forward pass's field grain
+    ocpg: int  # output channels (batch rows) of a forward group
+    units: tuple[int, int, int]
+
+
+def _joint_candidates(arch, b: int, i: int, in_type: Type, partials_type: Type) -> list[_JointCandidate]:
+    """The vertex choices poplin weighs for a joint plan, in its order (lib/poplin/ConvVertexType.cpp,
+    getConvVertexTypeCandidates with isJointPlan: AMP, then HMAC), with the backward and
+    weight-update methods that follow from the forward pass's (ConvModel.cpp,
+    getFullyConnectedBwdMethod: HMAC stays HMAC; getFullyConnectedWUMethod: an outer product for a
+    weight update of one row when the forward pass's output groups are single channels).
+
+    AMP takes input channels in groups of one conv unit's weights, as a lone product's plan has them
+    (poplin also offers narrower groups). HMAC takes every input grouping that changes the number of
+    groups, a multiple of the conv units (they become the weight update's output channels:
+    getConvVertexHMACCandidates), with output groups of 1 (float partials) or 2; it is weighed only
+    where the weight update is an outer product (one row, float partials): otherwise poplin's weight
+    update runs AMP vertices on the HMAC grouping, which this planner does not model."""
+    found = []
+    wpcu = amp.weights_per_conv_unit(in_type.name)
+    for fwd_units, ocpg in amp_vertex_candidates(arch, in_type, partials_type, wpcu, joint_forward=True):
+        # the backward and weight-update vertices: the first AMP candidate with their channel
+        # groups (ConvModel.cpp, getFullyConnectedBwdConvVertexType, getFullyConnectedWuConvVertexType)
+        bwd = amp_vertex_candidates(arch, in_type, partials_type, wpcu, partials=ocpg)
+        wu = amp_vertex_candidates(arch, in_type, partials_type, ocpg, partials=wpcu)
+        if bwd and wu:
+            found.append(_JointCandidate(("AMP",) * 3, wpcu, ocpg, (fwd_units, bwd[0][0], wu[0][0])))
+    hmac_ocpg = amp.hmac_out_chans_per_group(partials_type.name)
+    if b == 1 and hmac_ocpg == 1:
+        units = amp.num_conv_units(arch, in_type.name, partials_type.name)
+        grain = 1 if in_type.name == "float" else 2
+        previous = 0
+        for icpg in range(grain, -(-i // grain) * grain + 1, grain):
+            groups = -(-i // icpg)
+            if groups == previous or (icpg != 1 and icpg % units):
+                continue
+            previous = groups
+            found.append(_JointCandidate(("HMAC", "HMAC", "OUTER_PRODUCT"), icpg, hmac_ocpg, (0, 0, 0)))
+    return found
+
+
 @functools.lru_cache(maxsize=1024)
 def _joint_grid(
     arch_name: str,
@@ -212,67 +260,82 @@ def _joint_grid(
     in_type: Type,
     partials_type: Type,
 ):
-    """The cheapest joint partition: (pO, pI, output channels per group, the three passes' conv
-    units and estimates, their summed cycles, their largest temporary bytes per tile), or None when
-    no AMP vertex suits a joint plan."""
+    """The cheapest joint partition: (pO, pI, its _JointCandidate, the three passes' estimates,
+    their summed cycles, their largest temporary bytes per tile), or None when no vertex suits a
+    joint plan."""
     from ..target import architecture
 
     arch = architecture(arch_name)
-    # input channels in groups of one conv unit's weights, as a lone product's plan has them (poplin
-    # also offers narrower groups)
-    icpg = amp.weights_per_conv_unit(in_type.name)
-    forward = amp_vertex_candidates(arch, in_type, partials_type, icpg, joint_forward=True)
-    p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)
-    p_i_c = poplin._minimal_splits(max(1, -(-i // icpg)), tiles)
-    g = np.stack([x.reshape(-1) for x in np.meshgrid(p_o_c, p_i_c, indexing="ij")])
-    g = g[:, g[0] * g[1] <= tiles]
-    p_o, p_i = g[0], g[1]
-    ob = np.minimum(o, poplin._ceil(poplin._ceil(o, icpg), p_o) * icpg)
-    ib = np.minimum(i, poplin._ceil(poplin._ceil(i, icpg), p_i) * icpg)
-    bb = np.full_like(p_o, b)
-    one = np.ones_like(p_o)
-    amp_method = np.zeros_like(p_o)
     bound = poplin.AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+    method_index = {name: index for index, name in enumerate(poplin.MATMUL_METHODS)}
 
-    def cost(k, mb, nb, kb, pk, in_groups, out_groups, out_chans_per_group, conv_units):
-        compute = amp.conv_partial_1x1_cycles(
-            arch,
-            in_type.name,
-            partials_type.name,
-            mb,
-            in_groups,
-            out_groups,
-            out_chans_per_group=out_chans_per_group,
-            conv_units=conv_units,
-        )
-        compute = np.broadcast_to(np.asarray(compute, dtype=np.int64), mb.shape)
-        return poplin._pass_costs(arch, k, mb, nb, kb, pk, amp_method, compute, in_type, partials_type, in_type)
+    def compute(method, mb, nb, kb, icpg, ocpg, conv_units):
+        """The cycles of a pass's vertices on a tile: mb rows, kb input and nb output channels."""
+        if method == "AMP":
+            cycles = amp.conv_partial_1x1_cycles(
+                arch,
+                in_type.name,
+                partials_type.name,
+                mb,
+                poplin._ceil(kb, icpg),
+                poplin._ceil(nb, ocpg),
+                out_chans_per_group=ocpg,
+                conv_units=conv_units,
+            )
+        elif method == "HMAC":
+            rows = np.ones((mb.size, 1), dtype=np.int64)
+            cycles = amp.conv_partial_hmac_cycles(
+                in_type.name,
+                partials_type.name,
+                rows,
+                mb[:, None],
+                np.minimum(kb, icpg),
+                ocpg,
+                poplin._ceil(kb, icpg),
+                poplin._ceil(nb, ocpg),
+                zero_elems=mb,
+            )
+        else:  # an outer product of one input channel, the rows split over the workers
+            cycles = WORKERS * amp.outer_product_cycles(in_type.name, poplin._ceil(mb, WORKERS), nb, ocpg)
+        return np.broadcast_to(np.asarray(cycles, dtype=np.int64), mb.shape)
 
     best = None
-    for fwd_units, ocpg in forward:
-        # the backward and weight-update vertices: the first AMP candidate with their channel
-        # groups (ConvModel.cpp, getFullyConnectedBwdConvVertexType, getFullyConnectedWuConvVertexType)
-        bwd = amp_vertex_candidates(arch, in_type, partials_type, icpg, partials=ocpg)
-        wu = amp_vertex_candidates(arch, in_type, partials_type, ocpg, partials=icpg)
-        if not bwd or not wu:
-            continue
-        units = (fwd_units, bwd[0][0], wu[0][0])
-        groups_b = -(-b // ocpg)
-        passes = (
-            cost(i, ob, bb, ib, p_i, poplin._ceil(ib, icpg), groups_b, ocpg, units[0]),  # fwd: [O,I] x [I,B]
-            cost(o, ib, bb, ob, p_o, poplin._ceil(ob, icpg), groups_b, ocpg, units[1]),  # bwd: [I,O] x [O,B]
-            cost(b, ob, ib, bb, one, groups_b, poplin._ceil(ib, icpg), icpg, units[2]),  # wu: [O,B] x [B,I]
+    for cand in _joint_candidates(arch, b, i, in_type, partials_type):
+        icpg, ocpg = cand.icpg, cand.ocpg
+        p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)
+        p_i_c = poplin._minimal_splits(max(1, -(-i // icpg)), tiles)
+        g = np.stack([x.reshape(-1) for x in np.meshgrid(p_o_c, p_i_c, indexing="ij")])
+        g = g[:, g[0] * g[1] <= tiles]
+        p_o, p_i = g[0], g[1]
+        ob = np.minimum(o, poplin._ceil(poplin._ceil(o, icpg), p_o) * icpg)
+        ib = np.minimum(i, poplin._ceil(poplin._ceil(i, icpg), p_i) * icpg)
+        bb = np.full_like(p_o, b)
+        one = np.ones_like(p_o)
+        # (k, rows, output channels, input channels, k split, input group, output group) of each pass:
+        # fwd [O,I] x [I,B], bwd [I,O] x [O,B], wu [O,B] x [B,I]
+        shapes = (
+            (i, ob, bb, ib, p_i, icpg, ocpg),
+            (o, ib, bb, ob, p_o, icpg, ocpg),
+            (b, ob, ib, bb, one, ocpg, icpg),
         )
+        passes = []
+        for method, units, (k, mb, nb, kb, pk, ig, og) in zip(cand.methods, cand.units, shapes):
+            vertex = compute(method, mb, nb, kb, ig, og, units)
+            index = np.full_like(p_o, method_index[method])
+            passes.append(poplin._pass_costs(arch, k, mb, nb, kb, pk, index, vertex, in_type, partials_type, in_type))
         # each pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
         # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its operands
-        # swapped, so only padded channels and the weight update's input are rearranged
+        # swapped, so only padded channels and the weight update's input are rearranged; the field
+        # (O, or I for the backward pass) counts whole grains of the forward input group
+        # (ConvPlan.cpp, createPlan: fieldGrainSize.back() = inChansPerGroup)
         used = p_o * p_i
+        o_field, i_field = -(-o // icpg) * icpg, -(-i // icpg) * icpg
         for p, (m_, k_, n_, kg, og, fc_pass) in zip(
             passes,
             (
-                (o, i, b, icpg, ocpg, "TRAINING_FWD"),
-                (i, o, b, icpg, ocpg, "TRAINING_BWD"),
-                (o, b, i, ocpg, icpg, "TRAINING_WU"),
+                (o_field, i, b, icpg, ocpg, "TRAINING_FWD"),
+                (i_field, o, b, icpg, ocpg, "TRAINING_BWD"),
+                (o_field, b, i, ocpg, icpg, "TRAINING_WU"),
             ),
         ):
             cycles, temp = poplin.transform_cost(
@@ -291,18 +354,21 @@ def _joint_grid(
         key = (not bool(fits[j]), int(ranked[j]), int(p_o[j] * p_i[j]))
         if best is None or key < best[0]:
             estimates = tuple(
-                (
-                    ("compute", int(p["compute"][j])),
-                    ("exchange", int(p["exchange"][j])),
-                    ("reduceExchange", int(p["reduceExchange"][j])),
-                    ("reduceCompute", int(p["reduceCompute"][j])),
-                    ("transform", int(p["transform"][j])),
-                    ("total", int(p["total"][j])),
-                    ("memory", int(p["memory"][j])),
+                tuple(
+                    (name, int(p[name][j]))
+                    for name in (
+                        "compute",
+                        "exchange",
+                        "reduceExchange",
+                        "reduceCompute",
+                        "transform",
+                        "total",
+                        "memory",
+                    )
                 )
                 for p in passes
             )
-            best = (key, (int(p_o[j]), int(p_i[j]), ocpg, units, estimates, int(total[j]), int(memory[j])))
+            best = (key, (int(p_o[j]), int(p_i[j]), cand, estimates, int(total[j]), int(memory[j])))
     return None if best is None else best[1]
 
 
@@ -365,7 +431,10 @@ def transposeWeights(
     heights = np.minimum(fwd.mb, o - np.arange(fwd.pm) * fwd.mb).clip(min=0)  # O rows of each block
     widths = np.minimum(fwd.kb, i - np.arange(fwd.pk) * fwd.kb).clip(min=0)  # I columns of each block
     s_off = np.concatenate(([0], np.cumsum(np.outer(heights, widths).reshape(-1))[:-1]))
-    group = amp.weights_per_conv_unit(weights.dtype.name)
+    # matrices of the backward group (O rows) by the forward group (I columns): each plan's input
+    # group and its channels' greatest common divisor, as a joint plan's groups are taken
+    # (lib/poplin/Convolution.cpp, getGroupSizes: the first common divisors, pickGroupSizes)
+    rows_group, cols_group = math.gcd(bwd.k_grain, o), math.gcd(fwd.k_grain, i)
     starts, ends, map_tiles = [], [], []
     v_tile, v_src, v_len, v_rows, v_cols, v_mats, d_v, d_pos, d_len = [], [], [], [], [], [], [], [], []
     vertex = 0
@@ -381,16 +450,16 @@ def transposeWeights(
             ends.append(dst0 + h * w)
             map_tiles.append(tile)
             # the block's matrices of group x group, split by groups of its rows over the workers
-            row_groups = -(-h // group)
+            row_groups = -(-h // rows_group)
             share = -(-row_groups // min(WORKERS, row_groups))
             for g0 in range(0, row_groups, share):
-                r0, r1 = g0 * group, min(h, (g0 + share) * group)
+                r0, r1 = g0 * rows_group, min(h, (g0 + share) * rows_group)
                 v_tile.append(tile)
                 v_src.append(src0 + r0 * w)
                 v_len.append((r1 - r0) * w)
-                v_rows.append(min(group, r1 - r0))
-                v_cols.append(min(group, w))
-                v_mats.append(-(-(r1 - r0) // group) * -(-w // group))
+                v_rows.append(min(rows_group, r1 - r0))
+                v_cols.append(min(cols_group, w))
+                v_mats.append(-(-(r1 - r0) // rows_group) * -(-w // cols_group))
                 # rows r0..r1 of the W^T block are columns r0..r1 of each row of the W block
                 d_pos.append(dst0 + np.arange(w, dtype=np.int64) * h + r0)
                 d_len.append(np.full(w, r1 - r0, dtype=np.int64))

@@ -1286,7 +1286,12 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
         )
     elif plan.method == "HMAC":
         # out is a Vector<Output<Vector<AccumType, COMPACT_PTR, 8>>>: any memory
-        # (lib/poplin/codelets/ConvPartialHorizontalMac.cpp); one input group of the tile's channels
+        # (lib/poplin/codelets/ConvPartialHorizontalMac.cpp); one input group of the tile's channels,
+        # or in a joint plan groups of the forward pass's input-channel group (its field grain)
+        tile_k = k1 - k0
+        in_chans, in_groups = tile_k, np.ones(v.size, dtype=np.int64)
+        if plan.k_grain > (1 if plan.in_type.name == "float" else 2):
+            in_chans, in_groups = np.minimum(tile_k, plan.k_grain), -(-tile_k // plan.k_grain)
         add_vertices(
             graph,
             cs,
@@ -1295,11 +1300,11 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
             fields_,
             work={
                 "out_elems": r1 - r0,
-                "in_chans": k1 - k0,
+                "in_chans": in_chans,
                 "out_chans": np.full(v.size, ocpg),
                 "kernel_rows": np.ones((v.size, 1), dtype=np.int64),  # one row of the tile's positions
                 "kernel_cols": (r1 - r0)[:, None],
-                "in_groups": np.ones(v.size, dtype=np.int64),
+                "in_groups": in_groups,
                 "out_groups": -(-(c1 - c0) // ocpg),
             },
         )

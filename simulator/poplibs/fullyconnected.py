@@ -140,6 +140,8 @@ def plan_fully_connected(
             method,
             m_grain,
             0 if conv_units in (0, tile_units) else conv_units,
+            # HMAC vertices take the forward pass's input groups, the joint plan's field grain
+            hmac_group=k_grain if method == "HMAC" else 0,
         )
 
     # the tile of the cells (iO, kI) of the three passes is kI * pO + iO, the forward pass's order
@@ -267,38 +269,6 @@ def _joint_grid(
 
     arch = architecture(arch_name)
     bound = poplin.AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
-    method_index = {name: index for index, name in enumerate(poplin.MATMUL_METHODS)}
-
-    def compute(method, mb, nb, kb, icpg, ocpg, conv_units):
-        """The cycles of a pass's vertices on a tile: mb rows, kb input and nb output channels."""
-        if method == "AMP":
-            cycles = amp.conv_partial_1x1_cycles(
-                arch,
-                in_type.name,
-                partials_type.name,
-                mb,
-                poplin._ceil(kb, icpg),
-                poplin._ceil(nb, ocpg),
-                out_chans_per_group=ocpg,
-                conv_units=conv_units,
-            )
-        elif method == "HMAC":
-            rows = np.ones((mb.size, 1), dtype=np.int64)
-            cycles = amp.conv_partial_hmac_cycles(
-                in_type.name,
-                partials_type.name,
-                rows,
-                mb[:, None],
-                np.minimum(kb, icpg),
-                ocpg,
-                poplin._ceil(kb, icpg),
-                poplin._ceil(nb, ocpg),
-                zero_elems=mb,
-            )
-        else:  # an outer product of one input channel, the rows split over the workers
-            cycles = WORKERS * amp.outer_product_cycles(in_type.name, poplin._ceil(mb, WORKERS), nb, ocpg)
-        return np.broadcast_to(np.asarray(cycles, dtype=np.int64), mb.shape)
-
     best = None
     for cand in _joint_candidates(arch, b, i, in_type, partials_type):
         icpg, ocpg = cand.icpg, cand.ocpg
@@ -311,39 +281,32 @@ def _joint_grid(
         ib = np.minimum(i, poplin._ceil(poplin._ceil(i, icpg), p_i) * icpg)
         bb = np.full_like(p_o, b)
         one = np.ones_like(p_o)
-        # (k, rows, output channels, input channels, k split, input group, output group) of each pass:
-        # fwd [O,I] x [I,B], bwd [I,O] x [O,B], wu [O,B] x [B,I]
-        shapes = (
-            (i, ob, bb, ib, p_i, icpg, ocpg),
-            (o, ib, bb, ob, p_o, icpg, ocpg),
-            (b, ob, ib, bb, one, ocpg, icpg),
-        )
-        passes = []
-        for method, units, (k, mb, nb, kb, pk, ig, og) in zip(cand.methods, cand.units, shapes):
-            vertex = compute(method, mb, nb, kb, ig, og, units)
-            index = np.full_like(p_o, method_index[method])
-            passes.append(poplin._pass_costs(arch, k, mb, nb, kb, pk, index, vertex, in_type, partials_type, in_type))
-        # each pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
-        # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its operands
-        # swapped, so only padded channels and the weight update's input are rearranged; the field
-        # (O, or I for the backward pass) counts whole grains of the forward input group
-        # (ConvPlan.cpp, createPlan: fieldGrainSize.back() = inChansPerGroup)
         used = p_o * p_i
         o_field, i_field = -(-o // icpg) * icpg, -(-i // icpg) * icpg
-        for p, (m_, k_, n_, kg, og, fc_pass) in zip(
-            passes,
-            (
-                (o_field, i, b, icpg, ocpg, "TRAINING_FWD"),
-                (i_field, o, b, icpg, ocpg, "TRAINING_BWD"),
-                (o_field, b, i, ocpg, icpg, "TRAINING_WU"),
-            ),
-        ):
+        # each pass: (pass, k, n, m in whole field grains of the forward input group, a tile's rows,
+        # output and input channels, the k split, the input and output groups); fwd [O,I] x [I,B],
+        # bwd [I,O] x [O,B], wu [O,B] x [B,I] (ConvPlan.cpp, createPlan: fieldGrainSize.back() =
+        # inChansPerGroup)
+        specs = (
+            ("TRAINING_FWD", i, b, o_field, ob, bb, ib, p_i, icpg, ocpg),
+            ("TRAINING_BWD", o, b, i_field, ib, bb, ob, p_o, icpg, ocpg),
+            ("TRAINING_WU", b, i, o_field, ob, ib, bb, one, ocpg, icpg),
+        )
+        passes = []
+        for method, units, (fc_pass, k, n, m, mb, nb, kb, pk, ig, og) in zip(cand.methods, cand.units, specs):
+            vertex = poplin.product_vertex_cycles(arch, method, in_type, partials_type, mb, nb, kb, ig, og, units)
+            index = np.full_like(p_o, poplin.MATMUL_METHODS.index(method))
+            p = poplin._pass_costs(arch, k, mb, nb, kb, pk, index, vertex, in_type, partials_type, in_type)
+            # the pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
+            # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its
+            # operands swapped, so only padded channels and the weight update's input are rearranged
             cycles, temp = poplin.transform_cost(
-                arch, True, m_, k_, n_, kg, og, used, in_type, in_type, fc_pass, joint=True
+                arch, True, m, k, n, ig, og, used, in_type, in_type, fc_pass, joint=True
             )
             p["transform"] = cycles
             p["total"] = p["total"] + cycles
             p["memory"] = np.maximum(p["memory"], temp)
+            passes.append(p)
         total = sum(p["total"] for p in passes)
         memory = np.maximum.reduce([p["memory"] for p in passes])
         # each pass's temporary bytes within the bound (ConvModel.cpp, constructModel: the forward

@@ -73,6 +73,7 @@ class MatMulPlan:
     swapped: bool = False  # planned as C^T [n, m] = B^T A^T: m, k, n and the grid are that product's
     kernel_size: int = 1  # a convolution's kernel positions; 1 for a matrix product
     serial: int = 1  # poplin's outChanSplit.serial: n is computed in this many steps of n / serial columns
+    hmac_group: int = 0  # HMAC input channels a vertex group; 0: a tile's channels in one group
 
     @property
     def mb(self) -> int:
@@ -339,6 +340,43 @@ def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, ke
         graph.state.require_fits(f"the product's {what} of shape {shape}", size)
 
 
+def product_vertex_cycles(
+    arch, method: str, in_type: Type, partials_type: Type, mb, nb, kb, in_group, out_group, conv_units=None
+) -> np.ndarray:
+    """Tile cycles of the vertices of a matrix product's tile, as poplin's planner estimates them:
+    mb rows, kb input channels in groups of `in_group` and nb output channels in groups of
+    `out_group` (codelets/poplin.py: ConvPartial1x1Out on `conv_units`, ConvPartialHorizontalMac,
+    and OuterProduct, of one input channel, with the rows split over the workers)."""
+    mb = np.asarray(mb, dtype=np.int64)
+    if method == "AMP":
+        cycles = amp.conv_partial_1x1_cycles(
+            arch,
+            in_type.name,
+            partials_type.name,
+            mb,
+            _ceil(kb, in_group),
+            _ceil(nb, out_group),
+            out_chans_per_group=out_group,
+            conv_units=conv_units,
+        )
+    elif method == "HMAC":
+        rows = np.ones((mb.size, 1), dtype=np.int64)  # a product's positions are one row
+        cycles = amp.conv_partial_hmac_cycles(
+            in_type.name,
+            partials_type.name,
+            rows,
+            mb.reshape(-1, 1),
+            np.minimum(kb, in_group),
+            out_group,
+            _ceil(kb, in_group),
+            _ceil(nb, out_group),
+            zero_elems=mb,
+        )
+    else:
+        cycles = WORKERS * amp.outer_product_cycles(in_type.name, _ceil(mb, WORKERS), nb, out_group)
+    return np.broadcast_to(np.asarray(cycles, dtype=np.int64), mb.shape)
+
+
 @functools.lru_cache(maxsize=4096)
 def _best_grid(
     arch_name: str,
@@ -403,15 +441,7 @@ def _best_grid(
                         zero_elems=mb,
                     )
                 else:
-                    compute = amp.conv_partial_1x1_cycles(
-                        arch,
-                        in_type.name,
-                        partials_type.name,
-                        mb,
-                        -(-kb // icpg),
-                        -(-nb // ocpg),
-                        out_chans_per_group=ocpg,
-                    )
+                    compute = product_vertex_cycles(arch, "AMP", in_type, partials_type, mb, nb, kb, icpg, ocpg)
                 cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
         if "HMAC" in methods:
             # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
@@ -423,13 +453,13 @@ def _best_grid(
             ocpg = amp.hmac_out_chans_per_group(partials_type.name)
             g, mb, nb, kb = grid(ocpg, k_grain, True)
             if conv_kernel == 1 and out_width == 1:
-                rows, cols = np.ones((mb.size, 1), dtype=np.int64), mb[:, None]
+                compute = product_vertex_cycles(arch, "HMAC", in_type, partials_type, mb, nb, kb, kb, ocpg)
             else:
                 rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
                 cols = np.full(kernel[1], out_width)
-            compute = amp.conv_partial_hmac_cycles(
-                in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
-            )
+                compute = amp.conv_partial_hmac_cycles(
+                    in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
+                )
             cands.append((g, ocpg, k_grain, 1, compute))
         if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
             # one input channel: poplin offers an outer product, its partials in the input type, the
@@ -438,7 +468,7 @@ def _best_grid(
             # getOuterProductCycleEstimate of ceil(tileOutWidth / numContexts) positions, times the contexts)
             ocpg = amp.outer_product_chans_per_group(arch, in_type.name)
             g, mb, nb, kb = grid(ocpg, 1, False)
-            compute = WORKERS * amp.outer_product_cycles(in_type.name, -(-mb // WORKERS), nb, ocpg)
+            compute = product_vertex_cycles(arch, "OUTER_PRODUCT", in_type, partials_type, mb, nb, kb, 1, ocpg)
             cands.append((g, ocpg, 1, 2, compute))
         if not cands:
             raise GraphError(
@@ -1286,12 +1316,10 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
         )
     elif plan.method == "HMAC":
         # out is a Vector<Output<Vector<AccumType, COMPACT_PTR, 8>>>: any memory
-        # (lib/poplin/codelets/ConvPartialHorizontalMac.cpp); one input group of the tile's channels,
-        # or in a joint plan groups of the forward pass's input-channel group (its field grain)
+        # (lib/poplin/codelets/ConvPartialHorizontalMac.cpp); the plan's input groups
         tile_k = k1 - k0
-        in_chans, in_groups = tile_k, np.ones(v.size, dtype=np.int64)
-        if plan.k_grain > (1 if plan.in_type.name == "float" else 2):
-            in_chans, in_groups = np.minimum(tile_k, plan.k_grain), -(-tile_k // plan.k_grain)
+        group = plan.hmac_group or tile_k
+        in_chans, in_groups = np.minimum(tile_k, group), -(-tile_k // group)
         add_vertices(
             graph,
             cs,

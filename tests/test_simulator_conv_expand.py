@@ -275,9 +275,9 @@ def test_a_candidate_that_cannot_beat_the_best_is_not_planned(monkeypatch):
     planned = []
     real = poplin._conv_grid
 
-    def counting(graph, params, partials_type=FLOAT):
+    def counting(graph, params, partials_type=FLOAT, bound=None):
         planned.append(params.kernel)
-        return real(graph, params, partials_type)
+        return real(graph, params, partials_type, bound)
 
     monkeypatch.setattr(poplin, "_conv_grid", counting)
     assert poplin.conv_transforms(g, p) == (False, ())

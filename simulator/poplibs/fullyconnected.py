@@ -85,16 +85,19 @@ def plan_fully_connected(
     in_type: Type,
     partials_type: Type = FLOAT,
     mode: str = "poplin",
+    available_memory_proportion: float = poplin.AVAILABLE_MEMORY_PROPORTION,
 ) -> FullyConnectedPlan:
-    """The plans of the fc passes: joint or separate as poplin chooses, or as `mode` forces."""
+    """The plans of the fc passes: joint or separate as poplin chooses, or as `mode` forces; each
+    within poplin's memory bound for `available_memory_proportion` (poplin.memory_bound)."""
     if mode not in PLAN_MODES:
         raise GraphError(f"fully-connected plan mode must be one of {', '.join(PLAN_MODES)}, got {mode!r}")
     b, i, o = batch, input_size, output_size
+    target = graph.target
+    options = {"partialsType": partials_type.name, "availableMemoryProportion": available_memory_proportion}
+    bound = poplin.memory_bound(options, target.bytesPerTile)
     # the separate plans, each pass planned alone as poplin plans it (poplin.plan_product)
     fwd, bwd, wu = (
-        poplin.plan_product(
-            graph, m, k, n, in_type, {"fullyConnectedPass": fc_pass, "partialsType": partials_type.name}
-        )
+        poplin.plan_product(graph, m, k, n, in_type, {**options, "fullyConnectedPass": fc_pass})
         for fc_pass, (m, k, n) in (
             ("TRAINING_FWD", (b, i, o)),
             ("TRAINING_BWD", (b, o, i)),
@@ -105,10 +108,8 @@ def plan_fully_connected(
         sum(p.estimate["total"] for p in (fwd, bwd, wu)),
         max(p.estimate["memory"] for p in (fwd, bwd, wu)),
     )
-    target = graph.target
-    found = _joint_grid(target.arch.name, target.bytesPerTile, graph.num_tiles, b, i, o, in_type, partials_type)
+    found = _joint_grid(target.arch.name, target.bytesPerTile, graph.num_tiles, b, i, o, in_type, partials_type, bound)
     joint_cost = None if found is None else (found[4], found[5])
-    bound = poplin.AVAILABLE_MEMORY_PROPORTION * target.bytesPerTile
     if mode == "separate" or found is None:
         use_joint = False
     elif mode == "joint":
@@ -261,15 +262,17 @@ def _joint_grid(
     o: int,
     in_type: Type,
     partials_type: Type,
+    bound: float,
 ):
-    """The cheapest joint partition: (pO, pI, its _JointCandidate, the three passes' estimates,
-    their summed cycles, their largest temporary bytes per tile), or None when no vertex suits a
-    joint plan."""
+    """The cheapest joint partition within `bound` temporary bytes per tile: (pO, pI, its
+    _JointCandidate, the three passes' estimates, their summed cycles, their largest temporary
+    bytes per tile), or None when no vertex suits a joint plan. When none fits, the bound is
+    doubled until one does or it passes twice the tile's memory, then dropped (ConvPlan.cpp,
+    createPlan: minimizeMemory)."""
     from ..target import architecture
 
     arch = architecture(arch_name)
-    bound = poplin.AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
-    best = None
+    found = []  # per candidate: (its grids' pO, pI, summed cycles, largest bytes, per-pass costs)
     for cand in _joint_candidates(arch, b, i, in_type, partials_type):
         icpg, ocpg = cand.icpg, cand.ocpg
         p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)
@@ -309,12 +312,22 @@ def _joint_grid(
             passes.append(p)
         total = sum(p["total"] for p in passes)
         memory = np.maximum.reduce([p["memory"] for p in passes])
-        # each pass's temporary bytes within the bound (ConvModel.cpp, constructModel: the forward
-        # pass's in addEstimates, the backward and weight-update passes' beside the joint objective)
-        fits = memory <= bound
-        ranked = np.where(fits, total, np.iinfo(np.int64).max) if fits.any() else total
-        j = int(np.lexsort((p_o * p_i, ranked))[0])
-        key = (not bool(fits[j]), int(ranked[j]), int(p_o[j] * p_i[j]))
+        found.append((cand, p_o, p_i, total, memory, passes))
+    if not found:
+        return None
+    # each pass's temporary bytes within the bound (ConvModel.cpp, constructModel: the forward
+    # pass's in addEstimates, the backward and weight-update passes' beside the joint objective)
+    memory = np.concatenate([f[4] for f in found])
+    while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
+        bound *= 2
+    bounded = bool((memory <= bound).any())
+    best = None
+    for cand, p_o, p_i, total, memory, passes in found:
+        allowed = memory <= bound if bounded else np.ones(total.shape, dtype=bool)
+        if not allowed.any():
+            continue
+        j = int(np.lexsort((p_o * p_i, np.where(allowed, total, np.iinfo(np.int64).max)))[0])
+        key = (int(total[j]), int(p_o[j] * p_i[j]))
         if best is None or key < best[0]:
             estimates = tuple(
                 tuple(

@@ -45,6 +45,21 @@ from ._util import (
 AVAILABLE_MEMORY_PROPORTION = 0.6
 
 
+def memory_bound(options: dict | None, bytes_per_tile: int) -> float:
+    """The temporary bytes per tile poplin's planner allows a product or convolution with these
+    options: ``availableMemoryProportion`` (0.6 by default) of the tile's memory. A proportion of
+    0 sets no bound, and the planner then takes the fewest cycles (lib/poplin/ConvPlan.cpp,
+    runPlanner: no memory bound, then createPlan: minimizeMemory without a bound)."""
+    value = (options or {}).get("availableMemoryProportion", AVAILABLE_MEMORY_PROPORTION)
+    try:
+        proportion = float(value)
+    except (TypeError, ValueError):
+        proportion = math.nan
+    if isinstance(value, bool) or not math.isfinite(proportion) or proportion < 0:
+        raise GraphError(f"availableMemoryProportion must be a number of at least 0, got {value!r}")
+    return math.inf if proportion == 0 else proportion * bytes_per_tile
+
+
 def addCodelets(graph: Graph) -> None:
     """Make the poplin vertices available to the graph."""
     graph.addCodelets("poplin")
@@ -262,9 +277,11 @@ def plan_matmul(
     swap: bool | None = None,
     fc_pass: str = "NONE",
     conv_input: tuple[int, ...] | None = None,
+    bound: float | None = None,
 ) -> MatMulPlan:
-    """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model;
-    a convolution's m counts output positions, in rows of `out_width`, and `kernel` is its kernel.
+    """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model,
+    within `bound` temporary bytes per tile (default: poplin's, memory_bound); a convolution's m
+    counts output positions, in rows of `out_width`, and `kernel` is its kernel.
 
     A product is planned on its operands as given unless `swap` is set (plan_product). With `swap`
     True, it is planned as C^T = B^T A^T, and with `swap` False as given, each with the cost
@@ -295,6 +312,7 @@ def plan_matmul(
         swap,
         fc_pass,
         conv_input,
+        memory_bound(None, target.bytesPerTile) if bound is None else bound,
     )
     m, n = pm_size, pn_size
     pm, pn, pk = grid
@@ -394,6 +412,7 @@ def _best_grid(
     swap: bool | None = None,
     fc_pass: str = "NONE",
     conv_input: tuple[int, ...] | None = None,
+    bound: float | None = None,
 ):
     from ..target import architecture
 
@@ -517,11 +536,10 @@ def _best_grid(
             "serial": np.full_like(total, n // n_cols),
         }
 
-    # poplin's memory bound: temporary memory per tile at most availableMemoryProportion (default 0.6)
-    # of the tile (ConvOptions.hpp availableMemoryProportion; ConvPlan.cpp, the planner's maxBytesPerTile);
-    # when no grid fits, twice the bound, doubled again until it passes twice the tile's memory, then
-    # no bound (ConvPlan.cpp, createPlan: minimizeCycles, then minimizeMemory)
-    bound = AVAILABLE_MEMORY_PROPORTION * bytes_per_tile
+    # poplin's memory bound (memory_bound): when no grid fits, twice the bound, doubled again until it
+    # passes twice the tile's memory, then no bound (ConvPlan.cpp, createPlan: minimizeCycles, then
+    # minimizeMemory)
+    bound = memory_bound(None, bytes_per_tile) if bound is None else bound
     c = candidates(n)
     if conv_kernel == 1 and out_width == 1 and conv_input is None:
         c = _with_serial_splits(c, candidates, arch, k, n, tiles, in_type, partials_type, fc_pass)
@@ -966,16 +984,18 @@ def plan_product(
     the swapped one among equals (lib/poplin/ConvPlan.cpp, getSwapOperandCandidates: swapped
     first for fully-connected passes). The swapOperands constraint fixes the orientation. A lone
     product is planned as given unless the constraint swaps it ("Swapped operands" in
-    docs/simulator.md says why)."""
-    partials = as_type((options or {}).get("partialsType", "float"))
+    docs/simulator.md says why). ``availableMemoryProportion`` sets the memory bound (memory_bound)."""
+    partials = partials_type(options)
     methods = plan_methods(options)
     fc_pass = matmul_pass(options)
     swap = plan_swap(options)
+    bound = memory_bound(options, graph.target.bytesPerTile)
     if swap is not None or fc_pass == "NONE":
-        return plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=swap, fc_pass=fc_pass)
-    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
+        return plan_matmul(
+            graph, m, k, n, in_type, partials, out_type, methods=methods, swap=swap, fc_pass=fc_pass, bound=bound
+        )
     plans = [
-        plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=s, fc_pass=fc_pass)
+        plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=s, fc_pass=fc_pass, bound=bound)
         for s in (True, False)
     ]
     # poplin's objective: cycles, then temporary bytes (ConvPlan.cpp, PlanningObjective)
@@ -1581,7 +1601,7 @@ def _channel_group(chans: int, group: int) -> int:
 SMALL_CHANNELS = 4
 
 
-def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) -> _ConvGrid:
+def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT, bound: float | None = None) -> _ConvGrid:
     """The plan of a convolution: the matrix-product plan of its positions, input and output
     channels, whole output rows in a cell, and poplin's tile order (lib/poplin/Convolution.cpp,
     linearizeConvIndices: input-channel split outermost, output channels innermost)."""
@@ -1601,6 +1621,7 @@ def _conv_grid(graph: Graph, params: ConvParams, partials_type: Type = FLOAT) ->
         methods=("HMAC",) if c < SMALL_CHANNELS else ("AMP",),
         out_width=ow,
         conv_input=(oh, *params.field, *params.stride, *params.padding),
+        bound=bound,
     )
     ig = _channel_group(c, plan.k_grain)
     og = _channel_group(o, plan.n_grain)
@@ -1874,7 +1895,7 @@ def conv_transforms(
             f"only at stride 1 where the swapped padding is not negative, not {params}"
         )
     arch = graph.target.arch
-    bound = AVAILABLE_MEMORY_PROPORTION * graph.target.bytesPerTile
+    bound = memory_bound(options, graph.target.bytesPerTile)
     peak = max(arch.half_half_macs, arch.half_float_macs, arch.float_float_macs)
     candidates = []  # (cycles, memory, transforms) in poplin's order
     for swap in (False, True) if forced_swap is None else (forced_swap,):
@@ -1890,7 +1911,7 @@ def conv_transforms(
             macs = p.batch * math.prod(p.out_field) * math.prod(p.kernel) * p.in_chans * p.out_chans
             if any(m <= bound and c <= macs // (graph.num_tiles * peak) for c, m, _ in candidates):
                 continue
-            grid = _conv_grid(graph, _flattened(p) or p, partials_type)
+            grid = _conv_grid(graph, _flattened(p) or p, partials_type, bound)
             cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims), swap)
             memory = max(grid.plan.estimate["memory"], temp)
             candidates.append((grid.plan.estimate["total"] + cycles, memory, (swap, dims)))
@@ -1904,6 +1925,30 @@ def conv_transforms(
         if bound >= 2 * graph.target.bytesPerTile:
             return min(candidates, key=lambda c: c[0])[2]
         bound *= 2
+
+
+@dataclass(frozen=True)
+class ConvolutionPlan:
+    """What poplin's planner chooses for a convolution: its transforms and the partition of the
+    convolution they give (lib/poplin/ConvPlan.cpp, Plan: transforms and partitions)."""
+
+    swap_operands: bool
+    expand_dims: tuple[int, ...]
+    flattened: bool  # the batch and output rows folded into one dim of positions
+    grid: _ConvGrid  # the partition of the transformed convolution
+
+
+def convolution_plan(graph: Graph, params: ConvParams, options: dict | None = None) -> ConvolutionPlan:
+    """The plan `convolution` builds for this convolution with these options."""
+    flat = _flattened(params)
+    if flat is not None:
+        return dataclasses.replace(convolution_plan(graph, flat, options), flattened=True)
+    partials = partials_type(options)
+    swap, dims = conv_transforms(graph, params, partials, options)
+    planned = _expanded(_swapped(params) if swap else params, dims)
+    inner = _flattened(planned)
+    bound = memory_bound(options, graph.target.bytesPerTile)
+    return ConvolutionPlan(swap, dims, inner is not None, _conv_grid(graph, inner or planned, partials, bound))
 
 
 def _flipped(T: Tensor) -> Tensor:
@@ -1971,9 +2016,8 @@ def createInput(graph: Graph, params: ConvParams, debugPrefix: str = "conv/in", 
     with these options, as poplin::createInput makes it (lib/poplin/Convolution.cpp,
     createInputImpl): stored as [C/ig][N][H][W][ig], each piece spread over the tiles that read it
     (mapActivationsOrWeights)."""
-    planned = _flattened(params) or params
     shape = (params.batch, params.in_chans, *params.field)
-    return _create_operand(graph, _conv_grid(graph, planned, _partials_type(options)), True, debugPrefix, shape)
+    return _create_operand(graph, _options_grid(graph, params, options), True, debugPrefix, shape)
 
 
 def createWeights(
@@ -1983,13 +2027,23 @@ def createWeights(
     options, as poplin::createWeights makes them (lib/poplin/Convolution.cpp, createWeightsImpl):
     stored as [O/og][C/ig][kh][kw][og][ig], each piece spread over the tiles that read it
     (mapActivationsOrWeights)."""
-    planned = _flattened(params) or params
-    return _create_operand(graph, _conv_grid(graph, planned, _partials_type(options)), False, debugPrefix)
+    return _create_operand(graph, _options_grid(graph, params, options), False, debugPrefix)
 
 
-def _partials_type(options: dict | None) -> Type:
-    """The partials type a convolution's options ask for (poplin's partialsType, float by default)."""
-    return as_type((options or {}).get("partialsType", "float"))
+def _options_grid(graph: Graph, params: ConvParams, options: dict | None) -> _ConvGrid:
+    """The plan of the convolution as given (flattened where poplin flattens it) with these
+    options' partials type and memory bound."""
+    bound = memory_bound(options, graph.target.bytesPerTile)
+    return _conv_grid(graph, _flattened(params) or params, partials_type(options), bound)
+
+
+def partials_type(options: dict | None) -> Type:
+    """The partials type a product's or convolution's options ask for: poplin's ``partialsType``,
+    half or float, float by default (lib/poplin/ConvOptions.cpp, partialsTypeMap)."""
+    value = (options or {}).get("partialsType", "float")
+    if value not in ("half", "float"):
+        raise GraphError(f"partialsType must be half or float, got {value!r}")
+    return as_type(value)
 
 
 def _channels_grouped(grouped: Tensor, group: int) -> bool:
@@ -2165,14 +2219,15 @@ def convolution(
         out = convolution(graph, _flat_acts(inp), weights, flat, prog, debugPrefix, options, transposeAndFlipWeights)
         return _unflat_acts(out, b, (oh, ow))
     options = options or {}
-    partials_type = as_type(options.get("partialsType", "float"))
+    partials = partials_type(options)
+    bound = memory_bound(options, graph.target.bytesPerTile)
     if transposeAndFlipWeights:
         bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights", options)
         weightsTransposeChansFlipXY(graph, weights, bwd_weights, prog, debugPrefix)
         weights = bwd_weights
-    swap, dims = conv_transforms(graph, params, partials_type, options)
+    swap, dims = conv_transforms(graph, params, partials, options)
     if not swap and not dims:
-        return _convolve(graph, inp, weights, params, prog, debugPrefix, partials_type)
+        return _convolve(graph, inp, weights, params, prog, debugPrefix, partials, bound)
     planned = params
     if swap:
         # poplin's swapOperands transform: the weights, flipped, are the input of a batch of the
@@ -2194,9 +2249,9 @@ def convolution(
     prog.add(Copy(src, dst, name=f"{debugPrefix}/{step}Weights"))
     flat = _flattened(expanded)
     if flat is None:
-        out = _convolve(graph, planned_acts, planned_weights, expanded, prog, debugPrefix, partials_type)
+        out = _convolve(graph, planned_acts, planned_weights, expanded, prog, debugPrefix, partials, bound)
     else:
-        out = _convolve(graph, _flat_acts(planned_acts), planned_weights, flat, prog, debugPrefix, partials_type)
+        out = _convolve(graph, _flat_acts(planned_acts), planned_weights, flat, prog, debugPrefix, partials, bound)
         out = _unflat_acts(out, expanded.batch, expanded.out_field)
     return out.dimShuffle((1, 0, 2, 3)) if swap else out
 
@@ -2209,15 +2264,17 @@ def _convolve(
     prog: Sequence,
     debugPrefix: str,
     partials_type: Type,
+    bound: float,
 ) -> Tensor:
-    """The convolution's plan on its operands as given: AMP (or HMAC) partial sums, then reduced."""
+    """The convolution's plan on its operands as given, within `bound` temporary bytes per tile:
+    AMP (or HMAC) partial sums, then reduced."""
     b, c, o = params.batch, params.in_chans, params.out_chans
     h, w = params.field
     kh, kw = params.kernel
     sh, sw = params.stride
     pad_h, pad_w = params.pad_widths
     oh, ow = params.out_field
-    grid = _conv_grid(graph, params, partials_type)
+    grid = _conv_grid(graph, params, partials_type, bound)
     plan, og = grid.plan, grid.og
     positions = b * oh
     state = graph.state

@@ -16,9 +16,9 @@ import numpy as np
 from . import programs as P
 from .codelets import Input, Output, Vertex
 from .engine import Engine
-from .errors import OptionError
+from .errors import GraphError, OptionError
 from .graph import Graph
-from .poplibs import fullyconnected, poplin, popnn, popops, poprand
+from .poplibs import fullyconnected, planreport, poplin, popnn, popops, poprand
 from .poplibs._util import group_graphs, map_linearly, merge_parallel
 from .target import Target
 from .types import FLOAT, HALF, INT, UNSIGNED_INT, as_type
@@ -35,6 +35,11 @@ class Knob:
     choices: tuple | None = None
     minimum: int | None = 1
     maximum: int | None = None  # counts that set how much the simulator builds or runs are bounded
+
+    @property
+    def is_flag(self) -> bool:
+        """Whether the knob is yes or no, so that it may be given without a value (meaning yes)."""
+        return self.type is flag
 
 
 #: Upper bounds of the knobs that count what a preset builds or runs, so that no knob makes the
@@ -57,6 +62,7 @@ class Built:
     functional: bool = False
     setup: Callable[[Engine], None] | None = None
     notes: dict = field(default_factory=dict)
+    printed: list[str] = field(default_factory=list)  # printed before the runs, as the tools print plans
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,22 @@ class Preset:
 _ARCH = Knob("arch", str, "ipu2", "IPU architecture", ("ipu1", "ipu2", "ipu21"), None)
 _TILES = Knob("tiles-per-ipu", int, 0, "shrink each IPU to this many tiles (0: the full IPU)", None, 0)
 _DTYPE = Knob("dtype", str, "half", "data type", ("half", "float"), None)
+
+
+def flag(value: Any) -> bool:
+    """A yes-or-no knob's value: true, false, 1, 0, yes, no, on or off, as boost's bool options."""
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(value)
+
+
+flag.__name__ = "bool"
+_REPORT_PLAN = Knob(
+    "report-plan", flag, False, "print the plans poplin's planner chose, as the tool's --report-plan", None, None
+)
 
 PRESETS: dict[str, Preset] = {}
 
@@ -199,6 +221,7 @@ def _run_preset(name, knobs, directory, options, timestamp, progress, output, fu
         functional=built.functional if functional is None else functional,
     )
     engine.program_name = name  # recorded in the report's metadata (program_name), for titles
+    engine.printed.extend(built.printed)
     try:
         engine.load()
         if built.setup is not None:
@@ -524,8 +547,31 @@ _PHASE = Knob(
         1,
         MAX_HEADS,
     ),
+    Knob(
+        "matmul-options",
+        str,
+        "",
+        "poplin options of the passes, a JSON object such as "
+        '{"availableMemoryProportion": 0.3, "partialsType": "half"}',
+        None,
+        None,
+    ),
+    _REPORT_PLAN,
 )
-def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_phase, plan, num_groups) -> Built:
+def _fc(
+    arch,
+    tiles_per_ipu,
+    dtype,
+    batch_size,
+    input_size,
+    output_size,
+    single_phase,
+    plan,
+    num_groups,
+    matmul_options,
+    report_plan,
+) -> Built:
+    options = _layer_options(matmul_options, "matmul-options")
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
@@ -536,14 +582,19 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
         if plan == "joint":
             raise OptionError("--num-groups plans each pass alone: it takes no --plan joint")
         # each group's layer on its share of the tiles, the groups' steps run side by side
-        passes = [_fc_separate_passes(vg, t, b, i, o, single_phase) for vg in group_graphs(g, num_groups)]
+        graphs = group_graphs(g, num_groups)
+        passes = [_fc_separate_passes(vg, t, b, i, o, single_phase, options) for vg in graphs]
         fwd, bwd = (merge_parallel(g, [p[index] for p in passes]) for index in (0, 1))
-        return _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
+        built = _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
+        if report_plan:
+            built.printed = [f"Each of the {num_groups} groups on {graphs[0].num_tiles:,} tiles:"]
+            built.printed += _fc_plan_lines(graphs[0], b, i, o, t, "separate", options)
+        return built
     # as poplin plans them (--plan poplin, the default), the forward pass (fully_connected_layer
     # sets TRAINING_FWD whatever passes run) is planned jointly with the backward and weight-update
     # passes unless separate plans are cheaper, and the other passes' plans follow the forward
     # pass's (lib/poplin/ConvPlan.cpp, createPlan and getPlan); --plan separate plans each alone
-    fc_plan = fullyconnected.plan_fully_connected(g, b, i, o, t, mode=plan)
+    fc_plan = _fc_plan(g, b, i, o, t, plan, options)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")
     if fc_plan.joint:
@@ -559,8 +610,22 @@ def _fc(arch, tiles_per_ipu, dtype, batch_size, input_size, output_size, single_
             if single_phase in ("all", "wu"):
                 fullyconnected.weightUpdate(g, fc_plan, weights, -0.05, prev_act, z_deltas, bwd, "Wu")
     else:
-        fwd, bwd = _fc_separate_passes(g, t, b, i, o, single_phase)
-    return _fc_built(g, fwd, bwd, b * i * o, {"jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles})
+        fwd, bwd = _fc_separate_passes(g, t, b, i, o, single_phase, options)
+    built = _fc_built(g, fwd, bwd, b * i * o, {"jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles})
+    if report_plan:
+        built.printed = planreport.fully_connected_plan_lines(fc_plan, _bound(g, options))
+    return built
+
+
+def _fc_plan(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict) -> fullyconnected.FullyConnectedPlan:
+    """The fc passes' plans with the layer's poplin options."""
+    partials = poplin.partials_type(options)
+    proportion = float(options.get("availableMemoryProportion", poplin.AVAILABLE_MEMORY_PROPORTION))
+    return fullyconnected.plan_fully_connected(g, b, i, o, t, partials, mode, proportion)
+
+
+def _fc_plan_lines(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict) -> list[str]:
+    return planreport.fully_connected_plan_lines(_fc_plan(g, b, i, o, t, mode, options), _bound(g, options))
 
 
 def _fc_built(g: Graph, fwd: P.Sequence, bwd: P.Sequence, macs_per_pass: int, notes: dict) -> Built:
@@ -569,11 +634,16 @@ def _fc_built(g: Graph, fwd: P.Sequence, bwd: P.Sequence, macs_per_pass: int, no
     return Built(g, programs, list(range(len(programs))), notes={"macs": macs_per_pass * len(programs), **notes})
 
 
-def _fc_separate_passes(g: Graph, t, b: int, i: int, o: int, single_phase: str) -> tuple[P.Sequence, P.Sequence]:
-    """The passes of a layer planned each alone, with its fullyConnectedPass, as
-    fully_connected_layer passes them: the forward pass, then the backward pass and weight update."""
+def _fc_separate_passes(
+    g: Graph, t, b: int, i: int, o: int, single_phase: str, options: dict
+) -> tuple[P.Sequence, P.Sequence]:
+    """The passes of a layer planned each alone, with its fullyConnectedPass and the layer's poplin
+    `options`, as fully_connected_layer passes them: the forward pass, then the backward pass and
+    weight update."""
     fwd, bwd = P.Sequence(name="fwd"), P.Sequence(name="bwd")
-    fwd_opts, bwd_opts, wu_opts = ({"fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU"))
+    fwd_opts, bwd_opts, wu_opts = (
+        {**options, "fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU")
+    )
     prev_act = poplin.createMatMulInputLHS(g, t, (b, i), (i, o), "prevAct", fwd_opts)
     weights = poplin.createMatMulInputRHS(g, t, (b, i), (i, o), "weights", fwd_opts)
     if single_phase in ("all", "fwd"):
@@ -599,20 +669,77 @@ def _fc_separate_passes(g: Graph, t, b: int, i: int, o: int, single_phase: str) 
     Knob("n", int, 1024, "columns of B and C"),
     Knob("alpha", float, 1.0, "scale of A B", None, None),
     Knob("beta", float, 1.0, "scale of C", None, None),
+    Knob("partials-type", str, "float", "type of the partial sums (poplin's partialsType)", ("half", "float"), None),
+    Knob(
+        "available-memory-proportion",
+        float,
+        poplin.AVAILABLE_MEMORY_PROPORTION,
+        "share of a tile's memory the planner may give the product's temporaries (0: no bound)",
+        None,
+        None,
+    ),
+    _REPORT_PLAN,
 )
-def _gemm(arch, tiles_per_ipu, dtype, m, k, n, alpha, beta) -> Built:
+def _gemm(
+    arch, tiles_per_ipu, dtype, m, k, n, alpha, beta, partials_type, available_memory_proportion, report_plan
+) -> Built:
+    options = {"partialsType": partials_type, "availableMemoryProportion": available_memory_proportion}
+    try:
+        poplin.memory_bound(options, 1)
+    except GraphError as exc:
+        raise OptionError(f"knob --available-memory-proportion: {exc}") from None
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
     t = as_type(dtype)
-    A = poplin.createMatMulInputLHS(g, t, (m, k), (k, n), "matA")
-    B = poplin.createMatMulInputRHS(g, t, (m, k), (k, n), "matB")
+    A = poplin.createMatMulInputLHS(g, t, (m, k), (k, n), "matA", options)
+    B = poplin.createMatMulInputRHS(g, t, (m, k), (k, n), "matB", options)
     prog = P.Sequence(name="gemm")
-    product = poplin.matMul(g, A, B, prog, "op(A) x op(B)")
+    product = poplin.matMul(g, A, B, prog, "op(A) x op(B)", options)
     C = g.clone(product, "matC")
     popops.scaledAddTo(g, C, product, alpha, prog, "scaledAdd", scaleA=beta)
     g.createHostRead("C", C)
-    return Built(g, [prog], [0], notes={"macs": m * k * n})
+    printed = []
+    if report_plan:
+        plan = poplin.plan_product(g, m, k, n, t, options)
+        printed = planreport.matmul_plan_lines("Plan of op(A) x op(B)", plan, _bound(g, options))
+    return Built(g, [prog], [0], notes={"macs": m * k * n}, printed=printed)
+
+
+#: The poplin options of a layer the simulator honours: single_conv_layer's --convolution-options
+#: and fully_connected_layer's --matmul-options may set these.
+_LAYER_OPTION_KEYS = ("availableMemoryProportion", "partialsType")
+
+
+def _layer_options(text: str, knob: str) -> dict:
+    """poplin options from a knob: a JSON object as the tools take them, with only
+    _LAYER_OPTION_KEYS, whose values poplin must accept; {} for an empty knob."""
+    import json
+
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"knob --{knob} expects a JSON object, got {text!r}: {exc}") from None
+    if not isinstance(value, dict):
+        raise OptionError(f"knob --{knob} expects a JSON object, got {text!r}")
+    for key in value:
+        if key not in _LAYER_OPTION_KEYS:
+            raise OptionError(
+                f"knob --{knob}: the simulator does not model option {key!r}; it honours {', '.join(_LAYER_OPTION_KEYS)}"
+            )
+    try:
+        poplin.memory_bound(value, 1)
+        poplin.partials_type(value)
+    except GraphError as exc:
+        raise OptionError(f"knob --{knob}: {exc}") from None
+    return dict(value)
+
+
+def _bound(g: Graph, options: dict | None) -> float:
+    """The planner's memory bound per tile of `g` for these options."""
+    return poplin.memory_bound(options, g.target.bytesPerTile)
 
 
 #: The plan constraints the simulator honours, by pass of the `conv` preset (None: a value): a
@@ -757,6 +884,16 @@ def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
         Knob(f"{phase}-plan-constraints", str, "", f"poplin plan constraints of the {what}, a JSON object", None, None)
         for phase, what in (("fwd", "forward pass"), ("bwd", "backward pass"), ("wu", "weight update"))
     ),
+    Knob(
+        "convolution-options",
+        str,
+        "",
+        "poplin options of every pass, a JSON object such as "
+        '{"availableMemoryProportion": 0.3, "partialsType": "half"}',
+        None,
+        None,
+    ),
+    _REPORT_PLAN,
 )
 def _conv(
     arch,
@@ -781,10 +918,20 @@ def _conv(
     fwd_plan_constraints,
     bwd_plan_constraints,
     wu_plan_constraints,
+    convolution_options,
+    report_plan,
 ) -> Built:
-    fwd_opts = _plan_constraints(fwd_plan_constraints, "fwd")
-    bwd_opts = _plan_constraints(bwd_plan_constraints, "bwd")
-    wu_opts = _plan_constraints(wu_plan_constraints, "wu")
+    # single_conv_layer's --convolution-options apply to every pass, each pass's plan constraints
+    # beside them
+    layer = _layer_options(convolution_options, "convolution-options")
+    fwd_opts, bwd_opts, wu_opts = (
+        {**layer, **(_plan_constraints(text, phase) or {})}
+        for text, phase in (
+            (fwd_plan_constraints, "fwd"),
+            (bwd_plan_constraints, "bwd"),
+            (wu_plan_constraints, "wu"),
+        )
+    )
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
@@ -829,7 +976,21 @@ def _conv(
         product = poplin.matMul(g, acts, zd, bwd, "Wu", wu_opts)
         popops.scaledAddTo(g, weights, product.transpose().reshape((o, c, kh, kw)), -0.05, bwd, "Wu/AddTo")
     programs = [p for p in (fwd, bwd) if p.programs]
-    return Built(g, programs, list(range(len(programs))), notes={"macs": params.macs})
+    built = Built(g, programs, list(range(len(programs))), notes={"macs": params.macs})
+    if report_plan:
+        bound = _bound(g, layer)
+        if single_phase in ("all", "fwd"):
+            built.printed += planreport.convolution_plan_lines(
+                "Forward plan", poplin.convolution_plan(g, params, fwd_opts), bound
+            )
+        if single_phase in ("all", "bwd"):
+            built.printed += planreport.convolution_plan_lines(
+                "Backward plan", poplin.convolution_plan(g, _conv_backward_params(params), bwd_opts), bound
+            )
+        if single_phase in ("all", "wu"):
+            wu = poplin.plan_product(g, c * kh * kw, b * oh * ow, o, t, wu_opts)
+            built.printed += planreport.matmul_plan_lines("Weight-update plan", wu, bound)
+    return built
 
 
 # -- networks ------------------------------------------------------------------------------------

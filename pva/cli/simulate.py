@@ -94,15 +94,18 @@ def _listing(as_json: bool) -> int:
 
 def _knobs(args, presets) -> dict[str, str]:
     """The preset knobs given after the command's own options, by name."""
-    known: set[str] = set()
+    known: dict[str, bool] = {}  # knob name: whether it may be given without a value
     for preset in presets.values():
         for knob in preset.knobs:
-            known.add(knob.name)
+            known[knob.name] = known.get(knob.name, True) and knob.is_flag
     parser = args._parser
     knob_parser = argparse.ArgumentParser(prog=parser.prog, add_help=False)
     knob_parser.error = parser.error  # type: ignore[method-assign]
-    for name in sorted(known):
-        knob_parser.add_argument(f"--{name}", dest=name)
+    for name, is_flag in sorted(known.items()):
+        if is_flag:
+            knob_parser.add_argument(f"--{name}", dest=name, nargs="?", const="true")
+        else:
+            knob_parser.add_argument(f"--{name}", dest=name)
     values, unknown = knob_parser.parse_known_args(getattr(args, "extra_arguments", []))
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)} (see --list for the presets' knobs)")

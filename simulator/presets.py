@@ -221,7 +221,11 @@ def _run_preset(name, knobs, directory, options, timestamp, progress, output, fu
         functional=built.functional if functional is None else functional,
     )
     engine.program_name = name  # recorded in the report's metadata (program_name), for titles
-    engine.printed.extend(built.printed)
+    # the plans, as the tools print them, before the runs
+    for line in built.printed:
+        engine.printed.append(line)
+        if engine.output is not None:
+            engine.output.write(line + "\n")
     try:
         engine.load()
         if built.setup is not None:
@@ -588,7 +592,7 @@ def _fc(
         built = _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
         if report_plan:
             built.printed = [f"Each of the {num_groups} groups on {graphs[0].num_tiles:,} tiles:"]
-            built.printed += _fc_plan_lines(graphs[0], b, i, o, t, "separate", options)
+            built.printed += _fc_plan_lines(graphs[0], b, i, o, t, "separate", options, single_phase)
         return built
     # as poplin plans them (--plan poplin, the default), the forward pass (fully_connected_layer
     # sets TRAINING_FWD whatever passes run) is planned jointly with the backward and weight-update
@@ -613,7 +617,7 @@ def _fc(
         fwd, bwd = _fc_separate_passes(g, t, b, i, o, single_phase, options)
     built = _fc_built(g, fwd, bwd, b * i * o, {"jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles})
     if report_plan:
-        built.printed = planreport.fully_connected_plan_lines(fc_plan, _bound(g, options))
+        built.printed = planreport.fully_connected_plan_lines(fc_plan, _bound(g, options), single_phase)
     return built
 
 
@@ -624,8 +628,9 @@ def _fc_plan(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict) -> f
     return fullyconnected.plan_fully_connected(g, b, i, o, t, partials, mode, proportion)
 
 
-def _fc_plan_lines(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict) -> list[str]:
-    return planreport.fully_connected_plan_lines(_fc_plan(g, b, i, o, t, mode, options), _bound(g, options))
+def _fc_plan_lines(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict, passes: str) -> list[str]:
+    plan = _fc_plan(g, b, i, o, t, mode, options)
+    return planreport.fully_connected_plan_lines(plan, _bound(g, options), passes)
 
 
 def _fc_built(g: Graph, fwd: P.Sequence, bwd: P.Sequence, macs_per_pass: int, notes: dict) -> Built:

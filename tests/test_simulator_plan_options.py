@@ -31,13 +31,14 @@ def _graph(tiles: int = 64) -> Graph:
 
 
 def test_memory_bound_is_poplins_proportion_of_the_tile():
-    assert poplin.memory_bound(None, MK2_TILE) == pytest.approx(0.6 * MK2_TILE)
+    # a whole number of bytes, as poplin holds it
+    assert poplin.memory_bound(None, MK2_TILE) == 383_385 == math.floor(0.6 * MK2_TILE)
     # Poplar's option flags are strings; a number is taken as well
-    assert poplin.memory_bound({"availableMemoryProportion": "0.25"}, MK2_TILE) == pytest.approx(159_744)
+    assert poplin.memory_bound({"availableMemoryProportion": "0.25"}, MK2_TILE) == 159_744
     assert poplin.memory_bound({"availableMemoryProportion": 1}, MK2_TILE) == MK2_TILE
     # 0: no bound, the fewest cycles (ConvPlan.cpp, createPlan without a memory bound)
     assert math.isinf(poplin.memory_bound({"availableMemoryProportion": 0}, MK2_TILE))
-    for bad in (-0.1, "lots", True, float("nan"), None):
+    for bad in (-0.1, "lots", True, float("nan"), None, "1_0", 1e308):
         with pytest.raises(GraphError, match="availableMemoryProportion must be a number of at least 0"):
             poplin.memory_bound({"availableMemoryProportion": bad}, MK2_TILE)
 
@@ -45,8 +46,22 @@ def test_memory_bound_is_poplins_proportion_of_the_tile():
 def test_partials_type_is_half_or_float():
     assert poplin.partials_type(None) == FLOAT
     assert poplin.partials_type({"partialsType": "half"}) == HALF
+    assert poplin.partials_type({"partialsType": HALF}) == HALF
     with pytest.raises(GraphError, match="partialsType must be half or float, got 'int'"):
         poplin.partials_type({"partialsType": "int"})
+
+
+def test_the_bound_is_relaxed_as_poplin_relaxes_it():
+    tile = 1000
+    # a candidate fits: the bound stands
+    assert poplin.relaxed_bound([500, 900], 600, tile) == 600
+    # none fits: doubled, and doubled again while none fits below twice the tile's memory
+    assert poplin.relaxed_bound([1100, 1500], 600, tile) == 1200
+    assert poplin.relaxed_bound([2300], 600, tile) == 2400
+    # none fits even then: no bound, the fewest cycles
+    assert math.isinf(poplin.relaxed_bound([2500], 600, tile))
+    # a bound already past twice the tile is still doubled once (the do-while of minimizeMemory)
+    assert poplin.relaxed_bound([2500, 4000], 2100, tile) == 4200
 
 
 def test_a_smaller_proportion_plans_within_its_bound():
@@ -124,6 +139,12 @@ def test_report_plan_prints_the_plan_that_runs(tmp_path, capsys):
         "on 64 tiles"
     )
     assert out[4] == "  a tile's block: 128 rows x 64 output channels x 256 input channels"
+    # before the run, as the tools print plans: the engine's output gets them first
+    import io
+
+    stream = io.StringIO()
+    run_preset("gemm", {**GEMM, "report-plan": "1"}, str(tmp_path / "c"), output=stream, functional=False)
+    assert stream.getvalue().splitlines() == out[:6]
     assert out[5].endswith("; 131,072 temporary bytes per tile (bound 383,385)")
     # the AMP vertices run on the 64 tiles the plan names
     import pva
@@ -159,6 +180,9 @@ def test_fc_report_plan_names_the_joint_plan_and_its_swapped_passes():
         "Weight-update plan (TRAINING_WU): [1000, 4] x [4, 1000] float, the operands swapped",
     ]
     assert lines.count("  transform: swapOperands true") == 3
+    # only the passes that run, as fully_connected_layer prints them
+    fwd = build_preset("fc", {**knobs, "single-phase": "fwd"}).printed
+    assert [line for line in fwd if not line.startswith(" ")][1:] == [titles[1]]
 
 
 def test_fc_matmul_options_reach_every_pass():
@@ -213,6 +237,16 @@ def test_conv_report_plan_and_options():
     assert titles[0] == "Forward plan: batch 2, field 8x8, kernel 3x3, 16 -> 16 channels, half"
     transforms = [line for line in built.printed if line.startswith("  transform: ")]
     assert transforms[0] == "  transform: swapOperands false, expandDims {}, flattened false"
+    # a tile's block counts the channels there are, not whole groups: the weight update of 8
+    # output channels, planned in groups of 8, holds 8 of them
+    small = {**knobs, "in-chans": 8, "out-chans": 8, "height": 6, "width": 6, "report-plan": "1"}
+    lines = build_preset("conv", small).printed
+    assert lines[-2] == "  a tile's block: 24 rows x 8 output channels x 16 input channels"
+    # and a transformed convolution is titled as planned
+    assert lines[0] == (
+        "Forward plan, planned after its transforms as batch 1, field 72x1, kernel 1x1, 72 -> 8 channels, half"
+    )
+    assert lines[2] == "  transform: swapOperands false, expandDims {1,0}, flattened true"
     assert all(line.endswith("(no bound)") for line in built.printed if line.startswith("  estimate: "))
     # the reported forward plan is the one convolution() builds
     g = build_preset("conv", knobs).graph

@@ -142,6 +142,7 @@ def run(args) -> int:
         options,
         timestamp=args.timestamp,
         progress=args.progress,
+        output=None if args.json else sys.stdout,  # plans and printed tensors as they come
         functional=args.functional,
     )
     exe = engine.exe
@@ -158,8 +159,6 @@ def run(args) -> int:
     if args.json:
         print_json(summary)
         return 0
-    for line in engine.printed:
-        print(line)
     print(
         f"{args.preset}: {summary['programs']:,} programs, {summary['compute_sets']:,} compute sets, "
         f"{summary['runs']} run(s), {summary['cycles']:,} cycles on the busiest IPU"

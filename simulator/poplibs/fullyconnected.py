@@ -267,8 +267,7 @@ def _joint_grid(
     """The cheapest joint partition within `bound` temporary bytes per tile: (pO, pI, its
     _JointCandidate, the three passes' estimates, their summed cycles, their largest temporary
     bytes per tile), or None when no vertex suits a joint plan. When none fits, the bound is
-    doubled until one does or it passes twice the tile's memory, then dropped (ConvPlan.cpp,
-    createPlan: minimizeMemory)."""
+    relaxed as poplin relaxes it (poplin.relaxed_bound)."""
     from ..target import architecture
 
     arch = architecture(arch_name)
@@ -317,13 +316,10 @@ def _joint_grid(
         return None
     # each pass's temporary bytes within the bound (ConvModel.cpp, constructModel: the forward
     # pass's in addEstimates, the backward and weight-update passes' beside the joint objective)
-    memory = np.concatenate([f[4] for f in found])
-    while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
-        bound *= 2
-    bounded = bool((memory <= bound).any())
+    bound = poplin.relaxed_bound(np.concatenate([f[4] for f in found]), bound, bytes_per_tile)
     best = None
     for cand, p_o, p_i, total, memory, passes in found:
-        allowed = memory <= bound if bounded else np.ones(total.shape, dtype=bool)
+        allowed = memory <= bound
         if not allowed.any():
             continue
         j = int(np.lexsort((p_o * p_i, np.where(allowed, total, np.iinfo(np.int64).max)))[0])

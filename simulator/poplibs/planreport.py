@@ -27,8 +27,8 @@ def _bound(bound: float, memory: int) -> str:
     if math.isinf(bound):
         return "no bound"
     if memory > bound:
-        # no plan fits: poplin doubles the bound until one does (ConvPlan.cpp, createPlan: minimizeMemory)
-        return f"over the bound of {int(bound):,}, which the planner doubles until a plan fits"
+        # no plan fits: poplin relaxes the bound (poplin.relaxed_bound)
+        return f"over the bound of {int(bound):,}, which no plan fits, so the planner relaxed it"
     return f"bound {int(bound):,}"
 
 
@@ -73,13 +73,15 @@ def matmul_plan_lines(title: str, plan: MatMulPlan, bound: float, swapped: bool 
         _method(plan),
         f"  transform: swapOperands {str(swapped).lower()}",
         _partition("batchSplit", plan),
-        f"  a tile's block: {step.mb} rows x {step.nb} output channels x {plan.kb} input channels",
+        f"  a tile's block: {min(step.mb, step.m)} rows x {min(step.nb, step.n)} output channels x "
+        f"{min(plan.kb, plan.k)} input channels",
         _estimate(plan, bound),
     ]
 
 
-def fully_connected_plan_lines(plan: FullyConnectedPlan, bound: float) -> list[str]:
-    """The three passes' plans of a fully-connected layer, joint or separate."""
+def fully_connected_plan_lines(plan: FullyConnectedPlan, bound: float, passes: str = "all") -> list[str]:
+    """The plans of a fully-connected layer, joint or separate, for its `passes` (fwd, bwd, wu or
+    all, as --single-phase)."""
     kind = "joint plan" if plan.joint else "separate plans"
     lines = [
         f"Fully-connected layer [{plan.batch}, {plan.input_size}] x [{plan.input_size}, {plan.output_size}]: {kind}"
@@ -89,10 +91,13 @@ def fully_connected_plan_lines(plan: FullyConnectedPlan, bound: float) -> list[s
     lines.append(
         f"  separate plans {plan.separate_cost[0]:,} cycles, {plan.separate_cost[1]:,} temporary bytes per tile"
     )
-    for title, (name, p) in zip(
-        ("Forward plan", "Backward plan", "Weight-update plan"),
-        (("TRAINING_FWD", plan.fwd), ("TRAINING_BWD", plan.bwd), ("TRAINING_WU", plan.wu)),
+    for phase, title, name, p in (
+        ("fwd", "Forward plan", "TRAINING_FWD", plan.fwd),
+        ("bwd", "Backward plan", "TRAINING_BWD", plan.bwd),
+        ("wu", "Weight-update plan", "TRAINING_WU", plan.wu),
     ):
+        if passes not in ("all", phase):
+            continue
         # a joint plan's passes swap their operands (ConvPlan.cpp, getSwapOperandCandidates); its
         # plans hold the swapped products
         lines += matmul_plan_lines(f"{title} ({name})", p, bound, plan.joint or p.swapped)
@@ -104,8 +109,10 @@ def convolution_plan_lines(title: str, plan: ConvolutionPlan, bound: float) -> l
     g = plan.grid
     p, mm = g.params, g.plan
     dims = "{" + ",".join(map(str, plan.expand_dims)) + "}"
+    transformed = plan.swap_operands or plan.expand_dims or plan.flattened
     return [
-        f"{title}: batch {p.batch}, field {p.field[0]}x{p.field[1]}, kernel {p.kernel[0]}x{p.kernel[1]}, "
+        f"{title}{', planned after its transforms as' if transformed else ':'} batch {p.batch}, "
+        f"field {p.field[0]}x{p.field[1]}, kernel {p.kernel[0]}x{p.kernel[1]}, "
         f"{p.in_chans} -> {p.out_chans} channels, {p.dtype.name}",
         _method(mm),
         f"  transform: swapOperands {str(plan.swap_operands).lower()}, expandDims {dims}, "

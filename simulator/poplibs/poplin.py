@@ -52,12 +52,29 @@ def memory_bound(options: dict | None, bytes_per_tile: int) -> float:
     runPlanner: no memory bound, then createPlan: minimizeMemory without a bound)."""
     value = (options or {}).get("availableMemoryProportion", AVAILABLE_MEMORY_PROPORTION)
     try:
-        proportion = float(value)
+        proportion = math.nan if isinstance(value, bool) or "_" in str(value) else float(value)
     except (TypeError, ValueError):
         proportion = math.nan
-    if isinstance(value, bool) or not math.isfinite(proportion) or proportion < 0:
+    if not math.isfinite(proportion * bytes_per_tile) or proportion < 0:
         raise GraphError(f"availableMemoryProportion must be a number of at least 0, got {value!r}")
-    return math.inf if proportion == 0 else proportion * bytes_per_tile
+    # poplin holds the bound as a whole number of bytes (popsolver::DataType)
+    return math.inf if proportion == 0 else float(math.floor(proportion * bytes_per_tile))
+
+
+def relaxed_bound(memory, bound: float, bytes_per_tile: int) -> float:
+    """The bound poplin's planner chooses within for candidates needing `memory` temporary bytes a
+    tile: `bound` if one fits it; else twice the bound, doubled again while none fits and the bound
+    is below twice the tile's memory; no bound (inf) when none fits even then (ConvPlan.cpp,
+    createPlan: minimizeCycles, then minimizeMemory)."""
+    memory = np.asarray(memory)
+    if (memory <= bound).any():
+        return bound
+    while True:
+        bound *= 2
+        if (memory <= bound).any():
+            return bound
+        if bound >= 2 * bytes_per_tile:
+            return math.inf
 
 
 def addCodelets(graph: Graph) -> None:
@@ -544,9 +561,7 @@ def _best_grid(
     if conv_kernel == 1 and out_width == 1 and conv_input is None:
         c = _with_serial_splits(c, candidates, arch, k, n, tiles, in_type, partials_type, fc_pass)
     total, memory = c["total"], c["memory"]
-    while not (memory <= bound).any() and bound < 2 * bytes_per_tile:
-        bound *= 2
-    fits = memory <= bound
+    fits = memory <= relaxed_bound(memory, bound, bytes_per_tile)
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
     # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
@@ -1915,16 +1930,9 @@ def conv_transforms(
             cycles, temp = _conv_transform_cost(arch, p, grid, bool(dims), swap)
             memory = max(grid.plan.estimate["memory"], temp)
             candidates.append((grid.plan.estimate["total"] + cycles, memory, (swap, dims)))
-    # the fewest cycles within the memory bound; when none fits, within twice the bound, doubled
-    # again until it passes twice the tile's memory, then the fewest cycles (ConvPlan.cpp,
-    # createPlan: minimizeCycles, then minimizeMemory)
-    while True:
-        fitting = [c for c in candidates if c[1] <= bound]
-        if fitting:
-            return min(fitting, key=lambda c: c[0])[2]
-        if bound >= 2 * graph.target.bytesPerTile:
-            return min(candidates, key=lambda c: c[0])[2]
-        bound *= 2
+    # the fewest cycles within the memory bound, relaxed as poplin relaxes it when none fits
+    bound = relaxed_bound([c[1] for c in candidates], bound, graph.target.bytesPerTile)
+    return min((c for c in candidates if c[1] <= bound), key=lambda c: c[0])[2]
 
 
 @dataclass(frozen=True)
@@ -2039,11 +2047,13 @@ def _options_grid(graph: Graph, params: ConvParams, options: dict | None) -> _Co
 
 def partials_type(options: dict | None) -> Type:
     """The partials type a product's or convolution's options ask for: poplin's ``partialsType``,
-    half or float, float by default (lib/poplin/ConvOptions.cpp, partialsTypeMap)."""
+    half or float (a name or the type), float by default (lib/poplin/ConvOptions.cpp,
+    partialsTypeMap)."""
     value = (options or {}).get("partialsType", "float")
-    if value not in ("half", "float"):
+    name = value.name if isinstance(value, Type) else value
+    if name not in ("half", "float"):
         raise GraphError(f"partialsType must be half or float, got {value!r}")
-    return as_type(value)
+    return as_type(name)
 
 
 def _channels_grouped(grouped: Tensor, group: int) -> bool:

@@ -683,12 +683,28 @@ def _fc_separate_passes(
         None,
         None,
     ),
+    Knob("plan-constraints", str, "", "poplin plan constraints of the product, a JSON object", None, None),
     _REPORT_PLAN,
 )
 def _gemm(
-    arch, tiles_per_ipu, dtype, m, k, n, alpha, beta, partials_type, available_memory_proportion, report_plan
+    arch,
+    tiles_per_ipu,
+    dtype,
+    m,
+    k,
+    n,
+    alpha,
+    beta,
+    partials_type,
+    available_memory_proportion,
+    plan_constraints,
+    report_plan,
 ) -> Built:
-    options = {"partialsType": partials_type, "availableMemoryProportion": available_memory_proportion}
+    options = {
+        "partialsType": partials_type,
+        "availableMemoryProportion": available_memory_proportion,
+        **(_plan_constraints(plan_constraints, "plan-constraints", _PRODUCT_CONSTRAINTS) or {}),
+    }
     try:
         poplin.memory_bound(options, 1)
     except GraphError as exc:
@@ -751,38 +767,36 @@ def _bound(g: Graph, options: dict | None) -> float:
 #: convolution's expanded dims and operand swap, and its weight update's method and operand swap
 #: (a matrix product).
 _CONV_TRANSFORMS = {"0": {"transform": {"swapOperands": None, "expandDims": None}}}
-_CONV_CONSTRAINTS = {
-    "fwd": _CONV_TRANSFORMS,
-    "bwd": _CONV_TRANSFORMS,
-    "wu": {"method": None, "0": {"transform": {"swapOperands": None}}},
-}
+_PRODUCT_CONSTRAINTS = {"method": None, "0": {"transform": {"swapOperands": None}}}
+_CONV_CONSTRAINTS = {"fwd": _CONV_TRANSFORMS, "bwd": _CONV_TRANSFORMS, "wu": _PRODUCT_CONSTRAINTS}
 
 
-def _plan_constraints(text: str, phase: str) -> dict | None:
-    """The options of a pass whose --PHASE-plan-constraints knob is `text`, a JSON object as
-    single_conv_layer takes it; None when empty. Keys the simulator does not honour are refused."""
+def _plan_constraints(text: str, name: str, allowed: dict) -> dict | None:
+    """The options of a pass whose plan-constraints knob `name` is `text`, a JSON object as
+    poplibs' tools take it; None when empty. Keys not in `allowed`, the tree of the keys the
+    simulator honours, are refused."""
     import json
 
     if not text.strip():
         return None
-    knob = f"--{phase}-plan-constraints"
+    knob = f"--{name}"
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise OptionError(f"knob {knob} expects a JSON object, got {text!r}: {exc}") from None
 
-    def check(obj, allowed: dict, path: str) -> None:
+    def check(obj, tree: dict, path: str) -> None:
         if not isinstance(obj, dict):
             raise OptionError(f"knob {knob} expects a JSON object at {path or 'the top'}, got {obj!r}")
         for key, sub in obj.items():
             where = f"{path}.{key}" if path else key
-            if key not in allowed:
-                honoured = ", ".join(_paths(_CONV_CONSTRAINTS[phase]))
+            if key not in tree:
+                honoured = ", ".join(_paths(allowed))
                 raise OptionError(f"knob {knob}: the simulator does not model {where!r}; it honours {honoured}")
-            if allowed[key] is not None:
-                check(sub, allowed[key], where)
+            if tree[key] is not None:
+                check(sub, tree[key], where)
 
-    check(value, _CONV_CONSTRAINTS[phase], "")
+    check(value, allowed, "")
     return {"planConstraints": value}
 
 
@@ -930,7 +944,7 @@ def _conv(
     # beside them
     layer = _layer_options(convolution_options, "convolution-options")
     fwd_opts, bwd_opts, wu_opts = (
-        {**layer, **(_plan_constraints(text, phase) or {})}
+        {**layer, **(_plan_constraints(text, f"{phase}-plan-constraints", _CONV_CONSTRAINTS[phase]) or {})}
         for text, phase in (
             (fwd_plan_constraints, "fwd"),
             (bwd_plan_constraints, "bwd"),

@@ -195,6 +195,15 @@ def test_fc_matmul_options_reach_every_pass():
     assert all(line.endswith("(bound 191,692)") for line in bounds)
 
 
+def test_gemm_plan_constraints_swap_the_operands_as_poplin_would():
+    swapped = '{"0": {"transform": {"swapOperands": true}}}'
+    lines = build_preset("gemm", {**GEMM, "plan-constraints": swapped, "report-plan": "1"}).printed
+    assert lines[0] == "Plan of op(A) x op(B): [1024, 512] x [512, 256] half, the operands swapped"
+    assert lines[2] == "  transform: swapOperands true"
+    hmac = build_preset("gemm", {**GEMM, "plan-constraints": '{"method": "HMAC"}', "report-plan": "1"}).printed
+    assert hmac[1].startswith("  method HMAC, inChansPerGroup 2, partialChansPerGroup 1;")
+
+
 @pytest.mark.parametrize(
     "preset, knobs, message",
     [
@@ -213,6 +222,12 @@ def test_fc_matmul_options_reach_every_pass():
         ),
         ("gemm", {"partials-type": "double"}, "knob --partials-type of preset 'gemm' must be one of half, float"),
         ("conv", {"report-plan": "maybe"}, "knob --report-plan of preset 'conv' expects bool"),
+        (
+            "gemm",
+            {"plan-constraints": '{"inChansPerGroup": 8}'},
+            "knob --plan-constraints: the simulator does not model 'inChansPerGroup'; it honours method, "
+            "0.transform.swapOperands",
+        ),
     ],
 )
 def test_bad_plan_options_are_refused(preset, knobs, message):

@@ -402,6 +402,12 @@ class Engine:
 
     # -- running ----------------------------------------------------------------------------
 
+    def print_line(self, text: str) -> None:
+        """Print a line of the run's output: kept in `printed`, and written to `output` if given."""
+        self.printed.append(text)
+        if self.output is not None:
+            self.output.write(text + "\n")
+
     def run(self, programIndex: int = 0, debugName: str = "") -> None:
         """Run control program `programIndex`."""
         if self._closed:
@@ -512,10 +518,7 @@ class Engine:
         if kind == "copy":
             data.write(op[2], data.read(op[1]))
         elif kind == "print":
-            text = format_tensor(op[1], data.read(op[2]))
-            self.printed.append(text)
-            if self.output is not None:
-                self.output.write(text + "\n")
+            self.print_line(format_tensor(op[1], data.read(op[2])))
         elif kind == "stream":
             _, program, tensor, endpoint, to_device = op
             if isinstance(endpoint, RemoteBuffer):

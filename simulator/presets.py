@@ -223,9 +223,7 @@ def _run_preset(name, knobs, directory, options, timestamp, progress, output, fu
     engine.program_name = name  # recorded in the report's metadata (program_name), for titles
     # the plans, as the tools print them, before the runs
     for line in built.printed:
-        engine.printed.append(line)
-        if engine.output is not None:
-            engine.output.write(line + "\n")
+        engine.print_line(line)
     try:
         engine.load()
         if built.setup is not None:
@@ -598,7 +596,7 @@ def _fc(
     # sets TRAINING_FWD whatever passes run) is planned jointly with the backward and weight-update
     # passes unless separate plans are cheaper, and the other passes' plans follow the forward
     # pass's (lib/poplin/ConvPlan.cpp, createPlan and getPlan); --plan separate plans each alone
-    fc_plan = _fc_plan(g, b, i, o, t, plan, options)
+    fc_plan = fullyconnected.plan_fully_connected(g, b, i, o, t, plan, options)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")
     if fc_plan.joint:
@@ -621,15 +619,8 @@ def _fc(
     return built
 
 
-def _fc_plan(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict) -> fullyconnected.FullyConnectedPlan:
-    """The fc passes' plans with the layer's poplin options."""
-    partials = poplin.partials_type(options)
-    proportion = float(options.get("availableMemoryProportion", poplin.AVAILABLE_MEMORY_PROPORTION))
-    return fullyconnected.plan_fully_connected(g, b, i, o, t, partials, mode, proportion)
-
-
 def _fc_plan_lines(g: Graph, b: int, i: int, o: int, t, mode: str, options: dict, passes: str) -> list[str]:
-    plan = _fc_plan(g, b, i, o, t, mode, options)
+    plan = fullyconnected.plan_fully_connected(g, b, i, o, t, mode, options)
     return planreport.fully_connected_plan_lines(plan, _bound(g, options), passes)
 
 
@@ -700,15 +691,11 @@ def _gemm(
     plan_constraints,
     report_plan,
 ) -> Built:
-    options = {
-        "partialsType": partials_type,
-        "availableMemoryProportion": available_memory_proportion,
-        **(_plan_constraints(plan_constraints, "plan-constraints", _PRODUCT_CONSTRAINTS) or {}),
-    }
-    try:
-        poplin.memory_bound(options, 1)
-    except GraphError as exc:
-        raise OptionError(f"knob --available-memory-proportion: {exc}") from None
+    options = _checked_options(
+        {"partialsType": partials_type, "availableMemoryProportion": available_memory_proportion},
+        "available-memory-proportion",
+    )
+    options.update(_plan_constraints(plan_constraints, "plan-constraints", _PRODUCT_CONSTRAINTS) or {})
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)
@@ -750,12 +737,18 @@ def _layer_options(text: str, knob: str) -> dict:
             raise OptionError(
                 f"knob --{knob}: the simulator does not model option {key!r}; it honours {', '.join(_LAYER_OPTION_KEYS)}"
             )
+    return _checked_options(value, knob)
+
+
+def _checked_options(options: dict, knob: str) -> dict:
+    """`options` once poplin accepts their partials type and memory proportion; a bad value is an
+    OptionError naming the knob."""
     try:
-        poplin.memory_bound(value, 1)
-        poplin.partials_type(value)
+        poplin.memory_bound(options, 1)
+        poplin.partials_type(options)
     except GraphError as exc:
         raise OptionError(f"knob --{knob}: {exc}") from None
-    return dict(value)
+    return dict(options)
 
 
 def _bound(g: Graph, options: dict | None) -> float:

@@ -99,12 +99,12 @@ def test_fully_connected_plans_take_the_proportion():
     assert default.joint and default.joint_cost == (70_299, 32_768)
     # within 0.05 of the tile (31,948 bytes) only separate plans of two serial steps fit, and
     # poplin keeps the plans that fit (separatePlanHasLowerCost)
-    tight = fullyconnected.plan_fully_connected(g, 64, 512, 512, HALF, available_memory_proportion=0.05)
+    tight = fullyconnected.plan_fully_connected(g, 64, 512, 512, HALF, options={"availableMemoryProportion": 0.05})
     assert not tight.joint and tight.separate_cost == (117_486, 21_504)
     assert [p.serial for p in (tight.fwd, tight.bwd, tight.wu)] == [2, 2, 2]
     # within 0.02 (12,779 bytes) nothing fits, and the joint plan needs no more than the separate
     # ones, so it is kept
-    assert fullyconnected.plan_fully_connected(g, 64, 512, 512, HALF, available_memory_proportion=0.02).joint
+    assert fullyconnected.plan_fully_connected(g, 64, 512, 512, HALF, options={"availableMemoryProportion": 0.02}).joint
 
 
 def test_gemm_preset_proportion_trades_cycles_for_memory(tmp_path):

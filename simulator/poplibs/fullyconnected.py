@@ -34,7 +34,7 @@ from ..errors import GraphError
 from ..graph import Graph
 from ..programs import Execute, Sequence
 from ..tensor import Tensor
-from ..types import FLOAT, Type
+from ..types import Type
 from . import poplin
 from ._util import add_vertices, poplibs_op, require_codelets
 
@@ -83,17 +83,18 @@ def plan_fully_connected(
     input_size: int,
     output_size: int,
     in_type: Type,
-    partials_type: Type = FLOAT,
     mode: str = "poplin",
-    available_memory_proportion: float = poplin.AVAILABLE_MEMORY_PROPORTION,
+    options: dict | None = None,
 ) -> FullyConnectedPlan:
-    """The plans of the fc passes: joint or separate as poplin chooses, or as `mode` forces; each
-    within poplin's memory bound for `available_memory_proportion` (poplin.memory_bound)."""
+    """The plans of the fc passes: joint or separate as poplin chooses, or as `mode` forces, with
+    the layer's poplin `options` (``partialsType``, and ``availableMemoryProportion`` for the
+    memory bound: poplin.memory_bound)."""
     if mode not in PLAN_MODES:
         raise GraphError(f"fully-connected plan mode must be one of {', '.join(PLAN_MODES)}, got {mode!r}")
     b, i, o = batch, input_size, output_size
     target = graph.target
-    options = {"partialsType": partials_type.name, "availableMemoryProportion": available_memory_proportion}
+    options = options or {}
+    partials_type = poplin.partials_type(options)
     bound = poplin.memory_bound(options, target.bytesPerTile)
     # the separate plans, each pass planned alone as poplin plans it (poplin.plan_product)
     fwd, bwd, wu = (
@@ -325,21 +326,7 @@ def _joint_grid(
         j = int(np.lexsort((p_o * p_i, np.where(allowed, total, np.iinfo(np.int64).max)))[0])
         key = (int(total[j]), int(p_o[j] * p_i[j]))
         if best is None or key < best[0]:
-            estimates = tuple(
-                tuple(
-                    (name, int(p[name][j]))
-                    for name in (
-                        "compute",
-                        "exchange",
-                        "reduceExchange",
-                        "reduceCompute",
-                        "transform",
-                        "total",
-                        "memory",
-                    )
-                )
-                for p in passes
-            )
+            estimates = tuple(tuple((name, int(p[name][j])) for name in poplin.ESTIMATE_KEYS) for p in passes)
             best = (key, (int(p_o[j]), int(p_i[j]), cand, estimates, int(total[j]), int(memory[j])))
     return None if best is None else best[1]
 

@@ -44,6 +44,9 @@ from ._util import (
 #: poplin's default availableMemoryProportion (lib/poplin/ConvOptions.hpp).
 AVAILABLE_MEMORY_PROPORTION = 0.6
 
+#: The parts of a plan's estimate (MatMulPlan.estimate), tile cycles and temporary bytes per tile.
+ESTIMATE_KEYS = ("compute", "exchange", "reduceExchange", "reduceCompute", "transform", "total", "memory")
+
 
 def memory_bound(options: dict | None, bytes_per_tile: int) -> float:
     """The temporary bytes per tile poplin's planner allows a product or convolution with these
@@ -329,7 +332,7 @@ def plan_matmul(
         swap,
         fc_pass,
         conv_input,
-        memory_bound(None, target.bytesPerTile) if bound is None else bound,
+        bound,
     )
     m, n = pm_size, pn_size
     pm, pn, pk = grid
@@ -567,10 +570,7 @@ def _best_grid(
     # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
     pm, pn, pk, og, kg, method = (c[key] for key in ("pm", "pn", "pk", "og", "kg", "method"))
     best = int(np.lexsort((og, method, c["serial"], pm * pn * pk, total))[0])
-    estimate = tuple(
-        (key, int(c[key][best]))
-        for key in ("compute", "exchange", "reduceExchange", "reduceCompute", "transform", "total", "memory")
-    )
+    estimate = tuple((key, int(c[key][best])) for key in ESTIMATE_KEYS)
     return (
         (int(pm[best]), int(pn[best]), int(pk[best])),
         estimate,

@@ -94,7 +94,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         clock_frequency=1.33e9,
         # no public document gives Mk2's tile memory map; the interleaved region's start is read off
         # poplibs' published IpuModel2 measurements (tests/benchmark_results.csv, sdk-release-2.0):
-        # the largest tile of every fc, gemm, bert and convolution row but one needs at least
+        # the largest tile of every fc, gemm, bert-layer and convolution row but one needs at least
         # 213,048 bytes including gaps, the smallest layers 213,048 to 213,112, i.e. a few dozen
         # bytes of AMP partials (interleaved memory) just past 212,992 = 13 memory elements. Poplar's
         # Mk1 example has the same shape: totalIncludingGaps = interleaved start + interleaved bytes

@@ -55,3 +55,21 @@ def test_readme_links_resolve():
         if "://" in target:
             continue
         assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_every_preset_and_knob_is_in_the_simulator_preset_table():
+    from simulator.presets import PRESETS
+
+    rows = {}
+    for line in _text("simulator.md").splitlines():
+        m = re.match(r"\| `([\w-]+)` \|", line)
+        if m:
+            rows[m[1]] = line
+    common = {"arch", "tiles-per-ipu"}  # listed once, under the table
+    for name, preset in PRESETS.items():
+        assert name in rows, f"docs/simulator.md: preset {name} is not in the preset table"
+        for knob in preset.knobs:
+            if knob.name not in common:
+                assert f"--{knob.name}" in rows[name], (
+                    f"docs/simulator.md: --{knob.name} of preset {name} is not listed"
+                )

@@ -62,6 +62,11 @@ def test_the_bound_is_relaxed_as_poplin_relaxes_it():
     assert math.isinf(poplin.relaxed_bound([2500], 600, tile))
     # a bound already past twice the tile is still doubled once (the do-while of minimizeMemory)
     assert poplin.relaxed_bound([2500, 4000], 2100, tile) == 4200
+    # a proportion so small that the bound is 0 bytes: doubling would never raise it, so no bound
+    assert math.isinf(poplin.relaxed_bound([64], 0, tile))
+    assert poplin.memory_bound({"availableMemoryProportion": 1e-6}, 638_976) == 0
+    with pytest.raises(GraphError, match="availableMemoryProportion must be a number"):
+        poplin.memory_bound({"availableMemoryProportion": 10**400}, 638_976)
 
 
 def test_a_smaller_proportion_plans_within_its_bound():
@@ -90,6 +95,17 @@ def test_half_partials_plan_on_all_sixteen_conv_units():
     half = poplin.plan_product(g, 256, 512, 1024, HALF, {"partialsType": "half"})
     assert half.partials_type == HALF and half.n_grain == 16
     assert half.estimate["compute"] < poplin.plan_product(g, 256, 512, 1024, HALF).estimate["compute"]
+
+
+def test_half_partials_of_a_float_product_are_float():
+    # poplin widens partials narrower than the output (ConvValidation.cpp, validateLayerParams):
+    # there is no float-input, half-partials AMP vertex
+    assert poplin.partials_type({"partialsType": "half"}, FLOAT) == FLOAT
+    assert poplin.partials_type({"partialsType": "half"}, HALF) == HALF
+    g = _graph()
+    plan = poplin.plan_product(g, 256, 512, 1024, FLOAT, {"partialsType": "half"})
+    assert plan.partials_type == FLOAT
+    assert plan.estimate == poplin.plan_product(g, 256, 512, 1024, FLOAT).estimate
 
 
 def test_fully_connected_plans_take_the_proportion():

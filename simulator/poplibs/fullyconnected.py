@@ -94,7 +94,7 @@ def plan_fully_connected(
     b, i, o = batch, input_size, output_size
     target = graph.target
     options = options or {}
-    partials_type = poplin.partials_type(options)
+    partials_type = poplin.partials_type(options, in_type)
     bound = poplin.memory_bound(options, target.bytesPerTile)
     # the separate plans, each pass planned alone as poplin plans it (poplin.plan_product)
     fwd, bwd, wu = (

@@ -56,7 +56,7 @@ def memory_bound(options: dict | None, bytes_per_tile: int) -> float:
     value = (options or {}).get("availableMemoryProportion", AVAILABLE_MEMORY_PROPORTION)
     try:
         proportion = math.nan if isinstance(value, bool) or "_" in str(value) else float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         proportion = math.nan
     if not math.isfinite(proportion * bytes_per_tile) or proportion < 0:
         raise GraphError(f"availableMemoryProportion must be a number of at least 0, got {value!r}")
@@ -68,10 +68,13 @@ def relaxed_bound(memory, bound: float, bytes_per_tile: int) -> float:
     """The bound poplin's planner chooses within for candidates needing `memory` temporary bytes a
     tile: `bound` if one fits it; else twice the bound, doubled again while none fits and the bound
     is below twice the tile's memory; no bound (inf) when none fits even then (ConvPlan.cpp,
-    createPlan: minimizeCycles, then minimizeMemory)."""
+    createPlan: minimizeCycles, then minimizeMemory). A bound below one byte, which doubling would
+    never raise (poplin's loop does not end there), is dropped at once."""
     memory = np.asarray(memory)
     if (memory <= bound).any():
         return bound
+    if bound < 1:
+        return math.inf
     while True:
         bound *= 2
         if (memory <= bound).any():
@@ -1000,7 +1003,7 @@ def plan_product(
     first for fully-connected passes). The swapOperands constraint fixes the orientation. A lone
     product is planned as given unless the constraint swaps it ("Swapped operands" in
     docs/simulator.md says why). ``availableMemoryProportion`` sets the memory bound (memory_bound)."""
-    partials = partials_type(options)
+    partials = partials_type(options, out_type or in_type)
     methods = plan_methods(options)
     fc_pass = matmul_pass(options)
     swap = plan_swap(options)
@@ -1951,7 +1954,7 @@ def convolution_plan(graph: Graph, params: ConvParams, options: dict | None = No
     flat = _flattened(params)
     if flat is not None:
         return dataclasses.replace(convolution_plan(graph, flat, options), flattened=True)
-    partials = partials_type(options)
+    partials = partials_type(options, params.dtype)
     swap, dims = conv_transforms(graph, params, partials, options)
     planned = _expanded(_swapped(params) if swap else params, dims)
     inner = _flattened(planned)
@@ -2042,18 +2045,22 @@ def _options_grid(graph: Graph, params: ConvParams, options: dict | None) -> _Co
     """The plan of the convolution as given (flattened where poplin flattens it) with these
     options' partials type and memory bound."""
     bound = memory_bound(options, graph.target.bytesPerTile)
-    return _conv_grid(graph, _flattened(params) or params, partials_type(options), bound)
+    return _conv_grid(graph, _flattened(params) or params, partials_type(options, params.dtype), bound)
 
 
-def partials_type(options: dict | None) -> Type:
+def partials_type(options: dict | None, out_type: Type | None = None) -> Type:
     """The partials type a product's or convolution's options ask for: poplin's ``partialsType``,
     half or float (a name or the type), float by default (lib/poplin/ConvOptions.cpp,
-    partialsTypeMap)."""
+    partialsTypeMap); never narrower than the output type `out_type`, which poplin uses instead
+    (lib/poplin/ConvValidation.cpp, validateLayerParams: half partials of a float layer are float)."""
     value = (options or {}).get("partialsType", "float")
     name = value.name if isinstance(value, Type) else value
     if name not in ("half", "float"):
         raise GraphError(f"partialsType must be half or float, got {value!r}")
-    return as_type(name)
+    partials = as_type(name)
+    if out_type is not None and out_type.size > partials.size:
+        return out_type
+    return partials
 
 
 def _channels_grouped(grouped: Tensor, group: int) -> bool:
@@ -2229,7 +2236,7 @@ def convolution(
         out = convolution(graph, _flat_acts(inp), weights, flat, prog, debugPrefix, options, transposeAndFlipWeights)
         return _unflat_acts(out, b, (oh, ow))
     options = options or {}
-    partials = partials_type(options)
+    partials = partials_type(options, params.dtype)
     bound = memory_bound(options, graph.target.bytesPerTile)
     if transposeAndFlipWeights:
         bwd_weights = createWeights(graph, params, f"{debugPrefix}/bwdWeights", options)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import re
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -202,18 +203,24 @@ def format_tensor(title: str, values: np.ndarray) -> str:
 
 
 def _timestamp(value) -> datetime.datetime:
+    """The report's creation time: `value` (a datetime, seconds since 1970, or ISO 8601 text),
+    else SOURCE_DATE_EPOCH (whole seconds, the reproducible-builds convention), else now."""
     if value is None:
         epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        if epoch:
+        if not epoch:
+            return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        try:
             return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
-        return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+        except (ValueError, OverflowError, OSError):
+            raise GraphError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {epoch!r}") from None
     if isinstance(value, datetime.datetime):
         return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-    if isinstance(value, (int, float)):
-        return datetime.datetime.fromtimestamp(value, datetime.UTC)
+    text = str(value).strip()
     try:
-        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
+        if isinstance(value, (int, float)) or re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
+            return datetime.datetime.fromtimestamp(float(text), datetime.UTC)
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
         raise GraphError(f"timestamp must be ISO 8601 (e.g. 2024-01-01T00:00:00Z) or seconds, got {value!r}") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 

@@ -88,6 +88,8 @@ def parse_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any
             f'{ENVIRONMENT_VARIABLE} must be a JSON object such as \'{{"debug.instrument": "true"}}\'; '
             f"it is not valid JSON ({exc.msg} at character {exc.pos})"
         ) from None
+    except RecursionError:
+        raise OptionError(f"{ENVIRONMENT_VARIABLE} must be a JSON object; it is nested too deeply to read") from None
     if not isinstance(data, dict):
         raise OptionError(f"{ENVIRONMENT_VARIABLE} must be a JSON object, got {type(data).__name__}")
     return {str(k): _parse_one(str(k), v, ENVIRONMENT_VARIABLE) for k, v in data.items()}

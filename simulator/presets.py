@@ -7,6 +7,7 @@ then says which programs to run. `run_preset` compiles, runs and writes the repo
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,8 @@ class Preset:
 _ARCH = Knob("arch", str, "ipu2", "IPU architecture", ("ipu1", "ipu2", "ipu21"), None)
 _TILES = Knob("tiles-per-ipu", int, 0, "shrink each IPU to this many tiles (0: the full IPU)", None, 0)
 _DTYPE = Knob("dtype", str, "half", "data type", ("half", "float"), None)
+#: the tutorials build on 16 tiles, their tensors on the first four
+_TUTORIAL_TILES = Knob("tiles-per-ipu", int, 16, "tiles per IPU (the tutorial's tensors use the first 4)", None, 4)
 
 
 def flag(value: Any) -> bool:
@@ -157,10 +160,17 @@ def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
                 f"{', '.join('--' + k for k in spec) or 'none'}"
             )
         try:
+            if knob.type in (int, float) and isinstance(value, str) and "_" in value:
+                raise ValueError(value)  # Python reads 1_0 as 10; a command line should not
             converted = knob.type(value)
-        except (TypeError, ValueError):
+            if knob.type is float and not math.isfinite(converted):
+                raise ValueError(value)
+        except (TypeError, ValueError, OverflowError):
             raise OptionError(
-                f"knob --{knob.name} of preset {name!r} expects {knob.type.__name__}, got {value!r}"
+                f"knob --{knob.name} of preset {name!r} expects a{'' if knob.type is float else ' whole'} "
+                f"number, got {value!r}"
+                if knob.type in (int, float)
+                else f"knob --{knob.name} of preset {name!r} expects {knob.type.__name__}, got {value!r}"
             ) from None
         if knob.choices and converted not in knob.choices:
             raise OptionError(
@@ -244,9 +254,14 @@ def _run_preset(name, knobs, directory, options, timestamp, progress, output, fu
 # -- the tutorials -------------------------------------------------------------------------------
 
 
-@preset("tutorial1", "Poplar tutorial 1: variables, constants, copies, host handles and a data stream", _ARCH, _TILES)
+@preset(
+    "tutorial1",
+    "Poplar tutorial 1: variables, constants, copies, host handles and a data stream",
+    _ARCH,
+    _TUTORIAL_TILES,
+)
 def _tutorial1(arch: str, tiles_per_ipu: int) -> Built:
-    g = Graph(_target(arch, tiles_per_ipu or 16))
+    g = Graph(_target(arch, tiles_per_ipu))
     v1 = g.addVariable(FLOAT, [4], "v1")
     v2 = g.addVariable(FLOAT, [4], "v2")
     v3 = g.addVariable(FLOAT, [4, 4], "v3")
@@ -280,9 +295,11 @@ def _tutorial1(arch: str, tiles_per_ipu: int) -> Built:
     return Built(g, [prog], [0], functional=True, setup=setup)
 
 
-@preset("tutorial2", "Poplar tutorial 2: Poplibs element-wise additions (also on a transposed view)", _ARCH, _TILES)
+@preset(
+    "tutorial2", "Poplar tutorial 2: Poplibs element-wise additions (also on a transposed view)", _ARCH, _TUTORIAL_TILES
+)
 def _tutorial2(arch: str, tiles_per_ipu: int) -> Built:
-    g = Graph(_target(arch, tiles_per_ipu or 16))
+    g = Graph(_target(arch, tiles_per_ipu))
     popops.addCodelets(g)
     v1 = g.addVariable(FLOAT, [2, 2], "v1")
     v2 = g.addVariable(FLOAT, [2, 2], "v2")
@@ -320,11 +337,11 @@ class SumVertex(Vertex):
     "tutorial3",
     "Poplar tutorial 3: a custom vertex (suffix sums) with a cycle estimate",
     _ARCH,
-    _TILES,
+    _TUTORIAL_TILES,
     Knob("cycle-estimate", int, 20, "cycle estimate set on every vertex", None, 0, MAX_CYCLE_ESTIMATE),
 )
 def _tutorial3(arch: str, tiles_per_ipu: int, cycle_estimate: int) -> Built:
-    g = Graph(_target(arch, tiles_per_ipu or 16))
+    g = Graph(_target(arch, tiles_per_ipu))
     g.addCodelets(SumVertex)
     v1 = g.addVariable(FLOAT, [4], "v1")
     v2 = g.addVariable(FLOAT, [4], "v2")
@@ -408,6 +425,10 @@ def _matrix_vector(arch: str, tiles_per_ipu: int, rows: int, cols: int, split: i
     g = Graph(target)
     g.addCodelets([DotProductVertex, ReduceVertex])
     tiles = g.num_tiles
+    if split > cols:
+        raise OptionError(
+            f"knob --split must be at most --cols ({cols}): a row splits into segments of columns, got {split}"
+        )
     if split == 0:
         split = min(range(1, min(cols, 64) + 1), key=lambda s: _tut7_estimate(rows, cols, s, tiles))
     matrix = g.addVariable(FLOAT, [rows, cols], "matrix")
@@ -730,6 +751,8 @@ def _layer_options(text: str, knob: str) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise OptionError(f"knob --{knob} expects a JSON object, got {text!r}: {exc}") from None
+    except RecursionError:
+        raise OptionError(f"knob --{knob} expects a JSON object, got one nested too deeply to read") from None
     if not isinstance(value, dict):
         raise OptionError(f"knob --{knob} expects a JSON object, got {text!r}")
     for key in value:
@@ -777,6 +800,8 @@ def _plan_constraints(text: str, name: str, allowed: dict) -> dict | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise OptionError(f"knob {knob} expects a JSON object, got {text!r}: {exc}") from None
+    except RecursionError:
+        raise OptionError(f"knob {knob} expects a JSON object, got one nested too deeply to read") from None
 
     def check(obj, tree: dict, path: str) -> None:
         if not isinstance(obj, dict):
@@ -832,23 +857,36 @@ def _conv_padding(padding: str, lower: str, upper: str) -> tuple[tuple[int, int]
 
 def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
     """The convolution of the conv preset's backward pass: the deltas [b, o, oh, ow] with the
-    transposed and flipped weights. The forward pass's valid convolution is a full one backwards:
-    the deltas are padded by kernel - 1 less the forward padding, each end by its own end's
-    (lib/poplin/ConvUtil.cpp, getGradientParams pads kernel - 1 at both ends and truncates the
-    output by the forward padding at the same ends, which ConvParams::canonicalize takes off the
-    padding). For a strided convolution the deltas' field is convolved at stride 1, not dilated."""
-    (lh, uh), (lw, uw) = params.pad_widths
-    kh, kw = params.kernel
+    transposed and flipped weights, giving gradients of the input's field. The forward pass's
+    valid convolution is a full one backwards: the deltas are padded by kernel - 1 less the forward
+    padding, each end by its own end's (lib/poplin/ConvUtil.cpp, getGradientParams pads kernel - 1
+    at both ends and truncates the output by the forward padding at the same ends, which
+    ConvParams::canonicalize takes off the padding). Where the forward padding is wider than the
+    kernel less one, that padding is negative: the deltas of outputs that read padding only are
+    left out. For a strided convolution the deltas' field is convolved at stride 1, not dilated,
+    and padded after to give the input's field."""
+    field, pads, uppers = [], [], []
+    for size, k, stride, out, lower in zip(
+        params.field, params.kernel, params.stride, params.out_field, params.padding
+    ):
+        first = max(0, -(-(lower - k + 1) // stride))  # deltas before it read the lower padding only
+        last = min(out, -(-(size + lower) // stride))  # deltas from it on read the upper padding only
+        before = min(k - 1, max(0, k - 1 - (lower - first * stride)))
+        # (at least one delta, though where all of them read padding only, none reaches the input)
+        kept = max(1, min(last - first, size + k - 1 - before))
+        field.append(kept)
+        pads.append(before)
+        uppers.append(size + k - 1 - kept - before)  # the output is then `size`
     return poplin.ConvParams(
         params.batch,
         params.out_chans,
         params.in_chans,
-        params.out_field,
+        (field[0], field[1]),
         params.kernel,
         (1, 1),
-        (max(0, kh - 1 - lh), max(0, kw - 1 - lw)),
+        (pads[0], pads[1]),
         params.dtype,
-        (max(0, kh - 1 - uh), max(0, kw - 1 - uw)),
+        (uppers[0], uppers[1]),
     )
 
 
@@ -1030,6 +1068,9 @@ def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):
     _IO_TILES,
 )
 def _mnist(arch, tiles_per_ipu, dtype, batch, hidden, steps, runs, io_tiles) -> Built:
+    tiles = _target(arch, tiles_per_ipu).tiles_per_ipu
+    if io_tiles >= tiles:
+        raise OptionError(f"knob --io-tiles must be below the tiles per IPU ({tiles}), got {io_tiles}")
     g, io = _io_graphs(_target(arch, tiles_per_ipu, io_tiles=io_tiles))
     for lib_ in (popops, poplin, popnn, poprand):
         lib_.addCodelets(g)

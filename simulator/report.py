@@ -16,6 +16,7 @@ import numpy as np
 from formats import __version__
 from formats.atomic import commit_together
 from formats.debug_info import read_debug_id, stage_debug_info
+from formats.errors import OutputError
 from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
 from formats.schema import profile_schema
 
@@ -275,7 +276,14 @@ class ReportSession:
         self.engine = engine
         options = engine.options
         self.directory = os.path.abspath(options.directory)
-        os.makedirs(self.directory, exist_ok=True)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write the reports to {self.directory!r}: expected a directory there or one that can "
+                f"be made, found {exc.strerror or exc}",
+                self.directory,
+            ) from None
         self.profile_path = os.path.join(self.directory, "profile.pop")
         self.debug_path = os.path.join(self.directory, "debug.cbor")
         self.trace_path = os.path.join(self.directory, trace_file_name(engine.timestamp.timestamp()))

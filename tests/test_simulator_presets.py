@@ -149,7 +149,7 @@ def test_knob_errors():
         resolve_knobs("matmul", {"rows": 3})
     with pytest.raises(OptionError, match="knob --dtype of preset 'matmul' must be one of half, float"):
         resolve_knobs("matmul", {"dtype": "double"})
-    with pytest.raises(OptionError, match="knob --m of preset 'matmul' expects int"):
+    with pytest.raises(OptionError, match="knob --m of preset 'matmul' expects a whole number, got 'many'"):
         resolve_knobs("matmul", {"m": "many"})
     with pytest.raises(OptionError, match="unknown preset 'resnet'"):
         resolve_knobs("resnet", {})

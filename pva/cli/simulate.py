@@ -92,6 +92,28 @@ def _listing(as_json: bool) -> int:
     return 0
 
 
+def _joined_values(words: list[str], known: dict[str, bool]) -> list[str]:
+    """The knob words with a value that starts with '-' (a negative number such as -1e3 or -inf,
+    which argparse takes for an option) joined to its knob as --name=value."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name = word[2:] if word.startswith("--") else None
+        if name in known and not known[name] and i + 1 < len(words) and words[i + 1].startswith("-"):
+            try:
+                float(words[i + 1])
+            except ValueError:
+                pass
+            else:
+                out.append(f"{word}={words[i + 1]}")
+                i += 2
+                continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def _knobs(args, presets) -> dict[str, str]:
     """The preset knobs given after the command's own options, by name."""
     known: dict[str, bool] = {}  # knob name: whether it may be given without a value
@@ -99,14 +121,14 @@ def _knobs(args, presets) -> dict[str, str]:
         for knob in preset.knobs:
             known[knob.name] = known.get(knob.name, True) and knob.is_flag
     parser = args._parser
-    knob_parser = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+    knob_parser = argparse.ArgumentParser(prog=parser.prog, add_help=False, allow_abbrev=False)
     knob_parser.error = parser.error  # type: ignore[method-assign]
     for name, is_flag in sorted(known.items()):
         if is_flag:
             knob_parser.add_argument(f"--{name}", dest=name, nargs="?", const="true")
         else:
             knob_parser.add_argument(f"--{name}", dest=name)
-    values, unknown = knob_parser.parse_known_args(getattr(args, "extra_arguments", []))
+    values, unknown = knob_parser.parse_known_args(_joined_values(getattr(args, "extra_arguments", []), known))
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)} (see --list for the presets' knobs)")
     return {name: value for name, value in vars(values).items() if value is not None}
@@ -133,7 +155,9 @@ def run(args) -> int:
     directory = os.path.abspath(args.output)
     if os.path.lexists(directory) and not os.path.isdir(directory):
         raise InvalidInputError(
-            f"{directory!r}: is a file; expected a directory to write the reports to (or nothing there)", directory
+            f"{directory!r}: {'is a file' if os.path.isfile(directory) else 'is not a directory'}; expected a "
+            "directory to write the reports to (or nothing there)",
+            directory,
         )
     engine = run_preset(
         args.preset,
@@ -146,24 +170,38 @@ def run(args) -> int:
         functional=args.functional,
     )
     exe = engine.exe
+    # the engine options (POPLAR_ENGINE_OPTIONS, --engine-option) may send the reports elsewhere or
+    # turn them off; the cycles are those of the runs the execution profile records
+    written = os.path.abspath(engine.options.directory) if engine.options.any_report else None
+    profiled = min(engine.run_count, engine.options.run_count) if engine.options.execution_profile else 0
     summary = {
         "preset": args.preset,
-        "directory": directory,
-        "files": sorted(os.listdir(directory)),
+        "directory": written,
+        "files": sorted(os.listdir(written)) if written and os.path.isdir(written) else [],
         "programs": len(exe.progs),
         "compute_sets": len(exe.compute_sets),
         "runs": engine.run_count,
-        "cycles": int(engine.clock.max()) if engine.clock.size else 0,
+        "profiled_runs": profiled,
+        "cycles": int(engine.clock.max()) if profiled and engine.clock.size else None,
         "printed": engine.printed,
     }
     if args.json:
         print_json(summary)
         return 0
+    if summary["cycles"] is None:
+        cycles = "cycles not profiled (the execution profile is off)"
+    elif profiled < engine.run_count:
+        cycles = f"{summary['cycles']:,} cycles on the busiest IPU in the {profiled} profiled run(s)"
+    else:
+        cycles = f"{summary['cycles']:,} cycles on the busiest IPU"
     print(
         f"{args.preset}: {summary['programs']:,} programs, {summary['compute_sets']:,} compute sets, "
-        f"{summary['runs']} run(s), {summary['cycles']:,} cycles on the busiest IPU"
+        f"{summary['runs']} run(s), {cycles}"
     )
-    print(f"reports in {directory}: {', '.join(summary['files'])}")
+    if written:
+        print(f"reports in {written}: {', '.join(summary['files'])}")
+    else:
+        print("no reports written (autoReport options)")
     return 0
 
 

@@ -35,7 +35,9 @@ def register(sub) -> None:
         help="a Poplar engine option, e.g. debug.computeInstrumentationLevel=vertex (repeatable)",
     )
     parser.add_argument(
-        "--timestamp", metavar="ISO8601", help="creation time recorded in the report (for byte-identical reruns)"
+        "--timestamp",
+        metavar="WHEN",
+        help="creation time recorded in the report, ISO 8601 or seconds since 1970 (for byte-identical reruns)",
     )
     parser.add_argument(
         "--progress",

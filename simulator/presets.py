@@ -166,12 +166,8 @@ def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
             if knob.type is float and not math.isfinite(converted):
                 raise ValueError(value)
         except (TypeError, ValueError, OverflowError):
-            raise OptionError(
-                f"knob --{knob.name} of preset {name!r} expects a{'' if knob.type is float else ' whole'} "
-                f"number, got {value!r}"
-                if knob.type in (int, float)
-                else f"knob --{knob.name} of preset {name!r} expects {knob.type.__name__}, got {value!r}"
-            ) from None
+            expected = {int: "a whole number", float: "a number"}.get(knob.type, knob.type.__name__)
+            raise OptionError(f"knob --{knob.name} of preset {name!r} expects {expected}, got {value!r}") from None
         if knob.choices and converted not in knob.choices:
             raise OptionError(
                 f"knob --{knob.name} of preset {name!r} must be one of {', '.join(map(str, knob.choices))}, "

@@ -853,26 +853,31 @@ def _conv_padding(padding: str, lower: str, upper: str) -> tuple[tuple[int, int]
 
 def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
     """The convolution of the conv preset's backward pass: the deltas [b, o, oh, ow] with the
-    transposed and flipped weights, giving gradients of the input's field. The forward pass's
-    valid convolution is a full one backwards: the deltas are padded by kernel - 1 less the forward
-    padding, each end by its own end's (lib/poplin/ConvUtil.cpp, getGradientParams pads kernel - 1
-    at both ends and truncates the output by the forward padding at the same ends, which
-    ConvParams::canonicalize takes off the padding). Where the forward padding is wider than the
-    kernel less one, that padding is negative: the deltas of outputs that read padding only are
-    left out. For a strided convolution the deltas' field is convolved at stride 1, not dilated,
-    and padded after to give the input's field."""
+    transposed and flipped weights. The forward pass's valid convolution is a full one backwards:
+    the deltas are padded by kernel - 1 less the forward padding, each end by its own end's
+    (lib/poplin/ConvUtil.cpp, getGradientParams pads kernel - 1 at both ends and truncates the
+    output by the forward padding at the same ends, which ConvParams::canonicalize takes off the
+    padding). Where the forward padding is wider than the kernel less one, that padding is
+    negative: the deltas of outputs that read padding only are left out. At stride 1 the gradient
+    then has the input's field. For a strided convolution the deltas' field is convolved at stride
+    1, not dilated: about the multiply-accumulates of poplin's dilated deltas, on a smaller field
+    (at least one output)."""
     field, pads, uppers = [], [], []
-    for size, k, stride, out, lower in zip(
-        params.field, params.kernel, params.stride, params.out_field, params.padding
+    for size, k, stride, out, (lower, upper) in zip(
+        params.field, params.kernel, params.stride, params.out_field, params.pad_widths
     ):
         first = max(0, -(-(lower - k + 1) // stride))  # deltas before it read the lower padding only
         last = min(out, -(-(size + lower) // stride))  # deltas from it on read the upper padding only
         before = min(k - 1, max(0, k - 1 - (lower - first * stride)))
         # (at least one delta, though where all of them read padding only, none reaches the input)
         kept = max(1, min(last - first, size + k - 1 - before))
+        if stride == 1:
+            after = size + k - 1 - kept - before  # the output is then `size`
+        else:
+            after = max(0, k - 1 - upper, k - kept - before)
         field.append(kept)
         pads.append(before)
-        uppers.append(size + k - 1 - kept - before)  # the output is then `size`
+        uppers.append(after)
     return poplin.ConvParams(
         params.batch,
         params.out_chans,

@@ -210,6 +210,8 @@ def _timestamp(value) -> datetime.datetime:
         if not epoch:
             return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         try:
+            if not re.fullmatch(r"[0-9]+", epoch):
+                raise ValueError(epoch)
             return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
         except (ValueError, OverflowError, OSError):
             raise GraphError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {epoch!r}") from None
@@ -217,9 +219,15 @@ def _timestamp(value) -> datetime.datetime:
         return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
     text = str(value).strip()
     try:
-        if isinstance(value, (int, float)) or re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
+        if isinstance(value, (int, float)):
+            return datetime.datetime.fromtimestamp(value, datetime.UTC)
+        try:
+            parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            # not a date (20240101 is one): seconds, such as 1700000000 or 1700000000.5
+            if not re.fullmatch(r"[0-9]+(\.[0-9]*)?", text):
+                raise
             return datetime.datetime.fromtimestamp(float(text), datetime.UTC)
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except (ValueError, OverflowError, OSError):
         raise GraphError(f"timestamp must be ISO 8601 (e.g. 2024-01-01T00:00:00Z) or seconds, got {value!r}") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)

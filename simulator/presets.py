@@ -166,7 +166,9 @@ def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:
             if knob.type is float and not math.isfinite(converted):
                 raise ValueError(value)
         except (TypeError, ValueError, OverflowError):
-            expected = {int: "a whole number", float: "a number"}.get(knob.type, knob.type.__name__)
+            expected = {int: "a whole number", float: "a number", flag: "true or false"}.get(
+                knob.type, knob.type.__name__
+            )
             raise OptionError(f"knob --{knob.name} of preset {name!r} expects {expected}, got {value!r}") from None
         if knob.choices and converted not in knob.choices:
             raise OptionError(
@@ -868,9 +870,10 @@ def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
     ):
         first = max(0, -(-(lower - k + 1) // stride))  # deltas before it read the lower padding only
         last = min(out, -(-(size + lower) // stride))  # deltas from it on read the upper padding only
+        # the padding before the first kept delta: kernel - 1 less the forward padding it skips
         before = min(k - 1, max(0, k - 1 - (lower - first * stride)))
         # (at least one delta, though where all of them read padding only, none reaches the input)
-        kept = max(1, min(last - first, size + k - 1 - before))
+        kept = max(1, last - first)
         if stride == 1:
             after = size + k - 1 - kept - before  # the output is then `size`
         else:

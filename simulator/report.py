@@ -281,7 +281,7 @@ class ReportSession:
         except OSError as exc:
             raise OutputError(
                 f"cannot write the reports to {self.directory!r}: expected a directory there or one that can "
-                f"be made, found {exc.strerror or exc}",
+                f"be made ({exc.strerror or exc})",
                 self.directory,
             ) from None
         self.profile_path = os.path.join(self.directory, "profile.pop")

@@ -56,15 +56,33 @@ def test_an_output_directory_that_cannot_be_made_exits_2(tmp_path, capsys):
     assert (tmp_path / "afile").read_text() == "mine"
 
 
-def test_a_bad_source_date_epoch_exits_2(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1.5")
+@pytest.mark.parametrize("epoch", ["1.5", "1_0", "-5"])
+def test_a_bad_source_date_epoch_exits_2(tmp_path, capsys, monkeypatch, epoch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
     code, _, err = _simulate(capsys, *SMALL, "-o", str(tmp_path / "o"))
-    assert code == 2 and "SOURCE_DATE_EPOCH must be whole seconds since 1970, got '1.5'" in err
+    assert code == 2 and f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {epoch!r}" in err
+
+
+def test_too_deeply_nested_engine_options_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "[" * 30_000 + "]" * 30_000)
+    code, _, err = _simulate(capsys, *SMALL, "-o", str(tmp_path / "o"))
+    assert code == 2 and "POPLAR_ENGINE_OPTIONS must be a JSON object; it is nested too deeply" in err
 
 
 def test_a_timestamp_may_be_seconds(tmp_path, capsys):
     code, out, _ = _simulate(capsys, *SMALL, "--timestamp", "1700000000", "-o", str(tmp_path / "o"))
     assert code == 0 and "Tue_Nov_14_22-13-20_2023" in out
+    # eight digits are a date first (ISO 8601's basic form)
+    code, out, _ = _simulate(capsys, *SMALL, "--timestamp", "20240101", "-o", str(tmp_path / "p"))
+    assert code == 0 and "Mon_Jan_01_00-00-00_2024" in out
+
+
+def test_knob_values_that_start_with_a_dash_are_joined_to_their_knob():
+    from pva.cli.simulate import _joined_values
+
+    known = {"alpha": False, "padding": False, "report-plan": True}
+    words = ["--alpha", "-1e3", "--padding", "-1,2", "--report-plan", "--alpha", "--padding"]
+    assert _joined_values(words, known) == ["--alpha=-1e3", "--padding=-1,2", "--report-plan", "--alpha", "--padding"]
 
 
 def test_the_summary_names_where_the_engine_options_sent_the_reports(tmp_path, capsys):
@@ -75,13 +93,19 @@ def test_the_summary_names_where_the_engine_options_sent_the_reports(tmp_path, c
     summary = json.loads(out)
     assert code == 0 and summary["directory"] == str(elsewhere) and "profile.pop" in summary["files"]
     code, out, _ = _simulate(capsys, *SMALL, "--engine-option", "autoReport.all=false", "-o", str(tmp_path / "p"))
-    assert code == 0 and "cycles not profiled" in out and "no reports written" in out
+    assert code == 0 and "no run profiled" in out and "no reports written" in out
+    code, out, _ = _simulate(capsys, *SMALL, "--engine-option", "autoReport.all=false", "--json", "-o", str(tmp_path))
+    summary = json.loads(out)
+    assert (summary["directory"], summary["files"], summary["cycles"], summary["profiled_runs"]) == (None, [], None, 0)
 
 
 def test_the_cycles_are_those_of_the_profiled_runs(tmp_path, capsys):
     knobs = ["--preset", "mnist-mlp", "--tiles-per-ipu", "16", "--batch", "2", "--hidden", "4", "--steps", "1"]
+    # executionProfileProgramRunCount (2) runs of each program: the init run and two of the five
     code, out, _ = _simulate(capsys, *knobs, "--runs", "5", "-o", str(tmp_path / "o"))
-    assert code == 0 and "6 run(s)" in out and "in the 2 profiled run(s)" in out
+    assert code == 0 and "6 run(s)" in out and "in the 3 profiled run(s)" in out
+    code, out, _ = _simulate(capsys, *knobs, "--runs", "2", "-o", str(tmp_path / "p"))
+    assert code == 0 and "3 run(s)" in out and "cycles on the busiest IPU\n" in out
 
 
 @pytest.mark.parametrize(

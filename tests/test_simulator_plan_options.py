@@ -237,7 +237,7 @@ def test_gemm_plan_constraints_swap_the_operands_as_poplin_would():
             "knob --available-memory-proportion: availableMemoryProportion must be a number of at least 0",
         ),
         ("gemm", {"partials-type": "double"}, "knob --partials-type of preset 'gemm' must be one of half, float"),
-        ("conv", {"report-plan": "maybe"}, "knob --report-plan of preset 'conv' expects bool"),
+        ("conv", {"report-plan": "maybe"}, "knob --report-plan of preset 'conv' expects true or false"),
         (
             "gemm",
             {"plan-constraints": '{"inChansPerGroup": 8}'},

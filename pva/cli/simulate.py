@@ -95,22 +95,18 @@ def _listing(as_json: bool) -> int:
 
 
 def _joined_values(words: list[str], known: dict[str, bool]) -> list[str]:
-    """The knob words with a value that starts with '-' (a negative number such as -1e3 or -inf,
-    which argparse takes for an option) joined to its knob as --name=value."""
+    """The knob words with each value that starts with '-' (a negative number such as -1e3, or a
+    padding such as -1,2), which argparse takes for an option, joined to its knob as --name=value."""
     out: list[str] = []
     i = 0
     while i < len(words):
         word = words[i]
         name = word[2:] if word.startswith("--") else None
-        if name in known and not known[name] and i + 1 < len(words) and words[i + 1].startswith("-"):
-            try:
-                float(words[i + 1])
-            except ValueError:
-                pass
-            else:
-                out.append(f"{word}={words[i + 1]}")
-                i += 2
-                continue
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if name in known and not known[name] and following.startswith("-") and not following.startswith("--"):
+            out.append(f"{word}={following}")
+            i += 2
+            continue
         out.append(word)
         i += 1
     return out
@@ -175,7 +171,7 @@ def run(args) -> int:
     # the engine options (POPLAR_ENGINE_OPTIONS, --engine-option) may send the reports elsewhere or
     # turn them off; the cycles are those of the runs the execution profile records
     written = os.path.abspath(engine.options.directory) if engine.options.any_report else None
-    profiled = min(engine.run_count, engine.options.run_count) if engine.options.execution_profile else 0
+    profiled = sum(engine.runs_recorded.values())  # executionProfileProgramRunCount runs of each program
     summary = {
         "preset": args.preset,
         "directory": written,
@@ -191,7 +187,7 @@ def run(args) -> int:
         print_json(summary)
         return 0
     if summary["cycles"] is None:
-        cycles = "cycles not profiled (the execution profile is off)"
+        cycles = "no run profiled (autoReport options)"
     elif profiled < engine.run_count:
         cycles = f"{summary['cycles']:,} cycles on the busiest IPU in the {profiled} profiled run(s)"
     else:

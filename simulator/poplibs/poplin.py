@@ -59,7 +59,10 @@ def memory_bound(options: dict | None, bytes_per_tile: int) -> float:
     except (TypeError, ValueError, OverflowError):
         proportion = math.nan
     if not math.isfinite(proportion * bytes_per_tile) or proportion < 0:
-        raise GraphError(f"availableMemoryProportion must be a number of at least 0, got {value!r}")
+        raise GraphError(
+            f"availableMemoryProportion must be a number of at least 0 whose share of the tile's memory is "
+            f"finite, got {value!r}"
+        )
     # poplin holds the bound as a whole number of bytes (popsolver::DataType)
     return math.inf if proportion == 0 else float(math.floor(proportion * bytes_per_tile))
 

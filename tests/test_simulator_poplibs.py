@@ -365,8 +365,11 @@ def test_matmul_planner_chooses_poplins_method_per_shape():
     assert poplin.plan_methods({"planConstraints": {"method": "hmac"}}) == ("HMAC",)
     with pytest.raises(GraphError, match="OUTER_PRODUCT for one input channel only"):
         poplin.plan_matmul(g, 16, 8, 16, FLOAT, FLOAT, FLOAT, methods=("OUTER_PRODUCT",))
-    with pytest.raises(GraphError, match="planConstraints method must be one of"):
+    with pytest.raises(GraphError, match="planConstraints method must be one of .*, got 'SLIC'"):
         poplin.plan_methods({"planConstraints": '{"method": "SLIC"}'})
+    # a number is not a method's name, and the message shows it as the number it is
+    with pytest.raises(GraphError, match="planConstraints method must be one of .*, got 5$"):
+        poplin.plan_methods({"planConstraints": {"method": 5}})
     with pytest.raises(GraphError, match="planConstraints must be a JSON object"):
         poplin.plan_methods({"planConstraints": "{method"})
 

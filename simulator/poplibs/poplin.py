@@ -242,14 +242,14 @@ def plan_methods(options: dict | None) -> tuple[str, ...]:
     option (a JSON object, or a dict) may name one with ``method`` (ConvVertexType.cpp,
     getConvVertexTypeCandidates: constrainedMethod); ``"all"`` weighs every method of
     MATMUL_METHODS."""
-    method = _plan_constraints(options).get("method")
-    if method is None:
+    given = _plan_constraints(options).get("method")
+    if given is None:
         return DEFAULT_METHODS
-    method = str(method).upper()
+    method = given.upper() if isinstance(given, str) else None
     if method == "ALL":
         return MATMUL_METHODS
     if method not in MATMUL_METHODS:
-        raise GraphError(f"planConstraints method must be one of {', '.join(MATMUL_METHODS)} or all, got {method!r}")
+        raise GraphError(f"planConstraints method must be one of {', '.join(MATMUL_METHODS)} or all, got {given!r}")
     return (method,)
 
 

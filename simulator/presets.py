@@ -738,19 +738,24 @@ def _gemm(
 _LAYER_OPTION_KEYS = ("availableMemoryProportion", "partialsType")
 
 
-def _layer_options(text: str, knob: str) -> dict:
-    """poplin options from a knob: a JSON object as the tools take them, with only
-    _LAYER_OPTION_KEYS, whose values poplin must accept; {} for an empty knob."""
+def _knob_json(text: str, knob: str):
+    """The JSON value of knob --`knob`, which expects an object; bad JSON is an OptionError."""
     import json
 
-    if not text.strip():
-        return {}
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise OptionError(f"knob --{knob} expects a JSON object, got {text!r}: {exc}") from None
     except RecursionError:
         raise OptionError(f"knob --{knob} expects a JSON object, got one nested too deeply to read") from None
+
+
+def _layer_options(text: str, knob: str) -> dict:
+    """poplin options from a knob: a JSON object as the tools take them, with only
+    _LAYER_OPTION_KEYS, whose values poplin must accept; {} for an empty knob."""
+    if not text.strip():
+        return {}
+    value = _knob_json(text, knob)
     if not isinstance(value, dict):
         raise OptionError(f"knob --{knob} expects a JSON object, got {text!r}")
     for key in value:
@@ -789,17 +794,10 @@ def _plan_constraints(text: str, name: str, allowed: dict) -> dict | None:
     """The options of a pass whose plan-constraints knob `name` is `text`, a JSON object as
     poplibs' tools take it; None when empty. Keys not in `allowed`, the tree of the keys the
     simulator honours, are refused."""
-    import json
-
     if not text.strip():
         return None
     knob = f"--{name}"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise OptionError(f"knob {knob} expects a JSON object, got {text!r}: {exc}") from None
-    except RecursionError:
-        raise OptionError(f"knob {knob} expects a JSON object, got one nested too deeply to read") from None
+    value = _knob_json(text, name)
 
     def check(obj, tree: dict, path: str) -> None:
         if not isinstance(obj, dict):

@@ -230,7 +230,7 @@ def test_planner_counts_the_single_input_reduction():
     # a k split in 3 over 8 x 24 outputs a tile: each of the 3 tiles sums a slice of 64 outputs,
     # 3 partials, two received (512 bytes): the single-input vertex, as poplin's estimate counts it
     # (PerformanceEstimation.hpp, estimateConvReduceCycles)
-    from simulator.poplibs.poplin import _pass_costs
+    from simulator.poplibs.poplin.planner import _pass_costs
     from simulator.types import FLOAT, HALF
 
     a = architecture("ipu2")
@@ -263,7 +263,7 @@ def test_planner_doubles_the_memory_bound_when_no_grid_fits():
     # 4 x 4 grid does (131,072 bytes), so poplin keeps it rather than the 2 x 8 grid, a few cycles
     # faster but 180,224 bytes (ConvPlan.cpp, runPlanner: minimizeMemory doubles the bound before
     # it drops it)
-    from simulator.poplibs.poplin import _best_grid
+    from simulator.poplibs.poplin.planner import _best_grid
     from simulator.types import FLOAT, HALF
 
     def best(bytes_per_tile):
@@ -476,7 +476,8 @@ def test_planner_costs_one_row_on_hmac_vertices():
     # C[1000, 1] = A[1000, 1000] B[1000, 1] in half on a Mk2 IPU: AMP would pad the one output
     # channel to 8 conv units; HMAC (one output channel a group with float partials) is cheaper by
     # the ported estimates, and the plan's compute is the vertex estimate of its largest block
-    from simulator.poplibs.poplin import MATMUL_METHODS, _best_grid
+    from simulator.poplibs.poplin import MATMUL_METHODS
+    from simulator.poplibs.poplin.planner import _best_grid
     from simulator.types import FLOAT, HALF
 
     grid, estimate, ocpg, icpg, method, _ = _best_grid(

@@ -14,6 +14,7 @@ from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Graph, Sequence, Target
 from simulator.errors import GraphError
 from simulator.poplibs import poplin
+from simulator.poplibs.poplin import conv_planner
 
 
 def _constraint(dims, **more) -> dict:
@@ -30,22 +31,22 @@ def _vertex_types(tmp_path) -> set[str]:
 
 def test_candidates_are_the_dims_no_narrower_than_the_kernel_innermost_first():
     wide = poplin.ConvParams(1440, 1, 100, (15, 200), (5, 200))
-    assert poplin._expand_candidates(wide) == [(), (0,), (1,), (1, 0)]
+    assert conv_planner._expand_candidates(wide) == [(), (0,), (1,), (1, 0)]
     # the backward pass of the same layer: its field (11 x 1) is narrower than the kernel along dim 1
     bwd = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199))
-    assert poplin._expand_candidates(bwd) == [(), (0,)]
+    assert conv_planner._expand_candidates(bwd) == [(), (0,)]
     # a 1x1 kernel at stride 1 without padding changes nothing when expanded; at stride 2 it does
-    assert poplin._expand_candidates(poplin.ConvParams(4, 64, 64, (56, 56), (1, 1))) == [()]
+    assert conv_planner._expand_candidates(poplin.ConvParams(4, 64, 64, (56, 56), (1, 1))) == [()]
     strided = poplin.ConvParams(4, 64, 64, (56, 56), (1, 1), (2, 1))
-    assert poplin._expand_candidates(strided) == [(), (0,)]
+    assert conv_planner._expand_candidates(strided) == [(), (0,)]
 
 
 def test_expanded_params_fold_kernel_positions_into_channels():
     p = poplin.ConvParams(2, 3, 5, (9, 10), (3, 5), (2, 1), (1, 2))
     assert p.out_field == (5, 10)
-    e = poplin._expanded(p, (1,))
+    e = conv_planner._expanded(p, (1,))
     assert (e.in_chans, e.field, e.kernel, e.stride, e.padding) == (15, (9, 10), (3, 1), (2, 1), (1, 0))
-    both = poplin._expanded(p, (1, 0))
+    both = conv_planner._expanded(p, (1, 0))
     assert (both.in_chans, both.field, both.kernel, both.stride, both.padding) == (45, (5, 10), (1, 1), (1, 1), (0, 0))
     assert both.out_field == p.out_field
     assert both.macs == 2 * 5 * 45 * 5 * 10  # the padding's products are counted once expanded
@@ -53,13 +54,13 @@ def test_expanded_params_fold_kernel_positions_into_channels():
 
 def test_transform_cost_is_poplins_copy_of_the_padded_input_and_weights():
     g = codelet_graph(16)
-    p = poplin._expanded(poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=HALF), (1, 0))
-    grid = poplin._conv_grid(g, poplin._flattened(p), FLOAT)
+    p = conv_planner._expanded(poplin.ConvParams(2, 1, 5, (5, 12), (3, 12), dtype=HALF), (1, 0))
+    grid = conv_planner._conv_grid(g, conv_planner._flattened(p), FLOAT)
     assert (grid.pm * grid.pn * grid.pk, grid.plan.k_grain, grid.plan.n_grain) == (9, 16, 8)
     # input 2 x 3 x 48 (36 channels padded to 16s) and weights 48 x 8: 672 halves over 9 tiles, 150
     # bytes a tile: exchanged at 4 bytes a cycle (38) and copied at 2 x 4/5 bytes a cycle (94);
     # the output, 5 channels padded to 8: 12 bytes a tile, 3 + ceil(12 x 5 / 6) = 13
-    assert poplin._conv_transform_cost(g.target.arch, p, grid, True) == (38 + 94 + 13, 300)
+    assert conv_planner._conv_transform_cost(g.target.arch, p, grid, True) == (38 + 94 + 13, 300)
 
 
 def test_the_copies_an_expansion_implies_decide_between_candidates():
@@ -67,13 +68,13 @@ def test_the_copies_an_expansion_implies_decide_between_candidates():
     arch = g.target.arch
 
     def planned(params, dims):
-        e = poplin._expanded(params, dims)
-        return e, poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT)
+        e = conv_planner._expanded(params, dims)
+        return e, conv_planner._conv_grid(g, conv_planner._flattened(e) or e, FLOAT)
 
     # 8 half channels, a 5 x 5 kernel: both dims expanded (200 channels) plan in the fewest cycles,
     # but the rows alone (40 channels) cost less with the copies that build the operands
     halves = poplin.ConvParams(1, 8, 8, (10, 10), (5, 5), (1, 1), (1, 1), HALF)
-    plan_only = {d: planned(halves, d)[1].plan.estimate["total"] for d in poplin._expand_candidates(halves)}
+    plan_only = {d: planned(halves, d)[1].plan.estimate["total"] for d in conv_planner._expand_candidates(halves)}
     assert min(plan_only, key=plan_only.get) == (1, 0)
     assert poplin.conv_transforms(g, halves) == (False, (0,))
     # 8 float channels, rows expanded: 24 channels fill their groups of 8, yet the input and the
@@ -83,7 +84,7 @@ def test_the_copies_an_expansion_implies_decide_between_candidates():
     floats = poplin.ConvParams(1, 8, 4, (10, 10), (3, 3), (1, 1), (1, 1), FLOAT)
     e, grid = planned(floats, (0,))
     assert (grid.pm * grid.pn * grid.pk, grid.plan.k_grain, grid.plan.n_grain) == (15, 8, 16)
-    assert poplin._conv_transform_cost(arch, e, grid, True) == (237 + 297 + 107 + 134, 2 * 948)
+    assert conv_planner._conv_transform_cost(arch, e, grid, True) == (237 + 297 + 107 + 134, 2 * 948)
     assert poplin.conv_transforms(g, floats) == (False, (0,))
 
 
@@ -105,9 +106,9 @@ def test_one_channel_wide_kernel_is_expanded_into_a_pointwise_product(tmp_path):
 def test_expansion_cuts_the_cycles_of_a_one_channel_layer():
     g = codelet_graph(64)
     params = poplin.ConvParams(64, 1, 32, (15, 40), (5, 40), dtype=HALF)
-    plain = poplin._conv_grid(g, params, FLOAT).plan.estimate["total"]
-    e = poplin._expanded(params, poplin.conv_transforms(g, params)[1])
-    expanded = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT).plan.estimate["total"]
+    plain = conv_planner._conv_grid(g, params, FLOAT).plan.estimate["total"]
+    e = conv_planner._expanded(params, poplin.conv_transforms(g, params)[1])
+    expanded = conv_planner._conv_grid(g, conv_planner._flattened(e) or e, FLOAT).plan.estimate["total"]
     assert poplin.conv_transforms(g, params) == (False, (1, 0))
     assert expanded * 10 < plain
 
@@ -178,7 +179,7 @@ def test_a_bad_expand_constraint_is_refused(dims):
 
 def test_swapped_params_exchange_batch_and_output_channels():
     p = poplin.ConvParams(1440, 100, 1, (11, 1), (5, 200), (1, 1), (4, 199), HALF)
-    s = poplin._swapped(p)
+    s = conv_planner._swapped(p)
     # the weights (1 x 100 x 5 x 200) are the input of a batch of 1, the deltas the kernel of 1,440
     # output channels, padded by 11 + 4 - 5 and 1 + 199 - 200 so the output field stays 15 x 200
     assert (s.batch, s.in_chans, s.out_chans, s.field, s.kernel, s.padding) == (
@@ -190,8 +191,8 @@ def test_swapped_params_exchange_batch_and_output_channels():
         (10, 0),
     )
     assert s.out_field == p.out_field == (15, 200)
-    assert poplin._swapped(poplin.ConvParams(4, 8, 8, (9, 9), (3, 3), (2, 2), (1, 1))) is None  # stride 2
-    assert poplin._swapped(poplin.ConvParams(4, 8, 8, (2, 2), (5, 5), (1, 1), (2, 2))) is None  # padding -1
+    assert conv_planner._swapped(poplin.ConvParams(4, 8, 8, (9, 9), (3, 3), (2, 2), (1, 1))) is None  # stride 2
+    assert conv_planner._swapped(poplin.ConvParams(4, 8, 8, (2, 2), (5, 5), (1, 1), (2, 2))) is None  # padding -1
 
 
 def test_one_output_channel_over_a_large_batch_is_swapped():
@@ -206,15 +207,15 @@ def test_one_output_channel_over_a_large_batch_is_swapped():
 def test_swapping_costs_copies_of_the_input_weights_and_output():
     g = codelet_graph(16)
     p = poplin.ConvParams(2, 16, 8, (4, 4), (1, 1), dtype=HALF)
-    grid = poplin._conv_grid(g, poplin._flattened(p), FLOAT)
+    grid = conv_planner._conv_grid(g, conv_planner._flattened(p), FLOAT)
     assert (grid.pm * grid.pn * grid.pk, grid.plan.k_grain, grid.plan.n_grain) == (16, 16, 8)
     # as given: 16 input channels in one group and 8 output channels in one conv-unit group, so
     # only the output is regrouped (8 is not one conv unit's 16 weights): 2 x 16 positions x 8
     # halves over 16 tiles, 32 bytes a tile, copied at 8 bytes a cycle and 4/5 of that: 5 cycles
-    assert poplin._conv_transform_cost(g.target.arch, p, grid, False) == (5, 64)
+    assert conv_planner._conv_transform_cost(g.target.arch, p, grid, False) == (5, 64)
     # swapped: the input (2 x 16 x 16) and the weights (16 x 8), 80 bytes a tile, exchanged (20)
     # and copied at 2 bytes a cycle x 4/5 (50); the output rearranged too, 8 + 20
-    assert poplin._conv_transform_cost(g.target.arch, p, grid, False, True) == (20 + 50 + 8 + 20, 160)
+    assert conv_planner._conv_transform_cost(g.target.arch, p, grid, False, True) == (20 + 50 + 8 + 20, 160)
 
 
 @pytest.mark.parametrize("dims", [[], [0], [1], [0, 1]])
@@ -255,10 +256,10 @@ def test_when_no_candidate_fits_the_bound_is_doubled_before_it_is_dropped():
     params = poplin.ConvParams(4, 4, 64, (32, 32), (5, 5), (1, 1), (2, 2), HALF)
     arch = g.target.arch
     memory, cycles = {}, {}
-    for dims in poplin._expand_candidates(params):
-        e = poplin._expanded(params, dims)
-        grid = poplin._conv_grid(g, poplin._flattened(e) or e, FLOAT)
-        extra, temp = poplin._conv_transform_cost(arch, e, grid, bool(dims), False)
+    for dims in conv_planner._expand_candidates(params):
+        e = conv_planner._expanded(params, dims)
+        grid = conv_planner._conv_grid(g, conv_planner._flattened(e) or e, FLOAT)
+        extra, temp = conv_planner._conv_transform_cost(arch, e, grid, bool(dims), False)
         memory[dims] = max(grid.plan.estimate["memory"], temp)
         cycles[dims] = grid.plan.estimate["total"] + extra
     assert memory == {(): 298112, (0,): 350464, (1,): 350464, (1, 0): 479744}
@@ -271,14 +272,14 @@ def test_a_candidate_that_cannot_beat_the_best_is_not_planned(monkeypatch):
     # kernel, 50,176^2 x 32 x 4 multiply-accumulates, more cycles at the tiles' peak rate than the
     # plan as given takes in all, so that candidate is dropped before it is planned
     g = Graph(Target("ipu2"))
-    p = poplin._flattened(poplin.ConvParams(4, 32, 64, (112, 112), (1, 1), dtype=HALF))
+    p = conv_planner._flattened(poplin.ConvParams(4, 32, 64, (112, 112), (1, 1), dtype=HALF))
     planned = []
-    real = poplin._conv_grid
+    real = conv_planner._conv_grid
 
     def counting(graph, params, partials_type=FLOAT, bound=None):
         planned.append(params.kernel)
         return real(graph, params, partials_type, bound)
 
-    monkeypatch.setattr(poplin, "_conv_grid", counting)
+    monkeypatch.setattr(conv_planner, "_conv_grid", counting)
     assert poplin.conv_transforms(g, p) == (False, ())
     assert planned == [(1, 1)]

@@ -9,6 +9,7 @@ from simulator_run import build_convolution, codelet_graph, correlate, run_convo
 from simulator import FLOAT, HALF, Graph, Sequence
 from simulator.poplibs import poplin, popnn
 from simulator.poplibs._util import tile_pieces
+from simulator.poplibs.poplin import conv_planner
 
 
 def _batches(g: Graph, name: str):
@@ -58,7 +59,7 @@ def test_pointwise_convolution_reads_whole_channel_groups():
     w = poplin.createWeights(g, params, "weights")
     poplin.convolution(g, x, w, params, Sequence(), "conv")
     # planned flattened: the 2 x 7 x 7 positions one field dim, split anywhere
-    grid = poplin._conv_grid(g, poplin._flattened(params))
+    grid = conv_planner._conv_grid(g, conv_planner._flattened(params))
     assert grid.ig == 16 and grid.og in (8, 16)
     (batch,) = _batches(g, "conv/Conv_1/Convolve")
     cells = grid.cells()
@@ -83,14 +84,14 @@ def test_input_and_weights_are_stored_in_channel_groups():
     assert np.array_equal(xi[1, 16:32, 2, 3] - xi[1, 16, 2, 3], np.arange(16))
     assert xi[0, 16, 0, 0] == 2 * 5 * 6 * 16
     # [O][C][kh][kw] stored as [O/og][C/16][kh][kw][og][16]
-    og = poplin._conv_grid(g, params).og
+    og = conv_planner._conv_grid(g, params).og
     _, wi = w.element_arrays()
     wi = wi.reshape(24, 32, 3, 3)
     assert np.array_equal(wi[0, 0:16, 1, 2] - wi[0, 0, 1, 2], np.arange(16))
     assert wi[1, 0, 0, 0] - wi[0, 0, 0, 0] == 16
     assert wi[0, 0, 0, 1] - wi[0, 0, 0, 0] == og * 16
     # every element of both is mapped to a tile that one of the convolution's cells runs on
-    tiles = {x_[9] for x_ in poplin._conv_grid(g, params).cells()}
+    tiles = {x_[9] for x_ in conv_planner._conv_grid(g, params).cells()}
     for t in (x, w):
         assert _tiles_of(g, t) <= tiles
 
@@ -107,7 +108,7 @@ def test_output_is_grouped_by_output_channels_and_feeds_the_next_layer(tmp_path)
     popnn.nonLinearityInPlace(g, "RELU", y1, prog, "relu")
     y2 = poplin.convolution(g, y1, w2, p2, prog, "layer2")
     # [b, o, oh, ow] of a variable stored [O/og][N][oh][ow][og]
-    og = poplin._conv_grid(g, p1, FLOAT).og
+    og = conv_planner._conv_grid(g, p1, FLOAT).og
     _, yi = y1.element_arrays()
     yi = yi.reshape(2, 32, 6, 6)
     assert np.array_equal(yi[1, og : 2 * og, 4, 5] - yi[1, og, 4, 5], np.arange(og))
@@ -189,7 +190,7 @@ def test_input_elements_no_cell_reads_stay_with_their_neighbours():
     ):
         g = codelet_graph(1472)
         x = poplin.createInput(g, params, "in")
-        tiles = {cell[9] for cell in poplin._conv_grid(g, params).cells()}
+        tiles = {cell[9] for cell in conv_planner._conv_grid(g, params).cells()}
         assert _tiles_of(g, x) <= tiles
 
 
@@ -200,7 +201,7 @@ def test_unsplit_input_channels_are_cast_not_reduced(tmp_path):
     for dtype, np_type in ((HALF, np.float16), (FLOAT, np.float32)):
         g = codelet_graph(64)
         p = poplin.ConvParams(2, 8, 32, (6, 6), (3, 3), (1, 1), (1, 1), dtype)
-        assert poplin._conv_grid(g, p, FLOAT).plan.pk == 1
+        assert conv_planner._conv_grid(g, p, FLOAT).plan.pk == 1
         x, w, prog, y = build_convolution(
             g, p, {"planConstraints": {"0": {"transform": {"expandDims": []}}}}, names=("in", "w")
         )
@@ -226,12 +227,12 @@ def test_only_a_1x1_kernel_writes_the_output_type_and_the_planner_counts_the_cas
     assert {g.state.vars[int(v)].dtype for v in y.variable_ids()} == {HALF}
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=8, dtype=np.float16)
     assert np.allclose(out, correlate(xv, wv, stride=(2, 2)), atol=0.05)
-    assert poplin._conv_grid(g, pointwise, FLOAT).plan.vertex_out_type() == HALF
+    assert conv_planner._conv_grid(g, pointwise, FLOAT).plan.vertex_out_type() == HALF
 
     g = codelet_graph(64)
     arch = g.target.arch
     square = poplin.ConvParams(2, 8, 32, (6, 6), (3, 3), (1, 1), (1, 1), HALF)
-    plan = poplin._conv_grid(g, square, FLOAT).plan
+    plan = conv_planner._conv_grid(g, square, FLOAT).plan
     assert plan.pk == 1 and plan.vertex_out_type() == FLOAT
     # total = compute + exchange + sync + the cast of the tile's outputs with its own sync
     from simulator.codelets.popops import cast_supervisor_cycles

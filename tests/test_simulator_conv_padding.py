@@ -15,6 +15,7 @@ from pva.cli import main as cli_main
 from simulator import FLOAT, HALF, Sequence
 from simulator.errors import OptionError
 from simulator.poplibs import poplin
+from simulator.poplibs.poplin import conv_planner, planner
 from simulator.presets import _conv_backward_params, build_preset
 
 
@@ -61,34 +62,34 @@ def test_symmetric_padding_is_the_padding_as_before():
 
 def test_expanded_dims_lose_their_padding_at_both_ends():
     p = _params((1, 0), (0, 2))
-    e = poplin._expanded(p, (1,))
+    e = conv_planner._expanded(p, (1,))
     assert (e.in_chans, e.field, e.kernel, e.pad_widths) == (9, (7, 8), (3, 1), ((1, 0), (0, 0)))
     assert e.out_field == p.out_field == (6, 8)
-    both = poplin._expanded(p, (1, 0))
+    both = conv_planner._expanded(p, (1, 0))
     assert (both.in_chans, both.field, both.pad_widths) == (27, (6, 8), ((0, 0), (0, 0)))
     # a 1x1 kernel padded at one end only is not flattened, and its padded dim is an expansion
     one = poplin.ConvParams(2, 16, 8, (4, 4), (1, 1), (1, 1), (0, 0), HALF, (0, 1))
-    assert poplin._flattened(one) is None and not poplin._is_flat(one)
-    assert poplin._expand_candidates(one) == [(), (1,)]
-    assert poplin._flattened(poplin.ConvParams(2, 16, 8, (4, 4), (1, 1))) is not None
+    assert conv_planner._flattened(one) is None and not conv_planner._is_flat(one)
+    assert conv_planner._expand_candidates(one) == [(), (1,)]
+    assert conv_planner._flattened(poplin.ConvParams(2, 16, 8, (4, 4), (1, 1))) is not None
 
 
 def test_swapped_operands_keep_each_ends_padding():
     # the flipped weights (3 x 2) padded by h + lower - k before and h + upper - k after each dim
-    s = poplin._swapped(_params((1, 0), (0, 2), field=(5, 6), kernel=(3, 2)))
+    s = conv_planner._swapped(_params((1, 0), (0, 2), field=(5, 6), kernel=(3, 2)))
     assert (s.batch, s.in_chans, s.out_chans, s.field, s.kernel) == (4, 3, 2, (3, 2), (5, 6))
     assert s.pad_widths == ((5 + 1 - 3, 5 + 0 - 3), (6 + 0 - 2, 6 + 2 - 2))
     assert s.out_field == (4, 7)
     # one end whose swapped padding would be negative is not swapped: 2 + 0 - 3 < 0
-    assert poplin._swapped(_params((2, 0), (0, 0), field=(2, 4), kernel=(3, 3))) is None
+    assert conv_planner._swapped(_params((2, 0), (0, 0), field=(2, 4), kernel=(3, 3))) is None
 
 
 def test_the_planner_reads_the_input_from_the_lower_padding():
     # a 1 x 1 kernel at stride 2 over 5 rows, padded 1 before and 0 after: 3 outputs read rows
     # -1, 1 and 3, so the whole output reads rows 1 to 3 (3 rows); padded 0 before and 1 after,
     # rows 0, 2 and 4 (5 rows)
-    assert poplin._input_range_size(5, 1, 2, 1, 3) == 3
-    assert poplin._input_range_size(5, 1, 2, 0, 3) == 5
+    assert planner._input_range_size(5, 1, 2, 1, 3) == 3
+    assert planner._input_range_size(5, 1, 2, 0, 3) == 5
     p = poplin.ConvParams(1, 16, 16, (5, 5), (1, 1), (2, 2), (1, 0), HALF, (0, 1))
     assert p.out_field == (3, 3)
     # a tile of all 3 x 3 outputs of 16 channels receives those 3 rows of 5 columns
@@ -294,7 +295,7 @@ def test_cli_refuses_padding_with_padding_lower(tmp_path, capsys):
 def test_symmetric_padding_builds_the_same_plan_as_before(params, expected):
     g = codelet_graph(1472)
     for p in (params, dataclasses.replace(params, padding_upper=params.padding)):
-        grid = poplin._conv_grid(g, poplin._flattened(p) or p, FLOAT)
+        grid = conv_planner._conv_grid(g, conv_planner._flattened(p) or p, FLOAT)
         got = (grid.pm, grid.pn, grid.pk, grid.rows_per, grid.o_per, grid.c_per, grid.ig, grid.og)
         estimate = (int(grid.plan.estimate["total"]), int(grid.plan.estimate["memory"]))
         assert (*got, *estimate, poplin.conv_transforms(g, p)) == expected

@@ -10,6 +10,7 @@ from simulator_run import codelet_graph
 from simulator import HALF, Sequence
 from simulator.codelets import poplin as amp
 from simulator.poplibs import poplin
+from simulator.poplibs.poplin import conv_planner
 from simulator.target import architecture
 
 #: The convolution as given: poplin's expandDims, which the planner may choose for these small
@@ -126,7 +127,7 @@ def test_kernel_positions_over_padding_cost_only_their_loop():
 def test_kernel_outputs_leave_out_padding():
     g = codelet_graph(tiles=4)
     params = poplin.ConvParams(2, 16, 16, (3, 4), (3, 3), (1, 1), (1, 1), HALF)
-    grid = poplin._conv_grid(g, params)
+    grid = conv_planner._conv_grid(g, params)
     cells = [(0, 0, 0, 2, 5, 0, 16, 0, 16, 0), (0, 0, 0, 0, 6, 0, 16, 0, 16, 0)]
     rows, cols = grid.kernel_outputs(cells)
     # kernel column 0 reads x - 1: outputs 1..3; column 2 reads x + 1: outputs 0..2
@@ -139,7 +140,7 @@ def test_kernel_outputs_leave_out_padding():
 def test_strided_kernel_outputs():
     g = codelet_graph(tiles=4)
     params = poplin.ConvParams(1, 16, 16, (7, 7), (3, 3), (2, 2), (1, 1), HALF)  # 4 x 4 outputs
-    grid = poplin._conv_grid(g, params)
+    grid = conv_planner._conv_grid(g, params)
     rows, cols = grid.kernel_outputs([(0, 0, 0, 0, 4, 0, 16, 0, 16, 0)])
     # output x reads 2x - 1 + k: k = 0 leaves out x = 0 (reads -1), k = 2 leaves out x = 3 (reads 7)
     assert cols.tolist() == [3, 4, 3]
@@ -170,7 +171,7 @@ def test_padded_convolution_vertices_cost_their_worklists():
 def test_planner_splits_positions_in_whole_rows():
     g = codelet_graph(tiles=1472)
     params = poplin.ConvParams(4, 4, 64, (224, 224), (3, 3), (1, 1), (1, 1), HALF)
-    grid = poplin._conv_grid(g, params)
+    grid = conv_planner._conv_grid(g, params)
     # the plan's split of positions is the grid's: no cell is cut inside an output row
     assert grid.plan.pm == grid.pm
     assert grid.plan.mb == grid.rows_per * 224
@@ -199,10 +200,10 @@ def test_pointwise_convolution_is_planned_flattened():
     # a 1x1 kernel, stride 1 and no padding: poplin flattens the batch and both spatial dims into one
     # field dim (calculateFlattenedParams), so a cell may end inside an output row
     params = poplin.ConvParams(4, 64, 64, (7, 7), (1, 1), dtype=HALF)
-    flat = poplin._flattened(params)
+    flat = conv_planner._flattened(params)
     assert (flat.batch, flat.field, flat.in_chans, flat.out_chans) == (1, (196, 1), 64, 64)
-    assert poplin._flattened(poplin.ConvParams(4, 64, 64, (7, 7), (3, 3), (1, 1), (1, 1), HALF)) is None
-    assert poplin._flattened(poplin.ConvParams(4, 64, 64, (7, 7), (1, 1), (2, 2), (0, 0), HALF)) is None
+    assert conv_planner._flattened(poplin.ConvParams(4, 64, 64, (7, 7), (3, 3), (1, 1), (1, 1), HALF)) is None
+    assert conv_planner._flattened(poplin.ConvParams(4, 64, 64, (7, 7), (1, 1), (2, 2), (0, 0), HALF)) is None
     g = codelet_graph(tiles=1472)
     x = poplin.createInput(g, params, "x")
     assert tuple(x.shape) == (4, 64, 7, 7)
@@ -210,14 +211,14 @@ def test_pointwise_convolution_is_planned_flattened():
     _, xi = x.element_arrays()
     xi = xi.reshape(4, 64, 7, 7)
     assert xi[0, 16, 0, 0] == 4 * 7 * 7 * 16 and xi[1, 0, 0, 0] == 7 * 7 * 16
-    grid = poplin._conv_grid(g, flat)
+    grid = conv_planner._conv_grid(g, flat)
     assert grid.plan.pm == grid.pm and grid.plan.mb == grid.rows_per
 
 
 def test_small_channel_convolution_is_planned_on_hmac_costs():
     g = codelet_graph(tiles=64)
     params = poplin.ConvParams(2, 2, 8, (5, 9), (3, 4), (1, 1), (1, 2), HALF)
-    grid = poplin._conv_grid(g, params)
+    grid = conv_planner._conv_grid(g, params)
     # planned with the vertex it runs on: output channels in HMAC's groups (one, float partials)
     assert grid.plan.method == "HMAC" and grid.plan.n_grain == 1
     _convolve(g, params)
@@ -227,8 +228,8 @@ def test_small_channel_convolution_is_planned_on_hmac_costs():
 
 def test_flattened_convolution_cells_are_one_row():
     g = codelet_graph(tiles=16)
-    flat = poplin._flattened(poplin.ConvParams(2, 2, 8, (3, 5), (1, 1), dtype=HALF))
-    grid = poplin._conv_grid(g, flat)
+    flat = conv_planner._flattened(poplin.ConvParams(2, 2, 8, (3, 5), (1, 1), dtype=HALF))
+    grid = conv_planner._conv_grid(g, flat)
     rows, cols = grid.kernel_outputs([(0, 0, 0, 4, 11, 0, 8, 0, 2, 0)])
     # one field dim: positions 4..10 of the 30 are one row of 7, as poplin partitions a 1-D field
     assert rows.tolist() == [[1]] and cols.tolist() == [[7]]

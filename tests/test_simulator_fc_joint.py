@@ -8,7 +8,7 @@ from simulator_invariants import check_report
 
 from formats.profile_reader import ProfileReader
 from pva.cli import main
-from simulator import HALF, Engine, Graph, Sequence, Target
+from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
 from simulator.errors import GraphError
 from simulator.poplibs import fullyconnected as fc
 from simulator.poplibs import poplin, popops
@@ -75,7 +75,7 @@ def test_separate_plans_are_chosen_when_cheaper():
     alone = poplin.plan_product(g, 1440, 100, 200, HALF, {"fullyConnectedPass": "TRAINING_FWD"})
     assert (plan.fwd.m, plan.fwd.k, plan.fwd.n, plan.fwd.swapped) == (alone.m, alone.k, alone.n, alone.swapped)
     # and the joint plan where it is cheaper
-    chosen = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT)
+    chosen = fc.plan_fully_connected(g, 4, 1000, 1000, FLOAT)
     assert chosen.joint and chosen.cycles == chosen.joint_cost[0] < chosen.separate_cost[0]
 
 
@@ -116,11 +116,11 @@ def test_poplins_rule_plans_float_layers_of_up_to_8_rows_jointly(arch):
     # 1,000 input channels a joint plan on AMP must pad to groups of 16 (one row: see below)
     g = _graph(tiles={"ipu1": 1216, "ipu2": 1472}[arch], arch=arch)
     for batch in (1, 4, 8):
-        plan = fc.plan_fully_connected(g, batch, 1000, 1000, poplin.FLOAT)
+        plan = fc.plan_fully_connected(g, batch, 1000, 1000, FLOAT)
         assert plan.joint and plan.fwd.method == "AMP", batch
     for batch in (4, 8, 16):
         assert not fc.plan_fully_connected(g, batch, 1000, 1000, HALF).joint, batch
-    assert not fc.plan_fully_connected(g, 16, 1000, 1000, poplin.FLOAT).joint
+    assert not fc.plan_fully_connected(g, 16, 1000, 1000, FLOAT).joint
 
 
 def test_joint_plan_amp_vertices_follow_poplin_candidates():
@@ -128,19 +128,19 @@ def test_joint_plan_amp_vertices_follow_poplin_candidates():
 
     ipu2, ipu1 = architecture("ipu2"), architecture("ipu1")
     # half inputs, float partials on Mk2: 8 conv units, groups of 8 or 16 output channels
-    assert fc.amp_vertex_candidates(ipu2, HALF, poplin.FLOAT, 16, joint_forward=True) == [(8, 8), (8, 16)]
+    assert fc.amp_vertex_candidates(ipu2, HALF, FLOAT, 16, joint_forward=True) == [(8, 8), (8, 16)]
     # float on Mk2: 16 conv units take 8 input channels, not a multiple of 16, so a joint plan runs
     # its vertices on 8 of them (canUseAmp8), while a lone product may use all 16
-    assert fc.amp_vertex_candidates(ipu2, poplin.FLOAT, poplin.FLOAT, 8, joint_forward=True) == [(8, 8)]
-    assert fc.amp_vertex_candidates(ipu2, poplin.FLOAT, poplin.FLOAT, 8)[0] == (16, 16)
+    assert fc.amp_vertex_candidates(ipu2, FLOAT, FLOAT, 8, joint_forward=True) == [(8, 8)]
+    assert fc.amp_vertex_candidates(ipu2, FLOAT, FLOAT, 8)[0] == (16, 16)
     # the weight update of a half joint plan: input groups of the forward output groups
-    assert fc.amp_vertex_candidates(ipu2, HALF, poplin.FLOAT, 8, partials=16) == [(8, 16)]
-    assert fc.amp_vertex_candidates(ipu1, poplin.FLOAT, poplin.FLOAT, 8, joint_forward=True) == [(4, 4), (4, 8)]
+    assert fc.amp_vertex_candidates(ipu2, HALF, FLOAT, 8, partials=16) == [(8, 16)]
+    assert fc.amp_vertex_candidates(ipu1, FLOAT, FLOAT, 8, joint_forward=True) == [(4, 4), (4, 8)]
 
 
 def test_float_joint_plan_runs_its_vertices_on_half_the_conv_units(tmp_path):
     g = _graph(tiles=1472)
-    plan = fc.plan_fully_connected(g, 4, 1000, 1000, poplin.FLOAT)
+    plan = fc.plan_fully_connected(g, 4, 1000, 1000, FLOAT)
     assert plan.joint
     assert [p.conv_units for p in (plan.fwd, plan.bwd, plan.wu)] == [8, 8, 8]
     with pytest.raises(GraphError, match="plan mode"):
@@ -151,7 +151,7 @@ def test_float_joint_plan_runs_its_vertices_on_half_the_conv_units(tmp_path):
 
     knobs = {"batch-size": 4, "input-size": 64, "output-size": 48, "tiles-per-ipu": 16, "plan": "joint"}
     run_preset("fc", {**knobs, "dtype": "float", "single-phase": "fwd"}, str(tmp_path), timestamp=TS)
-    small = fc.plan_fully_connected(_graph(tiles=16), 4, 64, 48, poplin.FLOAT, mode="joint")
+    small = fc.plan_fully_connected(_graph(tiles=16), 4, 64, 48, FLOAT, mode="joint")
     fwd = small.fwd
     assert fwd.conv_units == 8
     r = ProfileReader(tmp_path / "profile.pop")

@@ -11,6 +11,7 @@ from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
 from simulator.compiler.regions import split_by_mapping
 from simulator.errors import GraphError
 from simulator.poplibs import poplin, popnn, popops, rearrange
+from simulator.poplibs.poplin import matmul
 
 TS = "2024-01-01T00:00:00Z"
 
@@ -213,7 +214,7 @@ def test_regroup_copies_matrices_spread_over_the_tiles_and_charges_their_exchang
     g.setTileMapping(X[:8], 0)
     g.setTileMapping(X[8:], 1)
     prog = Sequence()
-    T = poplin._regroup(g, X.transpose(), 16, prog, "regroup")
+    T = matmul._regroup(g, X.transpose(), 16, prog, "regroup")
     assert T.shape == (16, 16)
     # X^T's rows are contiguous in runs of 16 and one 16 x 16 matrix fits one of the 4 tiles four
     # times: the groups become 16 (to) x 4 (from), four matrices of 64 halves, matrix t on tile t,
@@ -272,7 +273,7 @@ def test_fc_weight_transpose_is_laid_out_for_the_backward_plan(tmp_path):
     assert not any("weightsRearranged" in n or "actsRearranged" in n for n in names)
     # every element of W (the swapped backward product's left operand) sits on a tile of the
     # backward plan that reads its block
-    layout = poplin._operand_layout(bwd, "lhs")
+    layout = matmul._operand_layout(bwd, "lhs")
     var, idx = Wt.transpose().element_arrays()
     from simulator.compiler.regions import split_by_mapping
 
@@ -435,7 +436,7 @@ def test_left_operands_are_stored_with_their_input_channels_grouped():
     # ([inChanGroups][positions][inChansPerGroup]); inside each block, so does this simulator
     g = codelet_graph(tiles=4)
     var = g.addVariable(FLOAT, [15], "x")
-    view, _ = poplin._blocked_view(g, var, 3, 5, 3, 5, group=2)
+    view, _ = matmul._blocked_view(g, var, 3, 5, 3, 5, group=2)
     assert view.element_arrays()[1].reshape(3, 5).tolist() == [
         [0, 1, 6, 7, 12],
         [2, 3, 8, 9, 13],

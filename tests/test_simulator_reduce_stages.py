@@ -12,6 +12,7 @@ from simulator_run import build_convolution, codelet_graph, correlate, run_convo
 from simulator import FLOAT, HALF, Sequence
 from simulator.codelets import poplin as amp
 from simulator.poplibs import poplin
+from simulator.poplibs.poplin import conv_planner, planner
 from simulator.target import architecture
 
 
@@ -51,7 +52,7 @@ def test_the_planner_shrinks_every_stage_slice_by_the_stage_depth():
     arch = architecture("ipu1")
     assert poplin.reduce_stage_depths(16) == [4]
     one = np.array([1])
-    costs = poplin._pass_costs(arch, 1024, 48 * one, 32 * one, 64 * one, 16 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    costs = planner._pass_costs(arch, 1024, 48 * one, 32 * one, 64 * one, 16 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
     assert int(costs["reduceCompute"][0]) == 2016 + 624
     bpc, setup = arch.exchange_bytes_per_cycle, arch.exchange_setup_cycles
     assert int(costs["reduceExchange"][0]) == 2 * setup + (3 * 384 * 4) // bpc + (3 * 96 * 4) // bpc
@@ -66,16 +67,16 @@ def test_the_planner_takes_the_larger_of_the_convolution_and_reduction_temporari
     arch = architecture("ipu1")
     one = np.array([1])
     for pk in (16, 4):
-        costs = poplin._pass_costs(
+        costs = planner._pass_costs(
             arch, 1024, 48 * one, 32 * one, 64 * one, pk * one, 0 * one, 0 * one, HALF, FLOAT, HALF
         )
         assert int(costs["memory"][0]) == 10240 + 6144
     # a block too small to fill its stages: 2 x 2 outputs, a split of 125 in three stages, whose
     # first stage starts from ceil(4 / 125) x 125 = 125 outputs (500 bytes) against 2 x 64 + 64 x 2
     # halves (512 bytes) and 4 float partials (16 bytes)
-    costs = poplin._pass_costs(arch, 8000, 2 * one, 2 * one, 64 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    costs = planner._pass_costs(arch, 8000, 2 * one, 2 * one, 64 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
     assert int(costs["memory"][0]) == 512 + 16
-    costs = poplin._pass_costs(arch, 8000, 1 * one, 1 * one, 16 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    costs = planner._pass_costs(arch, 8000, 1 * one, 1 * one, 16 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
     assert int(costs["memory"][0]) == 125 * 4
 
 
@@ -88,7 +89,7 @@ def test_the_planner_rounds_each_stage_up_as_poplins_estimate_does():
     arch = architecture("ipu1")
     assert poplin.reduce_stage_depths(147) == [27, 5]
     one = np.array([1])
-    costs = poplin._pass_costs(
+    costs = planner._pass_costs(
         arch, 16384, 3 * one, 17 * one, 112 * one, 147 * one, 0 * one, 0 * one, HALF, FLOAT, HALF
     )
     stages = [(25, 6, True), (5, 5, True), (1, 5, False)]  # (outputs, partials, float output)
@@ -137,7 +138,7 @@ def test_a_convolution_with_deeply_split_input_channels_reduces_in_stages(tmp_pa
     # 16 x 64 outputs reduced in two stages on all 32 tiles, as a product's are
     g = codelet_graph(32)
     params = poplin.ConvParams(1, 1024, 16, (8, 8), (3, 3), (1, 1), (1, 1), FLOAT)
-    assert poplin._conv_grid(g, params, FLOAT).plan.pk == 32
+    assert conv_planner._conv_grid(g, params, FLOAT).plan.pk == 32
     x, w, prog, y = build_convolution(g, params, names=("x", "w"))
     stages = _reduce_batches(g)
     assert sorted(stages) == ["ReduceFinalStage", "ReduceStage0"]
@@ -302,7 +303,7 @@ def test_each_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, ti
 )
 def test_a_convolution_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, params, pk, og):
     g = codelet_graph(32)
-    grid = poplin._conv_grid(g, params, FLOAT)
+    grid = conv_planner._conv_grid(g, params, FLOAT)
     assert (grid.pm, grid.pn, grid.pk, grid.og) == (1, 1, pk, og)
     x, w, prog, y = build_convolution(g, params, names=("x", "w"))
     size = params.out_chans * params.out_field[0] * params.out_field[1]

@@ -12,7 +12,8 @@ from simulator.codelets.popops import dynamic_slice_1d_cycles
 from simulator.compiler.regions import split_by_mapping
 from simulator.poplibs import poplin, popops
 from simulator.poplibs._util import map_linearly
-from simulator.poplibs.poplin import AVAILABLE_MEMORY_PROPORTION, _best_grid
+from simulator.poplibs.poplin import AVAILABLE_MEMORY_PROPORTION
+from simulator.poplibs.poplin.planner import _best_grid
 from simulator.types import FLOAT
 
 

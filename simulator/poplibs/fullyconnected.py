@@ -16,7 +16,7 @@ outChanSplit.parallel is 1, so that each weight is used on one tile). The backwa
 dA^T [I, B] = W [I, O] dC^T [O, B] on the same tiles with the O and I splits exchanged, and the
 weight update dW^T [O, I] = dC^T [O, B] A [B, I] on the same tiles with the k split dropped
 (ConvModel.cpp, addBwdEstimates and addWuEstimates). Each pass's cycles come from the model that
-plans a lone matrix product (poplin.py, _pass_costs), plus the copies that rearrange its operands
+plans a lone matrix product (poplin/planner.py, _pass_costs), plus the copies that rearrange its operands
 and output as a joint plan's pass costs them (poplin.transform_cost with joint=True).
 """
 
@@ -37,6 +37,7 @@ from ..tensor import Tensor
 from ..types import Type
 from . import poplin
 from ._util import add_vertices, poplibs_op, require_codelets
+from .poplin import matmul, planner
 
 #: How the fc passes are planned: each alone, as poplin does (joint or separate, by its rule), or
 #: jointly.
@@ -275,13 +276,13 @@ def _joint_grid(
     found = []  # per candidate: (its grids' pO, pI, summed cycles, largest bytes, per-pass costs)
     for cand in _joint_candidates(arch, b, i, in_type, partials_type):
         icpg, ocpg = cand.icpg, cand.ocpg
-        p_o_c = poplin._minimal_splits(max(1, -(-o // icpg)), tiles)
-        p_i_c = poplin._minimal_splits(max(1, -(-i // icpg)), tiles)
+        p_o_c = planner._minimal_splits(max(1, -(-o // icpg)), tiles)
+        p_i_c = planner._minimal_splits(max(1, -(-i // icpg)), tiles)
         g = np.stack([x.reshape(-1) for x in np.meshgrid(p_o_c, p_i_c, indexing="ij")])
         g = g[:, g[0] * g[1] <= tiles]
         p_o, p_i = g[0], g[1]
-        ob = np.minimum(o, poplin._ceil(poplin._ceil(o, icpg), p_o) * icpg)
-        ib = np.minimum(i, poplin._ceil(poplin._ceil(i, icpg), p_i) * icpg)
+        ob = np.minimum(o, planner._ceil(planner._ceil(o, icpg), p_o) * icpg)
+        ib = np.minimum(i, planner._ceil(planner._ceil(i, icpg), p_i) * icpg)
         bb = np.full_like(p_o, b)
         one = np.ones_like(p_o)
         used = p_o * p_i
@@ -299,7 +300,7 @@ def _joint_grid(
         for method, units, (fc_pass, k, n, m, mb, nb, kb, pk, ig, og) in zip(cand.methods, cand.units, specs):
             vertex = poplin.product_vertex_cycles(arch, method, in_type, partials_type, mb, nb, kb, ig, og, units)
             index = np.full_like(p_o, poplin.MATMUL_METHODS.index(method))
-            p = poplin._pass_costs(arch, k, mb, nb, kb, pk, index, vertex, in_type, partials_type, in_type)
+            p = planner._pass_costs(arch, k, mb, nb, kb, pk, index, vertex, in_type, partials_type, in_type)
             # the pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
             # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its
             # operands swapped, so only padded channels and the weight update's input are rearranged
@@ -354,7 +355,7 @@ def _create(graph: Graph, plan: FullyConnectedPlan, pass_plan: poplin.MatMulPlan
     if not plan.joint:
         raise GraphError("the fully-connected layouts of a joint plan need a joint plan")
     assert pass_plan.serial == 1, "a joint plan is not split serially"
-    return poplin._new_operand(graph, pass_plan.in_type, poplin._operand_layout(pass_plan, side), name)
+    return matmul._new_operand(graph, pass_plan.in_type, matmul._operand_layout(pass_plan, side), name)
 
 
 @poplibs_op("MatMul")
@@ -384,9 +385,9 @@ def transposeWeights(
     if len(source.variable_ids()) != 1:
         raise GraphError("transposeWeights needs the tensor createWeights returned")
     svar = int(source.vars[0])
-    layout = poplin._operand_layout(bwd, "lhs")
+    layout = matmul._operand_layout(bwd, "lhs")
     out = graph.addVariable(weights.dtype, [i * o], f"{debugPrefix}/transposed")
-    view, d_off = poplin._blocked_view(graph, out, i, o, layout.rb, layout.cb)
+    view, d_off = matmul._blocked_view(graph, out, i, o, layout.rb, layout.cb)
     heights = np.minimum(fwd.mb, o - np.arange(fwd.pm) * fwd.mb).clip(min=0)  # O rows of each block
     widths = np.minimum(fwd.kb, i - np.arange(fwd.pk) * fwd.kb).clip(min=0)  # I columns of each block
     s_off = np.concatenate(([0], np.cumsum(np.outer(heights, widths).reshape(-1))[:-1]))
@@ -497,17 +498,17 @@ def _weight_gradient(
 
     require_codelets(graph, "poplin")
     wu = plan.wu
-    lhs = poplin._arrange_operand(
+    lhs = matmul._arrange_operand(
         graph,
         zDeltas.transpose(),
-        poplin._operand_layout(wu, "lhs"),
+        matmul._operand_layout(wu, "lhs"),
         wu.pn,
         False,
         prog,
         f"{debugPrefix}/actsRearranged",
     )
-    layout = poplin._operand_layout(wu, "rhs")
-    rhs = poplin._regroup(graph, prevAct, wu.n_grain, prog, f"{debugPrefix}/weightsRearranged/regroup")
-    arranged = poplin._new_operand(graph, prevAct.dtype, layout, f"{debugPrefix}/weightsRearranged")
+    layout = matmul._operand_layout(wu, "rhs")
+    rhs = matmul._regroup(graph, prevAct, wu.n_grain, prog, f"{debugPrefix}/weightsRearranged/regroup")
+    arranged = matmul._new_operand(graph, prevAct.dtype, layout, f"{debugPrefix}/weightsRearranged")
     prog.add(Copy(rhs, arranged))
-    return poplin._build_matmul(graph, lhs, arranged, wu, prog, debugPrefix)
+    return matmul._build_matmul(graph, lhs, arranged, wu, prog, debugPrefix)

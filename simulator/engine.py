@@ -266,6 +266,7 @@ class Engine:
         self.progress = progress if isinstance(progress, Progress) else Progress(enabled=progress, unit="")
         self.timestamp = _timestamp(timestamp)
         self.output = output
+        self.program_name: str | None = None  # recorded in the report's metadata, for titles
         self.printed: list[str] = []
         programs = [] if programs is None else programs
         self._user_programs = list(programs) if isinstance(programs, (list, tuple)) else [programs]

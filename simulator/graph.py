@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from .errors import GraphError
 from .target import Target
 from .tensor import Tensor, _as_shape
 from .types import Type, as_type
+
+if TYPE_CHECKING:
+    from .compiler.regions import GlobalMapping
 
 
 class Var:
@@ -312,7 +315,7 @@ class GraphState:
         self.host_handles: dict[tuple[str, str], tuple[str, Tensor]] = {}
         self.debug = DebugContexts()
         self.num_edges = 0
-        self.frozen_mapping = None  # set by the compiler while it runs
+        self.frozen_mapping: GlobalMapping | None = None  # set by the compiler while it runs
 
     # -- variables --------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ class Knob:
     """One preset parameter."""
 
     name: str
-    type: type
+    type: Callable[[Any], Any]  # int, float, str or flag
     default: Any
     help: str
     choices: tuple | None = None
@@ -228,7 +228,7 @@ def _run_preset(name, knobs, directory, options, timestamp, progress, output, fu
         output=output,
         functional=built.functional if functional is None else functional,
     )
-    engine.program_name = name  # recorded in the report's metadata (program_name), for titles
+    engine.program_name = name
     # the plans, as the tools print them, before the runs
     for line in built.printed:
         engine.print_line(line)
@@ -606,6 +606,7 @@ def _fc(
         graphs = group_graphs(g, num_groups)
         passes = [_fc_separate_passes(vg, t, b, i, o, single_phase, options) for vg in graphs]
         fwd, bwd = (merge_parallel(g, [p[index] for p in passes]) for index in (0, 1))
+        assert isinstance(fwd, P.Sequence) and isinstance(bwd, P.Sequence)  # as the passes are
         built = _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
         if report_plan:
             built.printed = [f"Each of the {num_groups} groups on {graphs[0].num_tiles:,} tiles:"]
@@ -787,7 +788,7 @@ def _bound(g: Graph, options: dict | None) -> float:
 #: (a matrix product).
 _CONV_TRANSFORMS = {"0": {"transform": {"swapOperands": None, "expandDims": None}}}
 _PRODUCT_CONSTRAINTS = {"method": None, "0": {"transform": {"swapOperands": None}}}
-_CONV_CONSTRAINTS = {"fwd": _CONV_TRANSFORMS, "bwd": _CONV_TRANSFORMS, "wu": _PRODUCT_CONSTRAINTS}
+_CONV_CONSTRAINTS: dict[str, dict] = {"fwd": _CONV_TRANSFORMS, "bwd": _CONV_TRANSFORMS, "wu": _PRODUCT_CONSTRAINTS}
 
 
 def _plan_constraints(text: str, name: str, allowed: dict) -> dict | None:

@@ -30,6 +30,7 @@ class Program:
         self.name = name or ""
         self.location = _location()
         self.scope = current_scope()
+        self.debug_ids: list[int] | None = None  # its debug context, once lowered
 
     def children(self) -> list[Program]:
         return []

@@ -329,9 +329,8 @@ class ReportSession:
                     if engine.options.debug_info:  # the report records which debug.cbor is its own
                         staged.append(stage_debug_info(self.debug_path, engine.graph.state.debug.contexts)[0])
                         self.writer.set_metadata(debug_info_id=read_debug_id(staged[-1].path))
-                    program_name = getattr(engine, "program_name", None)
-                    if program_name:
-                        self.writer.set_metadata(program_name=str(program_name))
+                    if engine.program_name:
+                        self.writer.set_metadata(program_name=engine.program_name)
                 self.writer.close(commit=False)
                 staged.append(self.writer.output)
             elif engine.options.debug_info:

@@ -382,6 +382,15 @@ def test_unconnected_field_is_named(tmp_path):
     assert _no_outputs(tmp_path / "out")
 
 
+def test_a_bare_program_is_refused_by_name(tmp_path):
+    # the base class of the control programs runs nothing: compiling it is the caller's error
+    from simulator.programs import Program
+
+    with pytest.raises(GraphError, match="a Program is not a control program the engine can run"):
+        Engine(Graph(small_target()), Sequence(Program()), report_options(tmp_path / "out"))
+    assert _no_outputs(tmp_path / "out")
+
+
 def test_unmapped_tensor_is_named(tmp_path):
     g = Graph(small_target())
     x = g.addVariable(FLOAT, [10], "weights")

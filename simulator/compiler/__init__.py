@@ -7,18 +7,23 @@ tile placement, and liveness per program step.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import codelets as lib
 from .. import programs as P
 from ..errors import GraphError
-from ..graph import Graph
+from ..graph import Graph, GraphState
 from .computesets import CSInfo, VertexTypeTable, analyse
 from .exchange import host_plan
 from .liveness import Liveness, LivenessResult
 from .lowering import Lowerer, LProg
-from .memory import CATEGORIES, ClassTable, MemoryResult, allocate, assign_lanes, build_lowered_vars
+from .memory import CATEGORIES, ClassTable, LoweredVars, MemoryResult, allocate, assign_lanes, build_lowered_vars
 from .regions import Sparse
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 __all__ = ["CATEGORIES", "Executable", "compile_graph"]
 
@@ -27,8 +32,8 @@ class Executable:
     """A compiled graph: everything the engine runs and the report describes."""
 
     def __init__(self) -> None:
-        self.state = None
-        self.target = None
+        self.state: GraphState | None = None
+        self.target: Target | None = None
         self.n_tiles = 0
         self.compute_sets: list = []
         self.cs_infos: list[CSInfo | None] = []
@@ -39,7 +44,7 @@ class Executable:
         self.types: VertexTypeTable | None = None
         self.classes: ClassTable | None = None
         self.liveness: LivenessResult | None = None
-        self.lowered = None
+        self.lowered: LoweredVars | None = None
         self.memory: MemoryResult | None = None
         self.item_classes: dict[str, int] = {}
         self.message_classes: dict = {}
@@ -47,6 +52,7 @@ class Executable:
 
     @property
     def num_ipus(self) -> int:
+        assert self.target is not None, "compiled"
         return self.n_tiles // self.target.tiles_per_ipu
 
 
@@ -65,6 +71,7 @@ def _validate(state) -> None:
 def _always_live_items(exe: Executable, instrumentation: dict) -> dict[str, np.ndarray]:
     """Bytes by tile of every always-live category the compiler creates."""
     n = exe.n_tiles
+    assert exe.types is not None and exe.target is not None, "compiled"
     items = {
         name: np.zeros(n, dtype=np.int64)
         for name in (
@@ -115,9 +122,11 @@ def _always_live_items(exe: Executable, instrumentation: dict) -> dict[str, np.n
         if prog.type == "DoExchange":
             items["internalExchangeCode"][plan.code.idx] += plan.code.val
         elif prog.type == "GlobalExchange":
+            assert plan.packets is not None, "a global exchange's plan counts its packets"
             items["globalExchangeCode"][plan.code.idx] += plan.code.val
             items["globalExchangePacketHeader"][plan.packets.idx] += 16 * plan.packets.val
         elif prog.type == "StreamCopyMid":
+            assert plan.packets is not None, "a host exchange's plan counts its packets"
             items["hostExchangeCode"][plan.code.idx] += plan.code.val
             items["hostExchangePacketHeader"][plan.packets.idx] += plan.packets.val
     level = instrumentation.get("compute", "Off")
@@ -171,7 +180,7 @@ def compile_graph(
     from .regions import GlobalMapping
 
     state.frozen_mapping = GlobalMapping(state)
-    exe.types = VertexTypeTable(n)
+    types = exe.types = VertexTypeTable(n)
     exe.compute_sets = list(state.compute_sets)
     exe.cs_infos = [None] * len(exe.compute_sets)
     exe.classes = ClassTable(state, n)
@@ -182,7 +191,7 @@ def compile_graph(
             exe.cs_infos.append(None)
         info = exe.cs_infos[cs_id]
         if info is None:
-            info = analyse(state, exe.compute_sets[cs_id], target, exe.types, n, elem_size)
+            info = analyse(state, exe.compute_sets[cs_id], target, types, n, elem_size)
             exe.cs_infos[cs_id] = info
             if progress is not None and info.origin == "user":
                 progress.advance()

@@ -41,7 +41,7 @@ class LivenessResult:
         self.step_bytes: list[int] = []
         self.step_ipu_bytes: list[np.ndarray] = []
         self.intervals: list[tuple[int, int, int]] = []  # (class, start, end)
-        self.peak_by_tile: np.ndarray | None = None
+        self.peak_by_tile: np.ndarray = np.zeros(0, dtype=np.int64)  # set by Liveness.run
 
     @property
     def num_steps(self) -> int:
@@ -90,6 +90,7 @@ class Liveness:
                 acc |= self.live_in(child, out)
             return acc
         if t == "Call":
+            assert p.call is not None, "a Call names its function"
             return self.live_in(self.progs[p.call], out)
         return p.uses | (out & ~p.kills)
 
@@ -197,6 +198,7 @@ class Liveness:
         if t == "Call":
             live_in = known_in if known_in is not None else self.live_in(p, out)
             step = self._emit(p.id, parent, depth, live_in)
+            assert p.call is not None, "a Call names its function"
             self.record(self.progs[p.call], out, step, depth + 1)
             return live_in
         live_in = p.uses | (out & ~p.kills)

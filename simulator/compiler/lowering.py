@@ -8,6 +8,8 @@ control broadcast and OnEveryTileSwitch; Call refers to the lowered function.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import programs as P
@@ -62,8 +64,8 @@ class LProg:
         self.defs = 0
         self.kills = 0
         self.lv_keys: np.ndarray | None = None
-        self.op = None
-        self.extra = None
+        self.op: tuple | None = None  # what a stream or copy program does, for the engine
+        self.extra: Any = None  # an OnTileExecute's exchange program id; a loop's parameters
         self.classes: list[int] = []  # liveness classes (message buffers) whose lowered vars it uses
 
     def __repr__(self) -> str:
@@ -119,7 +121,7 @@ class Lowerer:
         return prog
 
     def _debug(self, program: P.Program) -> list[int]:
-        ctx = getattr(program, "_debug_ids", None)
+        ctx = program.debug_ids
         if ctx is None:
             parent = None
             if program.scope is not None and program.scope[0] is self.state.debug:
@@ -133,7 +135,7 @@ class Lowerer:
                     location=program.location,
                 )
             ]
-            program._debug_ids = ctx
+            program.debug_ids = ctx
         return ctx
 
     def _all_tiles(self, value: int) -> tuple[int, Sparse | None]:
@@ -180,7 +182,7 @@ class Lowerer:
         )
         return [self._sync(self._global_sync(), debug), prog]
 
-    def message_class(self, cs_id: int, kind: str, plan: ExchangePlan) -> int:
+    def message_class(self, cs_id: int, kind: str, plan: ExchangePlan | _Holder) -> int:
         key = (cs_id, kind)
         found = self._msg_classes.get(key)
         if found is None:
@@ -244,6 +246,8 @@ class Lowerer:
                 method = getattr(self, "_lower_" + base.__name__, None)
                 if method is not None:
                     break
+        if method is None:
+            raise GraphError(f"a {type(program).__name__} is not a control program the engine can run")
         return method(program)
 
     # -- per program kind -------------------------------------------------------------------

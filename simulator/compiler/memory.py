@@ -238,14 +238,14 @@ def build_lowered_vars(
         cls = next_class
         next_class += 1
         item_classes[category] = cls
-        unl = classes.synthetic_var(category)
+        synthetic = classes.synthetic_var(category)
         lv.add(
             tile=tiles_with,
             size=dense[tiles_with],
             align=8 if category in ("stack", "vertexCode") else 4,
             category=CAT[category],
             eq_class=cls,
-            unlowered=unl,
+            unlowered=synthetic,
             name_id=lv.name_id(category),
             always_live=1,
             executable=int(category in _EXECUTABLE),
@@ -455,11 +455,11 @@ def allocate(
         ib = np.where(in_r1, np.maximum(np.minimum(b, B) - a, 0), 0)
         ob = np.where(in_r1, np.maximum(b - np.maximum(a, B), 0), 0)
         ib = np.minimum(ib, length)
-        for region, values, acc in ((0, ib, inter_b), (1, nonint, non_b), (2, ob, over_b)):
+        for section, values, acc in ((0, ib, inter_b), (1, nonint, non_b), (2, ob, over_b)):
             keep = values > 0
             if not keep.any():
                 continue
-            flat = tt[keep] * (6 * len(CATEGORIES)) + c[keep] * 6 + region * 2 + ov
+            flat = tt[keep] * (6 * len(CATEGORIES)) + c[keep] * 6 + section * 2 + ov
             matrix += np.bincount(flat, weights=values[keep], minlength=matrix.size).astype(np.int64)
             acc += np.bincount(tt[keep], weights=values[keep], minlength=n_tiles).astype(np.int64)
     result.category_matrix = matrix.reshape(n_tiles, 6 * len(CATEGORIES))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .. import codelets as lib
@@ -13,7 +15,7 @@ from ..types import UNSIGNED_INT
 from . import popops
 from ._util import add_vertices, elementwise_fields, poplibs_op, require_codelets, tile_pieces
 
-_FORWARD = {
+_FORWARD: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "RELU": lambda x: np.maximum(x, 0),
     "SIGMOID": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "TANH": np.tanh,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from collections.abc import Sequence as _Seq
 
 import numpy as np
@@ -31,7 +32,7 @@ _BINARY_NUMPY = {
     "MINIMUM": np.minimum,
     "POWER": np.power,
 }
-_UNARY_NUMPY = {
+_UNARY_NUMPY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "NEGATE": np.negative,
     "ABSOLUTE": np.abs,
     "SQUARE": np.square,

@@ -6,17 +6,18 @@ The package follows poplibs' own split of lib/poplin:
   (ConvPlan.cpp, ConvModel.cpp);
 - matmul: matrix products, the fully-connected weight transpose and matMulAcc (MatMul.cpp);
 - conv_planner: a convolution's parameters, grid and transforms (ConvPlan.cpp, ConvUtil.cpp);
-- convolution: a convolution's layouts and vertices (Convolution.cpp).
+- conv: a convolution's layouts and vertices (Convolution.cpp).
 
-The public names below are the ones the presets and poplibs-style client code use; names with a
-leading underscore are shared between the package's modules only.
+The public names below are the ones the presets and poplibs-style client code use. Names with a
+leading underscore are this simulator's internals, shared between the package's modules and with
+the fully-connected passes (simulator/poplibs/fullyconnected.py, poplibs' FullyConnected.cpp).
 """
 
 from __future__ import annotations
 
 from ...graph import Graph
+from .conv import convolution, createInput, createWeights, weightsTransposeChansFlipXY
 from .conv_planner import SMALL_CHANNELS, ConvolutionPlan, ConvParams, conv_transforms, convolution_plan
-from .convolution import convolution, createInput, createWeights, weightsTransposeChansFlipXY
 from .matmul import (
     MAX_BROADCAST_DESTS,
     build_product,

@@ -30,8 +30,6 @@ from .planner import (
     relaxed_bound,
 )
 
-# -- convolution --------------------------------------------------------------------------------
-
 
 @dataclass
 class ConvParams:

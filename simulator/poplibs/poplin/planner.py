@@ -1,4 +1,5 @@
-"""poplin's planner: the grid, method and orientation of a matrix product, by poplin's cost model.
+"""poplin's planner: the grid, method and orientation of a matrix product (or of the product a
+convolution is planned as), by poplin's cost model.
 
 A matrix multiply C[m,n] = A[m,k] B[k,n] is planned as poplibs plans a 1x1 convolution: the output
 rows (m), output channels (n) and input channels (k) are split over a grid of pm x pn x pk tiles.

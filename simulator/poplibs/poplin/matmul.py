@@ -142,14 +142,19 @@ def _new_rhs(graph: Graph, dtype: Type, plan: MatMulPlan, name: str) -> Tensor:
     return concat([_new_operand(graph, dtype, layout, name) for _ in range(plan.serial)], 1)
 
 
+def _operand_plan(graph: Graph, dtype, aShape, bShape, options: dict | None) -> tuple[Type, MatMulPlan]:
+    """The type and the plan of the product A[aShape] B[bShape] whose operands are created."""
+    dtype = as_type(dtype)
+    m, k = aShape
+    _, n = bShape
+    return dtype, plan_product(graph, m, k, n, dtype, options)
+
+
 def createMatMulInputLHS(
     graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/lhs", options: dict | None = None
 ) -> Tensor:
     """A left operand laid out for the planned matmul: each (rows, k) block spread over the tiles that use it."""
-    dtype = as_type(dtype)
-    m, k = aShape
-    _, n = bShape
-    plan = plan_product(graph, m, k, n, dtype, options)
+    dtype, plan = _operand_plan(graph, dtype, aShape, bShape, options)
     if plan.swapped:  # A^T is the swapped product's right operand
         return _new_rhs(graph, dtype, plan, debugPrefix).transpose()
     return _new_operand(graph, dtype, _operand_layout(plan, "lhs"), debugPrefix)
@@ -159,10 +164,7 @@ def createMatMulInputRHS(
     graph: Graph, dtype, aShape, bShape, debugPrefix: str = "matmul/rhs", options: dict | None = None
 ) -> Tensor:
     """A right operand laid out for the planned matmul: each (k, cols) block spread over the tiles that use it."""
-    dtype = as_type(dtype)
-    m, k = aShape
-    _, n = bShape
-    plan = plan_product(graph, m, k, n, dtype, options)
+    dtype, plan = _operand_plan(graph, dtype, aShape, bShape, options)
     if plan.swapped:  # B^T is the swapped product's left operand
         return _new_operand(graph, dtype, _operand_layout(plan, "lhs"), debugPrefix).transpose()
     return _new_rhs(graph, dtype, plan, debugPrefix)

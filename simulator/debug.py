@@ -9,6 +9,7 @@ from typing import Any
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _ROOT_DIR = os.path.dirname(_PACKAGE_DIR)
+_PRESETS_DIR = os.path.join(_PACKAGE_DIR, "presets")  # the presets are the simulator's client code
 
 
 _NAMES: dict[str, tuple[bool, str]] = {}
@@ -20,7 +21,7 @@ def _file_name(filename: str) -> tuple[bool, str]:
     if found is None:
         path = os.path.abspath(filename)
         inside = path.startswith(_PACKAGE_DIR + os.sep)
-        stop = not inside or path.endswith(os.sep + "presets.py")
+        stop = not inside or path.startswith(_PRESETS_DIR + os.sep)
         if path.startswith(_ROOT_DIR + os.sep):
             name = os.path.relpath(path, _ROOT_DIR).replace(os.sep, "/")
         else:

@@ -16,7 +16,8 @@ from simulator import FLOAT, HALF, Sequence
 from simulator.errors import OptionError
 from simulator.poplibs import poplin
 from simulator.poplibs.poplin import conv_planner, planner
-from simulator.presets import _conv_backward_params, build_preset
+from simulator.presets import build_preset
+from simulator.presets.layers import _conv_backward_params
 
 
 def _params(lower, upper, stride=(1, 1), batch=2, in_chans=3, out_chans=4, field=(7, 8), kernel=(3, 3)):

@@ -255,12 +255,12 @@ def test_knobs_that_count_work_are_bounded(preset, knob, value, limit):
 def test_cli_reports_a_run_out_of_host_memory(tmp_path, capsys, monkeypatch):
     # sizes the device can hold may still need more host memory than the process gets: a clear
     # error and exit status 2, what is already in the directory kept
-    import simulator.presets
+    from simulator.presets import registry
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(simulator.presets, "build_preset", out_of_memory)
+    monkeypatch.setattr(registry, "build_preset", out_of_memory)
     directory = tmp_path / "out"
     directory.mkdir()
     (directory / "mine.txt").write_text("kept")

@@ -269,3 +269,21 @@ def test_a_debug_cbor_of_another_report_is_refused(tmp_path):
     message = str(caught.value)
     assert str(first / "profile.pop") in message and str(second / "debug.cbor") in message
     assert "is not the debug information of" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "module"), [("tutorial1", "tutorials"), ("gemm", "layers"), ("mnist-mlp", "networks")]
+)
+def test_a_presets_debug_locations_are_its_own_lines(name, module):
+    # the presets are the simulator's client code: a debug context made by a poplibs function they
+    # call is located at the preset's line that called it, not inside the simulator
+    from simulator.presets import build_preset
+
+    knobs = {"tiles-per-ipu": 16, "m": 64, "k": 64, "n": 64} if name == "gemm" else {}
+    if name == "mnist-mlp":
+        knobs = {"tiles-per-ipu": 16, "batch": 4, "hidden": 8, "steps": 1, "runs": 1}
+    built = build_preset(name, knobs)
+    located = [c["location"] for c in built.graph.state.debug.contexts if c["location"]]
+    assert located
+    assert {loc["fileName"] for loc in located} <= {f"simulator/presets/{module}.py", "simulator/presets/registry.py"}
+    assert any(loc["fileName"] == f"simulator/presets/{module}.py" for loc in located)

@@ -9,7 +9,11 @@ from ..graph import Graph
 from ..poplibs import fullyconnected, planreport, poplin, popops
 from ..poplibs._util import group_graphs, merge_parallel
 from ..types import as_type
-from .registry import _ARCH, _DTYPE, _REPORT_PLAN, _TILES, MAX_HEADS, MAX_IPUS, Built, Knob, _target, preset
+from .registry import _ARCH, _DTYPE, _TILES, MAX_HEADS, MAX_IPUS, Built, Knob, _target, flag, preset
+
+_REPORT_PLAN = Knob(
+    "report-plan", flag, False, "print the plans poplin's planner chose, as the tool's --report-plan", None, None
+)
 
 
 @preset(

@@ -10,11 +10,11 @@ from ..errors import OptionError
 from ..graph import Graph
 from ..poplibs import poplin, popnn, popops, poprand
 from ..poplibs._util import map_linearly
+from ..target import Target
 from ..types import HALF, UNSIGNED_INT, as_type
 from .registry import (
     _ARCH,
     _DTYPE,
-    _IO_TILES,
     _TILES,
     MAX_HEADS,
     MAX_IPUS,
@@ -23,11 +23,40 @@ from .registry import (
     MAX_STEPS,
     Built,
     Knob,
-    _io_graphs,
-    _stream_in,
     _target,
     preset,
 )
+
+_IO_TILES = Knob(
+    "io-tiles",
+    int,
+    0,
+    "tiles per IPU kept for stream copies, which then overlap compute (Poplar's I/O tiles; 0: none)",
+    None,
+    0,
+)
+
+
+def _io_graphs(target: Target) -> tuple[Graph, Graph | None]:
+    """The compute graph and, with I/O tiles, the virtual graph of the I/O tiles."""
+    root = Graph(target)
+    if not target.io_tiles:
+        return root, None
+    top = target.tiles_per_ipu
+    return root.createVirtualGraph(0, top - target.io_tiles), root.createVirtualGraph(top - target.io_tiles, top)
+
+
+def _stream_in(io: Graph | None, stream, tensor, load, prefetch, name: str) -> None:
+    """Copy a stream into `tensor` in `load`; with I/O tiles, `prefetch` streams the next data
+    into a buffer on the I/O tiles (at the end of a loop body, so it overlaps its compute) and
+    `load` copies that buffer into `tensor`."""
+    if io is None:
+        load.add(P.Copy(stream, tensor))
+        return
+    buffer = io.addVariable(tensor.dtype, list(tensor.shape), f"{name}/ioBuffer")
+    map_linearly(io, buffer)
+    load.add(P.Copy(buffer, tensor))
+    prefetch.add(P.Copy(stream, buffer))
 
 
 def _dense(g: Graph, x, fan_in: int, fan_out: int, prog, name: str, dtype):

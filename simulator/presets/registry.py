@@ -2,7 +2,7 @@
 
 A preset builds a graph and its programs from knobs (each with a type, a default and help),
 then says which programs to run. `run_preset` compiles, runs and writes the reports. The knobs
-and helpers several presets share (architecture, tiles, data type, I/O tiles) are here too.
+the presets share (architecture, tiles, data type), their bounds and `flag` are here too.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import programs as P
 from ..engine import Engine
 from ..errors import OptionError
 from ..graph import Graph
-from ..poplibs._util import map_linearly
 from ..target import Target
 
 
@@ -46,7 +44,6 @@ MAX_LAYERS = 1_000
 MAX_HEADS = 1_024
 MAX_STEPS = 10_000
 MAX_RUNS = 1_000
-MAX_CYCLE_ESTIMATE = 2**32 - 1  # a vertex's estimate, at most a 32-bit count
 
 
 @dataclass
@@ -73,8 +70,6 @@ class Preset:
 _ARCH = Knob("arch", str, "ipu2", "IPU architecture", ("ipu1", "ipu2", "ipu21"), None)
 _TILES = Knob("tiles-per-ipu", int, 0, "shrink each IPU to this many tiles (0: the full IPU)", None, 0)
 _DTYPE = Knob("dtype", str, "half", "data type", ("half", "float"), None)
-#: the tutorials build on 16 tiles, their tensors on the first four
-_TUTORIAL_TILES = Knob("tiles-per-ipu", int, 16, "tiles per IPU (the tutorial's tensors use the first 4)", None, 4)
 
 
 def flag(value: Any) -> bool:
@@ -88,9 +83,6 @@ def flag(value: Any) -> bool:
 
 
 flag.__name__ = "bool"
-_REPORT_PLAN = Knob(
-    "report-plan", flag, False, "print the plans poplin's planner chose, as the tool's --report-plan", None, None
-)
 
 PRESETS: dict[str, Preset] = {}
 
@@ -107,38 +99,6 @@ def _target(arch: str, tiles_per_ipu: int, ipus: int = 1, replicas: int = 1, io_
     return Target(
         arch, num_ipus=ipus, tiles_per_ipu=tiles_per_ipu or None, replication_factor=replicas, io_tiles=io_tiles
     )
-
-
-_IO_TILES = Knob(
-    "io-tiles",
-    int,
-    0,
-    "tiles per IPU kept for stream copies, which then overlap compute (Poplar's I/O tiles; 0: none)",
-    None,
-    0,
-)
-
-
-def _io_graphs(target: Target) -> tuple[Graph, Graph | None]:
-    """The compute graph and, with I/O tiles, the virtual graph of the I/O tiles."""
-    root = Graph(target)
-    if not target.io_tiles:
-        return root, None
-    top = target.tiles_per_ipu
-    return root.createVirtualGraph(0, top - target.io_tiles), root.createVirtualGraph(top - target.io_tiles, top)
-
-
-def _stream_in(io: Graph | None, stream, tensor, load, prefetch, name: str) -> None:
-    """Copy a stream into `tensor` in `load`; with I/O tiles, `prefetch` streams the next data
-    into a buffer on the I/O tiles (at the end of a loop body, so it overlaps its compute) and
-    `load` copies that buffer into `tensor`."""
-    if io is None:
-        load.add(P.Copy(stream, tensor))
-        return
-    buffer = io.addVariable(tensor.dtype, list(tensor.shape), f"{name}/ioBuffer")
-    map_linearly(io, buffer)
-    load.add(P.Copy(buffer, tensor))
-    prefetch.add(P.Copy(stream, buffer))
 
 
 def resolve_knobs(name: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,12 @@ from ..graph import Graph
 from ..poplibs import popops
 from ..target import Target
 from ..types import FLOAT, INT
-from .registry import _ARCH, _TILES, _TUTORIAL_TILES, MAX_CYCLE_ESTIMATE, Built, Knob, _target, preset
+from .registry import _ARCH, _TILES, Built, Knob, _target, preset
+
+MAX_CYCLE_ESTIMATE = 2**32 - 1  # a vertex's estimate, at most a 32-bit count
+
+#: the tutorials build on 16 tiles, their tensors on the first four
+_TUTORIAL_TILES = Knob("tiles-per-ipu", int, 16, "tiles per IPU (the tutorial's tensors use the first 4)", None, 4)
 
 
 @preset(

@@ -344,6 +344,35 @@ def test_scaled_add_regroups_an_operand_grouped_along_the_other_dimension(tmp_pa
     assert np.allclose(out["W_out"], w + 0.5 * b.T)
 
 
+def test_scaled_add_reads_a_scale_tensor_from_the_last_tile(tmp_path):
+    # poplibs' tools pass the learning rate as a constant tensor; popops maps it to every tile in
+    # turn, so it ends on the last, and its vertices read it (ScaledAddSupervisor<..., false>)
+    g = codelet_graph(tiles=4)
+    A = g.addVariable(FLOAT, [4, 8], "A")
+    B = g.addVariable(FLOAT, [4, 8], "B")
+    for t in range(4):
+        g.setTileMapping(A[t], t)
+        g.setTileMapping(B[t], t)
+    scale = g.addConstant(HALF, [], -0.5, "scale")
+    g.setTileMapping(scale, 0)  # as single_conv_layer maps it; the cast's output is what popops maps
+    prog = Sequence()
+    popops.scaledAddTo(g, A, B, scale, prog, "update")
+    cast = next(v for v in g.state.vars if v.name == "update/scaleB/out")  # a half scale of float data
+    cast.finalize_mapping()
+    assert cast.map_tiles.tolist() == [3]
+    batch = next(b for cs in g.state.compute_sets if cs.name == "update/AddTo" for b in cs.batches)
+    assert batch.vtype.name == "popops::ScaledAddSupervisor<float,float,false>"
+    for name, t in (("A", A), ("B", B)):
+        g.createHostWrite(name, t)
+    g.createHostRead("A_out", A)
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b = np.ones((4, 8), dtype=np.float32)
+    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["A_out"])
+    assert np.allclose(out["A_out"], a - 0.5)
+    with pytest.raises(GraphError, match="a scale tensor of one element"):
+        popops.scaledAddTo(g, A, B, B[0], Sequence(), "bad")
+
+
 def test_matmul_planner_chooses_poplins_method_per_shape():
     # poplin weighs AMP, HMAC and OUTER_PRODUCT for a matrix product (ConvVertexType.cpp,
     # getConvVertexTypeCandidates; SLIC is disabled for fully-connected passes) and keeps the cheapest

@@ -306,9 +306,11 @@ def _unary(name, args):
 def _scaled_add_supervisor(name, args):
     a_type, b_type = args[0], args[1]
     constant = args[-1] == "true"
+    # a constant scale is a parameter; otherwise the vertex reads it, of A's type, from a tensor
+    scale = ("scaleB", "param", "float", "scalar") if constant else ("scaleB", "in", a_type, "scalar")
     return VertexType(
         name,
-        fields(("A", "inout", a_type, "vector"), ("B", "in", b_type, "vector"), ("scaleB", "param", "float", "scalar")),
+        fields(("A", "inout", a_type, "vector"), ("B", "in", b_type, "vector"), scale),
         supervisor=True,
         code_bytes=292,
         library="popops",

@@ -472,7 +472,7 @@ def weightUpdate(
     graph: Graph,
     plan: FullyConnectedPlan,
     weights: Tensor,
-    scale: float,
+    scale: float | Tensor,
     prevAct: Tensor,
     zDeltas: Tensor,
     prog: Sequence,

@@ -164,23 +164,44 @@ def scaledAddTo(
     graph: Graph,
     A: Tensor,
     B: Tensor,
-    scaleB: float,
+    scaleB: float | Tensor,
     prog: Sequence,
     debugPrefix: str = "scaledAdd",
     scaleA: float = 1.0,
 ) -> None:
     """A = scaleA * A + scaleB * B in place (popops::scaledAddTo), e.g. a weight update; with scaleA
-    other than 1 it runs popops::aXPlusbYSupervisor vertices, as popops does."""
+    other than 1 it runs popops::aXPlusbYSupervisor vertices, as popops does.
+
+    `scaleB` may be a one-element tensor, as poplibs' tools pass a learning rate (a constant of the
+    weights' type): the vertices then read it as an input (ScaledAddSupervisor<..., false>), cast to
+    A's type first if it is not, and the tensor is mapped to the graph's last tile, where popops
+    leaves it (lib/popops/ScaledAdd.cpp, scaledAddTo(Tensor scaleB) and scaledArithmeticTensorImpl,
+    which maps it to every tile in turn)."""
     require_codelets(graph, "popops")
     if A.shape != B.shape:
         raise GraphError(f"scaledAddTo needs tensors of one shape, got {list(A.shape)} and {list(B.shape)}")
+    if isinstance(scaleB, Tensor):
+        if scaleB.numElements() != 1 or scaleA != 1.0:
+            raise GraphError(
+                f"scaledAddTo takes a scale tensor of one element and no scaleA, got shape {list(scaleB.shape)}"
+            )
+        if scaleB.dtype != A.dtype:
+            scaleB = cast(graph, scaleB, A.dtype, prog, f"{debugPrefix}/scaleB")
     # B is regrouped to A's grouping first when they are grouped along different dimensions
     # (lib/popops/ScaledAdd.cpp, scaledArithmeticTensorImpl: regroupIfBeneficial(B, A))
     B = rearrange.regroup_if_beneficial(graph, B, A, prog, f"{debugPrefix}/regroupB")
     cs = graph.addComputeSet(f"{debugPrefix}/AddTo")
     vertex_tiles, (a_f, b_f) = elementwise_fields(graph, A, B)
     fields = {"A": a_f, "B": b_f}
-    if scaleA == 1.0:
+    if isinstance(scaleB, Tensor):
+        scale = scaleB
+        graph.setTileMapping(scale, graph.num_tiles - 1)
+        n = vertex_tiles.size
+        ones = np.ones(n, dtype=np.int64)
+        fields["scaleB"] = (np.arange(n), ones * int(scale.vars[0]), ones * int(scale.starts[0]), ones)
+        add_vertices(graph, cs, f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},false>", vertex_tiles, fields)
+        _functional(graph, cs, lambda data: data.write(A, data.read(A) + data.read(scale).reshape(()) * data.read(B)))
+    elif scaleA == 1.0:
         add_vertices(
             graph,
             cs,
@@ -198,7 +219,8 @@ def scaledAddTo(
             fields,
             params={"scaleA": [scaleA] * vertex_tiles.size, "scaleB": [scaleB] * vertex_tiles.size},
         )
-    _functional(graph, cs, lambda data: data.write(A, scaleA * data.read(A) + scaleB * data.read(B)))
+    if not isinstance(scaleB, Tensor):
+        _functional(graph, cs, lambda data: data.write(A, scaleA * data.read(A) + scaleB * data.read(B)))
     prog.add(Execute(cs))
 
 

@@ -8,12 +8,21 @@ from ..errors import GraphError, OptionError
 from ..graph import Graph
 from ..poplibs import fullyconnected, planreport, poplin, popops
 from ..poplibs._util import group_graphs, merge_parallel
+from ..tensor import Tensor
 from ..types import as_type
 from .registry import _ARCH, _DTYPE, _TILES, MAX_HEADS, MAX_IPUS, Built, Knob, _target, flag, preset
 
 _REPORT_PLAN = Knob(
     "report-plan", flag, False, "print the plans poplin's planner chose, as the tool's --report-plan", None, None
 )
+
+
+def _learning_rate(g: Graph, dtype) -> Tensor:
+    """The weight update's scale, minus the learning rate, as poplibs' tools pass it: a constant
+    tensor of the weights' type (tools/fully_connected_layer.cpp and single_conv_layer.cpp:
+    graph.addConstant(weights.elementType(), {}, -learningRate)), which the scaled add's vertices
+    read from the tile popops maps it to."""
+    return g.addConstant(dtype, [], -0.05, "learningRate")
 
 
 @preset(
@@ -141,7 +150,8 @@ def _fc(
                 weights_t = fullyconnected.transposeWeights(g, fc_plan, weights, bwd, "Bwd/WeightsTranspose")
                 fullyconnected.backward(g, fc_plan, z_deltas, weights_t, bwd, "Bwd")
             if single_phase in ("all", "wu"):
-                fullyconnected.weightUpdate(g, fc_plan, weights, -0.05, prev_act, z_deltas, bwd, "Wu")
+                scale = _learning_rate(g, t)
+                fullyconnected.weightUpdate(g, fc_plan, weights, scale, prev_act, z_deltas, bwd, "Wu")
     else:
         fwd, bwd = _fc_separate_passes(g, t, b, i, o, single_phase, options)
     built = _fc_built(g, fwd, bwd, b * i * o, {"jointPlan": fc_plan.joint, "planCycles": fc_plan.cycles})
@@ -181,7 +191,7 @@ def _fc_separate_passes(
             weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose", bwd_opts)
             poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd", bwd_opts)
         if single_phase in ("all", "wu"):
-            poplin.matMulAcc(g, weights, -0.05, prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
+            poplin.matMulAcc(g, weights, _learning_rate(g, t), prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
     return fwd, bwd
 
 
@@ -538,7 +548,8 @@ def _conv(
         # weights' grouping first (lib/poplin/Convolution.cpp, convolutionWeightUpdate:
         # regroupIfBeneficial, then scaledAddTo, which regroups as well)
         product = poplin.matMul(g, acts, zd, bwd, "Wu", wu_opts)
-        popops.scaledAddTo(g, weights, product.transpose().reshape((o, c, kh, kw)), -0.05, bwd, "Wu/AddTo")
+        deltas_w = product.transpose().reshape((o, c, kh, kw))
+        popops.scaledAddTo(g, weights, deltas_w, _learning_rate(g, t), bwd, "Wu/AddTo")
     programs = [p for p in (fwd, bwd) if p.programs]
     built = Built(g, programs, list(range(len(programs))), notes={"macs": params.macs})
     if report_plan:

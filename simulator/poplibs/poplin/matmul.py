@@ -778,14 +778,15 @@ def _transpose_blocks(
 def matMulAcc(
     graph: Graph,
     C: Tensor,
-    k: float,
+    k: float | Tensor,
     A: Tensor,
     B: Tensor,
     prog: Sequence,
     debugPrefix: str = "matMulAcc",
     options: dict | None = None,
 ) -> None:
-    """C += k A B (poplin::matMulAcc): the product, then a scaled add into C."""
+    """C += k A B (poplin::matMulAcc): the product, then a scaled add into C; `k` a number or a
+    one-element tensor (popops.scaledAddTo)."""
     from ..popops import scaledAddTo
 
     product = matMul(graph, A, B, prog, debugPrefix, options)

@@ -369,8 +369,10 @@ def test_scaled_add_reads_a_scale_tensor_from_the_last_tile(tmp_path):
     b = np.ones((4, 8), dtype=np.float32)
     out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["A_out"])
     assert np.allclose(out["A_out"], a - 0.5)
-    with pytest.raises(GraphError, match="a scale tensor of one element"):
+    with pytest.raises(GraphError, match=r"a scale tensor of one element, got shape \[8\]"):
         popops.scaledAddTo(g, A, B, B[0], Sequence(), "bad")
+    with pytest.raises(GraphError, match="a scale tensor only without scaleA"):
+        popops.scaledAddTo(g, A, B, scale, Sequence(), "bad", scaleA=2.0)
 
 
 def test_matmul_planner_chooses_poplins_method_per_shape():

@@ -181,10 +181,10 @@ def scaledAddTo(
     if A.shape != B.shape:
         raise GraphError(f"scaledAddTo needs tensors of one shape, got {list(A.shape)} and {list(B.shape)}")
     if isinstance(scaleB, Tensor):
-        if scaleB.numElements() != 1 or scaleA != 1.0:
-            raise GraphError(
-                f"scaledAddTo takes a scale tensor of one element and no scaleA, got shape {list(scaleB.shape)}"
-            )
+        if scaleB.numElements() != 1:
+            raise GraphError(f"scaledAddTo takes a scale tensor of one element, got shape {list(scaleB.shape)}")
+        if scaleA != 1.0:
+            raise GraphError("scaledAddTo takes a scale tensor only without scaleA (A + scaleB * B)")
         if scaleB.dtype != A.dtype:
             scaleB = cast(graph, scaleB, A.dtype, prog, f"{debugPrefix}/scaleB")
     # B is regrouped to A's grouping first when they are grouped along different dimensions

@@ -200,27 +200,22 @@ def scaledAddTo(
         ones = np.ones(n, dtype=np.int64)
         fields["scaleB"] = (np.arange(n), ones * int(scale.vars[0]), ones * int(scale.starts[0]), ones)
         add_vertices(graph, cs, f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},false>", vertex_tiles, fields)
-        _functional(graph, cs, lambda data: data.write(A, data.read(A) + data.read(scale).reshape(()) * data.read(B)))
-    elif scaleA == 1.0:
-        add_vertices(
-            graph,
-            cs,
-            f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},true>",
-            vertex_tiles,
-            fields,
-            params={"scaleB": [scaleB] * vertex_tiles.size},
-        )
+
+        def scale_b(data):
+            return data.read(scale).reshape(())
     else:
-        add_vertices(
-            graph,
-            cs,
-            f"popops::aXPlusbYSupervisor<{A.dtype},{A.dtype},true>",
-            vertex_tiles,
-            fields,
-            params={"scaleA": [scaleA] * vertex_tiles.size, "scaleB": [scaleB] * vertex_tiles.size},
-        )
-    if not isinstance(scaleB, Tensor):
-        _functional(graph, cs, lambda data: data.write(A, scaleA * data.read(A) + scaleB * data.read(B)))
+        constant = scaleB
+        params = {"scaleB": [constant] * vertex_tiles.size}
+        vertex = f"popops::ScaledAddSupervisor<{A.dtype},{B.dtype},true>"
+        if scaleA != 1.0:
+            params["scaleA"] = [scaleA] * vertex_tiles.size
+            vertex = f"popops::aXPlusbYSupervisor<{A.dtype},{A.dtype},true>"
+        add_vertices(graph, cs, vertex, vertex_tiles, fields, params=params)
+
+        def scale_b(data):
+            return constant
+
+    _functional(graph, cs, lambda data: data.write(A, scaleA * data.read(A) + scale_b(data) * data.read(B)))
     prog.add(Execute(cs))
 
 

@@ -109,3 +109,15 @@ def test_a_grouped_layer_takes_the_time_of_one_group_on_its_tiles(tmp_path):
 def test_groups_take_separate_plans_only():
     with pytest.raises(OptionError, match="--num-groups"):
         build_preset("fc", {"batch-size": 4, "input-size": 64, "output-size": 48, "num-groups": 2, "plan": "joint"})
+
+
+def test_the_groups_share_one_learning_rate_on_the_last_tile():
+    """fully_connected_layer adds one learning rate and matMulGroupedAcc adds every group's deltas
+    in one scaledAddTo, which maps it to the graph's last tile: here 3 groups of 21 tiles leave
+    tile 63 to none of them."""
+    layer = {"batch-size": 16, "input-size": 64, "output-size": 48, "tiles-per-ipu": 64, "num-groups": 3}
+    built = build_preset("fc", layer)
+    rates = [v for v in built.graph.state.vars if v.name == "learningRate"]
+    assert len(rates) == 1
+    rates[0].finalize_mapping()
+    assert rates[0].map_tiles.tolist() == [63]

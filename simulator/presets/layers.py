@@ -124,7 +124,12 @@ def _fc(
             raise OptionError("--num-groups plans each pass alone: it takes no --plan joint")
         # each group's layer on its share of the tiles, the groups' steps run side by side
         graphs = group_graphs(g, num_groups)
-        passes = [_fc_separate_passes(vg, t, b, i, o, single_phase, options) for vg in graphs]
+        # one learning rate for the whole layer, as the tool adds it to the graph and
+        # matMulGroupedAcc adds all the groups' deltas in one scaledAddTo, which leaves it on the
+        # graph's last tile
+        scale = _learning_rate(g, t)
+        passes = [_fc_separate_passes(vg, t, b, i, o, single_phase, options, scale) for vg in graphs]
+        g.setTileMapping(scale, g.num_tiles - 1)  # each group's scaled add mapped it to its own last tile
         fwd, bwd = (merge_parallel(g, [p[index] for p in passes]) for index in (0, 1))
         assert isinstance(fwd, P.Sequence) and isinstance(bwd, P.Sequence)  # as the passes are
         built = _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})
@@ -172,11 +177,11 @@ def _fc_built(g: Graph, fwd: P.Sequence, bwd: P.Sequence, macs_per_pass: int, no
 
 
 def _fc_separate_passes(
-    g: Graph, t, b: int, i: int, o: int, single_phase: str, options: dict
+    g: Graph, t, b: int, i: int, o: int, single_phase: str, options: dict, scale: Tensor | None = None
 ) -> tuple[P.Sequence, P.Sequence]:
     """The passes of a layer planned each alone, with its fullyConnectedPass and the layer's poplin
     `options`, as fully_connected_layer passes them: the forward pass, then the backward pass and
-    weight update."""
+    weight update, which scales by `scale` (default: a learning rate of its own)."""
     fwd, bwd = P.Sequence(name="fwd"), P.Sequence(name="bwd")
     fwd_opts, bwd_opts, wu_opts = (
         {**options, "fullyConnectedPass": p} for p in ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU")
@@ -191,7 +196,9 @@ def _fc_separate_passes(
             weights_t = poplin.transposeMatMulRHS(g, weights, (b, i), bwd, "Bwd/WeightsTranspose", bwd_opts)
             poplin.matMul(g, z_deltas, weights_t, bwd, "Bwd", bwd_opts)
         if single_phase in ("all", "wu"):
-            poplin.matMulAcc(g, weights, _learning_rate(g, t), prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
+            if scale is None:
+                scale = _learning_rate(g, t)
+            poplin.matMulAcc(g, weights, scale, prev_act.transpose(), z_deltas, bwd, "Wu", wu_opts)
     return fwd, bwd
 
 

@@ -71,9 +71,12 @@ def test_the_copies_an_expansion_implies_decide_between_candidates():
         e = conv_planner._expanded(params, dims)
         return e, conv_planner._conv_grid(g, conv_planner._flattened(e) or e, FLOAT)
 
-    # 8 half channels, a 5 x 5 kernel: both dims expanded (200 channels) plan in the fewest cycles,
-    # but the rows alone (40 channels) cost less with the copies that build the operands
-    halves = poplin.ConvParams(1, 8, 8, (10, 10), (5, 5), (1, 1), (1, 1), HALF)
+    # 8 half channels, a 5 x 5 kernel over 12 x 12: both dims expanded (200 channels) plan in the
+    # fewest cycles, but the rows alone (40 channels) cost less with the copies that build the
+    # operands (over 10 x 10 the expanded plan, a 1 x 1 x 13 grid whose operands are all on their
+    # tiles already (ConvModel.cpp, addExchangeCycleEstimates), saves enough exchange to pay for
+    # its copies)
+    halves = poplin.ConvParams(1, 8, 8, (12, 12), (5, 5), (1, 1), (1, 1), HALF)
     plan_only = {d: planned(halves, d)[1].plan.estimate["total"] for d in conv_planner._expand_candidates(halves)}
     assert min(plan_only, key=plan_only.get) == (1, 0)
     assert poplin.conv_transforms(g, halves) == (False, (0,))

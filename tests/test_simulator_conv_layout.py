@@ -227,17 +227,26 @@ def test_only_a_1x1_kernel_writes_the_output_type_and_the_planner_counts_the_cas
     assert {g.state.vars[int(v)].dtype for v in y.variable_ids()} == {HALF}
     xv, wv, out = run_convolution(g, prog, x, w, y, tmp_path, seed=8, dtype=np.float16)
     assert np.allclose(out, correlate(xv, wv, stride=(2, 2)), atol=0.05)
-    assert conv_planner._conv_grid(g, pointwise, FLOAT).plan.vertex_out_type() == HALF
+    plan = conv_planner._conv_grid(g, pointwise, FLOAT).plan
+    assert plan.vertex_out_type() == HALF
+    # the planner sends its halves on, unreduced: the first reduction stage's exchange of the
+    # tile's outputs at 2 bytes each, 4 bytes a cycle (ConvModel.cpp, addExchangeCycleEstimates:
+    # reduceFirstStageExchangeCycles in the vertex's output type)
+    assert plan.pk == 1 and plan.estimate["reduceExchange"] == -(-plan.mb * plan.nb * 2 // 4)
 
     g = codelet_graph(64)
     arch = g.target.arch
     square = poplin.ConvParams(2, 8, 32, (6, 6), (3, 3), (1, 1), (1, 1), HALF)
     plan = conv_planner._conv_grid(g, square, FLOAT).plan
     assert plan.pk == 1 and plan.vertex_out_type() == FLOAT
-    # total = compute + exchange + sync + the cast of the tile's outputs with its own sync
+    # total = compute + exchange + the first reduction stage's exchange of the tile's float
+    # partials, 4 bytes each at 4 bytes a cycle, counted though nothing is reduced
+    # (addExchangeCycleEstimates: reduceFirstStageExchangeCycles) + sync + the cast of the
+    # tile's outputs with its own sync
     from simulator.codelets.popops import cast_supervisor_cycles
 
     outputs = plan.mb * plan.nb
     cast = int(cast_supervisor_cycles("float", "half", outputs, arch.data_path_width)) + arch.min_sync_delay
     e = plan.estimate
-    assert e["total"] == e["compute"] + e["exchange"] + arch.min_sync_delay + cast
+    assert e["reduceExchange"] == outputs * 4 // 4
+    assert e["total"] == e["compute"] + e["exchange"] + e["reduceExchange"] + arch.min_sync_delay + cast

@@ -72,18 +72,22 @@ def test_the_bound_is_relaxed_as_poplin_relaxes_it():
 def test_a_smaller_proportion_plans_within_its_bound():
     g = _graph()
     default = poplin.plan_product(g, 256, 512, 1024, HALF)
-    assert (default.pm, default.pn, default.pk, default.serial) == (2, 16, 2, 1)
-    assert default.estimate["memory"] == 131_072
+    # all 256 rows on each tile: its 256 x 32 block of B is already on it (pm = 1), and 31/32 of
+    # its 256 x 256 block of A come in at 8 bytes a cycle (pn = 32, even: ConvModel.cpp,
+    # addExchangeCycleEstimates); the operands and the float partials (256 x 32) take 180,224 bytes
+    assert (default.pm, default.pn, default.pk, default.serial) == (1, 32, 2, 1)
+    assert default.estimate["memory"] == (256 * 256 + 256 * 32) * 2 + 256 * 32 * 4 == 180_224
     small = poplin.plan_product(g, 256, 512, 1024, HALF, {"availableMemoryProportion": 0.05})
-    # 0.05 of the tile is 31,948 bytes: 16 serial steps of 64 columns on a 4 x 2 x 8 grid
-    assert (small.pm, small.pn, small.pk, small.serial) == (4, 2, 8, 16)
-    assert small.estimate["memory"] == 20_480 <= 0.05 * MK2_TILE
+    # 0.05 of the tile is 31,948 bytes: 16 serial steps of 64 columns on a 2 x 4 x 8 grid, a
+    # step's operands (128 x 64 and 64 x 16 halves) and partials (128 x 16 floats) 26,624 bytes
+    assert (small.pm, small.pn, small.pk, small.serial) == (2, 4, 8, 16)
+    assert small.estimate["memory"] == (128 * 64 + 64 * 16) * 2 + 128 * 16 * 4 == 26_624 <= 0.05 * MK2_TILE
     assert small.estimate["total"] > default.estimate["total"]
     # no bound: the fastest plan, here the default's
     unbounded = poplin.plan_product(g, 256, 512, 1024, HALF, {"availableMemoryProportion": 0})
     assert (unbounded.pm, unbounded.pn, unbounded.pk, unbounded.estimate["total"]) == (
-        2,
-        16,
+        1,
+        32,
         2,
         default.estimate["total"],
     )
@@ -116,7 +120,7 @@ def test_fully_connected_plans_take_the_proportion():
     # within 0.05 of the tile (31,948 bytes) only separate plans of two serial steps fit, and
     # poplin keeps the plans that fit (separatePlanHasLowerCost)
     tight = fullyconnected.plan_fully_connected(g, 64, 512, 512, HALF, options={"availableMemoryProportion": 0.05})
-    assert not tight.joint and tight.separate_cost == (117_486, 21_504)
+    assert not tight.joint and tight.separate_cost == (107_082, 27_648)
     assert [p.serial for p in (tight.fwd, tight.bwd, tight.wu)] == [2, 2, 2]
     # within 0.02 (12,779 bytes) nothing fits, and the joint plan needs no more than the separate
     # ones, so it is kept
@@ -151,17 +155,17 @@ def test_report_plan_prints_the_plan_that_runs(tmp_path, capsys):
     assert out[1] == "  method AMP, inChansPerGroup 16, partialChansPerGroup 16; types: partials float, result half"
     assert out[2] == "  transform: swapOperands false"
     assert out[3] == (
-        "  partition: batchSplit 2, outChanSplit.parallel 16, outChanSplit.serial 1, inChanSplit.parallel 2, "
+        "  partition: batchSplit 1, outChanSplit.parallel 32, outChanSplit.serial 1, inChanSplit.parallel 2, "
         "on 64 tiles"
     )
-    assert out[4] == "  a tile's block: 128 rows x 64 output channels x 256 input channels"
+    assert out[4] == "  a tile's block: 256 rows x 32 output channels x 256 input channels"
     # before the run, as the tools print plans: the engine's output gets them first
     import io
 
     stream = io.StringIO()
     run_preset("gemm", {**GEMM, "report-plan": "1"}, str(tmp_path / "c"), output=stream, functional=False)
     assert stream.getvalue().splitlines() == out[:6]
-    assert out[5].endswith("; 131,072 temporary bytes per tile (bound 383,385)")
+    assert out[5].endswith("; 180,224 temporary bytes per tile (bound 383,385)")
     # the AMP vertices run on the 64 tiles the plan names
     import pva
 
@@ -177,9 +181,9 @@ def test_report_plan_prints_the_plan_that_runs(tmp_path, capsys):
 
 def test_report_plan_of_a_serial_split_names_the_steps():
     built = build_preset("gemm", {**GEMM, "available-memory-proportion": 0.05, "report-plan": "true"})
-    assert built.printed[3].startswith("  partition: batchSplit 4, outChanSplit.parallel 2, outChanSplit.serial 16")
+    assert built.printed[3].startswith("  partition: batchSplit 2, outChanSplit.parallel 4, outChanSplit.serial 16")
     assert " cycles in 16 serial steps, each with partial sums " in built.printed[5]
-    assert built.printed[5].endswith("; 20,480 temporary bytes per tile (bound 31,948)")
+    assert built.printed[5].endswith("; 26,624 temporary bytes per tile (bound 31,948)")
     unbounded = build_preset("gemm", {**GEMM, "available-memory-proportion": 0, "report-plan": "yes"})
     assert unbounded.printed[5].endswith("temporary bytes per tile (no bound)")
 

@@ -52,10 +52,16 @@ def test_the_planner_shrinks_every_stage_slice_by_the_stage_depth():
     arch = architecture("ipu1")
     assert poplin.reduce_stage_depths(16) == [4]
     one = np.array([1])
-    costs = planner._pass_costs(arch, 1024, 48 * one, 32 * one, 64 * one, 16 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    costs = planner._pass_costs(
+        arch, 1024, 48 * one, 32 * one, 64 * one, 16 * one, 0 * one, 0 * one, HALF, FLOAT, HALF, pm=one, pn=one
+    )
     assert int(costs["reduceCompute"][0]) == 2016 + 624
+    # the exchange, as poplin estimates it (ConvModel.cpp, addExchangeCycleEstimates): the first
+    # stage's, the tile's 1,536 float partials (reduceFirstStageExchangeCycles), and the second's,
+    # those divided by the first stage's depth, 1,536 / 4 = 384 floats
+    # (partialSumExchangeCycleEstimate); with a set-up each
     bpc, setup = arch.exchange_bytes_per_cycle, arch.exchange_setup_cycles
-    assert int(costs["reduceExchange"][0]) == 2 * setup + (3 * 384 * 4) // bpc + (3 * 96 * 4) // bpc
+    assert int(costs["reduceExchange"][0]) == 2 * setup + (1536 * 4) // bpc + (384 * 4) // bpc
 
 
 def test_the_planner_takes_the_larger_of_the_convolution_and_reduction_temporaries():
@@ -68,15 +74,19 @@ def test_the_planner_takes_the_larger_of_the_convolution_and_reduction_temporari
     one = np.array([1])
     for pk in (16, 4):
         costs = planner._pass_costs(
-            arch, 1024, 48 * one, 32 * one, 64 * one, pk * one, 0 * one, 0 * one, HALF, FLOAT, HALF
+            arch, 1024, 48 * one, 32 * one, 64 * one, pk * one, 0 * one, 0 * one, HALF, FLOAT, HALF, pm=one, pn=one
         )
         assert int(costs["memory"][0]) == 10240 + 6144
     # a block too small to fill its stages: 2 x 2 outputs, a split of 125 in three stages, whose
     # first stage starts from ceil(4 / 125) x 125 = 125 outputs (500 bytes) against 2 x 64 + 64 x 2
     # halves (512 bytes) and 4 float partials (16 bytes)
-    costs = planner._pass_costs(arch, 8000, 2 * one, 2 * one, 64 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    costs = planner._pass_costs(
+        arch, 8000, 2 * one, 2 * one, 64 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF, pm=one, pn=one
+    )
     assert int(costs["memory"][0]) == 512 + 16
-    costs = planner._pass_costs(arch, 8000, 1 * one, 1 * one, 16 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF)
+    costs = planner._pass_costs(
+        arch, 8000, 1 * one, 1 * one, 16 * one, 125 * one, 0 * one, 0 * one, HALF, FLOAT, HALF, pm=one, pn=one
+    )
     assert int(costs["memory"][0]) == 125 * 4
 
 
@@ -90,22 +100,28 @@ def test_the_planner_rounds_each_stage_up_as_poplins_estimate_does():
     assert poplin.reduce_stage_depths(147) == [27, 5]
     one = np.array([1])
     costs = planner._pass_costs(
-        arch, 16384, 3 * one, 17 * one, 112 * one, 147 * one, 0 * one, 0 * one, HALF, FLOAT, HALF
+        arch, 16384, 3 * one, 17 * one, 112 * one, 147 * one, 0 * one, 0 * one, HALF, FLOAT, HALF, pm=one, pn=one
     )
     stages = [(25, 6, True), (5, 5, True), (1, 5, False)]  # (outputs, partials, float output)
     compute = sum(int(amp.reduce_vertex_cycles(arch, o, p, out_float, True)) for o, p, out_float in stages)
     assert int(costs["reduceCompute"][0]) == compute
+    # the exchange rounds up from the tile's 51 outputs, not from the 147 of the compute: each stage
+    # sends the float partials left by the depths before it, ceil(51 / 6) = 9 after the first and
+    # ceil(9 / 5) = 2 after the second (ConvModel.cpp, addExchangeCycleEstimates:
+    # reduceFirstStageExchangeCycles and partialSumExchangeCycleEstimate), with a set-up each
     bpc, setup = arch.exchange_bytes_per_cycle, arch.exchange_setup_cycles
-    assert int(costs["reduceExchange"][0]) == sum(setup + (p - 1) * o * 4 // bpc for o, p, _ in stages)
+    assert int(costs["reduceExchange"][0]) == 3 * setup + sum(-(-o * 4 // bpc) for o in (51, 9, 2)) == 353
 
 
 def test_every_stage_of_a_product_reduction_works_on_all_the_tiles_of_the_split(tmp_path):
-    # [32, 2048] x [2048, 32] float on 32 tiles: k split 32 ways, reduced to 6 rows then to 1
-    # (reduce_stage_depths(32) == [6]); the 1,024 outputs in grains of 16
+    # [32, 4096] x [4096, 32] float on 32 tiles: k split 32 ways, reduced to 6 rows then to 1
+    # (reduce_stage_depths(32) == [6]); the 1,024 outputs in grains of 16. (With k = 2048 a 1 x 2
+    # x 16 grid is cheaper: half the partials to reduce, for 2,048 input elements received at 8
+    # bytes a cycle.)
     g = codelet_graph(32)
-    A = poplin.createMatMulInputLHS(g, FLOAT, (32, 2048), (2048, 32), "A")
-    B = poplin.createMatMulInputRHS(g, FLOAT, (32, 2048), (2048, 32), "B")
-    plan = poplin.plan_matmul(g, 32, 2048, 32, FLOAT)
+    A = poplin.createMatMulInputLHS(g, FLOAT, (32, 4096), (4096, 32), "A")
+    B = poplin.createMatMulInputRHS(g, FLOAT, (32, 4096), (4096, 32), "B")
+    plan = poplin.plan_matmul(g, 32, 4096, 32, FLOAT)
     assert (plan.pm, plan.pn, plan.pk, plan.n_grain) == (1, 1, 32, 16)
     assert poplin.reduce_stage_depths(32) == [6]
     prog = Sequence()
@@ -127,8 +143,8 @@ def test_every_stage_of_a_product_reduction_works_on_all_the_tiles_of_the_split(
     g.createHostWrite("B", B)
     g.createHostRead("C", C)
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((32, 2048)).astype(np.float32)
-    b = rng.standard_normal((2048, 32)).astype(np.float32)
+    a = rng.standard_normal((32, 4096)).astype(np.float32)
+    b = rng.standard_normal((4096, 32)).astype(np.float32)
     got = run_functional(g, prog, tmp_path, {"A": a, "B": b}, ["C"])["C"]
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
 
@@ -268,11 +284,12 @@ def _product(tiles: int, m: int, k: int, n: int, dtype):
 @pytest.mark.parametrize(
     ("tiles", "m", "k", "n", "dtype", "pk"),
     [
-        (32, 32, 2048, 32, FLOAT, 32),  # two stages, 64 grains of 16 over 5 or 6 tiles a row
+        (32, 32, 4096, 32, FLOAT, 32),  # two stages, 64 grains of 16 over 5 or 6 tiles a row
         (24, 7, 4096, 9, HALF, 24),  # two stages, a block of 63: grains of 16, the last one short
         (16, 3, 2048, 5, HALF, 15),  # one stage: 15 outputs in 2 grains of 8, on 2 of the 15 tiles
         (16, 1, 2048, 3, HALF, 15),  # one stage: 3 outputs, less than one grain, on the first tile
-        (160, 3, 16384, 17, HALF, 147),  # three stages (27, then 5 rows), a block of 51
+        # three stages (27, then 5 rows), a block of 51; on 160 tiles a 1 x 3 x 52 grid is cheaper
+        (150, 3, 16384, 17, HALF, 147),
     ],
 )
 def test_each_stage_sums_the_rows_and_slices_poplin_gives_each_tile(tmp_path, tiles, m, k, n, dtype, pk):

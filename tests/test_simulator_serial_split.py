@@ -32,6 +32,12 @@ def test_planner_splits_the_output_columns_serially_when_no_grid_fits():
     estimate = dict(estimate)
     assert serial == 8 and grid == (4, 1, 4)
     assert estimate["memory"] == 36864 <= bound
+    # a step's exchange as poplin estimates it (ConvModel.cpp, addExchangeCycleEstimates): the
+    # tile's 128 x 64 block of A is already on it (pn = 1), and a quarter of its 64 x 32 block of
+    # B (pm = 4), so 1,536 halves come in at 4 bytes a cycle; then the tile's 128 x 32 float
+    # partials go out, in the one reduction stage of 4
+    assert estimate["exchange"] == 97 + (64 * 32 - 64 * 32 // 4) * 2 // 4 == 865
+    assert estimate["reduceExchange"] == 97 + 128 * 32 * 4 // 4 == 4193
     # eight times the step's cycles and its two slices: the tile's share of all of B (256 x 256
     # halves over 16 tiles) and its step's outputs (128 x 32 floats over the 4 of the k split),
     # each divided by the 8 steps (addDynamicSliceEstimate)
@@ -45,7 +51,7 @@ def test_planner_splits_the_output_columns_serially_when_no_grid_fits():
     slices = dynamic_slice_1d_cycles("half", 256 * 256 // 16 // 8) + dynamic_slice_1d_cycles(
         "float", 128 * 32 // 4 // 8
     )
-    assert estimate["total"] == 8 * (step + slices) == 208824
+    assert estimate["total"] == 8 * (step + slices) == 182200
     # a prime number of columns has no serial split: the bound is doubled instead
     grid, estimate, *_, serial = _best_grid("ipu1", 65536, 16, 512, 256, 251, HALF, FLOAT, HALF, (1, 1))
     assert serial == 1 and dict(estimate)["memory"] > 2 * bound

@@ -292,15 +292,31 @@ def _joint_grid(
         # bwd [I,O] x [O,B], wu [O,B] x [B,I] (ConvPlan.cpp, createPlan: fieldGrainSize.back() =
         # inChansPerGroup)
         specs = (
-            ("TRAINING_FWD", i, b, o_field, ob, bb, ib, p_i, icpg, ocpg),
-            ("TRAINING_BWD", o, b, i_field, ib, bb, ob, p_o, icpg, ocpg),
-            ("TRAINING_WU", b, i, o_field, ob, ib, bb, one, ocpg, icpg),
+            ("TRAINING_FWD", i, b, o_field, ob, bb, ib, p_i, icpg, ocpg, p_o, one, True),
+            ("TRAINING_BWD", o, b, i_field, ib, bb, ob, p_o, icpg, ocpg, p_i, one, False),
+            ("TRAINING_WU", b, i, o_field, ob, ib, bb, one, ocpg, icpg, p_o, p_i, False),
         )
         passes = []
-        for method, units, (fc_pass, k, n, m, mb, nb, kb, pk, ig, og) in zip(cand.methods, cand.units, specs):
+        for method, units, spec in zip(cand.methods, cand.units, specs):
+            fc_pass, k, n, m, mb, nb, kb, pk, ig, og, pm, pn, standard = spec
             vertex = poplin.product_vertex_cycles(arch, method, in_type, partials_type, mb, nb, kb, ig, og, units)
             index = np.full_like(p_o, poplin.MATMUL_METHODS.index(method))
-            p = planner._pass_costs(arch, k, mb, nb, kb, pk, index, vertex, in_type, partials_type, in_type)
+            p = planner._pass_costs(
+                arch,
+                k,
+                mb,
+                nb,
+                kb,
+                pk,
+                index,
+                vertex,
+                in_type,
+                partials_type,
+                in_type,
+                pm=pm,
+                pn=pn,
+                standard_order=standard,
+            )
             # the pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
             # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its
             # operands swapped, so only padded channels and the weight update's input are rearranged

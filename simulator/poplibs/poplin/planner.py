@@ -527,7 +527,21 @@ def _best_grid(
         kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
         in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
         costs = _pass_costs(
-            arch, k, mb, nb, kb, pk, method, compute, in_type, partials_type, out_type, conv_kernel, in_elems
+            arch,
+            k,
+            mb,
+            nb,
+            kb,
+            pk,
+            method,
+            compute,
+            in_type,
+            partials_type,
+            out_type,
+            conv_kernel,
+            in_elems,
+            pm=pm,
+            pn=pn,
         )
         total, memory = costs["total"], costs["memory"]
         transform_cycles = np.zeros_like(total)
@@ -771,45 +785,74 @@ def _pass_costs(
     out_type: Type,
     conv_kernel: int = 1,
     in_elems: np.ndarray | None = None,
+    *,
+    pm: np.ndarray,
+    pn: np.ndarray,
+    standard_order: bool = True,
 ) -> dict:
     """Estimated cycles and temporary bytes per tile of candidate grids of one matrix product: its
     vertices' `compute`, the exchange of each tile's blocks of mb x kb and kb x nb, the stages of
     the reduction of a k split in pk parts, and the cast of unreduced float partials; `method` is
-    the index of each grid's method in MATMUL_METHODS. A convolution's tile receives `in_elems`
-    input elements and its kernel's weights; without them, each kernel position's block of
-    mb x kb."""
+    the index of each grid's method in MATMUL_METHODS and pm x pn x pk the grid. A convolution's
+    tile receives `in_elems` input elements and its kernel's weights; without them, each kernel
+    position's block of mb x kb. `standard_order` is False for the backward and weight-update
+    passes of a joint plan, whose tiles poplin orders otherwise."""
     from ...codelets.popops import cast_supervisor_cycles
 
     icpg = amp.weights_per_conv_unit(in_type.name)
     e = in_type.size
-    if in_elems is None:
-        recv = (mb * kb + kb * nb) * e * conv_kernel
-    else:
-        recv = (in_elems + kb * nb * conv_kernel) * e
-    exchange = arch.exchange_setup_cycles + recv // arch.exchange_bytes_per_cycle
-    reduce_needed = pk > 1
-    red_exchange = np.zeros_like(pk)
+    xb = arch.exchange_bytes_per_cycle
+    inputs = mb * kb * conv_kernel if in_elems is None else np.asarray(in_elems)
+    weights = kb * nb * conv_kernel
+    recv = (inputs + weights) * e
+    # poplin's exchange estimate (ConvModel.cpp, addExchangeCycleEstimates): an operand is spread
+    # evenly over the tiles that read it, so a tile already holds its share, 1/pn of its inputs
+    # and 1/pm of its weights; the two tiles of a super tile receive the inputs they share at
+    # twice the rate when the output channels are split an even number of times and the tiles
+    # are in poplin's standard order (ExchangeEstimator.hpp, the constructor)
+    shared = standard_order and arch.supports_super_tile_send_receive
+    rate = np.where(shared & (pn % arch.tiles_per_super_tile == 0), 2 * xb, xb)
+    inputs_in = inputs - inputs // pn
+    weights_in = weights - weights // pm
+    exchange = arch.exchange_setup_cycles + -(-inputs_in * e // rate) + -(-weights_in * e // xb)
+    # float partials of an unsplit k are cast to the output type (MatMulPlan.vertex_out_type): AMP
+    # vertices write the output type when the kernel is 1x1 and k fits one conv unit, HMAC always
+    # writes partials, the outer product always writes its input type
+    narrower = out_type.size < partials_type.size
+    amp_cast = (k > icpg) | (conv_kernel > 1)
+    cast_needed = (pk == 1) & narrower & (((method == 0) & amp_cast) | (method == 1))
+    vertex_out = np.where(
+        (method == 0) & (pk == 1) & ~amp_cast, out_type.size, np.where(method == 2, in_type.size, partials_type.size)
+    )
+    # the partials' exchange: the first stage, the tile's partials, counted for every plan, then
+    # each later stage's outputs (addExchangeCycleEstimates: reduceFirstStageExchangeCycles and
+    # partialSumExchangeCycleEstimate)
+    partials = mb * nb
+    red_exchange = -(-partials * vertex_out // xb)
     red_compute = np.zeros_like(pk)
     red_memory = np.zeros_like(pk)
     syncs = np.full_like(pk, arch.min_sync_delay)
-    for depth in np.unique(pk[reduce_needed]):
+    for depth in np.unique(pk[pk > 1]):
         # each stage sums `this` partials of each output of a tile's slice, the slice shrinking
         # by `this` a stage from the tile's block, so every tile of the k split works in every stage
         # (PerformanceEstimation.hpp, estimateConvReduceCycles; ConvReduce.cpp, partialGroupedReduce)
         sel = pk == depth
         remaining = int(depth)
         slice_elems = _ceil(mb[sel] * nb[sel], remaining) * remaining
+        outputs = partials[sel]
         stages = reduce_stage_depths(remaining)
         if stages:
             # temporary bytes: the largest intermediate stage's outputs, the first's, the tile's
             # partials (ConvModel.cpp, addReduceCycleEstimate: reduceCycleTempBytesEstimate)
             red_memory[sel] = slice_elems * partials_type.size
-        for out_depth in stages + [1]:
+        for index, out_depth in enumerate(stages + [1]):
             this = -(-remaining // out_depth)
             remaining = -(-remaining // this)
             slice_elems = _ceil(slice_elems, this)
-            stage_recv = (this - 1) * slice_elems * partials_type.size
-            red_exchange[sel] += arch.exchange_setup_cycles + stage_recv // arch.exchange_bytes_per_cycle
+            if index:
+                red_exchange[sel] += -(-outputs * vertex_out[sel] // xb)
+            outputs = -(-outputs // this)
+            red_exchange[sel] += arch.exchange_setup_cycles
             # poplin's estimate counts the vertex its reduce() would use (PerformanceEstimation.hpp,
             # estimateConvReduceCycles: useSingleInputReduce)
             red_compute[sel] += amp.reduce_vertex_cycles(
@@ -820,12 +863,6 @@ def _pass_costs(
                 partials_type.name == "float",
             )
             syncs[sel] += arch.min_sync_delay
-    # float partials of an unsplit k are cast to the output type (MatMulPlan.vertex_out_type): AMP
-    # vertices write the output type when the kernel is 1x1 and k fits one conv unit, HMAC always
-    # writes partials, the outer product always writes its input type
-    narrower = out_type.size < partials_type.size
-    amp_cast = (k > icpg) | (conv_kernel > 1)
-    cast_needed = (pk == 1) & narrower & (((method == 0) & amp_cast) | (method == 1))
     cast = np.where(
         cast_needed,
         cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width) + arch.min_sync_delay,

@@ -6,8 +6,9 @@ constants, ...) are placed first, executable code lowest; the data start in the 
 after the code. Not-always-live variables are placed in *lanes*: variables that are never live
 at once on one tile share a lane, and a lane is as large on a tile as its largest member there. Items are
 padded to 8 bytes (16 in interleaved memory); that padding, the space between the code and the
-data and the space between regions are the gaps (docs/simulator-memory.md). What does not fit in the non-interleaved region moves to
-the interleaved region; what does not fit there is overflowed (placed beyond B).
+data and the space between regions are the gaps (docs/simulator-memory.md). Only interleaved
+data are bound to their region: the other data run on past I when the non-interleaved region is
+full, and the interleaved data follow them; what runs past B is overflowed.
 Bytes used by more than one variable over time are "overlapped"; when those variables are of
 different categories the bytes are counted as "multiple".
 """
@@ -411,20 +412,17 @@ def allocate(
         code_end = np.bincount(t_o[code_unit], weights=pad_o[code_unit], minlength=n_tiles).astype(np.int64)
         gap = -code_end % element_bytes
         rel = rel + np.where((p_o == 0) & ~code_unit, gap[t_o], 0)
-    over_i = ((rel + d_o) > I) & (p_o == 0)
-    gs = _group_starts(t_o, p_o)
-    seen = np.cumsum(over_i)
-    base = np.maximum.accumulate(np.where(gs, seen - over_i, 0))
-    spilled = (seen - base) > 0
-    region1 = (p_o == 1) | spilled
-    # interleaved sequence: pref-1 units first, then spilled units, each in order
-    second_key = np.where(p_o == 1, 0, 1)
-    pos = np.arange(t_o.size)
+    # interleaved data from I upwards, or from the end of the non-interleaved data where that runs
+    # past I: one address space, in which only interleaved data are bound to a region
+    region1 = p_o == 1
+    low_end = np.zeros(n_tiles, dtype=np.int64)
+    if (~region1).any():
+        np.maximum.at(low_end, t_o[~region1], rel[~region1] + pad_o[~region1])
     r1 = np.flatnonzero(region1)
-    r1_order = r1[np.lexsort((pos[r1], second_key[r1], t_o[r1]))]
+    r1_order = r1[np.lexsort((r1, t_o[r1]))]
     r1_rel = _group_cumsum(pad_o[r1_order], _group_starts(t_o[r1_order]))
     offset_o = rel.copy()
-    offset_o[r1_order] = I + r1_rel
+    offset_o[r1_order] = np.maximum(I, (low_end + 15) // 16 * 16)[t_o[r1_order]] + r1_rel
     end_o = offset_o + d_o
 
     # per-unit region bytes and category accounting
@@ -449,12 +447,11 @@ def allocate(
         if positions.size == 0:
             continue
         tt = t_o[positions]
-        in_r1 = region1[positions]
         length = np.maximum(b - a, 0)
-        nonint = np.where(in_r1, 0, length)
-        ib = np.where(in_r1, np.maximum(np.minimum(b, B) - a, 0), 0)
-        ob = np.where(in_r1, np.maximum(b - np.maximum(a, B), 0), 0)
-        ib = np.minimum(ib, length)
+        # each region's share of the item's addresses
+        nonint = np.clip(np.minimum(b, I) - a, 0, length)
+        ib = np.clip(np.minimum(b, B) - np.maximum(a, I), 0, length)
+        ob = np.clip(b - np.maximum(a, B), 0, length)
         for section, values, acc in ((0, ib, inter_b), (1, nonint, non_b), (2, ob, over_b)):
             keep = values > 0
             if not keep.any():
@@ -471,10 +468,10 @@ def allocate(
             np.maximum.at(out, t_o[mask], end_o[mask])
         return out
 
-    ni_incl = max_end(~region1)
-    r1_end = max_end(region1)
-    total_incl = np.maximum(ni_incl, r1_end)
-    i_incl = np.where(r1_end > 0, np.maximum(np.minimum(r1_end, B) - I, 0), 0)
+    ni_end = max_end(~region1)
+    total_incl = np.maximum(ni_end, max_end(region1))
+    ni_incl = np.minimum(ni_end, I)
+    i_incl = np.maximum(np.minimum(total_incl, B) - I, 0)
     o_incl = np.maximum(total_incl - B, 0)
     al_bytes = np.bincount(tile[a_idx], weights=size[a_idx], minlength=n_tiles).astype(np.int64)
     result.by_tile = {

@@ -807,9 +807,9 @@ def _pass_costs(
     recv = (inputs + weights) * e
     # poplin's exchange estimate (ConvModel.cpp, addExchangeCycleEstimates): an operand is spread
     # evenly over the tiles that read it, so a tile already holds its share, 1/pn of its inputs
-    # and 1/pm of its weights; the two tiles of a super tile receive the inputs they share at
-    # twice the rate when the output channels are split an even number of times and the tiles
-    # are in poplin's standard order (ExchangeEstimator.hpp, the constructor)
+    # and 1/pm of its weights; the tiles of a super tile receive the inputs they share at twice
+    # the rate when the output channels are split a multiple of its tiles times and the tiles are
+    # in poplin's standard order (ExchangeEstimator.hpp, the constructor)
     shared = standard_order and arch.supports_super_tile_send_receive
     rate = np.where(shared & (pn % arch.tiles_per_super_tile == 0), 2 * xb, xb)
     inputs_in = inputs - inputs // pn

@@ -121,3 +121,6 @@ def test_the_groups_share_one_learning_rate_on_the_last_tile():
     assert len(rates) == 1
     rates[0].finalize_mapping()
     assert rates[0].map_tiles.tolist() == [63]
+    # the tool adds it only when it runs the weight update
+    forward = build_preset("fc", {**layer, "single-phase": "fwd"})
+    assert [v for v in forward.graph.state.vars if v.name == "learningRate"] == []

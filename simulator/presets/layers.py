@@ -124,12 +124,13 @@ def _fc(
             raise OptionError("--num-groups plans each pass alone: it takes no --plan joint")
         # each group's layer on its share of the tiles, the groups' steps run side by side
         graphs = group_graphs(g, num_groups)
-        # one learning rate for the whole layer, as the tool adds it to the graph and
-        # matMulGroupedAcc adds all the groups' deltas in one scaledAddTo, which leaves it on the
-        # graph's last tile
-        scale = _learning_rate(g, t)
+        # one learning rate for the whole layer, as the tool adds it to the graph when it runs the
+        # weight update and matMulGroupedAcc adds all the groups' deltas in one scaledAddTo, which
+        # leaves it on the graph's last tile
+        scale = _learning_rate(g, t) if single_phase in ("all", "wu") else None
         passes = [_fc_separate_passes(vg, t, b, i, o, single_phase, options, scale) for vg in graphs]
-        g.setTileMapping(scale, g.num_tiles - 1)  # each group's scaled add mapped it to its own last tile
+        if scale is not None:
+            g.setTileMapping(scale, g.num_tiles - 1)  # each group's scaled add mapped it to its own last tile
         fwd, bwd = (merge_parallel(g, [p[index] for p in passes]) for index in (0, 1))
         assert isinstance(fwd, P.Sequence) and isinstance(bwd, P.Sequence)  # as the passes are
         built = _fc_built(g, fwd, bwd, num_groups * b * i * o, {"jointPlan": False, "groups": num_groups})

@@ -235,36 +235,14 @@ def test_planner_counts_the_single_input_reduction():
 
     a = architecture("ipu2")
     one = np.array([1])
-    costs = _pass_costs(
-        a,
-        96,
-        np.array([8]),
-        np.array([24]),
-        np.array([32]),
-        np.array([3]),
-        np.array([0]),
-        one,
-        HALF,
-        FLOAT,
-        HALF,
-        pm=one,
-        pn=one,
-    )
-    assert int(costs["reduceCompute"][0]) == int(amp.reduce_add_cycles(64, 2, False, True, single_input=True))
 
-    # the grain is the partials' accumulator width, not the output's: a slice of 12 outputs (4 x 9
-    # over 3 tiles) is three float accumulators, so half outputs of float partials take the
-    # single-input vertex: 3 loops, 1 a worker, 2 cycles a received partial and 7 a loop,
-    # (20 + (2*2 + 7) * 1) * 6 + 33 = 219; half partials (accumulators of 8) take the general one:
-    # 1 + 1 loops (12 = 8 + 4), none a worker, the ragged remainder 2*3 + 11, (32 + 17) * 6 = 294
-    # (PerformanceEstimation.hpp, estimateConvReduceCycles and getReduceCycleEstimate)
-    def reduce_compute(partials_type):
-        four, nine = np.array([4]), np.array([9])
+    def reduce_compute(mb: int, nb: int, partials_type) -> int:
+        """The planner's reduction cycles of a half product, k = 96 split in 3 (32 a tile)."""
         costs = _pass_costs(
             a,
             96,
-            four,
-            nine,
+            np.array([mb]),
+            np.array([nb]),
             np.array([32]),
             np.array([3]),
             np.array([0]),
@@ -277,8 +255,16 @@ def test_planner_counts_the_single_input_reduction():
         )
         return int(costs["reduceCompute"][0])
 
-    assert reduce_compute(FLOAT) == 219
-    assert reduce_compute(HALF) == 294
+    assert reduce_compute(8, 24, FLOAT) == int(amp.reduce_add_cycles(64, 2, False, True, single_input=True))
+
+    # the grain is the partials' accumulator width, not the output's: a slice of 12 outputs (4 x 9
+    # over 3 tiles) is three float accumulators, so half outputs of float partials take the
+    # single-input vertex: 3 loops, 1 a worker, 2 cycles a received partial and 7 a loop,
+    # (20 + (2*2 + 7) * 1) * 6 + 33 = 219; half partials (accumulators of 8) take the general one:
+    # 1 + 1 loops (12 = 8 + 4), none a worker, the ragged remainder 2*3 + 11, (32 + 17) * 6 = 294
+    # (PerformanceEstimation.hpp, estimateConvReduceCycles and getReduceCycleEstimate)
+    assert reduce_compute(4, 9, FLOAT) == 219
+    assert reduce_compute(4, 9, HALF) == 294
 
 
 def test_planner_doubles_the_memory_bound_when_no_grid_fits():

@@ -507,3 +507,47 @@ def test_fc_weight_update_of_1000_channels_adds_whole_channel_groups():
         row, tile, _, _ = split_by_mapping(g.state, var, start, length)
         remote += int(np.count_nonzero(tile != batch.tiles[vertex[row]]))
     assert 0 < remote * 100 <= 1000 * 1000  # 4,121 remote pieces; 123,878 of 8 elements with groups of 16
+
+
+def test_products_store_their_output_channels_grouped(tmp_path):
+    # poplin creates a convolution's partials [Co/cpg][N][field][cpg] (lib/poplin/Convolution.cpp,
+    # convolutionImpl: getPartialOutputShape), its output channels in groups of
+    # gcd(partialChansPerGroup, channels) (getOutChansPerGroup), and so does this simulator inside
+    # each tile's block: 20 output channels of a float product in groups of 4, with k unsplit and
+    # split, and the product is still A B
+    rng = np.random.default_rng(11)
+    for k, splits in ((8, 1), (64, 4)):
+        g = codelet_graph(tiles=16)
+        plan = poplin.plan_product(g, 48, k, 20, FLOAT)
+        assert (plan.pk, plan.n_grain) == (splits, 16)
+        A = poplin.createMatMulInputLHS(g, FLOAT, (48, k), (k, 20), "A")
+        B = poplin.createMatMulInputRHS(g, FLOAT, (48, k), (k, 20), "B")
+        prog = Sequence()
+        C = poplin.matMul(g, A, B, prog, "mm")
+        assert rearrange.dim_grouping(g, C) == (1, 4)
+        a = rng.standard_normal((48, k)).astype(np.float32)
+        b = rng.standard_normal((k, 20)).astype(np.float32)
+        g.createHostWrite("A", A)
+        g.createHostWrite("B", B)
+        g.createHostRead("C", C)
+        out = run_functional(g, [prog], tmp_path / str(k), {"A": a, "B": b}, ["C"])
+        assert np.allclose(out["C"], a @ b, atol=1e-3)
+
+
+def test_fc_weight_update_of_1324_channels_reads_the_update_in_channel_groups():
+    # fully_connected_layer 16 x 1324 x 100 (half): the weights, created for the swapped forward
+    # plan, group their 1,324 input channels by 4 (gcd with the plan's 16), and so does the
+    # swapped weight-update product, its output channels being those input channels; the scaled
+    # add reads the update from other tiles in 1,988 pieces, where row-by-row output blocks made
+    # it 32,940 pieces of 4 elements, and their exchange code 0.56 MB of the layer's 2.6 MB
+    from simulator.presets import build_preset
+
+    knobs = {"arch": "ipu2", "batch-size": 16, "input-size": 1324, "output-size": 100}
+    g = build_preset("fc", knobs).graph
+    add = next(cs for cs in g.state.compute_sets if cs.name == "Wu/AddTo/AddTo")
+    remote = 0
+    for batch in add.batches:
+        vertex, var, start, length = batch.fields["B"]
+        row, tile, _, _ = split_by_mapping(g.state, var, start, length)
+        remote += int(np.count_nonzero(tile != batch.tiles[vertex[row]]))
+    assert 0 < remote * 32 <= 1324 * 100

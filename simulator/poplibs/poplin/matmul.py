@@ -78,6 +78,17 @@ def _blocked_view(
     return view, offsets
 
 
+def _block_order(rows: int, cols: int, group: int | None) -> np.ndarray:
+    """Where each element of a rows x cols block, in row-major order, is stored inside the block
+    when its columns are in groups of `group`, each group's rows contiguous (_blocked_view)."""
+    r = np.arange(rows, dtype=np.int64)[:, None]
+    c = np.arange(cols, dtype=np.int64)[None, :]
+    if group is None:
+        return (r * cols + c).reshape(-1)
+    g0 = c // group * group
+    return (g0 * rows + r * np.minimum(group, cols - g0) + (c - g0)).reshape(-1)
+
+
 @dataclass
 class _OperandLayout:
     """How the plan lays out one operand: blocks of rb x cb (row-major blocks, row-major inside),
@@ -527,6 +538,12 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     block_sizes = (r1 - r0) * (c1 - c0)
     reduce = plan.needs_reduction()
     vertex_type = plan.vertex_out_type()
+    # a tile's partials (and the output) are stored with their output channels in groups of the
+    # plan's, each group's rows contiguous, as poplin creates them ([Co/cpg][N][field][cpg]:
+    # lib/poplin/Convolution.cpp, convolutionImpl with getPartialOutputShape; the output's group is
+    # gcd(partialChansPerGroup, channels), getOutChansPerGroup); an outer product's rows are split
+    # over its workers, so its blocks stay row by row
+    out_group = None if plan.method == "OUTER_PRODUCT" else math.gcd(plan.n_grain, n)
     partials = graph.addVariable(
         vertex_type,
         [int(block_sizes.sum())],
@@ -620,12 +637,12 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
         b = data.read(B).astype(np.float64)
         arr = data.array(pvar)
         for q0, q1, s0, s1, t0, t1, off in blocks:
-            arr[off : off + (q1 - q0) * (s1 - s0)] = (a[q0:q1, t0:t1] @ b[t0:t1, s0:s1]).reshape(-1)
+            arr[off + _block_order(q1 - q0, s1 - s0, out_group)] = (a[q0:q1, t0:t1] @ b[t0:t1, s0:s1]).reshape(-1)
 
     state.compute_sets[cs.id].functional.append(convolve)
     prog.add(Execute(cs))
     if not reduce:
-        view, _ = _blocked_view(graph, partials, m, n, mb, nb)
+        view, _ = _blocked_view(graph, partials, m, n, mb, nb, out_group)
         if vertex_type == plan.out_type:
             return view
         # float partials of an unsplit k are cast to the output type on their tiles, in a compute set
@@ -638,7 +655,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
     # C blocked by (im, jn); the pk partial blocks of each output block are summed in the stages of
     # poplin's multi-stage reduction
     out = graph.addVariable(plan.out_type, [m * n], f"{name}/out")
-    view, c_off = _blocked_view(graph, out, m, n, mb, nb)
+    view, c_off = _blocked_view(graph, out, m, n, mb, nb, out_group)
     c_block = im[cells] * pn + jn[cells]
     cs2 = _staged_reduce(graph, prog, name, out, partials, (c_block, block_sizes, c_off[c_block], p_off, tiles), ocpg)
 
@@ -646,7 +663,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
         arr = data.array(pvar)
         result = np.zeros((m, n))
         for q0, q1, s0, s1, _t0, _t1, off in blocks:
-            result[q0:q1, s0:s1] += arr[off : off + (q1 - q0) * (s1 - s0)].reshape(q1 - q0, s1 - s0)
+            result[q0:q1, s0:s1] += arr[off + _block_order(q1 - q0, s1 - s0, out_group)].reshape(q1 - q0, s1 - s0)
         data.write(view, result)
 
     state.compute_sets[cs2.id].functional.append(reduce_partials)

@@ -496,16 +496,8 @@ def test_fc_weight_update_of_1000_channels_adds_whole_channel_groups():
     # and the weight-update product are both grouped by 8 input channels, so the scaled add reads
     # the update from other tiles in long runs; with groups of 16 and a ragged last one neither had
     # a grouping poputil detects, and the add read it in pieces of one group
-    from simulator.presets import build_preset
-
     knobs = {"arch": "ipu2", "batch-size": 1, "input-size": 1000, "output-size": 1000, "plan": "separate"}
-    g = build_preset("fc", knobs).graph
-    add = next(cs for cs in g.state.compute_sets if cs.name == "Wu/AddTo/AddTo")
-    remote = 0
-    for batch in add.batches:
-        vertex, var, start, length = batch.fields["B"]
-        row, tile, _, _ = split_by_mapping(g.state, var, start, length)
-        remote += int(np.count_nonzero(tile != batch.tiles[vertex[row]]))
+    remote = _remote_update_pieces(knobs)
     assert 0 < remote * 100 <= 1000 * 1000  # 4,121 remote pieces; 123,878 of 8 elements with groups of 16
 
 
@@ -539,10 +531,15 @@ def test_fc_weight_update_of_1324_channels_reads_the_update_in_channel_groups():
     # plan, group their 1,324 input channels by 4 (gcd with the plan's 16), and so does the
     # swapped weight-update product, its output channels being those input channels; the scaled
     # add reads the update from other tiles in 1,988 pieces, where row-by-row output blocks made
-    # it 32,940 pieces of 4 elements, and their exchange code 0.56 MB of the layer's 2.6 MB
+    # it 32,940 pieces of 4 elements, 0.56 MB of the layer's 1.56 MB of exchange code
+    knobs = {"arch": "ipu2", "batch-size": 16, "input-size": 1324, "output-size": 100}
+    assert 0 < _remote_update_pieces(knobs) * 32 <= 1324 * 100
+
+
+def _remote_update_pieces(knobs: dict) -> int:
+    """Pieces of the weight update that the fc preset's scaled add (Wu/AddTo) reads from other tiles."""
     from simulator.presets import build_preset
 
-    knobs = {"arch": "ipu2", "batch-size": 16, "input-size": 1324, "output-size": 100}
     g = build_preset("fc", knobs).graph
     add = next(cs for cs in g.state.compute_sets if cs.name == "Wu/AddTo/AddTo")
     remote = 0
@@ -550,4 +547,4 @@ def test_fc_weight_update_of_1324_channels_reads_the_update_in_channel_groups():
         vertex, var, start, length = batch.fields["B"]
         row, tile, _, _ = split_by_mapping(g.state, var, start, length)
         remote += int(np.count_nonzero(tile != batch.tiles[vertex[row]]))
-    assert 0 < remote * 32 <= 1324 * 100
+    return remote

@@ -114,8 +114,9 @@ def test_poplins_rule_plans_float_layers_of_up_to_8_rows_jointly(arch):
     # never splits the batch, would; with the transforms charged, poplin's rule picks the joint
     # plan for those and the separate plans for 16 rows and for half layers of several rows, whose
     # 1,000 input channels a joint plan on AMP must pad to groups of 16 (one row: see below)
+    # (on Mk1 a single row plans HMAC vertices and an outer product: see below)
     g = _graph(tiles={"ipu1": 1216, "ipu2": 1472}[arch], arch=arch)
-    for batch in (1, 4, 8):
+    for batch in (1, 4, 8) if arch == "ipu2" else (4, 8):
         plan = fc.plan_fully_connected(g, batch, 1000, 1000, FLOAT)
         assert plan.joint and plan.fwd.method == "AMP", batch
     for batch in (4, 8, 16):
@@ -178,18 +179,23 @@ def test_float_joint_plan_runs_its_vertices_on_half_the_conv_units(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("b", "i", "o", "methods"),
-    [(4, 64, 48, ("AMP", "AMP", "AMP")), (1, 120, 80, ("HMAC", "HMAC", "OUTER_PRODUCT"))],
+    ("b", "i", "o", "methods", "arch", "dtype"),
+    [
+        (4, 64, 48, ("AMP", "AMP", "AMP"), "ipu2", HALF),
+        (1, 120, 80, ("HMAC", "HMAC", "OUTER_PRODUCT"), "ipu2", HALF),
+        (4, 64, 48, ("AMP", "AMP", "AMP"), "ipu1", FLOAT),
+    ],
 )
-def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path, b, i, o, methods):
-    g = _graph(tiles=16)
-    plan = fc.plan_fully_connected(g, b, i, o, HALF, mode="joint")
+def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path, b, i, o, methods, arch, dtype):
+    g = _graph(tiles=16, arch=arch)
+    plan = fc.plan_fully_connected(g, b, i, o, dtype, mode="joint")
     assert plan.joint
     assert (plan.fwd.method, plan.bwd.method, plan.wu.method) == methods
     rng = np.random.default_rng(5)
-    a = rng.integers(-2, 3, (b, i)).astype(np.float16)
-    w = rng.integers(-2, 3, (i, o)).astype(np.float16)
-    z = rng.integers(-2, 3, (b, o)).astype(np.float16)
+    host = np.float16 if dtype == HALF else np.float32
+    a = rng.integers(-2, 3, (b, i)).astype(host)
+    w = rng.integers(-2, 3, (i, o)).astype(host)
+    z = rng.integers(-2, 3, (b, o)).astype(host)
     A = fc.createInput(g, plan, "prevAct")
     W = fc.createWeights(g, plan, "weights")
     Z = fc.createDeltas(g, plan, "zDeltas")
@@ -223,6 +229,15 @@ def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path, b,
     assert any(n.startswith("Bwd/Conv_1/Convolve") and n.endswith("ExchangePre") for n in names)
     assert not any("Fwd/weightsRearranged" in n or "Fwd/actsRearranged" in n for n in names)
     assert not any("Bwd/actsRearranged" in n or "Bwd/weightsRearranged" in n for n in names)
+    # an AMP weight update takes the forward pass's output groups (8 halves, 4 floats) as its input
+    # groups, half a conv unit's weights, so it runs the nx1 vertex over a kernel padded to 2 rows
+    (wu_vertex,) = r.column(
+        "SELECT DISTINCT t.name FROM compute_set_vertices v JOIN vertex_types t ON t.id = v.vertex_type "
+        "JOIN compute_sets c ON c.compute_set = v.compute_set WHERE c.name = 'Wu/Conv_1/Convolve'"
+    )
+    if methods[2] == "AMP":
+        assert plan.wu.k_grain == {"ipu1": 4, "ipu2": 8}[arch]
+        assert wu_vertex.startswith("poplin::ConvPartialnx1<")
 
 
 @pytest.mark.parametrize("arch", ["ipu1", "ipu2"])
@@ -293,3 +308,42 @@ def test_fc_preset_with_a_joint_plan_writes_valid_reports(tmp_path, phase):
     names = set(ProfileReader(tmp_path / "profile.pop").column("SELECT name FROM programs"))
     assert ("Bwd/WeightsTranspose/Transpose" in names) == (phase in ("all", "bwd"))
     assert ("Wu/AddTo/AddTo" in names) == (phase in ("all", "wu"))
+
+
+def test_weight_update_on_narrow_input_groups_pads_its_kernel():
+    # poplin's AMP pass covers weightsPerConvUnit / inChansPerGroup kernel rows (of the conv units
+    # used); above 1 it pads the kernel and runs the nx1 vertex (ConvModel.cpp,
+    # addPartialCalcCycleEstimate and canUseConvPartial1x1Vertex: convUnitWeightHeight)
+    from simulator.codelets import poplin as amp
+    from simulator.poplibs.poplin import planner
+    from simulator.target import architecture
+
+    ipu1, ipu2 = architecture("ipu1"), architecture("ipu2")
+    assert planner.amp_weight_height(ipu1, FLOAT, FLOAT, 4) == 2  # 8 weights, groups of 4
+    assert planner.amp_weight_height(ipu2, HALF, FLOAT, 8) == 2  # 16 weights, groups of 8
+    assert planner.amp_weight_height(ipu2, HALF, FLOAT, 16) == 1
+    assert planner.amp_weight_height(ipu2, FLOAT, FLOAT, 8, conv_units=8) == 1
+    # the nx1 estimate of a filter height of 2: 46 cycles of loads in the innermost loop where a
+    # height of 1 has 15, in each of the 2 passes of 8 output channels over Mk1's 4 float units
+    one, two = (
+        int(
+            amp.conv_partial_nx1_cycles(
+                ipu1, "float", "float", [[1]], [[10]], 3, 2, zero_elems=10, filter_height=h, out_chans_per_group=8
+            )[0]
+        )
+        for h in (1, 2)
+    )
+    assert two - one == 3 * 2 * 2 * (46 - 15)  # in groups x out groups x passes x the loads
+
+
+def test_mk1_float_layer_of_one_row_plans_hmac_as_poplar_does():
+    # fully_connected_layer 1 x 1,000 x 1,000 float on Mk1: Poplar's largest tile holds 32,952
+    # bytes and the layer takes 34,192 cycles (benchmark_results.csv), so no pass runs AMP. A joint
+    # plan on AMP has a weight update on input groups of 4, the forward pass's output groups, and
+    # pays for the padded kernel (the nx1 vertex and the zeros it exchanges), so the joint plan on
+    # HMAC vertices and an outer product is the cheaper: 11,321 planned cycles
+    g = _graph(tiles=1216, arch="ipu1")
+    plan = fc.plan_fully_connected(g, 1, 1000, 1000, FLOAT)
+    assert plan.joint
+    assert (plan.fwd.method, plan.bwd.method, plan.wu.method) == ("HMAC", "HMAC", "OUTER_PRODUCT")
+    assert plan.joint_cost is not None and plan.joint_cost[0] == 11321

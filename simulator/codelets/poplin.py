@@ -143,12 +143,17 @@ def conv_partial_nx1_cycles(
     *,
     zero_elems,
     use_128bit_load: bool = False,
+    filter_height: int = 1,
+    out_chans_per_group: int | None = None,
 ) -> np.ndarray:
-    """Tile cycles of poplin::ConvPartialnx1 (filter height 1) by its worklists: `rows` [vertex,
-    kernel row] and `cols` [kernel column, or vertex and kernel column] are the output rows and
-    columns each kernel position writes, none over padding (ConvVertices.cpp, createPartitions);
-    `zero_elems` the output positions each vertex zeroes first
-    (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate and
+    """Tile cycles of poplin::ConvPartialnx1 by its worklists: `rows` [vertex, kernel row] and
+    `cols` [kernel column, or vertex and kernel column] are the output rows and columns each kernel
+    position writes, none over padding (ConvVertices.cpp, createPartitions); `zero_elems` the
+    output positions each vertex zeroes first. `filter_height` is the conv units' weight height
+    (weightsPerConvUnit over inChansPerGroup, a kernel row position covering that many kernel rows)
+    and `out_chans_per_group` (default: the conv units) is passed over the conv units
+    (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate,
+    getConvPartialAmpSupervisorWeightLoadCycleEstimate and
     getConvPartialnx1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartialnx1)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
@@ -160,9 +165,16 @@ def conv_partial_nx1_cycles(
     out_g = np.maximum(np.asarray(out_groups, dtype=np.int64), 1)
     conv_g = np.maximum(np.asarray(conv_groups, dtype=np.int64), 1)
     weight_bytes = weights_per_conv_unit(in_type) * (4 if float_act else 2)
-    innermost = (units * weight_bytes) // coeff_load_bytes(arch, use_128bit_load) + 15 + 3
+    coeff = coeff_load_bytes(arch, use_128bit_load)
+    if filter_height == 4 and coeff > 8:
+        coeff //= 2  # no 128-bit loads for a filter height of 4
+    # the innermost loop: the weight loads and the loads that depend on the filter height
+    load = {1: 15, 2: 46, 4: 60}.get(filter_height, 20 * filter_height)
+    innermost = (units * weight_bytes) // coeff + load + 3
+    ocpg = units if out_chans_per_group is None else int(out_chans_per_group)
+    passes = max(1, ocpg // units)
     inner = 14 * rows.shape[1] + _sum_over_kernel(
-        rows, cols, lambda r, c: _nx1_position_cycles(r, c, float_act, float_part, units, innermost)
+        rows, cols, lambda r, c: _nx1_position_cycles(r, c, float_act, float_part, units, innermost, passes)
     )
     outer = (
         103
@@ -175,7 +187,7 @@ def conv_partial_nx1_cycles(
     )
     # getZeroSupervisorVertexCycleEstimate: partials zeroed by the workers first
     vector = 2 if float_part else 4
-    per_worker = -(-(np.asarray(zero_elems, dtype=np.int64) * units) // WORKERS)
+    per_worker = -(-(np.asarray(zero_elems, dtype=np.int64) * ocpg) // WORKERS)
     zero_worker = -(-per_worker // vector) + (14 if float_part else 15) - (9 if float_part else 10)
     return outer + zero_worker * WORKERS * out_g * conv_g
 
@@ -223,9 +235,11 @@ def _worker_partitions(rows, width) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return first, last, middle
 
 
-def _nx1_position_cycles(rows, width, float_act: bool, float_part: bool, units: int, innermost: int) -> np.ndarray:
-    """Tile cycles of one kernel position of the nx1 vertex (one output-channel pass) whose output
-    is `rows` rows of `width` positions."""
+def _nx1_position_cycles(
+    rows, width, float_act: bool, float_part: bool, units: int, innermost: int, passes: int = 1
+) -> np.ndarray:
+    """Tile cycles of one kernel position of the nx1 vertex, in `passes` output-channel passes,
+    whose output is `rows` rows of `width` positions."""
     core = (8 if float_act else 4) // (2 if units == 4 else 1)
     first, last, middle = _worker_partitions(rows, width)
 
@@ -240,7 +254,7 @@ def _nx1_position_cycles(rows, width, float_act: bool, float_part: bool, units: 
     worker = (
         17 + (0 if float_part else 1) + partition(first) + partition(last) + middle * partition(np.maximum(width, 1))
     )
-    return 12 + innermost + np.maximum(WORKERS * worker.max(axis=0), WORKERS * worker.min(axis=0) + 9)
+    return 12 + passes * (innermost + np.maximum(WORKERS * worker.max(axis=0), WORKERS * worker.min(axis=0) + 9))
 
 
 def zero_supervisor_cycles(out_elems, groups, float_partials: bool, data_path_width: int = 64) -> np.ndarray:
@@ -428,6 +442,8 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
         ocpg = work_array(work, "out_chans_per_group", n)
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
         if nx1:
+            # one filter height and output-channel group a compute set (its plan's)
+            height = work_array(work, "filter_height", n)
             cycles = conv_partial_nx1_cycles(
                 arch,
                 in_type,
@@ -438,6 +454,8 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
                 out_groups,
                 conv_groups,
                 zero_elems=out_elems,
+                filter_height=int(height.max()) if n and height.max() > 0 else 1,
+                out_chans_per_group=int(ocpg.max()) if n and ocpg.max() > 0 else None,
             )
         else:
             # the conv units a plan asked for (0: all of the tile's), one count per compute set

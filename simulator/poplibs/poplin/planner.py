@@ -379,15 +379,54 @@ def _check_product_fits(graph: Graph, m, k, n, in_type: Type, out_type: Type, ke
         graph.state.require_fits(f"the product's {what} of shape {shape}", size)
 
 
+def amp_weight_height(arch, in_type: Type, partials_type: Type, in_group: int, conv_units: int | None = None) -> int:
+    """Kernel rows an AMP pass covers: the conv units' weights (of the units used) over the input
+    channels of a group, 1 when a group fills them (lib/poplin/ConvModel.cpp,
+    addPartialCalcCycleEstimate: convUnitWeightHeight)."""
+    tile_units = amp.num_conv_units(arch, in_type.name, partials_type.name)
+    used = amp.weights_per_conv_unit(in_type.name) * (conv_units or tile_units) // tile_units
+    return max(1, used // int(in_group))
+
+
+def weight_height_padding(fh: int, mb, nb, kb, in_group: int, in_type: Type, exchange_rate: int):
+    """poplin's estimate of the zeros an AMP pass of weight height `fh` adds to a tile of a matrix
+    product, as (cycles, temporary bytes): its 1x1 kernel padded to fh rows and its mb input
+    positions by fh - 1 rows, the zeros exchanged at the exchange rate (lib/poplin/ConvModel.cpp,
+    addTileLevelTransformEstimates: padKernelSpatialDim and applyPadding)."""
+    chans = _ceil(kb, in_group) * in_group
+    kernel_zeros = (fh - 1) * chans * np.asarray(nb, dtype=np.int64)
+    input_zeros = (fh - 1) * np.asarray(mb, dtype=np.int64) * chans
+    e = in_type.size
+    cycles = -(-kernel_zeros * e // exchange_rate) + -(-input_zeros * e // exchange_rate)
+    return cycles, (kernel_zeros + input_zeros) * e
+
+
 def product_vertex_cycles(
     arch, method: str, in_type: Type, partials_type: Type, mb, nb, kb, in_group, out_group, conv_units=None
 ) -> np.ndarray:
     """Tile cycles of the vertices of a matrix product's tile, as poplin's planner estimates them:
     mb rows, kb input channels in groups of `in_group` and nb output channels in groups of
-    `out_group` (codelets/poplin.py: ConvPartial1x1Out on `conv_units`, ConvPartialHorizontalMac,
-    and OuterProduct, of one input channel, with the rows split over the workers)."""
+    `out_group` (codelets/poplin.py: ConvPartial1x1Out on `conv_units`, or ConvPartialnx1 when
+    an input group does not fill the conv units' weights, ConvPartialHorizontalMac, and
+    OuterProduct, of one input channel, with the rows split over the workers)."""
     mb = np.asarray(mb, dtype=np.int64)
-    if method == "AMP":
+    fh = amp_weight_height(arch, in_type, partials_type, in_group, conv_units) if method == "AMP" else 1
+    if fh > 1:
+        # the nx1 vertex over the 1x1 kernel padded to fh rows: one kernel position of the tile's
+        # rows (ConvModel.cpp, canUseConvPartial1x1Vertex: convUnitWeightHeight != 1)
+        cycles = amp.conv_partial_nx1_cycles(
+            arch,
+            in_type.name,
+            partials_type.name,
+            np.ones((mb.size, 1), dtype=np.int64),
+            mb.reshape(-1, 1),
+            _ceil(kb, in_group),
+            _ceil(nb, out_group),
+            zero_elems=mb,
+            filter_height=fh,
+            out_chans_per_group=out_group,
+        )
+    elif method == "AMP":
         cycles = amp.conv_partial_1x1_cycles(
             arch,
             in_type.name,

@@ -560,47 +560,30 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
         "weights": (vb[rb], var_b, st_b, ln_b),
         "out": (v, np.full(v.size, pvar), p_off, block_sizes),
     }
-    fh = amp_weight_height(graph.target.arch, plan.in_type, plan.partials_type, icpg, plan.conv_units or None)
-    if plan.method == "AMP" and fh > 1:
-        # input groups narrower than the conv units' weights: the nx1 vertex over the kernel padded
-        # to fh rows, one kernel position of the tile's rows (lib/poplin/ConvVertices.cpp,
-        # createConvPartialAmpVertices: a kernel of more than one element takes the nx1 vertex);
-        # the padding's zeros are not exchanged here
-        state.vars[pvar].interleaved = True
-        add_vertices(
-            graph,
-            cs,
-            f"poplin::ConvPartialnx1<{plan.in_type},{vertex_type},true,false>",
-            tiles,
-            fields_,
-            work={
-                "out_elems": r1 - r0,
-                "in_groups": -(-(k1 - k0) // icpg),
-                "out_groups": -(-(c1 - c0) // ocpg),
-                "out_chans_per_group": ocpg,
-                "kernel_rows": np.ones((v.size, 1), dtype=np.int64),
-                "kernel_cols": (r1 - r0)[:, None],
-                "filter_height": fh,
-            },
-        )
-    elif plan.method == "AMP":
+    if plan.method == "AMP":
         # the AMP vertex's out field is a Vector<AccumType, COMPACT_PTR, 16, true>: interleaved memory
         # (lib/poplin/codelets/ConvPartial1x1Out.cpp, ConvPartialnx1.cpp)
         state.vars[pvar].interleaved = True
-        add_vertices(
-            graph,
-            cs,
-            lib.conv_partial_1x1(plan.in_type, vertex_type),
-            tiles,
-            fields_,
-            work={
-                "out_elems": r1 - r0,
-                "in_groups": -(-(k1 - k0) // icpg),
-                "out_groups": -(-(c1 - c0) // ocpg),
-                "out_chans_per_group": ocpg,
-                **({"conv_units": plan.conv_units} if plan.conv_units else {}),
-            },
-        )
+        work = {
+            "out_elems": r1 - r0,
+            "in_groups": -(-(k1 - k0) // icpg),
+            "out_groups": -(-(c1 - c0) // ocpg),
+            "out_chans_per_group": ocpg,
+        }
+        fh = amp_weight_height(graph.target.arch, plan.in_type, plan.partials_type, icpg, plan.conv_units or None)
+        if fh > 1:
+            # input groups narrower than the conv units' weights: the nx1 vertex over the kernel
+            # padded to fh rows, one kernel position of the tile's rows (lib/poplin/ConvVertices.cpp,
+            # createConvPartialAmpVertices: a kernel of more than one element takes the nx1
+            # vertex); the padding's zeros are not exchanged here
+            vertex = f"poplin::ConvPartialnx1<{plan.in_type},{vertex_type},true,false>"
+            work.update(kernel_rows=np.ones((v.size, 1), dtype=np.int64), kernel_cols=(r1 - r0)[:, None])
+            work["filter_height"] = fh
+        else:
+            vertex = lib.conv_partial_1x1(plan.in_type, vertex_type)
+            if plan.conv_units:
+                work["conv_units"] = plan.conv_units
+        add_vertices(graph, cs, vertex, tiles, fields_, work=work)
     elif plan.method == "HMAC":
         # out is a Vector<Output<Vector<AccumType, COMPACT_PTR, 8>>>: any memory
         # (lib/poplin/codelets/ConvPartialHorizontalMac.cpp); the plan's input groups

@@ -145,19 +145,20 @@ def conv_partial_nx1_cycles(
     use_128bit_load: bool = False,
     filter_height: int = 1,
     out_chans_per_group: int | None = None,
+    conv_units: int | None = None,
 ) -> np.ndarray:
     """Tile cycles of poplin::ConvPartialnx1 by its worklists: `rows` [vertex, kernel row] and
     `cols` [kernel column, or vertex and kernel column] are the output rows and columns each kernel
     position writes, none over padding (ConvVertices.cpp, createPartitions); `zero_elems` the
     output positions each vertex zeroes first. `filter_height` is the conv units' weight height
     (weightsPerConvUnit over inChansPerGroup, a kernel row position covering that many kernel rows)
-    and `out_chans_per_group` (default: the conv units) is passed over the conv units
-    (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate,
+    and `out_chans_per_group` (default: the conv units) is passed over the `conv_units` used
+    (default: the tile's) (PerformanceEstimation.hpp, getConvPartialnx1SupervisorInnerLoopCycleEstimate,
     getConvPartialAmpSupervisorWeightLoadCycleEstimate and
     getConvPartialnx1SupervisorOuterLoopCycleEstimate; poplinCycleEstimators.cpp, ConvPartialnx1)."""
     float_act = in_type == "float"
     float_part = partials_type == "float"
-    units = num_conv_units(arch, in_type, partials_type)
+    units = conv_units or num_conv_units(arch, in_type, partials_type)
     rows, cols = _worklists(rows, cols)
     if not rows.shape[0]:
         return np.zeros(0, dtype=np.int64)
@@ -442,8 +443,9 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
         ocpg = work_array(work, "out_chans_per_group", n)
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
         if nx1:
-            # one filter height and output-channel group a compute set (its plan's)
+            # one filter height, output-channel group and conv-unit count a compute set (its plan's)
             height = work_array(work, "filter_height", n)
+            asked = work_array(work, "conv_units", n)
             cycles = conv_partial_nx1_cycles(
                 arch,
                 in_type,
@@ -456,6 +458,7 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
                 zero_elems=out_elems,
                 filter_height=int(height.max()) if n and height.max() > 0 else 1,
                 out_chans_per_group=int(ocpg.max()) if n and ocpg.max() > 0 else None,
+                conv_units=int(asked.max()) if n and asked.max() > 0 else None,
             )
         else:
             # the conv units a plan asked for (0: all of the tile's), one count per compute set

@@ -581,8 +581,8 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
             work["filter_height"] = fh
         else:
             vertex = lib.conv_partial_1x1(plan.in_type, vertex_type)
-            if plan.conv_units:
-                work["conv_units"] = plan.conv_units
+        if plan.conv_units:
+            work["conv_units"] = plan.conv_units
         add_vertices(graph, cs, vertex, tiles, fields_, work=work)
     elif plan.method == "HMAC":
         # out is a Vector<Output<Vector<AccumType, COMPACT_PTR, 8>>>: any memory

@@ -207,8 +207,8 @@ def partial_chans_candidates(arch, in_type: Type, partials_type: Type, conv_kern
     getConvVertexAMPCandidates: partialChansCandidates = {numConvUnitsOnIpu, weightsPerConvUnit};
     canUseConvolutionInstruction: outChansPerGroup % numConvUnitsRequired == 0). A group wider
     than the conv units takes several output passes (PerformanceEstimation.hpp,
-    getConvPartial1x1SupervisorOuterLoopCycleEstimate, outputPassesPerGroup); the nx1 vertex's
-    estimate here assumes one pass, so kernels wider than 1x1 keep one conv unit per channel."""
+    getConvPartial1x1SupervisorOuterLoopCycleEstimate, outputPassesPerGroup). Kernels wider than
+    1x1 are offered the conv units only: their second width is not modelled."""
     wpcu, units = _groups(arch, in_type, partials_type)
     if conv_kernel > 1 or wpcu == units or wpcu % units:
         return (units,)
@@ -425,6 +425,7 @@ def product_vertex_cycles(
             zero_elems=mb,
             filter_height=fh,
             out_chans_per_group=out_group,
+            conv_units=conv_units,
         )
     elif method == "AMP":
         cycles = amp.conv_partial_1x1_cycles(

@@ -435,6 +435,13 @@ def reduce_vertex_cycles(arch, out_size, partials, out_float: bool, partials_flo
 # -- cost models (work dict -> cycles) and the vertex table -------------------------------------------
 
 
+def _plan_setting(work, key: str, n: int) -> int | None:
+    """A work item that one plan sets for a whole compute set (conv units, filter height, ...), or
+    None where the compute set leaves it unset (0)."""
+    value = work_array(work, key, n)
+    return int(value.max()) if n and value.max() > 0 else None
+
+
 def _amp_cost(in_type: str, partials_type: str, nx1: bool):
     def cost(work, n, target):
         arch = target.arch
@@ -442,10 +449,9 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
         in_groups, out_groups = work_array(work, "in_groups", n), work_array(work, "out_groups", n)
         ocpg = work_array(work, "out_chans_per_group", n)
         conv_groups = np.maximum(work_array(work, "conv_groups", n), 1)
+        # the conv units a plan asked for (unset: all of the tile's)
+        asked = _plan_setting(work, "conv_units", n)
         if nx1:
-            # one filter height, output-channel group and conv-unit count a compute set (its plan's)
-            height = work_array(work, "filter_height", n)
-            asked = work_array(work, "conv_units", n)
             cycles = conv_partial_nx1_cycles(
                 arch,
                 in_type,
@@ -456,14 +462,12 @@ def _amp_cost(in_type: str, partials_type: str, nx1: bool):
                 out_groups,
                 conv_groups,
                 zero_elems=out_elems,
-                filter_height=int(height.max()) if n and height.max() > 0 else 1,
-                out_chans_per_group=int(ocpg.max()) if n and ocpg.max() > 0 else None,
-                conv_units=int(asked.max()) if n and asked.max() > 0 else None,
+                filter_height=_plan_setting(work, "filter_height", n) or 1,
+                out_chans_per_group=_plan_setting(work, "out_chans_per_group", n),
+                conv_units=asked,
             )
         else:
-            # the conv units a plan asked for (0: all of the tile's), one count per compute set
-            asked = work_array(work, "conv_units", n)
-            units = int(asked.max()) if n and asked.max() > 0 else num_conv_units(arch, in_type, partials_type)
+            units = asked or num_conv_units(arch, in_type, partials_type)
             cycles = conv_partial_1x1_cycles(
                 arch,
                 in_type,

@@ -10,6 +10,7 @@ Also the fully-connected weight transpose and ``matMulAcc`` (lib/poplin/MatMul.c
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -63,31 +64,32 @@ def _blocked_view(
     sizes = np.outer(heights, widths).reshape(-1)
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     block = bi[:, None] * col_parts + bj[None, :]
-    if group is None:
-        idx = offsets[block] + (r % rb)[:, None] * widths[bj][None, :] + (c % cb)[None, :]
-    else:
-        g0 = (c % cb) // group * group  # the column group's first column in its block
-        gw = np.minimum(group, widths[bj] - g0)
-        idx = (
-            offsets[block]
-            + g0[None, :] * heights[bi][:, None]
-            + (r % rb)[:, None] * gw[None, :]
-            + (c % cb - g0)[None, :]
-        )
+    idx = offsets[block] + _within_block(
+        (r % rb)[:, None], (c % cb)[None, :], heights[bi][:, None], widths[bj][None, :], group
+    )
     var = np.full(idx.size, int(var_tensor.vars[0]), dtype=np.int64)
     view = Tensor.from_elements(graph.state, var_tensor.dtype, (rows, cols), var, idx.reshape(-1))
     return view, offsets
 
 
+def _within_block(r, c, heights, widths, group: int | None):
+    """Offsets inside their blocks of elements (r, c) of blocks of `heights` x `widths`: row by
+    row, or with `group` the columns in groups of that many, each group's rows contiguous."""
+    if group is None:
+        return r * widths + c
+    g0 = c // group * group  # the column group's first column in its block
+    return g0 * heights + r * np.minimum(group, widths - g0) + (c - g0)
+
+
+@functools.lru_cache(maxsize=256)
 def _block_order(rows: int, cols: int, group: int | None) -> np.ndarray:
     """Where each element of a rows x cols block, in row-major order, is stored inside the block
-    when its columns are in groups of `group`, each group's rows contiguous (_blocked_view)."""
+    (_blocked_view); read-only, shared by the functional runs of every block of that shape."""
     r = np.arange(rows, dtype=np.int64)[:, None]
     c = np.arange(cols, dtype=np.int64)[None, :]
-    if group is None:
-        return (r * cols + c).reshape(-1)
-    g0 = c // group * group
-    return (g0 * rows + r * np.minimum(group, cols - g0) + (c - g0)).reshape(-1)
+    order = _within_block(r, c, rows, cols, group).reshape(-1)
+    order.setflags(write=False)
+    return order
 
 
 @dataclass

@@ -372,7 +372,12 @@ def test_conv_preset_takes_single_conv_layer_plan_constraints(tmp_path, capsys):
             "0.transform.outChanFlattenDims",
         ),
         ("--bwd-plan-constraints", '{"method": "AMP"', "JSON object"),
-        ("--wu-plan-constraints", '{"0": {"partition": {}}}', "honours method, 0.transform.swapOperands"),
+        (
+            "--wu-plan-constraints",
+            '{"0": {"partition": {"fieldSplit": {"0": 2}}}}',
+            "does not model '0.partition.fieldSplit'; it honours method, 0.transform.swapOperands, "
+            "0.partition.batchSplit",
+        ),
     ):
         out = str(tmp_path / knob.strip("-"))
         assert cli_main(["simulate", "--preset", "conv", knob, value, "-o", out]) == 2

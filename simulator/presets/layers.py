@@ -313,10 +313,20 @@ def _bound(g: Graph, options: dict | None) -> float:
 
 
 #: The plan constraints the simulator honours, by pass of the `conv` preset (None: a value): a
-#: convolution's expanded dims and operand swap, and its weight update's method and operand swap
-#: (a matrix product).
+#: convolution's expanded dims and operand swap, and its weight update's method, operand swap and
+#: splits (a matrix product, as the gemm preset's).
 _CONV_TRANSFORMS = {"0": {"transform": {"swapOperands": None, "expandDims": None}}}
-_PRODUCT_CONSTRAINTS = {"method": None, "0": {"transform": {"swapOperands": None}}}
+_PRODUCT_CONSTRAINTS = {
+    "method": None,
+    "0": {
+        "transform": {"swapOperands": None},
+        "partition": {
+            "batchSplit": None,
+            "outChanSplit": {"parallel": None, "serial": None},
+            "inChanSplit": {"parallel": None},
+        },
+    },
+}
 _CONV_CONSTRAINTS: dict[str, dict] = {"fwd": _CONV_TRANSFORMS, "bwd": _CONV_TRANSFORMS, "wu": _PRODUCT_CONSTRAINTS}
 
 

@@ -42,6 +42,7 @@ from .planner import (
     partials_type,
     plan_matmul,
     plan_methods,
+    plan_partition,
     plan_swap,
     reduce_stage_depths,
 )
@@ -230,14 +231,37 @@ def plan_product(
     fc_pass = matmul_pass(options)
     swap = plan_swap(options)
     bound = memory_bound(options, graph.target.bytesPerTile)
-    if swap is not None or fc_pass == "NONE":
+    partition = plan_partition(options)
+
+    def plan(s: bool | None) -> MatMulPlan:
         return plan_matmul(
-            graph, m, k, n, in_type, partials, out_type, methods=methods, swap=swap, fc_pass=fc_pass, bound=bound
+            graph,
+            m,
+            k,
+            n,
+            in_type,
+            partials,
+            out_type,
+            methods=methods,
+            swap=s,
+            fc_pass=fc_pass,
+            bound=bound,
+            partition=partition,
         )
-    plans = [
-        plan_matmul(graph, m, k, n, in_type, partials, out_type, methods=methods, swap=s, fc_pass=fc_pass, bound=bound)
-        for s in (True, False)
-    ]
+
+    if swap is not None or fc_pass == "NONE":
+        return plan(swap)
+    plans, refusals = [], []
+    for s in (True, False):
+        try:
+            plans.append(plan(s))
+        except GraphError as exc:
+            # a partition constraint may leave plans in one orientation only
+            if partition is None:
+                raise
+            refusals.append(exc)
+    if not plans:
+        raise refusals[0]
     # poplin's objective: cycles, then temporary bytes (ConvPlan.cpp, PlanningObjective)
     return min(plans, key=lambda p: (p.estimate["memory"] > bound, p.estimate["total"], p.estimate["memory"]))
 

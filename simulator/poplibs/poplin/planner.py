@@ -282,6 +282,46 @@ def plan_swap(options: dict | None) -> bool | None:
     raise GraphError(f"planConstraints 0.transform.swapOperands must be true or false, got {value!r}")
 
 
+#: The ``0.partition`` constraints of a matrix product the planner honours, by the plan's own
+#: names for its splits: rows (pm; poplin flattens a product's rows into one dimension),
+#: output channels in parallel (pn) and serially, and input channels in parallel (pk)
+#: (lib/poplin/ConvPlan.cpp, constrainPartitionVars; ConvModel.cpp, constructModel).
+PARTITION_KEYS = {
+    "batchSplit": "pm",
+    "outChanSplit.parallel": "pn",
+    "outChanSplit.serial": "serial",
+    "inChanSplit.parallel": "pk",
+}
+
+
+def plan_partition(options: dict | None) -> tuple[tuple[str, int], ...] | None:
+    """The splits that poplin's ``0.partition`` plan constraint fixes, as (plan field, value)
+    pairs (PARTITION_KEYS); None when it fixes none. A key the planner does not model, or a value
+    that is not a positive integer, is a GraphError."""
+    level = _plan_constraints(options).get("0", {})
+    partition = level.get("partition") if isinstance(level, dict) else None
+    if partition is None:
+        return None
+    if not isinstance(partition, dict):
+        raise GraphError(f"planConstraints 0.partition must be a JSON object, got {partition!r}")
+    flat = {}
+    for key, value in partition.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{sub}": v for sub, v in value.items()})
+        else:
+            flat[key] = value
+    fixed = []
+    for key, value in flat.items():
+        if key not in PARTITION_KEYS:
+            raise GraphError(
+                f"planConstraints 0.partition.{key}: a matrix product's plan fixes only {', '.join(PARTITION_KEYS)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise GraphError(f"planConstraints 0.partition.{key} must be a positive integer, got {value!r}")
+        fixed.append((PARTITION_KEYS[key], value))
+    return tuple(sorted(fixed)) or None
+
+
 def plan_matmul(
     graph: Graph,
     m: int,
@@ -297,6 +337,7 @@ def plan_matmul(
     fc_pass: str = "NONE",
     conv_input: tuple[int, ...] | None = None,
     bound: float | None = None,
+    partition: tuple[tuple[str, int], ...] | None = None,
 ) -> MatMulPlan:
     """The cheapest method and grid for this shape on the graph's tiles, by the vertex cycle model,
     within `bound` temporary bytes per tile (default: poplin's, memory_bound); a convolution's m
@@ -308,7 +349,8 @@ def plan_matmul(
     fullyConnectedPass `fc_pass` (transform_cost; lib/poplin/ConvPlan.cpp,
     getSwapOperandCandidates and createPlan). A convolution's `conv_input` is (output height,
     input height, input width, strides, paddings before the field): a tile then receives the input
-    rows and columns its outputs read (input_elements)."""
+    rows and columns its outputs read (input_elements). `partition` (plan_partition) fixes splits
+    of the product as planned: of C^T's rows and channels when swapped."""
     target = graph.target
     out_type = out_type or in_type
     _check_product_fits(graph, m, k, n, in_type, out_type, kernel, conv_input is None)
@@ -332,6 +374,7 @@ def plan_matmul(
         fc_pass,
         conv_input,
         bound,
+        partition,
     )
     m, n = pm_size, pn_size
     pm, pn, pk = (int(x) for x in grid)
@@ -474,6 +517,7 @@ def _best_grid(
     fc_pass: str = "NONE",
     conv_input: tuple[int, ...] | None = None,
     bound: float | None = None,
+    partition: tuple[tuple[str, int], ...] | None = None,
 ):
     from ...target import architecture
 
@@ -618,6 +662,21 @@ def _best_grid(
     c = candidates(n)
     if conv_kernel == 1 and out_width == 1 and conv_input is None:
         c = _with_serial_splits(c, candidates, arch, k, n, tiles, in_type, partials_type, fc_pass)
+    if partition:
+        # poplin's partition constraints fix the solver's split variables; with no plan left
+        # poplin finds no valid plan (ConvPlan.cpp, constrainPartitionVars)
+        keep = c["total"] < np.iinfo(np.int64).max
+        for key, value in partition:
+            keep &= c[key] == value
+        if not keep.any():
+            names = {field: key for key, field in PARTITION_KEYS.items()}
+            fixed = ", ".join(f"{names[field]} {value}" for field, value in partition)
+            raise GraphError(
+                f"no plan of a [{m}, {k}] x [{k}, {n}] product on {tiles:,} tiles has the splits the "
+                f"planConstraints fix ({fixed}): a split is at most its dimension's channel groups "
+                "(or rows), and the splits' product at most the tiles"
+            )
+        c = {key: value[keep] for key, value in c.items()}
     total, memory = c["total"], c["memory"]
     fits = memory <= relaxed_bound(memory, bound, bytes_per_tile)
     if fits.any():

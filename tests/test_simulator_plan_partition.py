@@ -1,0 +1,132 @@
+"""poplin's ``0.partition`` plan constraints on a matrix product: the splits a user fixes, as
+poplibs' tools take them with --plan-constraints (lib/poplin/ConvPlan.cpp, constrainPartitionVars),
+named as --report-plan prints them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simulator_run import codelet_graph, run_functional
+
+from pva.cli import main as cli_main
+from simulator import FLOAT, HALF, Graph, Sequence, Target
+from simulator.errors import GraphError, OptionError
+from simulator.poplibs import poplin
+from simulator.presets import build_preset, resolve_knobs
+
+
+def _partition(splits: dict) -> dict:
+    return {"planConstraints": {"0": {"partition": splits}}}
+
+
+def _grid(plan) -> tuple[int, int, int, int]:
+    return plan.pm, plan.pn, plan.pk, plan.serial
+
+
+def test_partition_constraints_are_read_as_the_plans_splits():
+    assert poplin.plan_partition(None) is None
+    assert poplin.plan_partition({"planConstraints": '{"method": "AMP"}'}) is None
+    fixed = poplin.plan_partition(
+        _partition({"batchSplit": 2, "outChanSplit": {"parallel": 8, "serial": 1}, "inChanSplit": {"parallel": 4}})
+    )
+    assert fixed == (("pk", 4), ("pm", 2), ("pn", 8), ("serial", 1))
+
+
+@pytest.mark.parametrize(
+    "splits, message",
+    [
+        ({"fieldSplit": {"0": 2}}, r"0\.partition\.fieldSplit\.0: a matrix product's plan fixes only batchSplit"),
+        ({"inChanSplit": {"serial": 2}}, r"0\.partition\.inChanSplit\.serial: a matrix product"),
+        ({"batchSplit": 0}, r"0\.partition\.batchSplit must be a positive integer, got 0"),
+        ({"batchSplit": True}, r"0\.partition\.batchSplit must be a positive integer, got True"),
+        ({"outChanSplit": {"parallel": 2.5}}, r"0\.partition\.outChanSplit\.parallel must be a positive integer"),
+    ],
+)
+def test_bad_partition_constraints_are_refused(splits, message):
+    with pytest.raises(GraphError, match=message):
+        poplin.plan_partition(_partition(splits))
+    with pytest.raises(GraphError, match="0.partition must be a JSON object"):
+        poplin.plan_partition({"planConstraints": {"0": {"partition": [1, 2]}}})
+
+
+def test_a_fixed_partition_is_the_cheapest_plan_among_those_with_it():
+    g = Graph(Target("ipu2", tiles_per_ipu=64))
+    free = poplin.plan_matmul(g, 256, 512, 1024, HALF)
+    assert _grid(free) == (1, 32, 2, 1)
+    fixed = poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pm", 4), ("pn", 16), ("pk", 1)))
+    assert _grid(fixed) == (4, 16, 1, 1)
+    # the free plan is the cheapest; the fixed one costs what the planner estimates for its grid
+    assert free.estimate["total"] < fixed.estimate["total"]
+    # its tiles: the 64 = 4 x 16 x 1 cells, one each
+    assert sorted(set(fixed.tiles.tolist())) == list(range(64))
+    # a partial constraint leaves the rest to the planner: the column split stays the free plan's
+    rows = poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pn", 32),))
+    assert _grid(rows) == _grid(free)
+    assert _grid(poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pm", 4),))) == (4, 16, 1, 1)
+
+
+def test_a_partition_no_plan_has_is_an_error_naming_poplins_keys():
+    g = Graph(Target("ipu2", tiles_per_ipu=64))
+    with pytest.raises(GraphError, match=r"no plan of a \[256, 512\] x \[512, 1024\] product on 64 tiles") as info:
+        poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pm", 8), ("pn", 16)))
+    assert "(batchSplit 8, outChanSplit.parallel 16)" in str(info.value)
+
+
+def test_a_serial_split_is_fixed_as_poplins_outchansplit_serial():
+    # the serial split divides the output columns: 4 steps of 256
+    g = Graph(Target("ipu2", tiles_per_ipu=64))
+    plan = poplin.plan_product(g, 256, 512, 1024, HALF, _partition({"outChanSplit": {"serial": 4}}))
+    assert plan.serial == 4 and plan.step().n == 256
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_product_with_a_fixed_partition_computes_a_times_b(tmp_path, swap):
+    m, k, n = 48, 64, 40
+    options = {"planConstraints": {"0": {"transform": {"swapOperands": swap}, "partition": {"batchSplit": 3}}}}
+    g = codelet_graph(tiles=16)
+    plan = poplin.plan_product(g, m, k, n, FLOAT, options)
+    assert plan.pm == 3 and plan.swapped == swap
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", options)
+    B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", options)
+    prog = Sequence()
+    C = poplin.matMul(g, A, B, prog, "mm", options)
+    g.createHostWrite("A", A)
+    g.createHostWrite("B", B)
+    g.createHostRead("C", C)
+    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
+    assert np.allclose(out["C"], a @ b, atol=1e-4)
+
+
+GEMM = {"m": 256, "k": 512, "n": 1024, "tiles-per-ipu": 64, "report-plan": "1"}
+
+
+def test_gemm_preset_reports_the_partition_it_was_given():
+    text = '{"0": {"partition": {"batchSplit": 4, "outChanSplit": {"parallel": 16}, "inChanSplit": {"parallel": 1}}}}'
+    lines = build_preset("gemm", {**GEMM, "plan-constraints": text}).printed
+    assert lines[3] == (
+        "  partition: batchSplit 4, outChanSplit.parallel 16, outChanSplit.serial 1, inChanSplit.parallel 1, "
+        "on 64 tiles"
+    )
+    assert lines[4] == "  a tile's block: 64 rows x 64 output channels x 512 input channels"
+    free = build_preset("gemm", GEMM).printed
+    assert free[3].startswith("  partition: batchSplit 1, outChanSplit.parallel 32, outChanSplit.serial 1, ")
+
+
+def test_gemm_preset_refuses_partition_keys_it_does_not_model():
+    knobs = resolve_knobs("gemm", {"plan-constraints": '{"0": {"partition": {"convGroupSplit": 2}}}'})
+    with pytest.raises(OptionError, match=r"does not model '0\.partition\.convGroupSplit'; it honours method, "):
+        build_preset("gemm", knobs)
+
+
+def test_cli_refuses_a_partition_no_plan_has_with_status_2(tmp_path, capsys):
+    out = tmp_path / "out"
+    text = '{"0": {"partition": {"batchSplit": 64, "outChanSplit": {"parallel": 64}}}}'
+    argv = ["simulate", "--preset", "gemm", "--m", "256", "--k", "64", "--n", "1024", "--tiles-per-ipu", "64"]
+    assert cli_main([*argv, "--plan-constraints", text, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no plan of a [256, 64] x [64, 1024] product on 64 tiles" in err
+    assert "(batchSplit 64, outChanSplit.parallel 64)" in err
+    assert not out.exists()

@@ -35,16 +35,22 @@ def test_partition_constraints_are_read_as_the_plans_splits():
 @pytest.mark.parametrize(
     "splits, message",
     [
-        ({"fieldSplit": {"0": 2}}, r"0\.partition\.fieldSplit\.0: a matrix product's plan fixes only batchSplit"),
+        ({"fieldSplit": {"0": 2}}, r"0\.partition\.fieldSplit: a matrix product's plan fixes only batchSplit"),
         ({"inChanSplit": {"serial": 2}}, r"0\.partition\.inChanSplit\.serial: a matrix product"),
         ({"batchSplit": 0}, r"0\.partition\.batchSplit must be a positive integer, got 0"),
         ({"batchSplit": True}, r"0\.partition\.batchSplit must be a positive integer, got True"),
         ({"outChanSplit": {"parallel": 2.5}}, r"0\.partition\.outChanSplit\.parallel must be a positive integer"),
+        ({"batchSplit": {}}, r"0\.partition\.batchSplit must be a positive integer, got \{\}"),
+        ({"outChanSplit": {"parallel": {"x": 1}}}, r"0\.partition\.outChanSplit\.parallel must be a positive"),
+        ({"outChanSplit.parallel": 4}, r"0\.partition\.outChanSplit\.parallel: name a split's part as an object"),
     ],
 )
 def test_bad_partition_constraints_are_refused(splits, message):
     with pytest.raises(GraphError, match=message):
         poplin.plan_partition(_partition(splits))
+
+
+def test_a_partition_that_is_not_an_object_is_refused():
     with pytest.raises(GraphError, match="0.partition must be a JSON object"):
         poplin.plan_partition({"planConstraints": {"0": {"partition": [1, 2]}}})
 
@@ -60,8 +66,8 @@ def test_a_fixed_partition_is_the_cheapest_plan_among_those_with_it():
     # its tiles: the 64 = 4 x 16 x 1 cells, one each
     assert sorted(set(fixed.tiles.tolist())) == list(range(64))
     # a partial constraint leaves the rest to the planner: the column split stays the free plan's
-    rows = poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pn", 32),))
-    assert _grid(rows) == _grid(free)
+    cols = poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pn", 32),))
+    assert _grid(cols) == _grid(free)
     assert _grid(poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pm", 4),))) == (4, 16, 1, 1)
 
 
@@ -70,6 +76,27 @@ def test_a_partition_no_plan_has_is_an_error_naming_poplins_keys():
     with pytest.raises(GraphError, match=r"no plan of a \[256, 512\] x \[512, 1024\] product on 64 tiles") as info:
         poplin.plan_matmul(g, 256, 512, 1024, HALF, partition=(("pm", 8), ("pn", 16)))
     assert "(batchSplit 8, outChanSplit.parallel 16)" in str(info.value)
+    # a split is the fewest parts for its share: 9 parts of 64 rows hold 8 rows each, as 8 parts do
+    g16 = Graph(Target("ipu2", tiles_per_ipu=16))
+    assert poplin.plan_matmul(g16, 64, 64, 64, HALF, partition=(("pm", 8),)).pm == 8
+    with pytest.raises(GraphError, match=r"\(batchSplit 9\): a parallel split must be the fewest parts"):
+        poplin.plan_matmul(g16, 64, 64, 64, HALF, partition=(("pm", 9),))
+    # a serial split divides the output channels
+    with pytest.raises(GraphError, match=r"\(outChanSplit\.serial 3\)"):
+        poplin.plan_matmul(g16, 64, 64, 64, HALF, partition=(("serial", 3),))
+
+
+def test_a_pass_planned_both_ways_names_the_product_as_given_when_neither_has_the_splits():
+    # a fully-connected pass is planned swapped and as given; 30 row parts fit neither
+    g = Graph(Target("ipu2", tiles_per_ipu=64))
+    options = {"fullyConnectedPass": "TRAINING_FWD", **_partition({"batchSplit": 30})}
+    with pytest.raises(GraphError, match=r"no plan of a \[20, 512\] x \[512, 64\] product on 64 tiles"):
+        poplin.plan_product(g, 20, 512, 64, HALF, options)
+    # splits that only the swapped product has: its 64 rows (B's columns) in 8 parts
+    swapped = poplin.plan_product(
+        g, 20, 512, 64, HALF, {"fullyConnectedPass": "TRAINING_FWD", **_partition({"batchSplit": 8})}
+    )
+    assert swapped.swapped and swapped.pm == 8
 
 
 def test_a_serial_split_is_fixed_as_poplins_outchansplit_serial():
@@ -113,6 +140,26 @@ def test_gemm_preset_reports_the_partition_it_was_given():
     assert lines[4] == "  a tile's block: 64 rows x 64 output channels x 512 input channels"
     free = build_preset("gemm", GEMM).printed
     assert free[3].startswith("  partition: batchSplit 1, outChanSplit.parallel 32, outChanSplit.serial 1, ")
+
+
+def test_conv_preset_fixes_its_weight_updates_splits():
+    knobs = {
+        "field": "8,8",
+        "input-channels": 16,
+        "output-channels": 32,
+        "batch-size": 2,
+        "tiles-per-ipu": 16,
+        "single-phase": "wu",
+        "report-plan": "1",
+    }
+    fixed = '{"0": {"partition": {"batchSplit": 1, "inChanSplit": {"parallel": 8}}}}'
+    free = build_preset("conv", knobs).printed
+    lines = build_preset("conv", {**knobs, "wu-plan-constraints": fixed}).printed
+    partition = [line for line in lines if line.startswith("  partition: ")]
+    assert partition == [
+        "  partition: batchSplit 1, outChanSplit.parallel 2, outChanSplit.serial 1, inChanSplit.parallel 8, on 16 tiles"
+    ]
+    assert [line for line in free if line.startswith("  partition: ")] != partition
 
 
 def test_gemm_preset_refuses_partition_keys_it_does_not_model():

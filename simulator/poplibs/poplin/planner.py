@@ -306,7 +306,10 @@ def plan_partition(options: dict | None) -> tuple[tuple[str, int], ...] | None:
         raise GraphError(f"planConstraints 0.partition must be a JSON object, got {partition!r}")
     flat = {}
     for key, value in partition.items():
-        if isinstance(value, dict):
+        if "." in key:
+            raise GraphError(f"planConstraints 0.partition.{key}: name a split's part as an object, as poplin reads it")
+        # a split with parts (outChanSplit, inChanSplit) is an object of them; others are numbers
+        if isinstance(value, dict) and "." not in key and f"{key}.parallel" in PARTITION_KEYS:
             flat.update({f"{key}.{sub}": v for sub, v in value.items()})
         else:
             flat[key] = value
@@ -673,8 +676,9 @@ def _best_grid(
             fixed = ", ".join(f"{names[field]} {value}" for field, value in partition)
             raise GraphError(
                 f"no plan of a [{m}, {k}] x [{k}, {n}] product on {tiles:,} tiles has the splits the "
-                f"planConstraints fix ({fixed}): a split is at most its dimension's channel groups "
-                "(or rows), and the splits' product at most the tiles"
+                f"planConstraints fix ({fixed}): a parallel split must be the fewest parts that give "
+                "its tiles' share of whole rows or channel groups, a serial split must divide the "
+                "output channels, and the splits' product must be at most the tiles"
             )
         c = {key: value[keep] for key, value in c.items()}
     total, memory = c["total"], c["memory"]

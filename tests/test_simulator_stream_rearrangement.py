@@ -31,21 +31,26 @@ def _transposed_upload(directory, optimise_memory: bool):
     engine.run(0)
     got = engine.readTensor("v")
     engine.close()
-    headers = pva.openReport(str(directory / "profile.pop")).compilation.categoryMemoryArray("hostExchangePacketHeader")
-    return np.asarray(got).reshape(8, 8), np.asarray(headers)
+    compilation = pva.openReport(str(directory / "profile.pop")).compilation
+    code = compilation.categoryMemoryArray("hostExchangeCode")
+    headers = compilation.categoryMemoryArray("hostExchangePacketHeader")
+    return np.asarray(got).reshape(8, 8), np.asarray(code), np.asarray(headers)
 
 
 def test_a_stream_copy_rearranged_on_the_host_is_one_region_per_tile(tmp_path):
     """Poplar's Copy(stream, tensor, optimiseMemory): the host sends each tile its data in memory
     order, so each tile's part of the variable is one region, not one per element of the view."""
-    plain_values, plain = _transposed_upload(tmp_path / "plain", False)
-    host_values, host = _transposed_upload(tmp_path / "host", True)
+    plain_values, plain, plain_headers = _transposed_upload(tmp_path / "plain", False)
+    host_values, host, host_headers = _transposed_upload(tmp_path / "host", True)
     expected = np.arange(64, dtype=np.float32).reshape(8, 8).T
     assert np.array_equal(plain_values, expected) and np.array_equal(host_values, expected)
-    # 16-byte packet headers, one per region: 32 single-element regions a tile against one (tile 0
-    # also holds the control program's header for the program id it reads from the host)
-    assert list(plain[:2] - host[:2]) == [31 * 16, 31 * 16]
-    assert host[1] == 16
+    # host exchange code of 8 bytes a region: 32 single-element regions a tile against one
+    assert list(plain[:2] - host[:2]) == [31 * 8, 31 * 8]
+    assert host[1] == 32 + 8
+    # one 16-byte packet header a tile taking part either way (tile 0 also holds the control
+    # program's header for the program id it reads from the host)
+    assert plain_headers[1] == host_headers[1] == 16
+    assert plain_headers[0] == host_headers[0] > 16
 
 
 def test_overlapping_pieces_of_a_download_are_one_region_in_any_order(tmp_path):

@@ -214,8 +214,44 @@ def test_a_fully_connected_pass_keeps_the_cheaper_orientation(fc_pass, m, k, n, 
     assert plan.swapped is swaps
     assert plan.swapped == (swapped <= given)
     assert plan.estimate["total"] == min(swapped, given)
-    # a lone product stays as given, without transform costs, unless a constraint swaps it
+    # a lone product (poplin's NONE_MATMUL) is planned both ways as well, with its own costs: as
+    # given, both operands and the output are rearranged
     lone = poplin.plan_product(g, m, k, n, HALF)
-    assert not lone.swapped and lone.estimate["transform"] == 0
+    lone_swapped = poplin.plan_matmul(g, m, k, n, HALF, swap=True).estimate["total"]
+    lone_given = poplin.plan_matmul(g, m, k, n, HALF, swap=False).estimate["total"]
+    assert lone.swapped == (lone_swapped <= lone_given)
+    assert lone.estimate["total"] == min(lone_swapped, lone_given)
     forced = poplin.plan_product(g, m, k, n, HALF, {"fullyConnectedPass": fc_pass, **SWAP})
     assert forced.swapped
+
+
+def test_a_lone_product_is_planned_swapped_when_poplin_would():
+    # gemm_600x256x20000 (general_matrix_multiply's default half): as given, poplin charges the
+    # copies that rearrange both operands and the output, so the swapped plan wins: C^T's 20,000
+    # rows over 38 and A's 600 rows (its output channels) over 38, 1,444 tiles
+    g = Graph(Target("ipu2"))
+    plan = poplin.plan_product(g, 600, 256, 20000, HALF)
+    assert plan.swapped and (plan.m, plan.k, plan.n) == (20000, 256, 600)
+    assert (plan.pm, plan.pn, plan.pk) == (38, 38, 1)
+    given = poplin.plan_matmul(g, 600, 256, 20000, HALF, swap=False)
+    assert plan.estimate["total"] == 124_067 < given.estimate["total"]
+
+
+def test_a_convolutions_weight_update_is_planned_as_given_with_its_own_costs():
+    g = Graph(Target("ipu2", tiles_per_ipu=64))
+    wu = {"pass": "TRAINING_WU"}
+    assert poplin.matmul_pass(wu) == poplin.CONV_WEIGHT_UPDATE
+    plan = poplin.plan_product(g, 576, 392, 64, HALF, wu)
+    assert not plan.swapped and plan.estimate["transform"] == 0
+    # constrained either way, its operands are rearranged (ConvModel.cpp, addTransformCycleEstimate:
+    # isConvWeightUpdate), where a lone product's swapped plan rearranges nothing unpadded
+    arch = architecture("ipu2")
+    conv_wu, _ = poplin.transform_cost(arch, True, 392, 576, 64, 16, 16, 64, HALF, HALF, poplin.CONV_WEIGHT_UPDATE)
+    lone, _ = poplin.transform_cost(arch, True, 392, 576, 64, 16, 16, 64, HALF, HALF)
+    # 392 x 576 + 576 x 64 halves over 64 tiles, 8,208 bytes a tile: copied at 2 bytes a cycle
+    # scaled by 5/4, exchanged at 4
+    assert int(lone) == 0 and int(conv_wu) == -(-8208 * 5 // 8) + 8208 // 4
+    with pytest.raises(GraphError, match="pass option can only be TRAINING_WU"):
+        poplin.matmul_pass({"pass": "TRAINING_FWD"})
+    with pytest.raises(GraphError, match="not beside fullyConnectedPass"):
+        poplin.matmul_pass({"pass": "TRAINING_WU", "fullyConnectedPass": "TRAINING_WU"})

@@ -71,26 +71,35 @@ def test_the_bound_is_relaxed_as_poplin_relaxes_it():
 
 def test_a_smaller_proportion_plans_within_its_bound():
     g = _graph()
-    default = poplin.plan_product(g, 256, 512, 1024, HALF)
+    # the product as given (plan_matmul without a swap, so without transform costs)
+    default = poplin.plan_matmul(g, 256, 512, 1024, HALF)
     # all 256 rows on each tile: its 256 x 32 block of B is already on it (pm = 1), and 31/32 of
     # its 256 x 256 block of A come in at 8 bytes a cycle (pn = 32, even: ConvModel.cpp,
     # addExchangeCycleEstimates); the operands and the float partials (256 x 32) take 180,224 bytes
     assert (default.pm, default.pn, default.pk, default.serial) == (1, 32, 2, 1)
     assert default.estimate["memory"] == (256 * 256 + 256 * 32) * 2 + 256 * 32 * 4 == 180_224
-    small = poplin.plan_product(g, 256, 512, 1024, HALF, {"availableMemoryProportion": 0.05})
+    small = poplin.plan_matmul(
+        g, 256, 512, 1024, HALF, bound=poplin.memory_bound({"availableMemoryProportion": 0.05}, MK2_TILE)
+    )
     # 0.05 of the tile is 31,948 bytes: 16 serial steps of 64 columns on a 2 x 4 x 8 grid, a
     # step's operands (128 x 64 and 64 x 16 halves) and partials (128 x 16 floats) 26,624 bytes
     assert (small.pm, small.pn, small.pk, small.serial) == (2, 4, 8, 16)
     assert small.estimate["memory"] == (128 * 64 + 64 * 16) * 2 + 128 * 16 * 4 == 26_624 <= 0.05 * MK2_TILE
     assert small.estimate["total"] > default.estimate["total"]
     # no bound: the fastest plan, here the default's
-    unbounded = poplin.plan_product(g, 256, 512, 1024, HALF, {"availableMemoryProportion": 0})
+    unbounded = poplin.plan_matmul(g, 256, 512, 1024, HALF, bound=math.inf)
     assert (unbounded.pm, unbounded.pn, unbounded.pk, unbounded.estimate["total"]) == (
         1,
         32,
         2,
         default.estimate["total"],
     )
+    # poplin plans the lone product swapped as well (NONE_MATMUL) and keeps that: C^T's 1,024 rows
+    # over 4 and A's 256 rows, its output channels, over 8, the same blocks and bytes a tile
+    chosen = poplin.plan_product(g, 256, 512, 1024, HALF, {"availableMemoryProportion": 0.05})
+    assert chosen.swapped and (chosen.pm, chosen.pn, chosen.pk, chosen.serial) == (8, 1, 8, 16)
+    assert chosen.estimate["memory"] == small.estimate["memory"]
+    assert poplin.plan_product(g, 256, 512, 1024, HALF).estimate["memory"] == 180_224
 
 
 def test_half_partials_plan_on_all_sixteen_conv_units():
@@ -151,12 +160,12 @@ def test_report_plan_prints_the_plan_that_runs(tmp_path, capsys):
     args = ["simulate", "--preset", "gemm", *(f"--{k}={v}" for k, v in GEMM.items())]
     assert cli_main([*args, "--report-plan", "-o", str(tmp_path / "a"), "--timestamp", TS, "--no-functional"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "Plan of op(A) x op(B): [256, 512] x [512, 1024] half"
+    # planned swapped, as poplin plans a lone product when that is no dearer
+    assert out[0] == "Plan of op(A) x op(B): [1024, 512] x [512, 256] half, the operands swapped"
     assert out[1] == "  method AMP, inChansPerGroup 16, partialChansPerGroup 16; types: partials float, result half"
-    assert out[2] == "  transform: swapOperands false"
+    assert out[2] == "  transform: swapOperands true"
     assert out[3] == (
-        "  partition: batchSplit 1, outChanSplit.parallel 32, outChanSplit.serial 1, inChanSplit.parallel 2, "
-        "on 64 tiles"
+        "  partition: batchSplit 4, outChanSplit.parallel 8, outChanSplit.serial 1, inChanSplit.parallel 2, on 64 tiles"
     )
     assert out[4] == "  a tile's block: 256 rows x 32 output channels x 256 input channels"
     # before the run, as the tools print plans: the engine's output gets them first
@@ -181,7 +190,7 @@ def test_report_plan_prints_the_plan_that_runs(tmp_path, capsys):
 
 def test_report_plan_of_a_serial_split_names_the_steps():
     built = build_preset("gemm", {**GEMM, "available-memory-proportion": 0.05, "report-plan": "true"})
-    assert built.printed[3].startswith("  partition: batchSplit 2, outChanSplit.parallel 4, outChanSplit.serial 16")
+    assert built.printed[3].startswith("  partition: batchSplit 8, outChanSplit.parallel 1, outChanSplit.serial 16")
     assert " cycles in 16 serial steps, each with partial sums " in built.printed[5]
     assert built.printed[5].endswith("; 26,624 temporary bytes per tile (bound 31,948)")
     unbounded = build_preset("gemm", {**GEMM, "available-memory-proportion": 0, "report-plan": "yes"})

@@ -100,10 +100,10 @@ def test_a_pass_planned_both_ways_names_the_product_as_given_when_neither_has_th
 
 
 def test_a_serial_split_is_fixed_as_poplins_outchansplit_serial():
-    # the serial split divides the output columns: 4 steps of 256
+    # the serial split divides the output channels: the swapped product's 256 in 4 steps of 64
     g = Graph(Target("ipu2", tiles_per_ipu=64))
     plan = poplin.plan_product(g, 256, 512, 1024, HALF, _partition({"outChanSplit": {"serial": 4}}))
-    assert plan.serial == 4 and plan.step().n == 256
+    assert plan.swapped and plan.serial == 4 and plan.step().n == 64
 
 
 @pytest.mark.parametrize("swap", [False, True])
@@ -131,7 +131,10 @@ GEMM = {"m": 256, "k": 512, "n": 1024, "tiles-per-ipu": 64, "report-plan": "1"}
 
 
 def test_gemm_preset_reports_the_partition_it_was_given():
-    text = '{"0": {"partition": {"batchSplit": 4, "outChanSplit": {"parallel": 16}, "inChanSplit": {"parallel": 1}}}}'
+    text = (
+        '{"0": {"transform": {"swapOperands": false}, '
+        '"partition": {"batchSplit": 4, "outChanSplit": {"parallel": 16}, "inChanSplit": {"parallel": 1}}}}'
+    )
     lines = build_preset("gemm", {**GEMM, "plan-constraints": text}).printed
     assert lines[3] == (
         "  partition: batchSplit 4, outChanSplit.parallel 16, outChanSplit.serial 1, inChanSplit.parallel 1, "
@@ -139,7 +142,7 @@ def test_gemm_preset_reports_the_partition_it_was_given():
     )
     assert lines[4] == "  a tile's block: 64 rows x 64 output channels x 512 input channels"
     free = build_preset("gemm", GEMM).printed
-    assert free[3].startswith("  partition: batchSplit 1, outChanSplit.parallel 32, outChanSplit.serial 1, ")
+    assert free[3].startswith("  partition: batchSplit 4, outChanSplit.parallel 8, outChanSplit.serial 1, ")
 
 
 def test_conv_preset_fixes_its_weight_updates_splits():

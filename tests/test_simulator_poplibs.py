@@ -15,6 +15,10 @@ from simulator.poplibs.poplin import matmul
 
 TS = "2024-01-01T00:00:00Z"
 
+#: A lone product planned on its operands as given (poplin's swapOperands constraint); by default
+#: the planner also weighs it swapped, as poplin plans NONE_MATMUL products
+AS_GIVEN = {"planConstraints": {"0": {"transform": {"swapOperands": False}}}}
+
 
 def test_matmul_reduce_and_elementwise_compute_on_data(tmp_path):
     g = codelet_graph()
@@ -147,8 +151,8 @@ def test_weight_update_rearranges_a_transposed_operand_and_keeps_the_result(tmp_
     rng = np.random.default_rng(5)
     x = rng.standard_normal((8, 40)).astype(np.float32)
     z = rng.standard_normal((8, 24)).astype(np.float32)
-    X = poplin.createMatMulInputLHS(g, FLOAT, x.shape, (40, 24), "X")
-    Z = poplin.createMatMulInputLHS(g, FLOAT, z.shape, (24, 40), "Z")
+    X = poplin.createMatMulInputLHS(g, FLOAT, x.shape, (40, 24), "X", AS_GIVEN)
+    Z = poplin.createMatMulInputLHS(g, FLOAT, z.shape, (24, 40), "Z", AS_GIVEN)
     prog = Sequence()
     W = poplin.matMul(g, X.transpose(), Z, prog, "Wu", {"fullyConnectedPass": "TRAINING_WU"})
     for name, t in (("X", X), ("Z", Z)):
@@ -413,7 +417,7 @@ def test_hmac_and_outer_product_matmuls_compute_on_data(tmp_path, shape):
     rng = np.random.default_rng(11)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    options = {"planConstraints": '{"method": "all"}'}
+    options = {"planConstraints": '{"method": "all", "0": {"transform": {"swapOperands": false}}}'}
     A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", options)
     B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", options)
     prog = Sequence()
@@ -440,10 +444,11 @@ def test_scaled_add_regroups_a_four_dimensional_operand_to_the_weights_grouping(
     params = poplin.ConvParams(2, c, o, (6, 6), (k, k), (1, 1), (1, 1), FLOAT)
     weights = poplin.createWeights(g, params, "weights")
     rows, inner = c * k * k, 8
-    acts = poplin.createMatMulInputLHS(g, FLOAT, (rows, inner), (inner, o), "acts")
-    deltas = poplin.createMatMulInputRHS(g, FLOAT, (rows, inner), (inner, o), "deltas")
+    wu = {"pass": "TRAINING_WU"}  # planned as the conv preset plans a weight update: as given
+    acts = poplin.createMatMulInputLHS(g, FLOAT, (rows, inner), (inner, o), "acts", wu)
+    deltas = poplin.createMatMulInputRHS(g, FLOAT, (rows, inner), (inner, o), "deltas", wu)
     prog = Sequence()
-    product = poplin.matMul(g, acts, deltas, prog, "Wu")
+    product = poplin.matMul(g, acts, deltas, prog, "Wu", wu)
     popops.scaledAddTo(g, weights, product.transpose().reshape((o, c, k, k)), -0.5, prog, "acc")
     names = [cs.name for cs in g.state.compute_sets]
     assert "acc/regroupB/Transpose" in names
@@ -473,8 +478,8 @@ def test_left_operands_are_stored_with_their_input_channels_grouped():
         [2, 3, 8, 9, 13],
         [4, 5, 10, 11, 14],
     ]
-    A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A")
-    plan = poplin.plan_product(g, 64, 256, 128, HALF)
+    A = poplin.createMatMulInputLHS(g, HALF, (64, 256), (256, 128), "A", AS_GIVEN)
+    plan = poplin.plan_product(g, 64, 256, 128, HALF, AS_GIVEN)
     assert rearrange.dim_grouping(g, A) == (1, plan.k_grain)
 
 
@@ -484,10 +489,10 @@ def test_left_operands_group_channels_by_their_gcd_with_the_plans_group():
     # half product are stored in groups of 8, not in groups of 16 with a ragged last one, so
     # poputil's grouping detection finds them (a grouping must divide the dimension)
     g = codelet_graph(tiles=16)
-    A = poplin.createMatMulInputLHS(g, HALF, (64, 1000), (1000, 128), "A")
-    assert poplin.plan_product(g, 64, 1000, 128, HALF).k_grain == 16
+    A = poplin.createMatMulInputLHS(g, HALF, (64, 1000), (1000, 128), "A", AS_GIVEN)
+    assert poplin.plan_product(g, 64, 1000, 128, HALF, AS_GIVEN).k_grain == 16
     assert rearrange.dim_grouping(g, A) == (1, 8)
-    B = poplin.createMatMulInputLHS(g, HALF, (64, 1024), (1024, 128), "B")
+    B = poplin.createMatMulInputLHS(g, HALF, (64, 1024), (1024, 128), "B", AS_GIVEN)
     assert rearrange.dim_grouping(g, B) == (1, 16)
 
 
@@ -510,12 +515,12 @@ def test_products_store_their_output_channels_grouped(tmp_path):
     rng = np.random.default_rng(11)
     for k, splits in ((8, 1), (64, 4)):
         g = codelet_graph(tiles=16)
-        plan = poplin.plan_product(g, 48, k, 20, FLOAT)
+        plan = poplin.plan_product(g, 48, k, 20, FLOAT, AS_GIVEN)
         assert (plan.pk, plan.n_grain) == (splits, 16)
-        A = poplin.createMatMulInputLHS(g, FLOAT, (48, k), (k, 20), "A")
-        B = poplin.createMatMulInputRHS(g, FLOAT, (48, k), (k, 20), "B")
+        A = poplin.createMatMulInputLHS(g, FLOAT, (48, k), (k, 20), "A", AS_GIVEN)
+        B = poplin.createMatMulInputRHS(g, FLOAT, (48, k), (k, 20), "B", AS_GIVEN)
         prog = Sequence()
-        C = poplin.matMul(g, A, B, prog, "mm")
+        C = poplin.matMul(g, A, B, prog, "mm", AS_GIVEN)
         assert rearrange.dim_grouping(g, C) == (1, 4)
         a = rng.standard_normal((48, k)).astype(np.float32)
         b = rng.standard_normal((k, 20)).astype(np.float32)

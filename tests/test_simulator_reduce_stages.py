@@ -272,13 +272,17 @@ def _poplin_stages(depth: int, size: int, chans_per_group: int, partials, result
     return stages
 
 
+#: The product planned as given (poplin's swapOperands constraint), so that its k is split
+AS_GIVEN = {"planConstraints": {"0": {"transform": {"swapOperands": False}}}}
+
+
 def _product(tiles: int, m: int, k: int, n: int, dtype):
     g = codelet_graph(tiles)
-    A = poplin.createMatMulInputLHS(g, dtype, (m, k), (k, n), "A")
-    B = poplin.createMatMulInputRHS(g, dtype, (m, k), (k, n), "B")
+    A = poplin.createMatMulInputLHS(g, dtype, (m, k), (k, n), "A", AS_GIVEN)
+    B = poplin.createMatMulInputRHS(g, dtype, (m, k), (k, n), "B", AS_GIVEN)
     prog = Sequence()
-    C = poplin.matMul(g, A, B, prog, "mm")
-    return g, A, B, C, prog, poplin.plan_matmul(g, m, k, n, dtype)
+    C = poplin.matMul(g, A, B, prog, "mm", AS_GIVEN)
+    return g, A, B, C, prog, poplin.plan_product(g, m, k, n, dtype, AS_GIVEN)
 
 
 @pytest.mark.parametrize(
@@ -286,8 +290,8 @@ def _product(tiles: int, m: int, k: int, n: int, dtype):
     [
         (32, 32, 4096, 32, FLOAT, 32),  # two stages, 64 grains of 16 over 5 or 6 tiles a row
         (24, 7, 4096, 9, HALF, 24),  # two stages, a block of 63: grains of 16, the last one short
-        (16, 3, 2048, 5, HALF, 15),  # one stage: 15 outputs in 2 grains of 8, on 2 of the 15 tiles
-        (16, 1, 2048, 3, HALF, 15),  # one stage: 3 outputs, less than one grain, on the first tile
+        (16, 3, 2048, 5, HALF, 16),  # one stage: 15 outputs in 2 grains of 8, on 2 of the 16 tiles
+        (16, 1, 2048, 3, HALF, 16),  # one stage: 3 outputs, less than one grain, on the first tile
         # three stages (27, then 5 rows), a block of 51; on 160 tiles a 1 x 3 x 52 grid is cheaper
         (150, 3, 16384, 17, HALF, 147),
     ],

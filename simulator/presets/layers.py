@@ -524,6 +524,8 @@ def _conv(
             (wu_plan_constraints, "wu"),
         )
     )
+    # the weight update is planned as the convolution pass it is (poplin's pass TRAINING_WU)
+    wu_opts["pass"] = "TRAINING_WU"
     g = Graph(_target(arch, tiles_per_ipu))
     poplin.addCodelets(g)
     popops.addCodelets(g)

@@ -31,6 +31,7 @@ from .matmul import (
 )
 from .planner import (
     AVAILABLE_MEMORY_PROPORTION,
+    CONV_WEIGHT_UPDATE,
     DEFAULT_METHODS,
     ESTIMATE_KEYS,
     MATMUL_METHODS,
@@ -54,6 +55,7 @@ from .planner import (
 
 __all__ = [
     "AVAILABLE_MEMORY_PROPORTION",
+    "CONV_WEIGHT_UPDATE",
     "DEFAULT_METHODS",
     "ESTIMATE_KEYS",
     "MATMUL_METHODS",

@@ -35,6 +35,7 @@ from .._util import (
     tile_pieces,
 )
 from .planner import (
+    CONV_WEIGHT_UPDATE,
     MATMUL_PASSES,
     MatMulPlan,
     amp_weight_height,
@@ -220,12 +221,13 @@ def plan_product(
     """The plan of A [m, k] x B [k, n] that poplin makes for these options (the
     ``fullyConnectedPass``, ``partialsType`` and ``planConstraints`` a product takes).
 
-    A pass of a fully-connected layer is planned with its operands swapped and as given, each with
-    the cost of its rearranging copies, and the cheaper plan within the memory bound is kept,
-    the swapped one among equals (lib/poplin/ConvPlan.cpp, getSwapOperandCandidates: swapped
-    first for fully-connected passes). The swapOperands constraint fixes the orientation. A lone
-    product is planned as given unless the constraint swaps it ("Swapped operands" in
-    docs/simulator.md says why). ``availableMemoryProportion`` sets the memory bound (memory_bound)."""
+    A product, lone or a pass of a fully-connected layer, is planned with its operands swapped and
+    as given, each with the cost of its rearranging copies, and the cheaper plan within the memory
+    bound is kept, the swapped one among equals (lib/poplin/ConvPlan.cpp,
+    getSwapOperandCandidates: swapped first for NONE_MATMUL and the fully-connected passes). A
+    convolution's weight update is planned as given. The swapOperands constraint fixes the
+    orientation, with the pass's costs. ``availableMemoryProportion`` sets the memory bound
+    (memory_bound)."""
     partials = partials_type(options, out_type or in_type)
     methods = plan_methods(options)
     fc_pass = matmul_pass(options)
@@ -249,9 +251,13 @@ def plan_product(
             partition=partition,
         )
 
-    if swap is not None or fc_pass == "NONE":
+    if swap is not None:
         return plan(swap)
-    plans, refusals = [], []
+    if fc_pass == CONV_WEIGHT_UPDATE:
+        # the product standing in for a convolution's weight update is planned as given
+        # (docs/simulator.md, "Swapped operands")
+        return plan(None)
+    plans, refusals = [], {}
     for s in (True, False):
         try:
             plans.append(plan(s))
@@ -259,17 +265,27 @@ def plan_product(
             # a partition constraint may leave plans in one orientation only
             if partition is None:
                 raise
-            refusals.append(exc)
+            refusals[s] = exc
     if not plans:
-        raise refusals[-1]  # the product as given
+        raise refusals[False]  # the product as given
     # poplin's objective: cycles, then temporary bytes (ConvPlan.cpp, PlanningObjective)
     return min(plans, key=lambda p: (p.estimate["memory"] > bound, p.estimate["total"], p.estimate["memory"]))
 
 
 def matmul_pass(options: dict | None) -> str:
     """poplin's pass of a matrix product from its ``fullyConnectedPass`` option (MATMUL_PASSES;
-    NONE, a lone product, by default)."""
-    value = str((options or {}).get("fullyConnectedPass", "NONE")).upper()
+    NONE, a lone product, by default), or CONV_WEIGHT_UPDATE for a convolution's weight update
+    planned as a product (the convolution option ``pass``: TRAINING_WU)."""
+    options = options or {}
+    if "pass" in options:
+        value = str(options["pass"]).upper()
+        if value != "TRAINING_WU" or "fullyConnectedPass" in options:
+            raise GraphError(
+                "a product's pass option can only be TRAINING_WU, a convolution's weight update, and "
+                f"not beside fullyConnectedPass; got {options['pass']!r}"
+            )
+        return CONV_WEIGHT_UPDATE
+    value = str(options.get("fullyConnectedPass", "NONE")).upper()
     if value not in MATMUL_PASSES:
         raise GraphError(f"fullyConnectedPass must be one of {', '.join(MATMUL_PASSES)}, got {value!r}")
     return value

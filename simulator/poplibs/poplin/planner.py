@@ -725,7 +725,7 @@ def _with_serial_splits(
         slices = slices + dynamic_slice_1d_cycles(partials_type.name, -(-outputs // s), arch.data_path_width)
         total = s * (step["total"] + slices)
         memory = step["memory"]
-        if fc_pass != "NONE":
+        if is_fully_connected(fc_pass):
             held = weights * in_type.size
             total = total + -(-held // arch.exchange_bytes_per_cycle) + weights
             memory = held + np.maximum(memory, held)
@@ -740,6 +740,16 @@ def _with_serial_splits(
 #: poplin's fully-connected passes of a matrix product, its ``fullyConnectedPass`` option
 #: (lib/poplin/MatMul.cpp, FullyConnectedPass): NONE for a lone product.
 MATMUL_PASSES = ("NONE", "INFERENCE_FWD", "TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU")
+
+#: The pass of a convolution's weight update planned as a matrix product (its ``pass`` option
+#: TRAINING_WU, lib/poplin/ConvOptions.hpp): not a fully-connected pass, and its operands are
+#: rearranged however it is planned (ConvModel.cpp, addTransformCycleEstimate: isConvWeightUpdate).
+CONV_WEIGHT_UPDATE = "CONV_TRAINING_WU"
+
+
+def is_fully_connected(fc_pass: str) -> bool:
+    """Whether a product's pass is one of a fully-connected layer (ConvModel.cpp, isFullyConnected)."""
+    return fc_pass not in ("NONE", CONV_WEIGHT_UPDATE)
 
 
 def _transform_factor(type_name: str, size) -> tuple[int, np.ndarray]:
@@ -766,7 +776,8 @@ def transform_cost(
     """poplin's estimate of the copies that rearrange a matrix product's operands and output into
     and out of its plan, as (cycles, temporary bytes per tile), for candidate grids of
     `used_tiles` tiles and channel grains `k_grain` and `n_grain`; m, k and n are the planned
-    product's, swapped or not, and `fc_pass` its fullyConnectedPass, NONE for a lone product;
+    product's, swapped or not, and `fc_pass` its fullyConnectedPass, NONE for a lone product or
+    CONV_WEIGHT_UPDATE for a convolution's weight update, whose operands are always rearranged;
     `joint` for a pass of a fully-connected layer's joint plan (lib/poplin/ConvModel.cpp,
     addTransformCycleEstimate without the regression table, enableTransformsConvTable being off by
     default). Operands as given are rearranged, and so is the output; swapped operands only when
@@ -784,14 +795,16 @@ def transform_cost(
     pad_in = k % k_grain != 0
     pad_partials = n % n_grain != 0
     unswapped = np.full(used.shape, not swapped)
-    fc = fc_pass != "NONE"
+    fc = is_fully_connected(fc_pass)
+    conv_wu = fc_pass == CONV_WEIGHT_UPDATE
     # ConvModel.cpp, addTransformCycleEstimate: swapOperands != isMatmulOrFullyConnectedLayer, the
-    # padding, FC_TRAINING_WU's input always, and a pass planned alone (not jointly):
+    # padding, a convolution's weight update's operands and FC_TRAINING_WU's input always, and a
+    # pass planned alone (not jointly):
     # FC_TRAINING_BWD's input and FC_TRAINING_WU's output; only a product that is not a
     # fully-connected pass regroups its output
     alone = not joint
-    rearrange_input = unswapped | pad_in | (fc_pass == "TRAINING_WU") | (fc_pass == "TRAINING_BWD" and alone)
-    rearrange_weights = unswapped | pad_in | pad_partials
+    rearrange_input = unswapped | pad_in | conv_wu | (fc_pass == "TRAINING_WU") | (fc_pass == "TRAINING_BWD" and alone)
+    rearrange_weights = unswapped | pad_in | pad_partials | conv_wu
     rearrange_output = unswapped | pad_partials | (fc_pass == "TRAINING_WU" and alone)
     regroup_output = ~rearrange_output & (n_grain != amp.weights_per_conv_unit(in_type.name)) & (not fc)
     elems = np.where(rearrange_input, m * k_pad, 0) + np.where(rearrange_weights, k_pad * n_pad, 0)

@@ -237,12 +237,32 @@ def test_a_lone_product_is_planned_swapped_when_poplin_would():
     assert plan.estimate["total"] == 124_067 < given.estimate["total"]
 
 
-def test_a_convolutions_weight_update_is_planned_as_given_with_its_own_costs():
+def test_a_convolutions_weight_update_is_planned_as_given_and_swapped_only_on_request():
     g = Graph(Target("ipu2", tiles_per_ipu=64))
     wu = {"pass": "TRAINING_WU"}
     assert poplin.matmul_pass(wu) == poplin.CONV_WEIGHT_UPDATE
     plan = poplin.plan_product(g, 576, 392, 64, HALF, wu)
     assert not plan.swapped and plan.estimate["transform"] == 0
+    # swapped by the constraint, the plan pays the weight update's own transform costs, those of
+    # the product it plans, C^T [64, 392] x [392, 576]
+    swapped = poplin.plan_product(g, 576, 392, 64, HALF, {**wu, **SWAP})
+    used = swapped.pm * swapped.pn * swapped.pk
+    m, k, n = swapped.m, swapped.k, swapped.n
+    assert (m, k, n) == (64, 392, 576)
+    cost, _ = poplin.transform_cost(
+        architecture("ipu2"),
+        True,
+        m,
+        k,
+        n,
+        swapped.k_grain,
+        swapped.n_grain,
+        used,
+        HALF,
+        HALF,
+        poplin.CONV_WEIGHT_UPDATE,
+    )
+    assert swapped.swapped and swapped.estimate["transform"] == int(cost) > 0
     # constrained either way, its operands are rearranged (ConvModel.cpp, addTransformCycleEstimate:
     # isConvWeightUpdate), where a lone product's swapped plan rearranges nothing unpadded
     arch = architecture("ipu2")
@@ -253,5 +273,5 @@ def test_a_convolutions_weight_update_is_planned_as_given_with_its_own_costs():
     assert int(lone) == 0 and int(conv_wu) == -(-8208 * 5 // 8) + 8208 // 4
     with pytest.raises(GraphError, match="pass option can only be TRAINING_WU"):
         poplin.matmul_pass({"pass": "TRAINING_FWD"})
-    with pytest.raises(GraphError, match="not beside fullyConnectedPass"):
+    with pytest.raises(GraphError, match="either the pass option TRAINING_WU or fullyConnectedPass"):
         poplin.matmul_pass({"pass": "TRAINING_WU", "fullyConnectedPass": "TRAINING_WU"})

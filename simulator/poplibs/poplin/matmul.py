@@ -278,12 +278,12 @@ def matmul_pass(options: dict | None) -> str:
     planned as a product (the convolution option ``pass``: TRAINING_WU)."""
     options = options or {}
     if "pass" in options:
-        value = str(options["pass"]).upper()
-        if value != "TRAINING_WU" or "fullyConnectedPass" in options:
+        if str(options["pass"]).upper() != "TRAINING_WU":
             raise GraphError(
-                "a product's pass option can only be TRAINING_WU, a convolution's weight update, and "
-                f"not beside fullyConnectedPass; got {options['pass']!r}"
+                f"a product's pass option can only be TRAINING_WU, a convolution's weight update; got {options['pass']!r}"
             )
+        if "fullyConnectedPass" in options:
+            raise GraphError("a product takes either the pass option TRAINING_WU or fullyConnectedPass, not both")
         return CONV_WEIGHT_UPDATE
     value = str(options.get("fullyConnectedPass", "NONE")).upper()
     if value not in MATMUL_PASSES:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simulator_run import codelet_graph, run_functional
+from simulator_run import codelet_graph, run_functional, run_product
 
 from simulator import FLOAT, HALF, Graph, Sequence, Target
 from simulator.compiler.regions import split_by_mapping
@@ -106,20 +106,10 @@ def test_swapped_product_computes_a_times_b_on_operands_created_for_it(tmp_path,
     g = codelet_graph(tiles=16)
     plan = poplin.plan_matmul(g, m, k, n, FLOAT, swap=True)
     assert plan.swapped
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
-    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", SWAP)
-    B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", SWAP)
-    prog = Sequence()
-    C = poplin.matMul(g, A, B, prog, "mm", SWAP)
+    expected, got, prog = run_product(g, shape, SWAP, tmp_path, seed=3)
+    assert np.allclose(got, expected, atol=1e-4)
     # the operands are stored as the swapped product reads them: nothing is copied first
     assert _copies(prog) == 0
-    g.createHostWrite("A", A)
-    g.createHostWrite("B", B)
-    g.createHostRead("C", C)
-    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
-    assert np.allclose(out["C"], a @ b, atol=1e-4)
 
 
 def test_clone_of_a_transposed_view_keeps_its_storage_order():

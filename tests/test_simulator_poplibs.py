@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simulator_run import build_convolution, codelet_graph, correlate, run_convolution, run_functional
+from simulator_run import build_convolution, codelet_graph, correlate, run_convolution, run_functional, run_product
 
 from formats.profile_reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
@@ -414,19 +414,9 @@ def test_matmul_planner_chooses_poplins_method_per_shape():
 def test_hmac_and_outer_product_matmuls_compute_on_data(tmp_path, shape):
     m, k, n = shape
     g = codelet_graph(tiles=16)
-    rng = np.random.default_rng(11)
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
     options = {"planConstraints": '{"method": "all", "0": {"transform": {"swapOperands": false}}}'}
-    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", options)
-    B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", options)
-    prog = Sequence()
-    C = poplin.matMul(g, A, B, prog, "mm", options)
-    g.createHostWrite("A", A)
-    g.createHostWrite("B", B)
-    g.createHostRead("C", C)
-    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
-    assert np.allclose(out["C"], a @ b, atol=1e-4)
+    expected, got, _ = run_product(g, shape, options, tmp_path, seed=11)
+    assert np.allclose(got, expected, atol=1e-4)
     vertex = "poplin::ConvPartialHorizontalMac" if k > 1 else "poplin::OuterProduct"
     assert any(name.startswith(vertex) for name in g.state.vertex_types)
     assert not any(name.startswith("poplin::ConvPartial1x1Out") for name in g.state.vertex_types)

@@ -1,13 +1,13 @@
 """Building and running small simulator graphs in tests: a graph with poplibs' codelets, a
-functional engine run that returns the tensors read back and checks the report it writes, and a
-numpy reference for convolutions."""
+functional engine run that returns the tensors read back and checks the report it writes, a
+matrix product run on data, and a numpy reference for convolutions."""
 
 from __future__ import annotations
 
 import numpy as np
 from simulator_invariants import check_report
 
-from simulator import Engine, Graph, Sequence, Target
+from simulator import FLOAT, Engine, Graph, Sequence, Target
 from simulator.poplibs import poplin, popnn, popops
 
 TS = "2024-01-01T00:00:00Z"
@@ -32,6 +32,24 @@ def run_functional(g, prog, tmp_path, writes: dict, reads: list[str]) -> dict:
         out = {name: e.readTensor(name) for name in reads}
     assert check_report(tmp_path / "profile.pop") == []
     return out
+
+
+def run_product(g, shape, options, tmp_path, seed: int):
+    """A B of random float operands created for the plan of `options` and run functionally: returns
+    (a @ b, C read back, the program)."""
+    m, k, n = shape
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    A = poplin.createMatMulInputLHS(g, FLOAT, a.shape, b.shape, "A", options)
+    B = poplin.createMatMulInputRHS(g, FLOAT, a.shape, b.shape, "B", options)
+    prog = Sequence()
+    C = poplin.matMul(g, A, B, prog, "mm", options)
+    g.createHostWrite("A", A)
+    g.createHostWrite("B", B)
+    g.createHostRead("C", C)
+    out = run_functional(g, [prog], tmp_path, {"A": a, "B": b}, ["C"])
+    return a @ b, out["C"], prog
 
 
 def correlate(x, w, stride=(1, 1), padding=(0, 0), padding_upper=None):

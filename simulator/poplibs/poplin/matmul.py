@@ -612,7 +612,7 @@ def _build_matmul(graph: Graph, A: Tensor, B: Tensor, plan: MatMulPlan, prog: Se
             "out_groups": -(-(c1 - c0) // ocpg),
             "out_chans_per_group": ocpg,
         }
-        fh = amp_weight_height(graph.target.arch, plan.in_type, plan.partials_type, icpg, plan.conv_units or None)
+        fh = amp_weight_height(graph.target.arch, plan.in_type, plan.partials_type, icpg, plan.conv_units)
         if fh > 1:
             # input groups narrower than the conv units' weights: the nx1 vertex over the kernel
             # padded to fh rows, one kernel position of the tile's rows (lib/poplin/ConvVertices.cpp,

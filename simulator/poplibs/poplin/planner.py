@@ -309,7 +309,7 @@ def plan_partition(options: dict | None) -> tuple[tuple[str, int], ...] | None:
         if "." in key:
             raise GraphError(f"planConstraints 0.partition.{key}: name a split's part as an object, as poplin reads it")
         # a split with parts (outChanSplit, inChanSplit) is an object of them; others are numbers
-        if isinstance(value, dict) and "." not in key and f"{key}.parallel" in PARTITION_KEYS:
+        if isinstance(value, dict) and f"{key}.parallel" in PARTITION_KEYS:
             flat.update({f"{key}.{sub}": v for sub, v in value.items()})
         else:
             flat[key] = value

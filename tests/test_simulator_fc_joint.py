@@ -87,11 +87,14 @@ def test_joint_plan_charges_each_pass_its_rearranging_copies():
     g = _graph(tiles=1472)
     plan = fc.plan_fully_connected(g, 4, 1000, 1000, HALF, mode="joint")
     fwd, bwd, wu = plan.fwd, plan.bwd, plan.wu
-    assert (fwd.k_grain, fwd.n_grain, fwd.pm, fwd.pk) == (16, 8, 21, 63)
+    # output groups of 16: the weight update's 4 input channels then round up to a conv unit's 16
+    # weights, so it writes half outputs, uncast (getConvVertexAMPCandidates: roundUp)
+    assert (fwd.k_grain, fwd.n_grain, fwd.pm, fwd.pk) == (16, 16, 21, 63)
+    assert wu.vertex_out_type() == HALF
     # 1,323 tiles: each pass copies its padded operands (the field of 1,008 rows, 1,008 input
-    # channels) and its output of 8 padded rows, and the weight update its input as well: bytes per
+    # channels) and its output of 16 padded rows, and the weight update its input as well: bytes per
     # tile exchanged at 4 bytes a cycle and copied at 2 bytes a cycle, scaled by 5/4
-    assert [p.estimate["transform"] for p in (fwd, bwd, wu)] == [1370, 1370, 1368]
+    assert [p.estimate["transform"] for p in (fwd, bwd, wu)] == [1392, 1392, 1389]
     assert plan.cycles == plan.joint_cost[0] == sum(p.estimate["total"] for p in (fwd, bwd, wu))
     arch = g.target.arch
     # the joint rules against a pass planned alone, on channels that need no padding
@@ -229,15 +232,17 @@ def test_joint_passes_compute_on_data_and_transpose_weights_on_tile(tmp_path, b,
     assert any(n.startswith("Bwd/Conv_1/Convolve") and n.endswith("ExchangePre") for n in names)
     assert not any("Fwd/weightsRearranged" in n or "Fwd/actsRearranged" in n for n in names)
     assert not any("Bwd/actsRearranged" in n or "Bwd/weightsRearranged" in n for n in names)
-    # an AMP weight update takes the forward pass's output groups (8 halves, 4 floats) as its input
-    # groups, half a conv unit's weights, so it runs the nx1 vertex over a kernel padded to 2 rows
+    # an AMP weight update takes the forward pass's output groups as its input groups: on Mk1 4
+    # floats, half a conv unit's weights, so it runs the nx1 vertex over a kernel padded to 2 rows;
+    # on Mk2 16 halves, a conv unit's weights, on the 1x1 vertex
     (wu_vertex,) = r.column(
         "SELECT DISTINCT t.name FROM compute_set_vertices v JOIN vertex_types t ON t.id = v.vertex_type "
         "JOIN compute_sets c ON c.compute_set = v.compute_set WHERE c.name = 'Wu/Conv_1/Convolve'"
     )
     if methods[2] == "AMP":
-        assert plan.wu.k_grain == {"ipu1": 4, "ipu2": 8}[arch]
-        assert wu_vertex.startswith("poplin::ConvPartialnx1<")
+        group, vertex = {"ipu1": (4, "poplin::ConvPartialnx1<"), "ipu2": (16, "poplin::ConvPartial1x1Out<")}[arch]
+        assert plan.wu.k_grain == group
+        assert wu_vertex.startswith(vertex)
 
 
 @pytest.mark.parametrize("arch", ["ipu1", "ipu2"])

@@ -225,21 +225,22 @@ def _joint_candidates(arch, b: int, i: int, in_type: Type, partials_type: Type) 
     getFullyConnectedBwdMethod: HMAC stays HMAC; getFullyConnectedWUMethod: an outer product for a
     weight update of one row when the forward pass's output groups are single channels).
 
-    AMP takes input channels in groups of one conv unit's weights, as a lone product's plan has them
-    (poplin also offers narrower groups). HMAC takes every input grouping that changes the number of
+    AMP takes input channels in groups of one conv unit's weights or of a narrower divisor of them
+    (planner.in_chans_candidates), a multiple of the forward pass's conv units, for they become the
+    weight update's output channels. HMAC takes every input grouping that changes the number of
     groups, a multiple of the conv units (they become the weight update's output channels:
     getConvVertexHMACCandidates), with output groups of 1 (float partials) or 2; it is weighed only
     where the weight update is an outer product (one row, float partials): otherwise poplin's weight
     update runs AMP vertices on the HMAC grouping, which this planner does not model."""
     found = []
-    wpcu = amp.weights_per_conv_unit(in_type.name)
-    for fwd_units, ocpg in amp_vertex_candidates(arch, in_type, partials_type, wpcu, joint_forward=True):
-        # the backward and weight-update vertices: the first AMP candidate with their channel
-        # groups (ConvModel.cpp, getFullyConnectedBwdConvVertexType, getFullyConnectedWuConvVertexType)
-        bwd = amp_vertex_candidates(arch, in_type, partials_type, wpcu, partials=ocpg)
-        wu = amp_vertex_candidates(arch, in_type, partials_type, ocpg, partials=wpcu)
-        if bwd and wu:
-            found.append(_JointCandidate(("AMP",) * 3, wpcu, ocpg, (fwd_units, bwd[0][0], wu[0][0])))
+    for icpg in planner.in_chans_candidates(arch, in_type):
+        for fwd_units, ocpg in amp_vertex_candidates(arch, in_type, partials_type, icpg, joint_forward=True):
+            # the backward and weight-update vertices: the first AMP candidate with their channel
+            # groups (ConvModel.cpp, getFullyConnectedBwdConvVertexType, getFullyConnectedWuConvVertexType)
+            bwd = amp_vertex_candidates(arch, in_type, partials_type, icpg, partials=ocpg)
+            wu = amp_vertex_candidates(arch, in_type, partials_type, ocpg, partials=icpg)
+            if bwd and wu:
+                found.append(_JointCandidate(("AMP",) * 3, icpg, ocpg, (fwd_units, bwd[0][0], wu[0][0])))
     hmac_ocpg = amp.hmac_out_chans_per_group(partials_type.name)
     if b == 1 and hmac_ocpg == 1:
         units = amp.num_conv_units(arch, in_type.name, partials_type.name)
@@ -316,6 +317,7 @@ def _joint_grid(
                 pm=pm,
                 pn=pn,
                 standard_order=standard,
+                k_grain=np.full_like(p_o, ig),
             )
             # an AMP pass whose input groups do not fill the conv units' weights (the weight update
             # on the forward pass's output groups) pads its kernel and input with zeros, which

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -134,16 +135,16 @@ class MatMulPlan:
 
     def vertex_out_type(self) -> Type:
         """What the AMP vertices write: the partials type, or the smaller output type when the kernel
-        is 1x1, nothing is reduced and all of k fits one conv unit's weights
-        (lib/poplin/ConvVertexType.cpp, getConvVertexAMPCandidates: inputChannelsPerConvGroup <=
-        weightsPerConvUnit and a kernel of all ones; getConvTypes)."""
+        is 1x1, nothing is reduced and k, rounded up to the input groups, is one conv unit's weights
+        (lib/poplin/ConvVertexType.cpp, getConvVertexAMPCandidates: a kernel of all ones and
+        roundUp(inputChannelsPerConvGroup, inChansPerGroup) == weightsPerConvUnit; getConvTypes)."""
         if self.method == "OUTER_PRODUCT":
             return self.in_type
         if (
             self.method == "AMP"
             and self.pk == 1
             and self.kernel_size == 1
-            and self.k <= amp.weights_per_conv_unit(self.in_type.name)
+            and _ceil(self.k, self.k_grain) * self.k_grain == amp.weights_per_conv_unit(self.in_type.name)
         ):
             return self.out_type if self.out_type.size < self.partials_type.size else self.partials_type
         return self.partials_type
@@ -199,6 +200,16 @@ def _groups(arch, in_type: Type, partials_type: Type) -> tuple[int, int]:
     """Input and output channels of one AMP channel group: a conv unit's weights and the conv units
     of the tile (poplin's AMP vertex type: inChansPerGroup and partialChansPerGroup)."""
     return (amp.weights_per_conv_unit(in_type.name), amp.num_conv_units(arch, in_type.name, partials_type.name))
+
+
+def in_chans_candidates(arch, in_type: Type) -> tuple[int, ...]:
+    """Input channels of one AMP group the planner may choose, widest first: divisors of a conv
+    unit's weights whose group loads whole data-path words (lib/poplin/ConvVertexType.cpp,
+    getConvVertexAMPCandidates, inputs from weightsPerConvUnit down to 1;
+    canUseConvolutionInstruction: usedWeightsPerConvUnit % inChansPerGroup and the aligned loads)."""
+    wpcu = amp.weights_per_conv_unit(in_type.name)
+    bits = 8 * in_type.size
+    return tuple(x for x in range(wpcu, 0, -1) if wpcu % x == 0 and (x * bits) % arch.data_path_width == 0)
 
 
 def partial_chans_candidates(arch, in_type: Type, partials_type: Type, conv_kernel: int = 1) -> tuple[int, ...]:
@@ -526,7 +537,7 @@ def _best_grid(
 
     arch = architecture(arch_name)
     conv_kernel = kernel[0] * kernel[1]
-    icpg = amp.weights_per_conv_unit(in_type.name)
+    wpcu = amp.weights_per_conv_unit(in_type.name)
     # a convolution's positions are split in whole output rows, as its cells are (_ConvGrid)
     m_rows = -(-m // out_width)
     pm_c = _minimal_splits(max(1, m_rows), tiles)
@@ -550,7 +561,13 @@ def _best_grid(
             # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
             # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
             # of getInChanGrainSizes and getOutChanGrainSizes)
-            for ocpg in partial_chans_candidates(arch, in_type, partials_type, conv_kernel):
+            # a matrix product may take input groups narrower than a conv unit's weights, its 1x1
+            # kernel then padded to fill them (amp_weight_height); convolutions take whole weights
+            product = conv_kernel == 1 and out_width == 1 and conv_input is None
+            for icpg, ocpg in itertools.product(
+                in_chans_candidates(arch, in_type) if product else (wpcu,),
+                partial_chans_candidates(arch, in_type, partials_type, conv_kernel),
+            ):
                 g, mb, nb, kb = grid(ocpg, icpg, True)
                 # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
                 if conv_kernel > 1:
@@ -629,8 +646,20 @@ def _best_grid(
             in_elems,
             pm=pm,
             pn=pn,
+            k_grain=kg,
         )
         total, memory = costs["total"], costs["memory"]
+        for ig in np.unique(kg[method == 0]):
+            fh = amp_weight_height(arch, in_type, partials_type, int(ig))
+            if fh > 1:
+                # input groups narrower than the conv units' weights pad the kernel and the input
+                # with zeros (weight_height_padding)
+                sel = (method == 0) & (kg == ig)
+                pad_cycles, pad_bytes = weight_height_padding(
+                    fh, mb[sel], nb[sel], kb[sel], int(ig), in_type, arch.exchange_bytes_per_cycle
+                )
+                total[sel] += pad_cycles
+                memory[sel] += pad_bytes
         transform_cycles = np.zeros_like(total)
         if swap is not None:
             transform_cycles, transform_bytes = transform_cost(
@@ -905,6 +934,7 @@ def _pass_costs(
     pm: np.ndarray,
     pn: np.ndarray,
     standard_order: bool = True,
+    k_grain: np.ndarray | None = None,
 ) -> dict:
     """Estimated cycles and temporary bytes per tile of candidate grids of one matrix product: its
     vertices' `compute`, the exchange of each tile's blocks of mb x kb and kb x nb, the stages of
@@ -932,10 +962,12 @@ def _pass_costs(
     weights_in = weights - weights // pm
     exchange = arch.exchange_setup_cycles + -(-inputs_in * e // rate) + -(-weights_in * e // xb)
     # float partials of an unsplit k are cast to the output type (MatMulPlan.vertex_out_type): AMP
-    # vertices write the output type when the kernel is 1x1 and k fits one conv unit, HMAC always
-    # writes partials, the outer product always writes its input type
+    # vertices write the output type when the kernel is 1x1 and k, rounded up to the input groups
+    # (`k_grain`, default one conv unit's weights), is one conv unit's weights; HMAC always writes
+    # partials, the outer product always writes its input type
     narrower = out_type.size < partials_type.size
-    amp_cast = (k > icpg) | (conv_kernel > 1)
+    kg = icpg if k_grain is None else k_grain
+    amp_cast = (_ceil(k, kg) * kg != icpg) | (conv_kernel > 1)
     cast_needed = (pk == 1) & narrower & (((method == 0) & amp_cast) | (method == 1))
     vertex_out = np.where(
         (method == 0) & (pk == 1) & ~amp_cast, out_type.size, np.where(method == 2, in_type.size, partials_type.size)

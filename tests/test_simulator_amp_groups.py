@@ -34,6 +34,10 @@ def test_a_product_of_two_input_channels_takes_groups_of_two(monkeypatch):
     assert (narrow.method, narrow.k_grain, narrow.swapped) == ("AMP", 2, False)
     # 8 float weights a conv unit over groups of 2: the kernel padded to 4 rows
     assert planner.amp_weight_height(g.target.arch, FLOAT, FLOAT, narrow.k_grain) == 4
+    # a tile's 157 rows x 16 columns: 3 x 2 x 16 kernel zeros and 3 x 157 x 2 input zeros, floats
+    # exchanged at 4 bytes a cycle (one column split: no super-tile rate), one cycle each
+    assert (narrow.mb, narrow.nb, narrow.kb) == (157, 16, 2)
+    assert narrow.estimate["padding"] == 96 + 942
     # with whole groups only, its input channels would be padded from 2 to 8, at a higher estimate
     monkeypatch.setattr(
         planner, "in_chans_candidates", lambda arch, in_type: (amp.weights_per_conv_unit(in_type.name),)
@@ -54,13 +58,36 @@ def test_a_product_on_narrow_groups_computes_a_times_b(tmp_path):
 
 
 def test_only_groups_that_round_k_up_to_the_weights_write_the_output_type():
-    # half partials narrowed to the half output only when k rounds up to a conv unit's 16 weights
-    # (getConvVertexAMPCandidates: roundUp(inputChannelsPerConvGroup, inChansPerGroup))
+    # a half product's AMP vertices write half outputs, not float partials, only when k rounds up
+    # to a conv unit's 16 weights in their groups (getConvVertexAMPCandidates:
+    # roundUp(inputChannelsPerConvGroup, inChansPerGroup) == weightsPerConvUnit)
     g = codelet_graph(tiles=32)
     plan = poplin.plan_product(g, 5000, 16, 64, HALF)
     assert plan.vertex_out_type() == HALF
     assert dataclasses.replace(plan, k=4, k_grain=4).vertex_out_type() == FLOAT
     assert dataclasses.replace(plan, k=4, k_grain=16).vertex_out_type() == HALF
+    assert dataclasses.replace(plan, k=12, k_grain=8).vertex_out_type() == HALF
+    # the planner's estimate follows the same rule: 100 x 64 outputs exchanged as half (2 bytes)
+    # on groups of 16, as float partials (4 bytes) on groups of 4, at 4 bytes a cycle
+    one = np.ones(2, dtype=np.int64)
+    costs = planner._pass_costs(
+        g.target.arch,
+        4,
+        100 * one,
+        64 * one,
+        4 * one,
+        one,
+        0 * one,
+        0 * one,
+        HALF,
+        FLOAT,
+        HALF,
+        pm=one,
+        pn=one,
+        k_grain=np.array([16, 4]),
+    )
+    assert costs["reduceExchange"].tolist() == [3200, 6400]
+    assert costs["total"][1] > costs["total"][0] + 3200  # and the float partials are cast
 
 
 def test_joint_plans_weigh_forward_input_groups_of_a_multiple_of_the_conv_units():
@@ -70,7 +97,8 @@ def test_joint_plans_weigh_forward_input_groups_of_a_multiple_of_the_conv_units(
     cands = fc._joint_candidates(architecture("ipu2"), 4, 1000, HALF, FLOAT)
     amp_groups = [(c.icpg, c.ocpg) for c in cands if c.methods == ("AMP",) * 3]
     assert amp_groups == [(16, 8), (16, 16), (8, 8), (8, 16)]
-    # Mk1 float, 4 units a tile: groups of 8 and of 4; Mk2 float, 8 units: 8 weights a unit, one group
+    # Mk1 float, 4 units a tile: groups of 8 and of 4; Mk2 float, a joint forward pass on 8 of the
+    # tile's 16 units (8 weights a unit): one group
     cands = fc._joint_candidates(architecture("ipu1"), 4, 1000, FLOAT, FLOAT)
     assert [(c.icpg, c.ocpg) for c in cands] == [(8, 4), (8, 8), (4, 4), (4, 8)]
     cands = fc._joint_candidates(architecture("ipu2"), 4, 1000, FLOAT, FLOAT)

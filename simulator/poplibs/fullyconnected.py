@@ -317,19 +317,14 @@ def _joint_grid(
                 pm=pm,
                 pn=pn,
                 standard_order=standard,
+                # an AMP pass whose input groups do not fill the conv units' weights (the weight
+                # update on the forward pass's output groups, or any pass on narrower forward
+                # groups) pads its kernel and input with zeros, which poplin counts in cycles and
+                # temporary bytes (planner.weight_height_padding)
                 k_grain=np.full_like(p_o, ig),
+                n_grain=np.full_like(p_o, og),
+                conv_units=units or None,
             )
-            # an AMP pass whose input groups do not fill the conv units' weights (the weight update
-            # on the forward pass's output groups) pads its kernel and input with zeros, which
-            # poplin counts in cycles and temporary bytes (planner.weight_height_padding; a joint
-            # plan's weight update is not in the standard tile order, so at the plain exchange rate)
-            fh = planner.amp_weight_height(arch, in_type, partials_type, ig, units) if method == "AMP" else 1
-            if fh > 1:
-                pad_cycles, pad_bytes = planner.weight_height_padding(
-                    fh, mb, nb, kb, ig, in_type, arch.exchange_bytes_per_cycle
-                )
-                p["total"] = p["total"] + pad_cycles
-                p["memory"] = p["memory"] + pad_bytes
             # the pass's rearranging copies, as poplin's joint plan costs them (ConvModel.cpp,
             # addEstimates of the three passes: addTransformCycleEstimate with isJointPlan): its
             # operands swapped, so only padded channels and the weight update's input are rearranged

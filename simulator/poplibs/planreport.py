@@ -19,6 +19,7 @@ _PARTS = (
     ("exchange", "exchange"),
     ("reduceExchange", "reduction exchange"),
     ("reduceCompute", "reduction"),
+    ("padding", "padding zeros"),
     ("transform", "rearranging copies"),
 )
 

@@ -1,7 +1,8 @@
 """poplin's matrix products: operands laid out for their plan, the product's vertices and reduction.
 
 Each tile runs one ``poplin::ConvPartial1x1Out`` vertex on its blocks of A and B, writing float
-partials (or the output type, when k is unsplit and fits one conv unit); when k is split (pk > 1),
+partials (or the output type, when k is unsplit and rounds up to one conv unit's weights in the
+plan's input groups); when k is split (pk > 1),
 ``poplin::ReduceAdd`` vertices sum the partials into C in poplin's stages, and otherwise float
 partials are cast to the output type. A plan constraint may ask for poplin's other methods,
 ``ConvPartialHorizontalMac`` (HMAC) and ``OuterProduct`` vertices (planner.plan_methods).

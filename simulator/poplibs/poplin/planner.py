@@ -28,7 +28,7 @@ from ...types import FLOAT, Type, as_type
 AVAILABLE_MEMORY_PROPORTION = 0.6
 
 #: The parts of a plan's estimate (MatMulPlan.estimate), tile cycles and temporary bytes per tile.
-ESTIMATE_KEYS = ("compute", "exchange", "reduceExchange", "reduceCompute", "transform", "total", "memory")
+ESTIMATE_KEYS = ("compute", "exchange", "reduceExchange", "reduceCompute", "padding", "transform", "total", "memory")
 
 
 def memory_bound(options: dict | None, bytes_per_tile: int) -> float:
@@ -445,16 +445,21 @@ def amp_weight_height(arch, in_type: Type, partials_type: Type, in_group: int, c
     return max(1, used // int(in_group))
 
 
-def weight_height_padding(fh: int, mb, nb, kb, in_group: int, in_type: Type, exchange_rate: int):
+def weight_height_padding(
+    fh: int, mb, nb, kb, in_group: int, out_group, in_type: Type, kernel_rate: int, input_rate
+) -> tuple[np.ndarray, np.ndarray]:
     """poplin's estimate of the zeros an AMP pass of weight height `fh` adds to a tile of a matrix
-    product, as (cycles, temporary bytes): its 1x1 kernel padded to fh rows and its mb input
-    positions by fh - 1 rows, the zeros exchanged at the exchange rate (lib/poplin/ConvModel.cpp,
-    addTileLevelTransformEstimates: padKernelSpatialDim and applyPadding)."""
+    product, as (cycles, temporary bytes): its 1x1 kernel, of the tile's channels in whole groups,
+    padded to fh rows and its mb input positions by fh - 1 rows, the kernel's zeros exchanged at
+    `kernel_rate` bytes a cycle and the input's at `input_rate` (lib/poplin/ConvModel.cpp,
+    addTileLevelTransformEstimates: padKernelSpatialDim and applyPadding, getCycles and
+    getInputElementCycles)."""
     chans = _ceil(kb, in_group) * in_group
-    kernel_zeros = (fh - 1) * chans * np.asarray(nb, dtype=np.int64)
+    out_chans = _ceil(nb, out_group) * out_group
+    kernel_zeros = (fh - 1) * chans * out_chans
     input_zeros = (fh - 1) * np.asarray(mb, dtype=np.int64) * chans
     e = in_type.size
-    cycles = -(-kernel_zeros * e // exchange_rate) + -(-input_zeros * e // exchange_rate)
+    cycles = -(-kernel_zeros * e // kernel_rate) + -(-input_zeros * e // input_rate)
     return cycles, (kernel_zeros + input_zeros) * e
 
 
@@ -647,19 +652,9 @@ def _best_grid(
             pm=pm,
             pn=pn,
             k_grain=kg,
+            n_grain=og,
         )
         total, memory = costs["total"], costs["memory"]
-        for ig in np.unique(kg[method == 0]):
-            fh = amp_weight_height(arch, in_type, partials_type, int(ig))
-            if fh > 1:
-                # input groups narrower than the conv units' weights pad the kernel and the input
-                # with zeros (weight_height_padding)
-                sel = (method == 0) & (kg == ig)
-                pad_cycles, pad_bytes = weight_height_padding(
-                    fh, mb[sel], nb[sel], kb[sel], int(ig), in_type, arch.exchange_bytes_per_cycle
-                )
-                total[sel] += pad_cycles
-                memory[sel] += pad_bytes
         transform_cycles = np.zeros_like(total)
         if swap is not None:
             transform_cycles, transform_bytes = transform_cost(
@@ -684,6 +679,7 @@ def _best_grid(
             "exchange": costs["exchange"],
             "reduceExchange": costs["reduceExchange"],
             "reduceCompute": costs["reduceCompute"],
+            "padding": costs["padding"],
             "serial": np.full_like(total, n // n_cols),
         }
 
@@ -935,6 +931,8 @@ def _pass_costs(
     pn: np.ndarray,
     standard_order: bool = True,
     k_grain: np.ndarray | None = None,
+    n_grain: np.ndarray | None = None,
+    conv_units: int | None = None,
 ) -> dict:
     """Estimated cycles and temporary bytes per tile of candidate grids of one matrix product: its
     vertices' `compute`, the exchange of each tile's blocks of mb x kb and kb x nb, the stages of
@@ -942,7 +940,9 @@ def _pass_costs(
     the index of each grid's method in MATMUL_METHODS and pm x pn x pk the grid. A convolution's
     tile receives `in_elems` input elements and its kernel's weights; without them, each kernel
     position's block of mb x kb. `standard_order` is False for the backward and weight-update
-    passes of a joint plan, whose tiles poplin orders otherwise."""
+    passes of a joint plan, whose tiles poplin orders otherwise. `k_grain` and `n_grain` are each
+    grid's input and output channels a group (default: one conv unit's weights, and no padding
+    counted), `conv_units` the AMP vertices' conv units (default: the tile's)."""
     from ...codelets.popops import cast_supervisor_cycles
 
     icpg = amp.weights_per_conv_unit(in_type.name)
@@ -1016,16 +1016,39 @@ def _pass_costs(
         cast_supervisor_cycles(partials_type.name, out_type.name, mb * nb, arch.data_path_width) + arch.min_sync_delay,
         0,
     )
-    total = compute + exchange + red_exchange + red_compute + syncs + cast
+    # AMP input groups narrower than the conv units' weights pad the kernel and the input with zeros
+    # (weight_height_padding), the input's exchanged at the inputs' rate
+    pad_cycles = np.zeros_like(pk)
+    pad_bytes = np.zeros_like(pk)
+    if k_grain is not None and n_grain is not None:
+        groups = np.broadcast_to(k_grain, pk.shape)
+        for ig in np.unique(groups[method == 0]):
+            fh = amp_weight_height(arch, in_type, partials_type, int(ig), conv_units)
+            if fh > 1:
+                sel = (method == 0) & (groups == ig)
+                pad_cycles[sel], pad_bytes[sel] = weight_height_padding(
+                    fh,
+                    mb[sel],
+                    nb[sel],
+                    kb[sel],
+                    int(ig),
+                    np.broadcast_to(n_grain, pk.shape)[sel],
+                    in_type,
+                    xb,
+                    np.broadcast_to(rate, pk.shape)[sel],
+                )
+    total = compute + exchange + red_exchange + red_compute + syncs + cast + pad_cycles
     part_size = np.where(method == 2, in_type.size, partials_type.size)
-    # the operands received and the partials, or the reduction's, whichever is more (ConvModel.cpp,
-    # addConvTempMemoryEstimate and the max in totalTempBytes)
-    memory = np.maximum(recv + mb * nb * part_size, red_memory)
+    # the operands received, the partials and the padding's zeros, or the reduction's, whichever is
+    # more (ConvModel.cpp, addConvTempMemoryEstimate, tileLevelTransformTempBytes and the max in
+    # totalTempBytes)
+    memory = np.maximum(recv + mb * nb * part_size + pad_bytes, red_memory)
     return {
         "compute": compute,
         "exchange": exchange,
         "reduceExchange": red_exchange,
         "reduceCompute": red_compute,
+        "padding": pad_cycles,
         "total": total,
         "memory": memory,
     }

@@ -312,20 +312,26 @@ def _bound(g: Graph, options: dict | None) -> float:
     return poplin.memory_bound(options, g.target.bytesPerTile)
 
 
+def _nested(keys) -> dict:
+    """Dotted constraint names as poplin reads them: {"outChanSplit": {"parallel": None}} for
+    outChanSplit.parallel."""
+    tree: dict = {}
+    for key in keys:
+        *parents, leaf = key.split(".")
+        node = tree
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = None
+    return tree
+
+
 #: The plan constraints the simulator honours, by pass of the `conv` preset (None: a value): a
 #: convolution's expanded dims and operand swap, and its weight update's method, operand swap and
 #: splits (a matrix product, as the gemm preset's).
 _CONV_TRANSFORMS = {"0": {"transform": {"swapOperands": None, "expandDims": None}}}
 _PRODUCT_CONSTRAINTS = {
     "method": None,
-    "0": {
-        "transform": {"swapOperands": None},
-        "partition": {
-            "batchSplit": None,
-            "outChanSplit": {"parallel": None, "serial": None},
-            "inChanSplit": {"parallel": None},
-        },
-    },
+    "0": {"transform": {"swapOperands": None}, "partition": _nested(poplin.PARTITION_KEYS)},
 }
 _CONV_CONSTRAINTS: dict[str, dict] = {"fwd": _CONV_TRANSFORMS, "bwd": _CONV_TRANSFORMS, "wu": _PRODUCT_CONSTRAINTS}
 

@@ -1021,21 +1021,12 @@ def _pass_costs(
     pad_cycles = np.zeros_like(pk)
     pad_bytes = np.zeros_like(pk)
     if k_grain is not None and n_grain is not None:
-        groups = np.broadcast_to(k_grain, pk.shape)
-        for ig in np.unique(groups[method == 0]):
+        for ig in np.unique(k_grain[method == 0]):
             fh = amp_weight_height(arch, in_type, partials_type, int(ig), conv_units)
             if fh > 1:
-                sel = (method == 0) & (groups == ig)
+                sel = (method == 0) & (k_grain == ig)
                 pad_cycles[sel], pad_bytes[sel] = weight_height_padding(
-                    fh,
-                    mb[sel],
-                    nb[sel],
-                    kb[sel],
-                    int(ig),
-                    np.broadcast_to(n_grain, pk.shape)[sel],
-                    in_type,
-                    xb,
-                    np.broadcast_to(rate, pk.shape)[sel],
+                    fh, mb[sel], nb[sel], kb[sel], int(ig), n_grain[sel], in_type, xb, rate[sel]
                 )
     total = compute + exchange + red_exchange + red_compute + syncs + cast + pad_cycles
     part_size = np.where(method == 2, in_type.size, partials_type.size)

@@ -311,6 +311,8 @@ def test_symmetric_knobs_build_the_same_graph_either_way():
 
     vars_, sets = layout({"padding": "0,2"})
     assert (vars_, sets) == layout({"padding-lower": "0,2", "padding-upper": "0,2"})
-    assert len(vars_) == 16 and len(sets) == 9  # the learning rate is a constant tensor, as the tool passes it
+    # the learning rate is a constant tensor, as the tool passes it; the forward function's input,
+    # weights and the output's copy are three of the variables
+    assert len(vars_) == 19 and len(sets) == 9
     # the default pads both ends by 1, as --padding 1 does
     assert layout({}) == layout({"padding": "1"}) != layout({"padding-lower": "1"})

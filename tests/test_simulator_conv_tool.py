@@ -13,9 +13,8 @@ from simulator_run import codelet_graph, correlate, run_functional
 import pva
 from simulator import FLOAT, Sequence
 from simulator import programs as P
-from simulator.poplibs import poplin
+from simulator.poplibs import graphfn, poplin
 from simulator.presets import build_preset, run_preset
-from simulator.presets.layers import _conv_backward_params, _ConvFunction
 
 TS = "2024-01-01T00:00:00Z"
 
@@ -40,23 +39,27 @@ def _step_names(directory) -> list[list[str]]:
 def test_the_function_computes_the_convolution_of_each_calls_arguments(tmp_path):
     params = poplin.ConvParams(2, 4, 4, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
     g = codelet_graph(16)
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    x2 = poplin.createInput(g, params, "x2")
-    w2 = poplin.createWeights(g, params, "w2")
-    fn = _ConvFunction(g, x, w, params, {})
+    tensors = {
+        "x": poplin.createInput(g, params, "x"),
+        "w": poplin.createWeights(g, params, "w"),
+        "x2": poplin.createInput(g, params, "x2"),
+        "w2": poplin.createWeights(g, params, "w2"),
+    }
+    fn = graphfn.TensorFunction(
+        g,
+        {"in": tensors["x"], "weights": tensors["w"]},
+        lambda args, body: poplin.convolution(g, args[0], args[1], params, body, "Fwd"),
+        "Fwd",
+    )
     prog = Sequence()
-    y = fn.call(x, w, prog, "y")
-    y2 = fn.call(x2, w2, prog, "y2")
-    for name, t in (("x", x), ("w", w), ("x2", x2), ("w2", w2)):
+    y = fn([tensors["x"], tensors["w"]], prog, "y")
+    y2 = fn([tensors["x2"], tensors["w2"]], prog, "y2")
+    for name, t in tensors.items():
         g.createHostWrite(name, t)
     g.createHostRead("y", y)
     g.createHostRead("y2", y2)
     rng = np.random.default_rng(5)
-    values = {
-        name: rng.standard_normal(tuple(t.shape)).astype(np.float32)
-        for name, t in (("x", x), ("w", w), ("x2", x2), ("w2", w2))
-    }
+    values = {name: rng.standard_normal(tuple(t.shape)).astype(np.float32) for name, t in tensors.items()}
     out = run_functional(g, [prog], tmp_path, values, ["y", "y2"])
     # the second call's output is a tensor of its own: the first call's is not overwritten
     np.testing.assert_allclose(out["y"], correlate(values["x"], values["w"], padding=(1, 1)), rtol=1e-4, atol=1e-4)
@@ -65,30 +68,52 @@ def test_the_function_computes_the_convolution_of_each_calls_arguments(tmp_path)
     kinds = [type(p).__name__ for p in prog.children()]
     assert kinds == ["Copy", "Copy", "Call", "Copy"] * 2
     assert _calls(prog) == [fn.function, fn.function]
+    with pytest.raises(ValueError, match="takes 2 tensors, got 1"):
+        fn([tensors["x"]], prog, "y3")
 
 
-def test_the_forward_function_on_transposed_flipped_weights_is_the_input_gradient(tmp_path):
-    # the backward pass as the tool reuses the forward function: deltas [b, o, h, w] and the
-    # weights [o, c, 3, 3] transposed and flipped into a tensor of the forward plan
-    params = poplin.ConvParams(2, 4, 4, (5, 5), (3, 3), (1, 1), (1, 1), FLOAT)
-    assert _conv_backward_params(params) == params
-    g = codelet_graph(16)
-    x = poplin.createInput(g, params, "x")
-    w = poplin.createWeights(g, params, "w")
-    d = poplin.createInput(g, params, "d")
-    fn = _ConvFunction(g, x, w, params, {})
-    prog = Sequence()
-    bwd_weights = poplin.createWeights(g, params, "bwdWeights")
-    poplin.weightsTransposeChansFlipXY(g, w, bwd_weights, prog, "Bwd")
-    grad = fn.call(d, bwd_weights, prog, "grad")
+@pytest.mark.parametrize(
+    ("knobs", "field"),
+    [
+        ({**SYMMETRIC, "field": "6,5"}, (6, 5)),
+        ({**SYMMETRIC, "field": "6,5", "kernel-size": "5", "padding": "2"}, (6, 5)),
+        ({**SYMMETRIC, "field": "6,5", "kernel-size": "3,1", "padding": "1,0"}, (6, 5)),
+    ],
+)
+def test_the_backward_pass_through_the_forward_function_is_the_input_gradient(tmp_path, monkeypatch, knobs, field):
+    # the preset's own backward pass, run on data: the deltas convolved with the weights
+    # transposed and flipped, by the forward function
+    seen = {}
+    flip, call = poplin.weightsTransposeChansFlipXY, graphfn.TensorFunction.__call__
+
+    def spy_flip(g, w_in, w_out, prog, name):
+        seen["weights"] = w_in
+        return flip(g, w_in, w_out, prog, name)
+
+    def spy_call(self, args, prog, name):
+        out = call(self, args, prog, name)
+        seen.setdefault("calls", []).append((name, args, out))
+        return out
+
+    monkeypatch.setattr(poplin, "weightsTransposeChansFlipXY", spy_flip)
+    monkeypatch.setattr(graphfn.TensorFunction, "__call__", spy_call)
+    built = build_preset("conv", {**knobs, "dtype": "float", "tiles-per-ipu": 16, "single-phase": "bwd"})
+    (bwd,) = built.programs
+    # the forward call is built but its program dropped, as the tool drops it
+    assert [name for name, _, _ in seen["calls"]] == ["Fwd/nextAct", "Bwd/prevDeltas"]
+    _, (deltas, _), grad = seen["calls"][1]
+    w = seen["weights"]
+    g = built.graph
     g.createHostWrite("w", w)
-    g.createHostWrite("d", d)
+    g.createHostWrite("d", deltas)
     g.createHostRead("grad", grad)
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(3)
     wv = rng.standard_normal(tuple(w.shape)).astype(np.float32)
-    dv = rng.standard_normal(tuple(d.shape)).astype(np.float32)
-    out = run_functional(g, [prog], tmp_path, {"w": wv, "d": dv}, ["grad"])["grad"]
-    expected = correlate(dv, wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1], padding=(1, 1))
+    dv = rng.standard_normal(tuple(deltas.shape)).astype(np.float32)
+    out = run_functional(g, [bwd], tmp_path, {"w": wv, "d": dv}, ["grad"])["grad"]
+    kh, kw = w.shape[2:]
+    expected = correlate(dv, wv.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1], padding=((kh - 1) // 2, (kw - 1) // 2))
+    assert out.shape == expected.shape == (2, 8, *field)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -107,14 +132,28 @@ def test_a_convolution_that_is_its_own_backward_pass_reuses_the_forward_function
     assert executed == ["Bwd/WeightTranspose"]
 
 
-def test_a_convolution_unlike_its_backward_pass_plans_the_backward_pass_alone():
-    # 8 -> 16 channels: the backward convolution takes 16 channels to 8, another convolution
-    params = poplin.ConvParams(2, 8, 16, (6, 6), (3, 3), (1, 1), (1, 1))
-    assert _conv_backward_params(params) != params
-    built = build_preset("conv", {**WIDER, "tiles-per-ipu": 16})
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        WIDER,  # 8 -> 16 channels: backwards, 16 -> 8
+        {**SYMMETRIC, "padding-lower": "2", "padding-upper": "0"},  # the field kept, padded at one end
+        {**SYMMETRIC, "field": "7,7", "stride": "2"},  # strided: the deltas are dilated backwards
+    ],
+)
+def test_a_convolution_unlike_its_backward_pass_plans_the_backward_pass_alone(knobs):
+    built = build_preset("conv", {**knobs, "tiles-per-ipu": 16})
     fwd, bwd = built.programs
     assert len(_calls(fwd)) == 1
     assert _calls(bwd) == []
+
+
+@pytest.mark.parametrize(("phase", "calls"), [("fwd", 1), ("bwd", 1), ("wu", 0)])
+def test_each_single_phase_builds_the_forward_function(phase, calls):
+    built = build_preset("conv", {**SYMMETRIC, "tiles-per-ipu": 16, "single-phase": phase})
+    (prog,) = built.programs
+    assert len(_calls(prog)) == calls
+    # the function's vertices are in the graph whatever the phase, as the tool builds it
+    assert "Fwd/Conv_1/Convolve" in [cs.name for cs in built.graph.state.compute_sets]
 
 
 def test_both_runs_execute_the_forward_functions_compute_sets(tmp_path):

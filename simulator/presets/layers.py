@@ -6,8 +6,8 @@ from __future__ import annotations
 from .. import programs as P
 from ..errors import GraphError, OptionError
 from ..graph import Graph
-from ..poplibs import fullyconnected, planreport, poplin, popops
-from ..poplibs._util import group_graphs, in_storage_order, merge_parallel
+from ..poplibs import fullyconnected, graphfn, planreport, poplin, popops
+from ..poplibs._util import group_graphs, merge_parallel
 from ..tensor import Tensor
 from ..types import as_type
 from .registry import _ARCH, _DTYPE, _TILES, MAX_HEADS, MAX_IPUS, Built, Knob, _target, flag, preset
@@ -438,32 +438,6 @@ def _conv_backward_params(params: poplin.ConvParams) -> poplin.ConvParams:
     )
 
 
-class _ConvFunction:
-    """A convolution outlined as a function of its own input and weights, which each call copies
-    its arguments into and its output out of (poputil::graphfn::TensorFunction,
-    lib/poputil/GraphFunction.cpp: VoidFunction clones the signature's tensors, and each call
-    copies the inputs in, calls the function and copies its created output to a clone)."""
-
-    def __init__(self, g: Graph, like_in: Tensor, like_weights: Tensor, params, options: dict) -> None:
-        self.g = g
-        self.inp = g.clone(like_in, "Fwd/in")
-        self.weights = g.clone(like_weights, "Fwd/weights")
-        body = P.Sequence(name="Fwd")
-        self.out = poplin.convolution(g, self.inp, self.weights, params, body, "Fwd", options)
-        self.function = g.addFunction(body, "Fwd")
-
-    def call(self, inp: Tensor, weights: Tensor, prog: P.Sequence, name: str) -> Tensor:
-        """The function's output for these arguments, in a new tensor."""
-        for src, param in ((inp, self.inp), (weights, self.weights)):
-            dst, src = in_storage_order(param, src)
-            prog.add(P.Copy(src, dst))
-        prog.add(P.Call(self.function))
-        out = self.g.clone(self.out, name)
-        dst, src = in_storage_order(out, self.out)
-        prog.add(P.Copy(src, dst))
-        return out
-
-
 @preset(
     "conv",
     "one 2-D convolution planned by poplin; single_conv_layer's options (--field, --kernel-size, "
@@ -580,28 +554,34 @@ def _conv(
         )
     x = poplin.createInput(g, params, "conv/in", fwd_opts)
     weights = poplin.createWeights(g, params, "conv/weights", fwd_opts)
-    bp = _conv_backward_params(params)
     fwd = P.Sequence(name="fwd")
     bwd = P.Sequence(name="bwd")
-    # the forward convolution is a graph function, built whatever the passes, that the forward
-    # pass calls and so does the backward pass when its convolution is the same one
-    # (tools/single_conv_layer.cpp: fwdConv, a graphfn::TensorFunction; --enable-convolution-reuse
-    # defaults to true)
-    fwd_conv = _ConvFunction(g, x, weights, params, fwd_opts)
-    if single_phase in ("all", "fwd"):
-        fwd_conv.call(x, weights, fwd, "Fwd/nextAct")
+    # the forward convolution is a graph function, built and called whatever the passes (the
+    # forward program is dropped unless the forward pass runs), and called by the backward pass
+    # too when that is the same convolution (tools/single_conv_layer.cpp: fwdConv, a
+    # graphfn::TensorFunction; --enable-convolution-reuse defaults to true)
+    fwd_conv = graphfn.TensorFunction(
+        g,
+        {"in": x, "weights": weights},
+        lambda args, body: poplin.convolution(g, args[0], args[1], params, body, "Fwd", fwd_opts),
+        "Fwd",
+    )
+    fwd_conv([x, weights], fwd if single_phase in ("all", "fwd") else P.Sequence(), "Fwd/nextAct")
     if single_phase in ("all", "bwd"):
-        # input gradients: the deltas convolved with the transposed and flipped weights, a tensor
-        # of the backward plan written by transpose vertices (single_conv_layer's backward pass,
-        # poplin::convolution with transposeAndFlipWeights)
+        bp = _conv_backward_params(params)
         deltas = poplin.createInput(g, bp, "conv/deltas", bwd_opts)
         if bp == params:
             # the weights transposed and flipped into a tensor laid out for the forward plan, and
-            # the forward function called on them
+            # the forward function called on them and the deltas. poplin compares the canonical
+            # parameters: at a stride above 1 it reuses a few convolutions (a strided dim of one
+            # output, say) that are planned alone here
             bwd_weights = poplin.createWeights(g, bp, "Bwd/bwdWeights", fwd_opts)
             poplin.weightsTransposeChansFlipXY(g, weights, bwd_weights, bwd, "Bwd")
-            fwd_conv.call(deltas, bwd_weights, bwd, "Bwd/prevDeltas")
+            fwd_conv([deltas, bwd_weights], bwd, "Bwd/prevDeltas")
         else:
+            # input gradients: the deltas convolved with the transposed and flipped weights, a
+            # tensor of the backward plan written by transpose vertices (poplin::convolution with
+            # transposeAndFlipWeights)
             poplin.convolution(g, deltas, weights, bp, bwd, "Bwd", bwd_opts, transposeAndFlipWeights=True)
     if single_phase in ("all", "wu"):
         # weight gradients as poplin plans them: a product over batch and field positions

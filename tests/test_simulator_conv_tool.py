@@ -13,6 +13,7 @@ from simulator_run import codelet_graph, correlate, run_functional
 import pva
 from simulator import FLOAT, Sequence
 from simulator import programs as P
+from simulator.errors import GraphError
 from simulator.poplibs import graphfn, poplin
 from simulator.presets import build_preset, run_preset
 
@@ -68,7 +69,7 @@ def test_the_function_computes_the_convolution_of_each_calls_arguments(tmp_path)
     kinds = [type(p).__name__ for p in prog.children()]
     assert kinds == ["Copy", "Copy", "Call", "Copy"] * 2
     assert _calls(prog) == [fn.function, fn.function]
-    with pytest.raises(ValueError, match="takes 2 tensors, got 1"):
+    with pytest.raises(GraphError, match="takes 2 tensors, got 1"):
         fn([tensors["x"]], prog, "y3")
 
 

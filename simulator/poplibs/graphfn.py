@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import GraphError
 from ..graph import Graph
 from ..programs import Call, Copy, Sequence
 from ..tensor import Tensor
@@ -26,7 +27,7 @@ class TensorFunction:
     def __call__(self, args: list[Tensor], prog: Sequence, name: str) -> Tensor:
         """The function's output for `args`, in a new tensor `name`."""
         if len(args) != len(self.params):
-            raise ValueError(f"the function takes {len(self.params)} tensors, got {len(args)}")
+            raise GraphError(f"the function takes {len(self.params)} tensors, got {len(args)}")
         for arg, param in zip(args, self.params):
             dst, src = in_storage_order(param, arg)
             prog.add(Copy(src, dst))

@@ -144,7 +144,7 @@ class MatMulPlan:
             self.method == "AMP"
             and self.pk == 1
             and self.kernel_size == 1
-            and _ceil(self.k, self.k_grain) * self.k_grain == amp.weights_per_conv_unit(self.in_type.name)
+            and fills_one_conv_unit(self.k, self.k_grain, self.in_type)
         ):
             return self.out_type if self.out_type.size < self.partials_type.size else self.partials_type
         return self.partials_type
@@ -159,6 +159,14 @@ def _grain_block(size: int, grain: int, parts: int) -> int:
 def _ceil(a, b):
     """ceil(a / b) for non-negative integers or integer arrays."""
     return -(-a // b)
+
+
+def fills_one_conv_unit(k, k_grain, in_type: Type):
+    """Whether k input channels, rounded up to groups of k_grain, are one conv unit's weights: what
+    lets an unsplit 1x1 AMP pass write the output type (lib/poplin/ConvVertexType.cpp,
+    getConvVertexAMPCandidates: roundUp(inputChannelsPerConvGroup, inChansPerGroup) ==
+    weightsPerConvUnit). Integers or integer arrays."""
+    return _ceil(k, k_grain) * k_grain == amp.weights_per_conv_unit(in_type.name)
 
 
 def _minimal_splits(grains: int, limit: int) -> np.ndarray:
@@ -966,8 +974,7 @@ def _pass_costs(
     # (`k_grain`, default one conv unit's weights), is one conv unit's weights; HMAC always writes
     # partials, the outer product always writes its input type
     narrower = out_type.size < partials_type.size
-    kg = icpg if k_grain is None else k_grain
-    amp_cast = (_ceil(k, kg) * kg != icpg) | (conv_kernel > 1)
+    amp_cast = np.logical_not(fills_one_conv_unit(k, icpg if k_grain is None else k_grain, in_type)) | (conv_kernel > 1)
     cast_needed = (pk == 1) & narrower & (((method == 0) & amp_cast) | (method == 1))
     vertex_out = np.where(
         (method == 0) & (pk == 1) & ~amp_cast, out_type.size, np.where(method == 2, in_type.size, partials_type.size)

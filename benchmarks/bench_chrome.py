@@ -1,10 +1,10 @@
 """Chrome trace export and import, each beside a baseline run in the same benchmark.
 
-* Export: ``pva export --format chrome-trace`` of the run's report (formats.exporters.chrome)
+* Export: ``pva export --format chrome-trace`` of the run's report (formats.chrome.export)
   against a naive exporter of the same steps (one SQL query, one ``json.dumps`` per event, no
   tracks for overlapping steps): JSON written per second, alternating in the benchmark's own
   process, and peak memory, each in its own child process.
-* Import: ``pva convert`` of a generated Chrome trace (formats.chrome_trace_import) against
+* Import: ``pva convert`` of a generated Chrome trace (formats.chrome.importer) against
   ijson streaming every event of the same file and doing nothing with it: input read per second
   and peak memory, each in its own child process, alternating.
 
@@ -94,8 +94,8 @@ def generate(path: pathlib.Path, events: int, seed: int = 7) -> None:
 
 
 def export_ours(report: str, output: str) -> dict:
-    """Ours: formats.exporters.chrome.export_chrome_trace of the report's execution."""
-    from formats.exporters.chrome import export_chrome_trace
+    """Ours: formats.chrome.export.export_chrome_trace of the report's execution."""
+    from formats.chrome.export import export_chrome_trace
 
     started = time.perf_counter()
     export_chrome_trace(report, output)
@@ -169,8 +169,8 @@ def export_naive(report: str, output: str) -> dict:
 
 
 def import_ours(trace: str, output: str) -> dict:
-    """Ours: formats.chrome_trace_import.import_chrome_trace of the generated trace."""
-    from formats.chrome_trace_import import import_chrome_trace
+    """Ours: formats.chrome.importer.import_chrome_trace of the generated trace."""
+    from formats.chrome.importer import import_chrome_trace
 
     started = time.perf_counter()
     stats = import_chrome_trace(trace, output)

@@ -1,7 +1,7 @@
 """Compilation report benchmarks: visiting every program, and per-tile memory of every tile.
 
 Run ``python -m benchmarks.bench_compilation`` (``--size tiny`` for a smoke run in seconds). The
-report is generated once through formats.profile_writer and cached under ``.bench-cache/``: a
+report is generated once through formats.pop.writer and cached under ``.bench-cache/``: a
 4-IPU Mk2 target (5,888 tiles) with 100,000 programs of every common kind, 20,000 compute sets
 and memory by tile and by category. Every figure is printed beside a baseline measured in the
 same run (raw sqlite3 fetching the same rows), and as a ratio to it.
@@ -27,8 +27,8 @@ import time
 import numpy as np
 
 import pva
-from formats.profile_writer import ProfileWriter
-from formats.schema import read_schema_text
+from formats.pop.schema import read_schema_text
+from formats.pop.writer import ProfileWriter
 from pva.compilation import CATEGORIES
 
 from .corpus import CACHE as CORPUS_CACHE

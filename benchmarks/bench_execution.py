@@ -1,7 +1,7 @@
 """Execution report benchmarks: walking steps, and per-tile cycle totals through the columnar call.
 
 Run ``python -m benchmarks.bench_execution`` (``--size tiny`` for a smoke run in seconds). The
-report is generated once through formats.profile_writer and cached under ``.bench-cache/``: a
+report is generated once through formats.pop.writer and cached under ``.bench-cache/``: a
 4-IPU Mk2 target (5,888 tiles) with 50,000 steps and per-tile cycles for every step. Every
 figure is printed beside a baseline measured in the same run, and as a ratio to it.
 
@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 import pva
-from formats.profile_writer import ProfileWriter
-from formats.schema import read_schema_text
+from formats.pop.schema import read_schema_text
+from formats.pop.writer import ProfileWriter
 
 from .timing import best_of, ratio_line
 

@@ -1,7 +1,7 @@
 """HTML report benchmark: building the page of a large report, its size, and how fast a browser draws it.
 
 Run ``python -m benchmarks.bench_html`` (``--size tiny`` for a smoke run in seconds). The report
-is generated once through formats.profile_writer and cached under ``.bench-cache/``: a 4-IPU Mk2
+is generated once through formats.pop.writer and cached under ``.bench-cache/``: a 4-IPU Mk2
 target (5,888 tiles) with 50,000 execution steps, 100,000 programs, 20,000 compute sets, 50,000
 liveness steps and memory by tile and by category (the per-tile step cycle matrix is left out:
 the page does not read it). Figures are printed beside baselines measured in the same run:
@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from formats.profile_reader import ProfileReader
-from formats.profile_writer import ProfileWriter
+from formats.pop.reader import ProfileReader
+from formats.pop.writer import ProfileWriter
 from pva.analysis.html import Limits, html_report
 from pva.analysis.html.chart_data import report_data
 from pva.analysis.summary import summary_data

@@ -108,7 +108,13 @@ def pool(distinct: int, log) -> list[str]:
     from simulator.presets import run_preset
 
     key = source_hash(
-        ("schemas", "simulator", "formats/profile_writer.py", "formats/sqlite_writer.py", "formats/arrow_chunks.py"),
+        (
+            "schemas",
+            "simulator",
+            "formats/pop/writer.py",
+            "formats/pop/sqlite_writer.py",
+            "formats/pop/arrow_chunks.py",
+        ),
         _variants(distinct),
     )
     root = CACHE / f"fleet-pool-{key}"
@@ -219,7 +225,7 @@ def _scanner_query(con, paths: list[str], labels: list[str], sql: str) -> list[t
 
 
 def measure_query_reports(ctx: Context) -> list[Row]:
-    from pva.analysis import multi
+    from pva.analysis import fleet_query as multi
 
     counts = LOOSE_COUNTS[ctx.main.size]
     base = pool(DISTINCT[ctx.main.size], ctx.log)

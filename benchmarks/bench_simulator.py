@@ -43,7 +43,7 @@ import json, os, resource, sys, time
     + PEAK_KB_CODE
     + r"""
 sys.path.insert(0, sys.argv[3])
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from simulator.engine import Engine
 from simulator.presets import build_preset
 
@@ -83,7 +83,7 @@ import json, os, resource, sys, time
     + r"""
 sys.path.insert(0, sys.argv[4])
 import numpy as np
-from formats.profile_writer import ProfileWriter
+from formats.pop.writer import ProfileWriter
 steps, tiles_per_ipu, num_ipus = (int(x) for x in sys.argv[1:4])
 path = os.path.join(sys.argv[5], "baseline.pop")
 rng = np.random.default_rng(0)

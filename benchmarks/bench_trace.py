@@ -1,7 +1,7 @@
 """Trace benchmarks: opening a large trace, traversing it, and the cost of recording an event.
 
 Run ``python -m benchmarks.bench_trace`` (``--size tiny`` for a smoke run in seconds). The trace
-is generated once through formats.trace_writer and cached under ``.bench-cache/``: 1,000,000
+is generated once through formats.trace.writer and cached under ``.bench-cache/``: 1,000,000
 events on 4 threads of 2 processes, nested as epochs > steps > operations. Every figure is
 printed beside a baseline measured in the same run, and as a ratio to it.
 
@@ -23,8 +23,8 @@ import time
 import numpy as np
 
 import pva
-from formats.schema import read_schema_text
-from formats.trace_writer import TraceWriter
+from formats.pop.schema import read_schema_text
+from formats.trace.writer import TraceWriter
 from pva import tracing
 
 from .timing import best_of, ratio_line

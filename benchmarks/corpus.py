@@ -54,15 +54,15 @@ SIZES = {
 _REPORT_SOURCES = (
     "schemas",
     "simulator",
-    "formats/profile_writer.py",
-    "formats/sqlite_writer.py",
-    "formats/arrow_chunks.py",
-    "formats/schema.py",
+    "formats/pop/writer.py",
+    "formats/pop/sqlite_writer.py",
+    "formats/pop/arrow_chunks.py",
+    "formats/pop/schema.py",
     "formats/atomic.py",
-    "formats/debug_info.py",
+    "formats/debug/debug_cbor.py",
 )
 _LEGACY_SOURCES = ("formats/legacy",)
-_PARQUET_SOURCES = ("formats/exporters", "formats/profile_reader.py", "formats/sqlite_reader.py")
+_PARQUET_SOURCES = ("formats/exporters", "formats/pop/reader.py", "formats/pop/sqlite_reader.py")
 
 
 def source_hash(paths: tuple[str, ...], extra: object = None) -> str:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 import pva
-from formats.profile_reader import ProfileReader
-from formats.readonly_sql import run_readonly
+from formats.pop.reader import ProfileReader
+from formats.pop.readonly_sql import run_readonly
 
 from . import startup
 from .corpus import CACHE, Corpus
@@ -509,7 +509,7 @@ def measure_growth(ctx: Context) -> list[Row]:
 
 def measure_chrome_export(ctx: Context) -> list[Row]:
     """The rate side by side in this process (alternating); the peak memory of each in a child process."""
-    from formats.exporters.chrome import export_chrome_trace
+    from formats.chrome.export import export_chrome_trace
 
     from . import bench_chrome as chrome
 
@@ -591,7 +591,7 @@ def measure_chrome_import(ctx: Context) -> list[Row]:
     rate = mb / median_of(runs["ours"], "seconds")
     ijson_rate = mb / median_of(runs["ijson"], "seconds")
     peak, ijson_peak = median_of(runs["ours"], "peak_mb"), median_of(runs["ijson"], "peak_mb")
-    # one bound for every size: the import keeps up to formats.chrome_trace_import.STAGE_MEMORY (256 MB)
+    # one bound for every size: the import keeps up to formats.chrome.importer.STAGE_MEMORY (256 MB)
     # of staged columns in memory before it spills, whatever the size of the trace
     peak_target = chrome.IMPORT_PEAK_TARGET
     what = "ijson streaming every event of the same file"

@@ -23,9 +23,9 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from formats.profile_reader import ProfileReader
-from formats.profile_writer import ProfileWriter
-from formats.schema import profile_schema, split_ddl
+from formats.pop.reader import ProfileReader
+from formats.pop.schema import profile_schema, split_ddl
+from formats.pop.writer import ProfileWriter
 
 #: Tables ProfileWriter fills itself (set_target, set_graph, matrices, close).
 _WRITER_TABLES = {"metadata", "target", "replicas", "ipus", "tiles", "graph", "matrices", "matrix_chunks"}
@@ -82,7 +82,7 @@ def load_content(path: str) -> Content:
 
 
 def write_ours(content: Content, path: str) -> None:
-    """Write the content through formats.profile_writer."""
+    """Write the content through formats.pop.writer."""
     meta = content.metadata
     target_columns, (target_row,) = content.tables["target"]
     target = dict(zip(target_columns, target_row))

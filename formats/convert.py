@@ -65,13 +65,13 @@ def convert(
         )
         return result
     if info.kind is InputKind.CEREBRAS_COMPILE_REPORT:
-        from .cerebras import convert_cerebras
+        from .cerebras.importer import convert_cerebras
 
         report = convert_cerebras(info.path, output)
         if not report.kernels:
             result.warnings.append("the compile report has no per-kernel table; only the overall estimate was kept")
         return result
-    from .chrome_trace_import import import_chrome_trace
+    from .chrome.importer import import_chrome_trace
 
     stats = import_chrome_trace(info.path, output, progress=progress)
     result.warnings.extend(stats.warnings)

@@ -11,7 +11,7 @@ import urllib.parse
 from typing import BinaryIO
 
 from .errors import InvalidInputError, NotAFileError, NotAReportError, ReportNotFoundError, ReportPermissionError
-from .schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID
+from .pop.schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ARROW_MAGIC = b"ARROW1"
@@ -236,9 +236,9 @@ _SUMMARY_TEXT = (
 
 def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[str, ...], dict]:
     """(container kind, top-level keys, keys of the first array item, small top-level values)."""
-    from .legacy.cborstream import cbor_events
-    from .legacy.jsonstream import json_events
-    from .legacy.tree import InputProblem, NonFiniteProblem
+    from .streaming.cbor_events import cbor_events
+    from .streaming.json_events import json_events
+    from .streaming.tree import InputProblem, NonFiniteProblem
 
     keys: list[str] = []
     item_keys: list[str] = []
@@ -295,9 +295,9 @@ def _top_level(path: str, encoding: str) -> tuple[str, tuple[str, ...], tuple[st
 
 def _refuse_non_finite(path: str, encoding: str) -> None:
     """Raise the located InvalidInputError for a NaN or infinity met while sniffing."""
-    from .legacy.cborstream import cbor_events
-    from .legacy.jsonstream import json_events
-    from .legacy.tree import build_tree
+    from .streaming.cbor_events import cbor_events
+    from .streaming.json_events import json_events
+    from .streaming.tree import build_tree
 
     with open(path, "rb") as raw:
         limited = _Limited(raw, SNIFF_BYTES)

@@ -6,12 +6,12 @@ import functools
 import json
 from typing import TYPE_CHECKING
 
-from formats.categories import CATEGORY_DESCRIPTIONS
 from formats.lazy_import import lazy_module
+from formats.pop.categories import CATEGORY_DESCRIPTIONS
 
-from ._base import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
+from .lists_and_enums import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .liveness import LivenessProgramStep
 from .model_errors import NoSuchObjectError, NotPresentError
 from .programs import ProgramTable
@@ -30,7 +30,7 @@ else:
     np = lazy_module("numpy")
 
 if TYPE_CHECKING:
-    from formats.profile_reader import ProfileReader
+    from formats.pop.reader import ProfileReader
 
 
 __all__ = [

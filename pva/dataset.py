@@ -12,13 +12,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from formats.fleet_limits import DEFAULT_LIMITS, Limits, QueryLimitError
-from formats.fleet_metrics import METRICS, regressions_sql, trend_sql
+from formats.fleet.limits import DEFAULT_LIMITS, Limits, QueryLimitError
+from formats.fleet.metrics import METRICS, regressions_sql, trend_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from formats.dataset import AddOutcome
+    from formats.fleet.dataset import AddOutcome
 
 __all__ = [
     "parse_labels",
@@ -41,7 +41,7 @@ __all__ = [
 def __getattr__(name: str):
     # AddOutcome lives with the dataset writer, which loads Arrow: import it on first use.
     if name == "AddOutcome":
-        from formats.dataset import AddOutcome
+        from formats.fleet.dataset import AddOutcome
 
         return AddOutcome
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -49,21 +49,21 @@ def __getattr__(name: str):
 
 def parse_labels(labels: list[str]) -> dict[str, str]:
     """Labels given as KEY=VALUE strings, as a dict; a malformed label raises InvalidInputError."""
-    from formats.dataset import parse_labels
+    from formats.fleet.dataset import parse_labels
 
     return parse_labels(labels)
 
 
 def is_dataset(path: str | os.PathLike[str]) -> bool:
     """Whether a directory is a dataset written by `add_reports`."""
-    from formats.dataset import is_dataset
+    from formats.fleet.dataset import is_dataset
 
     return is_dataset(path)
 
 
 def find_reports(directory: str | os.PathLike[str]) -> Iterator[str]:
     """Every *.pop file under a directory, recursively, in a stable order."""
-    from formats.dataset import iter_reports
+    from formats.fleet.dataset import iter_reports
 
     return iter_reports(directory)
 
@@ -79,7 +79,7 @@ def add_reports(
     Each report is added whole or not at all; a file that is not a sound report is skipped with a
     reason and never enters the dataset.
     """
-    from formats.dataset import DatasetWriter
+    from formats.fleet.dataset import DatasetWriter
 
     with DatasetWriter(dataset) as writer:
         return writer.add(reports, labels, progress)
@@ -87,14 +87,14 @@ def add_reports(
 
 def query(dataset: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_LIMITS) -> pa.Table:
     """Run one SELECT over a dataset on DuckDB; every table has a first column report_id."""
-    from formats import fleet_sql
+    from formats.fleet import sql as fleet_sql
 
     return fleet_sql.query_dataset(os.fspath(dataset), sql, limits).to_arrow()
 
 
 def register_spark(spark, dataset: str | os.PathLike[str]) -> list[str]:
     """Register every table of a dataset (a directory or an s3a://, abfss://... URI) as a Spark SQL view."""
-    from formats import fleet_sql
+    from formats.fleet import sql as fleet_sql
 
     return fleet_sql.register_spark(spark, os.fspath(dataset))
 

@@ -12,9 +12,9 @@ import json
 from collections import deque
 from typing import TYPE_CHECKING
 
-from formats.debug_info import INVALID_ID, DebugInfoReader, DebugRecord, DebugRecords, context_json
+from formats.debug.debug_cbor import INVALID_ID, DebugInfoReader, DebugRecord, DebugRecords, context_json
 
-from ._base import PvaList
+from .lists_and_enums import PvaList
 from .model_errors import NoSuchObjectError
 
 if TYPE_CHECKING:

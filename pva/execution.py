@@ -22,8 +22,8 @@ from formats.gcpause import gc_paused
 from formats.lazy_import import lazy_module
 
 from . import compilation as _compilation
-from ._base import EngineOption, PvaList, refuse_pickle
 from .errors import InconsistentReportError
+from .lists_and_enums import EngineOption, PvaList, refuse_pickle
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,7 +33,7 @@ else:
     pa = lazy_module("pyarrow")
 
 if TYPE_CHECKING:
-    from formats.profile_reader import MatrixReader, ProfileReader
+    from formats.pop.reader import MatrixReader, ProfileReader
 
     from .programs import Program
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._base import PvaList
+from .lists_and_enums import PvaList
 from .model_errors import NotPresentError
 from .variables import Variable
 

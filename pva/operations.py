@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from collections import deque
 
-from ._base import PvaList
 from .debug import DebugContext, DebugInfo
+from .lists_and_enums import PvaList
 
 __all__ = ["LIBRARY_LAYERS", "Operation", "OperationAnalysis"]
 

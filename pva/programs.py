@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from formats.gcpause import gc_paused
 from formats.lazy_import import lazy_module
 
-from ._base import PvaEnum, PvaList
 from .errors import InconsistentReportError
+from .lists_and_enums import PvaEnum, PvaList
 from .vectors import TileVector
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Program:
 
     @property
     def _row(self) -> tuple:
-        """The stored details (formats.query.compilation.PROGRAM_DETAIL_COLUMNS), read in bulk on first use."""
+        """The stored details (formats.pop.query.compilation.PROGRAM_DETAIL_COLUMNS), read in bulk on first use."""
         return self._c._program_table.details_of(self._id)
 
     @property
@@ -752,7 +752,7 @@ class ProgramTable:
         return names[self._index(program_id)]
 
     def details_of(self, program_id: int) -> tuple:
-        """The stored details of a program of this table (formats.query.compilation.PROGRAM_DETAIL_COLUMNS)."""
+        """The stored details of a program of this table (formats.pop.query.compilation.PROGRAM_DETAIL_COLUMNS)."""
         details = self._details
         if details is None:
             with gc_paused():

@@ -8,12 +8,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from formats.debug_info import check_debug_pair
+from formats.debug.debug_cbor import check_debug_pair
 from formats.detect import check_regular_file
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
-from ._base import EngineOption, PvaEnum, refuse_pickle, set_list_print_length
 from .compilation import CompilationReport
+from .lists_and_enums import EngineOption, PvaEnum, refuse_pickle, set_list_print_length
 
 __all__ = [
     "EngineOption",
@@ -250,7 +250,7 @@ class Report:
 
     def table_info(self) -> list[tuple[str, str, int, str]]:
         """(kind, name, rows, description) of every table, then of every per-tile matrix (pva addition)."""
-        from formats.schema import profile_matrices, profile_schema
+        from formats.pop.schema import profile_matrices, profile_schema
 
         counts = self._reader.table_counts()
         rows = [
@@ -270,7 +270,7 @@ class Report:
 
     def column_info(self, table: str) -> list[tuple[str, str, str]]:
         """(column, type, description) of the columns of one table (pva addition)."""
-        from formats.schema import profile_schema
+        from formats.pop.schema import profile_schema
 
         columns = self._reader.table_columns(table)
         spec = profile_schema().tables.get(table)

@@ -10,9 +10,9 @@ import os
 from itertools import repeat
 
 from formats.gcpause import gc_paused
-from formats.trace_reader import ThreadEvents, TraceReader
+from formats.trace.reader import ThreadEvents, TraceReader
 
-from ._base import PvaList, refuse_pickle
+from .lists_and_enums import PvaList, refuse_pickle
 
 __all__ = [
     "Event",

@@ -1,4 +1,4 @@
-"""Record host-side events of your own code into a trace file (`formats.tracing`, re-exported).
+"""Record host-side events of your own code into a trace file (`formats.trace.tracing`, re-exported).
 
 >>> from pva import tracing                                           # doctest: +SKIP
 >>> with tracing.Recorder("host.pvti") as recorder:                   # doctest: +SKIP
@@ -6,7 +6,7 @@
 ...         load()
 """
 
-from formats.tracing import (  # noqa: F401  (re-exported)
+from formats.trace.tracing import (  # noqa: F401  (re-exported)
     ENVIRONMENT_VARIABLE,
     Channel,
     Recorder,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._base import PvaList
 from .errors import InconsistentReportError
+from .lists_and_enums import PvaList
 from .model_errors import NotPresentError
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class LoweredVariableBrief:
 class LoweredVariable:
     """A piece of a variable on one tile (libpva LoweredVariable); equal by id.
 
-    Its row holds formats.query.compilation.LOWERED_VARIABLE_COLUMNS in order.
+    Its row holds formats.pop.query.compilation.LOWERED_VARIABLE_COLUMNS in order.
     """
 
     __slots__ = ("_lv", "_row")

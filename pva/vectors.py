@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from formats.lazy_import import lazy_module
 
-from ._base import PvaList
+from .lists_and_enums import PvaList
 
 if TYPE_CHECKING:
     import numpy as np

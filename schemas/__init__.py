@@ -1,4 +1,4 @@
 """The normative file formats of pva: SQL DDL, Arrow matrix schemas, legacy JSON Schemas.
 
-This package holds data files only; `formats.schema` reads them through the package loader (pkgutil.get_data).
+This package holds data files only; `formats.pop.schema` reads them through the package loader (pkgutil.get_data).
 """

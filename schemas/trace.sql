@@ -2,8 +2,8 @@
 --
 -- A trace file holds host-side events (libpva TraceReport): processes own threads, threads own
 -- events, and events nest through their parent. It is written either all at once by a converter
--- (formats.trace_writer.TraceWriter, renamed into place when complete) or incrementally by the
--- tracing API (formats.tracing, pva.tracing), which commits a batch of events at a time so that
+-- (formats.trace.writer.TraceWriter, renamed into place when complete) or incrementally by the
+-- tracing API (formats.trace.tracing, pva.tracing), which commits a batch of events at a time so that
 -- a process that dies leaves a readable trace.
 --
 -- Conventions

@@ -1,8 +1,8 @@
 """Host-side trace of the simulator: compile phases, engine load and each run.
 
 Events are kept in memory while the engine lives and written with the report as a pva trace
-file (read it with ``pva.openTrace``). They also go to the global ``formats.tracing`` channel
-"simulator", so a trace started by the user (``formats.tracing.start``) sees them live.
+file (read it with ``pva.openTrace``). They also go to the global ``formats.trace.tracing`` channel
+"simulator", so a trace started by the user (``formats.trace.tracing.start``) sees them live.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 from contextlib import AbstractContextManager
 from typing import Literal
 
-from formats import tracing
 from formats.atomic import AtomicOutput
-from formats.trace_writer import TraceWriter
+from formats.trace import tracing
+from formats.trace.writer import TraceWriter
 
 _CHANNEL = tracing.channel("simulator")
 

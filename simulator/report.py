@@ -15,10 +15,10 @@ import numpy as np
 
 from formats import __version__
 from formats.atomic import commit_together
-from formats.debug_info import read_debug_id, stage_debug_info
+from formats.debug.debug_cbor import read_debug_id, stage_debug_info
 from formats.errors import OutputError
-from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
-from formats.schema import profile_schema
+from formats.pop.schema import profile_schema
+from formats.pop.writer import MEMORY_REGIONS, ProfileWriter
 
 from .compiler.memory import CATEGORIES, DESCRIPTIONS
 from .compiler.regions import Sparse

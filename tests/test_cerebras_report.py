@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 import pva
-from formats.cerebras import SAMPLE, convert_cerebras, parse_compile_report, read_compile_report
+from formats.cerebras.importer import SAMPLE, convert_cerebras, parse_compile_report, read_compile_report
 from formats.errors import InvalidInputError, NotAReportError
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "samples"

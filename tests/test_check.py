@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from formats.check import check_report
+from formats.pop.check import check_report
 from pva.cli import main
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from large_report import write_long_report
 
-from formats.check import check_report
+from formats.pop.check import check_report
 from formats.progress import Progress
 from pva.cli import main
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 import pva
-from formats.chrome_trace_import import assign_lanes, import_chrome_trace
+from formats.chrome.export import export_chrome_trace
+from formats.chrome.importer import assign_lanes, import_chrome_trace
 from formats.errors import InvalidInputError
-from formats.exporters.chrome import export_chrome_trace
 
 #: A per-layer timeline as SigmaStar's performance_timeline.py describes it (seed 001).
 SIGMASTAR = {
@@ -164,7 +164,7 @@ def test_array_form_with_begin_end_instants_counters_and_missing_bracket(tmp_pat
         assert outer.children()[0].args == {"rows": 5}
         (open_event,) = trace.process(1).thread(3).events
         assert not open_event.isComplete
-    from formats.trace_reader import TraceReader
+    from formats.trace.reader import TraceReader
 
     reader = TraceReader(tmp_path / "t.pvti")
     try:

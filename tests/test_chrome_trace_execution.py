@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reportbuilder import changed_copy
 
-import formats.arrow_sqlite
-from formats import chrome_trace_execution as execution
+import formats.pop.arrow_sqlite
+from formats.chrome import execution_events as execution
+from formats.chrome.export import export_chrome_trace
 from formats.errors import CorruptReportError
-from formats.exporters.chrome import export_chrome_trace
 
 
 def _events(path) -> list[dict]:
@@ -56,7 +56,7 @@ def test_disjoint_runs_and_nested_steps_are_placed_without_the_event_loop():
 
 def test_rows_read_through_sqlite3_give_the_same_events(sample, tmp_path, monkeypatch):
     export_chrome_trace(sample.path, tmp_path / "adbc.json")
-    monkeypatch.setattr(formats.arrow_sqlite, "adbc_connect", lambda path: None)
+    monkeypatch.setattr(formats.pop.arrow_sqlite, "adbc_connect", lambda path: None)
     export_chrome_trace(sample.path, tmp_path / "sqlite3.json")
     assert _events(tmp_path / "adbc.json") == _events(tmp_path / "sqlite3.json")
 

@@ -15,11 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import formats.chrome_trace_import as chrome_import
+import formats.chrome.importer as chrome_import
 import pva
-from formats.chrome_trace_json import read_trace_blocks_fast
+from formats.chrome.events import read_trace_blocks_fast
 from formats.errors import InvalidInputError
-from formats.trace_writer import NULL, THREAD_EVENTS_SQL, TraceWriter, encode_thread_columns
+from formats.trace.writer import NULL, THREAD_EVENTS_SQL, TraceWriter, encode_thread_columns
 
 
 def _trace() -> list[dict]:
@@ -69,7 +69,7 @@ def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monke
     monkeypatch.setattr(chrome_import._Spool, "_spill", counted)
     monkeypatch.setattr(chrome_import, "STAGE_MEMORY", bound)
     monkeypatch.setattr(chrome_import, "_SPILL_BYTES", slice_bytes)
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)  # a batch of one or two events
+    monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 64)  # a batch of one or two events
     spilled = chrome_import.import_chrome_trace(source, tmp_path / "spilled.pvti")
 
     assert spills.count("seq") >= 3 and spills.count("timestamp") >= 3  # events and counter samples
@@ -94,7 +94,7 @@ def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monke
         assert [(e.label, e.timestamp, e.duration) for e in threads["thread 2 (overlap 1)"].events] == [
             ("across", 40, 30)
         ]
-    from formats.trace_reader import TraceReader
+    from formats.trace.reader import TraceReader
 
     reader = TraceReader(tmp_path / "spilled.pvti")
     try:
@@ -107,7 +107,7 @@ def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monke
 
 def test_a_bad_event_after_columns_went_to_the_temporary_file_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 64)
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+    monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 64)
     events = _trace()
     events.append({"ph": "X", "name": "bad", "ts": "soon", "pid": 1, "tid": 1})
     source = tmp_path / "t.json"
@@ -118,7 +118,7 @@ def test_a_bad_event_after_columns_went_to_the_temporary_file_leaves_no_file(tmp
 
 
 def test_an_end_before_its_begin_in_an_earlier_batch_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+    monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 64)
     events = [{"ph": "B", "name": "a", "ts": 10, "pid": 1, "tid": 1}]
     events += [{"ph": "X", "name": "x", "ts": 11 + k, "dur": 0, "pid": 1, "tid": 1} for k in range(5)]
     events.append({"ph": "E", "ts": 9, "pid": 1, "tid": 1})
@@ -199,7 +199,7 @@ def test_nesting_pass_gives_lanes_and_parents_while_nested_and_after(monkeypatch
 
 def test_a_full_disk_while_columns_go_to_the_temporary_file_is_an_output_error(tmp_path, monkeypatch):
     monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 64)
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+    monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 64)
 
     def full(self):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -215,7 +215,7 @@ def test_a_full_disk_while_columns_go_to_the_temporary_file_is_an_output_error(t
 
 
 def test_the_fast_reader_gives_blocks_with_the_index_of_their_first_event(monkeypatch):
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 100)
+    monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 100)
     events = [{"ph": "X", "name": f"e{k}", "ts": k, "dur": 1} for k in range(12)]
     document = json.dumps({"traceEvents": events, "otherData": {"v": 1}}).encode()
     with io.BytesIO(document) as raw:

@@ -14,11 +14,11 @@ import sys
 import pytest
 from reportbuilder import changed_copy
 
-import formats.chrome_trace_import as chrome_import
-from formats.chrome_trace_json import NotFastError, read_trace_items, read_trace_items_fast
+import formats.chrome.importer as chrome_import
+from formats.chrome.events import NotFastError, read_trace_items, read_trace_items_fast
+from formats.chrome.export import export_chrome_trace
 from formats.errors import CorruptReportError, InvalidInputError
-from formats.exporters.chrome import export_chrome_trace
-from formats.jsonplain import plain
+from formats.json_values import plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CONVERT_AND_PEAK = r"""
 import sys
 sys.path.insert(0, sys.argv[3])
-import formats.chrome_trace_import as chrome_import
+import formats.chrome.importer as chrome_import
 chrome_import.STAGE_MEMORY = 1 << 18
 chrome_import.import_chrome_trace(sys.argv[1], sys.argv[2])
 with open("/proc/self/status") as status:
@@ -161,7 +161,7 @@ def test_the_fast_reader_leaves_to_the_exact_one_what_only_it_reads_faithfully(t
 
 
 def test_events_of_a_block_larger_than_the_read_size_and_nested_args(tmp_path, monkeypatch):
-    monkeypatch.setattr("formats.chrome_trace_json.FAST_BLOCK", 64)
+    monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 64)
     events = [
         {"ph": "X", "name": "n" * 100, "ts": k, "dur": 1, "args": {"a": {"b": [k, {"c": "}],{"}]}}} for k in range(5)
     ]

@@ -12,7 +12,7 @@ CLI = pathlib.Path(__file__).resolve().parent.parent / "pva" / "cli"
 ALLOWED_MODULES = {
     "formats.errors",
     "formats.constants",
-    "formats.jsonplain",  # the one JSON-plain walker, shared by formats and the table writer
+    "formats.json_values",  # the one JSON-plain walker, shared by formats and the table writer
     "formats.progress",  # the one progress reporter on a terminal
 }
 ALLOWED_NAMES = {("formats", "__version__")}
@@ -46,12 +46,12 @@ def violations(source: str) -> list[str]:
 
 def test_the_scan_finds_what_it_forbids():
     source = (
-        "import formats.check\nfrom formats.profile_reader import ProfileReader\nfrom formats import __version__\n"
+        "import formats.pop.check\nfrom formats.pop.reader import ProfileReader\nfrom formats import __version__\n"
         "from formats.errors import PvaError\ndef run(args, report):\n    args._parser\n    return report._reader.metadata\n"
     )
     assert violations(source) == [
-        "line 1: import formats.check",
-        "line 2: from formats.profile_reader import ProfileReader",
+        "line 1: import formats.pop.check",
+        "line 2: from formats.pop.reader import ProfileReader",
         "line 7: ._reader",
     ]
 

@@ -145,7 +145,7 @@ def test_the_help_example_runs_on_a_report(report, capsys):
     import sqlite3
     from collections import Counter
 
-    from pva.files import SQL_EXAMPLE
+    from pva.file_operations import SQL_EXAMPLE
 
     assert main(["sql", str(report), SQL_EXAMPLE, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -14,8 +14,8 @@ import sqlite3
 import pytest
 
 import pva
-from formats.profile_reader import ProfileReader
-from formats.trace_writer import TraceWriter
+from formats.pop.reader import ProfileReader
+from formats.trace.writer import TraceWriter
 
 # -- the client scripts ------------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ import os
 import numpy as np
 import pytest
 
-from formats.debug_info import write_debug_info
-from formats.profile_reader import ProfileReader
-from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
+from formats.debug.debug_cbor import write_debug_info
+from formats.pop.reader import ProfileReader
+from formats.pop.writer import MEMORY_REGIONS, ProfileWriter
 from pva.compilation import CATEGORIES
 
 NUM_IPUS = 4

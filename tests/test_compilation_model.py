@@ -19,7 +19,7 @@ from test_compilation_builder import (  # noqa: F401  (fixture)
 )
 
 import pva
-from formats.profile_writer import ProfileWriter
+from formats.pop.writer import ProfileWriter
 from pva.compilation import CATEGORIES
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 
 import pva
-from formats import tracing
+from formats.trace import tracing
 
 WORKER = pathlib.Path(__file__).parent / "support" / "concurrency_worker.py"
 READERS = 10

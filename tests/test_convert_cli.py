@@ -149,7 +149,7 @@ def test_simulated_report_through_the_cli(tmp_path, capsys):
     if "estimate" in command_modules():
         code, _out, err = _run(["estimate", report, "-o", str(tmp_path / "sim")], capsys)
         assert code == 0, err
-        from formats.cerebras import read_compile_report
+        from formats.cerebras.importer import read_compile_report
 
         estimate = read_compile_report(tmp_path / "sim" / "compile_report.txt")
         code, _out, err = _run(

@@ -45,7 +45,7 @@ import pytest
 
 import pva
 from formats import atomic
-from formats.check import check_report
+from formats.pop.check import check_report
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = 20_240_904

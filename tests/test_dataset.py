@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pva.dataset
-from formats import dataset as fds
+from formats.fleet import dataset as fds
 from pva.cli import main
 
 pytest.importorskip("duckdb")
@@ -336,7 +336,7 @@ def test_a_full_disk_stops_the_add_with_exit_2(sample, compile_only, tmp_path, m
 
 def test_the_help_example_runs_on_a_dataset(fleet):
     """The example of `pva query --help` answers on a dataset what each report's own tables say."""
-    from pva.files import QUERY_EXAMPLE
+    from pva.file_operations import QUERY_EXAMPLE
 
     rows = pva.dataset.query(fleet["dir"], QUERY_EXAMPLE).to_pylist()
     expected = {}

@@ -10,7 +10,7 @@ import pytest
 from test_compilation_builder import model  # noqa: F401  (fixture)
 
 import pva
-from formats.debug_info import DebugInfoReader, write_debug_info
+from formats.debug.debug_cbor import DebugInfoReader, write_debug_info
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +254,7 @@ def test_program_contexts_point_back(comp):
 
 def test_a_debug_cbor_of_another_report_is_refused(tmp_path):
     import pva
-    from formats.debug_info import read_debug_id
+    from formats.debug.debug_cbor import read_debug_id
     from simulator.presets import run_preset
 
     first, second = tmp_path / "a", tmp_path / "b"

@@ -12,7 +12,7 @@ import sys
 
 import hostile_corpus
 
-from formats.debug_info import DebugInfoReader
+from formats.debug.debug_cbor import DebugInfoReader
 from pva.debug import DebugContext, DebugInfo
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ BYTES_PER_CONTEXT = 200
 
 PROBE = """
 import json, sys
-from formats.debug_info import DebugInfoReader
+from formats.debug.debug_cbor import DebugInfoReader
 
 def peak():
     with open("/proc/self/status") as handle:

@@ -44,7 +44,7 @@ outcome = "ok"
 try:
     if kind == "matrix":
         with pva.openReport(path) as report:
-            from formats.profile_reader import ProfileReader
+            from formats.pop.reader import ProfileReader
             reader = ProfileReader(path)
             try:
                 matrix = reader.matrix("step_cycles_by_tile")

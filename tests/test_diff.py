@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.analysis.compare import Difference, compare
 from pva.cli import main
 

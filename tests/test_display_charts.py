@@ -10,7 +10,7 @@ import re
 import pytest
 
 import pva
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.analysis.chart_options import format_size
 from pva.analysis.html import chart_data
 from pva.cli import main

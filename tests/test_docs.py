@@ -7,7 +7,7 @@ import re
 import pytest
 from support import api_reference, cli_reference
 
-from formats.schema_reference import render_reference
+from formats.pop.schema_reference import render_reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -19,7 +19,7 @@ def _text(name: str) -> str:
 
 def test_schema_reference_is_current():
     assert render_reference() in _text("format.md"), (
-        "docs/format.md is out of date: paste the output of `python -m formats.schema_reference` between its markers"
+        "docs/format.md is out of date: paste the output of `python -m formats.pop.schema_reference` between its markers"
     )
 
 

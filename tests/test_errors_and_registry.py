@@ -10,8 +10,8 @@ import pytest
 
 from formats.errors import CorruptReportError
 from formats.exporters import EXPORTERS, FORMATS
-from formats.profile_reader import ProfileReader
-from formats.sqlite_reader import is_damage
+from formats.pop.reader import ProfileReader
+from formats.pop.sqlite_reader import is_damage
 from pva.cli import build_parser
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -67,9 +67,9 @@ def test_the_cli_reads_its_formats_from_the_registry():
 
 
 @pytest.mark.parametrize("name", list(EXPORTERS))
-def test_every_exporter_lives_under_formats_exporters(name):
+def test_every_exporter_names_the_module_of_its_real_code(name):
     exporter = EXPORTERS[name]
-    module = ROOT / "formats" / "exporters" / f"{exporter.module}.py"
+    module = ROOT.joinpath(*exporter.module.split(".")).with_suffix(".py")
     assert module.is_file()
     assert f"def {exporter.function}(" in module.read_text()
     assert callable(exporter.writer())
@@ -77,7 +77,8 @@ def test_every_exporter_lives_under_formats_exporters(name):
 
 def test_exporters_read_through_the_query_layer():
     sources = [
-        ROOT / "formats" / "chrome_trace_export.py",
+        ROOT / "formats" / "chrome" / "writer.py",
+        ROOT / "formats" / "chrome" / "export.py",
         ROOT / "formats" / "legacy" / "exporter.py",
         *sorted((ROOT / "formats" / "exporters").glob("*.py")),
     ]

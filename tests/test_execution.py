@@ -11,7 +11,7 @@ import pytest
 from reportbuilder import write_sample_report
 
 import pva
-from formats.profile_writer import ProfileWriter
+from formats.pop.writer import ProfileWriter
 
 IPU_COLUMNS = (
     "profiled",

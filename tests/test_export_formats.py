@@ -14,7 +14,7 @@ import pytest
 from formats.errors import InvalidInputError, NotAReportError
 from formats.exporters import FORMATS, export
 from formats.exporters._report_data import exported_tables
-from formats.schema import profile_matrices
+from formats.pop.schema import profile_matrices
 
 
 def test_parquet_has_every_table_and_matrix(tmp_path, sample):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import pva
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
 
 def _copy(sample, tmp_path, name="copy.pop") -> pathlib.Path:
@@ -147,7 +147,7 @@ def test_corrupted_arrow_chunk(sample, tmp_path):
 
 
 def test_chunk_with_per_tile_vector_longer_than_tile_count(sample, tmp_path):
-    from formats.arrow_chunks import encode_chunk
+    from formats.pop.arrow_chunks import encode_chunk
 
     path = _copy(sample, tmp_path)
     codec, raw_size, wide = encode_chunk("step_cycles_by_tile", 0, np.ones((11, 9), dtype=np.uint64))
@@ -268,7 +268,7 @@ _SLOW_WRITER = textwrap.dedent(
     """
     import sys, time
     import numpy as np
-    from formats.profile_writer import ProfileWriter
+    from formats.pop.writer import ProfileWriter
     with ProfileWriter(sys.argv[1], chunk_bytes=64) as w:
         w.set_target(num_ipus=1, tiles_per_ipu=8, bytes_per_tile=1024)
         print("started", flush=True)
@@ -310,7 +310,7 @@ def test_writer_killed_leaves_an_existing_report_intact(sample, tmp_path):
 
 
 def test_exception_inside_writer_leaves_existing_report_intact(sample, tmp_path):
-    from formats.profile_writer import ProfileWriter
+    from formats.pop.writer import ProfileWriter
 
     target = _copy(sample, tmp_path, "profile.pop")
     before = target.read_bytes()

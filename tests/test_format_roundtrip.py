@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import pva
-from formats.profile_reader import ProfileReader
-from formats.schema import PROFILE_APPLICATION_ID, profile_matrices, profile_schema
+from formats.pop.reader import ProfileReader
+from formats.pop.schema import PROFILE_APPLICATION_ID, profile_matrices, profile_schema
 
 
 def test_every_table_round_trips(sample):
@@ -190,7 +190,7 @@ def test_bytes_unchanged_by_opening_and_querying(sample):
 
 
 def test_writer_refuses_unknown_tables_columns_and_bad_vectors(tmp_path):
-    from formats.profile_writer import ProfileWriter
+    from formats.pop.writer import ProfileWriter
 
     target = tmp_path / "bad.pop"
     with pytest.raises(pva.InvalidInputError, match="no table 'nonsense'"), ProfileWriter(target) as w:
@@ -216,7 +216,7 @@ def test_writer_refuses_unknown_tables_columns_and_bad_vectors(tmp_path):
 
 
 def test_two_ipu_mk2_target_sizes(tmp_path):
-    from formats.profile_writer import ProfileWriter
+    from formats.pop.writer import ProfileWriter
 
     path = tmp_path / "mk2.pop"
     with ProfileWriter(path) as w:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from legacy_builders import complete_graph_profile, execution_profile
 
 import pva
-from formats.chrome_trace_import import import_chrome_trace
+from formats.chrome.importer import import_chrome_trace
 from formats.convert import convert
 from formats.errors import PvaError
 

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.schema import profile_schema
+from formats.pop.schema import profile_schema
 
 WORKER = pathlib.Path(__file__).parent / "support" / "fuzz_reader_worker.py"
 #: Examples per fuzz test (three tests). PVA_FUZZ_READER_EXAMPLES=5000 runs a long, randomised campaign.

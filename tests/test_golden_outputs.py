@@ -45,7 +45,7 @@ def test_golden(which, command, request, capsys, tmp_path):
 
 
 def test_optime_uses_debug_contexts_when_present(simulated, capsys):
-    from formats.profile_reader import ProfileReader
+    from formats.pop.reader import ProfileReader
     from pva.analysis.optime import op_types_from_debug, operator_times
 
     reader = ProfileReader(simulated / "profile.pop")

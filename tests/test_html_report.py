@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from reportbuilder import BYTES_PER_TILE, TILES_PER_IPU
 
-from formats.profile_reader import ProfileReader
-from formats.profile_writer import ProfileWriter
+from formats.pop.reader import ProfileReader
+from formats.pop.writer import ProfileWriter
 from pva.analysis.compare import compare
 from pva.analysis.html import Limits, chart_data, html_report
 from pva.analysis.html.render import render_page

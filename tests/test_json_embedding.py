@@ -82,7 +82,7 @@ def test_names_of_every_character_class_reach_the_page_intact(sample, tmp_path):
 
 def test_debug_context_json_is_valid_json_always(tmp_path):
     import pva
-    from formats.debug_info import json_plain
+    from formats.debug.debug_cbor import json_plain
 
     huge = 10**5000
     assert json_plain({"n": math.nan, "i": math.inf, "big": huge, "ok": 10**30}) == {

@@ -1,11 +1,11 @@
-"""formats.jsonplain.plain: the one walker that makes values JSON-plain."""
+"""formats.json_values.plain: the one walker that makes values JSON-plain."""
 
 import decimal
 import json
 
 import numpy as np
 
-from formats.jsonplain import plain
+from formats.json_values import plain
 
 
 def test_plain_makes_every_kind_json_serialisable():

@@ -14,7 +14,7 @@ from legacy_builders import complete_graph_profile, execution_profile, write_cbo
 import pva
 from formats.errors import InvalidInputError, PvaError, UnsupportedVersionError
 from formats.legacy import convert_legacy, read_document
-from formats.legacy.runs import Run, Spool
+from formats.streaming.runs import Run, Spool
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +189,7 @@ def test_execution_profile_compute_sets_mode(complete):
         for ipu, part in enumerate((share[:half], share[half:]))
     ]
     assert _sql(output, "SELECT type, sync_type FROM steps WHERE id = 3") == [("Sync", "External")]
-    reader = __import__("formats.profile_reader", fromlist=["ProfileReader"]).ProfileReader(output)
+    reader = __import__("formats.pop.reader", fromlist=["ProfileReader"]).ProfileReader(output)
     try:
         matrix = reader.matrix("compute_set_cycles_by_tile")
         assert matrix.rows().tolist() == execution["computeSetCyclesByTile"]

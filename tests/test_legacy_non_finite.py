@@ -11,7 +11,7 @@ from legacy_builders import complete_graph_profile
 
 from formats.convert import convert
 from formats.errors import InvalidInputError
-from formats.legacy.jsonstream import READ_SIZE
+from formats.streaming.json_events import READ_SIZE
 
 CBOR_SELF_DESCRIBE = b"\xd9\xd9\xf7"
 

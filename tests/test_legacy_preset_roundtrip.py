@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from formats.check import check_report
 from formats.exporters.legacy import export_legacy
 from formats.legacy import convert_legacy
-from formats.profile_reader import ProfileReader
+from formats.pop.check import check_report
+from formats.pop.reader import ProfileReader
 from simulator.presets import PRESETS, run_preset
 
 #: Small knobs so each preset simulates in a second or two; the rest keep their defaults.

@@ -7,9 +7,9 @@ from importlib import resources
 
 import pytest
 
-from formats.legacy.jsonstream import json_events
 from formats.legacy.schema_check import Checker, SchemaViolationError, check_document, load_schema
-from formats.legacy.tree import build_tree, location
+from formats.streaming.json_events import json_events
+from formats.streaming.tree import build_tree, location
 
 CASES = json.loads(resources.files("schemas").joinpath("legacy", "cases.json").read_text(encoding="utf-8"))["cases"]
 

@@ -8,8 +8,8 @@ import pytest
 from test_compilation_builder import model  # noqa: F401  (fixture)
 
 import pva
-from formats.debug_info import write_debug_info
-from formats.profile_writer import ProfileWriter
+from formats.debug.debug_cbor import write_debug_info
+from formats.pop.writer import ProfileWriter
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.analysis.estimate import estimate, format_compile_report
 from pva.analysis.optime import operator_times
 from pva.cli import main

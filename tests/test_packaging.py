@@ -50,13 +50,13 @@ def test_installed_wheel_works_outside_the_source_tree(wheel, tmp_path, sample):
     )
     env = dict(os.environ, PYTHONPATH=str(target))
     code = (
-        "import pva, formats.schema as s; "
+        "import pva, formats.pop.schema as s; "
         f"assert pva.__file__.startswith({str(target)!r}), pva.__file__; "
         f"print(len(s.profile_schema().tables), pva.openReport({sample.path!r}).compilation.target.numTiles)"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    from formats.schema import profile_schema
+    from formats.pop.schema import profile_schema
 
     assert out.stdout.split() == [str(len(profile_schema().tables)), "8"]
     cli = subprocess.run(

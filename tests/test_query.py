@@ -94,7 +94,7 @@ def test_bad_directories(tmp_path, capsys):
 
 def test_queries_in_one_process_see_only_their_own_reports(runs):
     """Loose queries share one locked engine; each holds its tables on its own cursor, dropped at the end."""
-    from pva.analysis.multi import query_reports
+    from pva.analysis.fleet_query import query_reports
 
     sql = "SELECT report, count(*) AS n FROM compute_sets GROUP BY report ORDER BY report"
     both = query_reports(runs, sql).to_pylist()

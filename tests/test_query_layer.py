@@ -1,4 +1,4 @@
-"""The query layer (formats/query): it holds all SQL; its methods answer with the values written.
+"""The query layer (formats/pop/query): it holds all SQL; its methods answer with the values written.
 
 Also the life cycle of a report: a closed report and what was read from it raise
 ClosedReportError, and nothing read from a report can be pickled.
@@ -15,7 +15,7 @@ import pytest
 
 import pva
 from formats.errors import CorruptReportError
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def f(reader, table):
 
 
 def test_no_sql_in_pva_outside_the_analyses():
-    """All SQL of pva's object model and command line lives in formats/query (issue 13)."""
+    """All SQL of pva's object model and command line lives in formats/pop/query (issue 13)."""
     offenders = []
     for path in sorted((ROOT / "pva").rglob("*.py")):
         relative = path.relative_to(ROOT)
@@ -87,7 +87,7 @@ def test_no_sql_in_pva_outside_the_analyses():
             continue
         for line, text in sql_strings(path.read_text(encoding="utf-8")):
             offenders.append(f"{relative}:{line}: {text[:80]!r}")
-    assert not offenders, "SQL belongs in formats/query:\n" + "\n".join(offenders)
+    assert not offenders, "SQL belongs in formats/pop/query:\n" + "\n".join(offenders)
 
 
 # -- methods of the query layer, on the sample report ----------------------------------------
@@ -258,7 +258,7 @@ def test_pickling_a_report_or_what_was_read_from_it_is_refused_with_the_reason(s
 
 
 def test_a_closed_trace_says_so_and_nothing_of_a_trace_pickles(tmp_path):
-    from formats import tracing
+    from formats.trace import tracing
 
     path = tmp_path / "host.pvti"
     with tracing.Recorder(path, process_name="tool") as recorder, recorder.channel("io").event("read"):

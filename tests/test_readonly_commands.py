@@ -24,9 +24,9 @@ import pytest
 from report_walk import walk
 
 import pva
-from formats.arrow_chunks import decode_chunk
 from formats.errors import PvaError
-from formats.profile_reader import ProfileReader
+from formats.pop.arrow_chunks import decode_chunk
+from formats.pop.reader import ProfileReader
 from pva.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 from reportbuilder import changed_copy
 
 import pva
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.analysis.estimate import estimate, format_compile_report
 
 

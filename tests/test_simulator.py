@@ -10,7 +10,7 @@ import pytest
 from simulator_invariants import check_report
 
 import pva
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from simulator import (
     FLOAT,
     INT,
@@ -548,7 +548,7 @@ def test_auto_report_directory_layout(tmp_path):
     assert r.metadata["created"] == r.metadata["compilation_timestamp"] == "2024-01-01T00:00:00Z"
     refs = r.query_one("SELECT count(DISTINCT kind) FROM debug_context_refs")[0]
     assert refs == 3
-    from formats.debug_info import DebugInfoReader
+    from formats.debug.debug_cbor import DebugInfoReader
 
     contexts = list(DebugInfoReader(directory / "debug.cbor").records.values())
     names = {c.name for c in contexts}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from simulator_run import build_convolution, codelet_graph, correlate, run_convolution
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from simulator import FLOAT, HALF, Graph, Sequence, Target
 from simulator.errors import GraphError
 from simulator.poplibs import poplin

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from simulator_invariants import check_report
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.cli import main
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
 from simulator.errors import GraphError

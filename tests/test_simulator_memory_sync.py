@@ -15,7 +15,7 @@ from simulator_invariants import check_report
 
 import pva
 from formats.legacy.text_summary import read_profile_summary
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from simulator.errors import GraphError
 from simulator.presets import run_preset
 from simulator.target import Target

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from simulator_run import build_convolution, codelet_graph, correlate, run_convolution, run_functional, run_product
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from simulator import FLOAT, HALF, Engine, Graph, Sequence, Target
 from simulator.compiler.regions import split_by_mapping
 from simulator.errors import GraphError

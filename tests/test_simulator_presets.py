@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from simulator_invariants import check_report
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.cli import main as cli_main
 from simulator import Graph, Target
 from simulator.errors import GraphError, OptionError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_decoder_bounds import MB, probe
 
-from formats.readonly_sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
+from formats.pop.readonly_sql import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 from pva.cli import build_parser
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pva
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 from pva.analysis.summary import SummaryOptions, histogram_lines, printProfileSummary, summary_data, use_colour
 from pva.cli import main
 

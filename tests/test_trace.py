@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import pva
-from formats.schema import TRACE_APPLICATION_ID, TRACE_FORMAT, trace_schema
-from formats.trace_reader import TraceReader
-from formats.trace_writer import TraceWriter, nest_events
+from formats.pop.schema import TRACE_APPLICATION_ID, TRACE_FORMAT, trace_schema
+from formats.trace.reader import TraceReader
+from formats.trace.writer import TraceWriter, nest_events
 
 # Process 100 ("trainer"): thread 1 ("main") holds two epochs, the first with nested steps; thread 2
 # holds one incomplete event. Process 7 ("loader"): thread 3 with events whose parents are inferred.

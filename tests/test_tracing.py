@@ -1,4 +1,4 @@
-"""The recording API (formats.tracing, also pva.tracing): channels, events, decorator, threads, crashes."""
+"""The recording API (formats.trace.tracing, also pva.tracing): channels, events, decorator, threads, crashes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 import pytest
 
 import pva
-from formats import tracing as formats_tracing
+from formats.trace import tracing as formats_tracing
 from pva import tracing
 
 

@@ -16,7 +16,7 @@ from test_compilation_builder import (  # noqa: F401  (fixture)
 )
 
 import pva
-from formats.profile_writer import ProfileWriter
+from formats.pop.writer import ProfileWriter
 
 
 @pytest.fixture(scope="module")

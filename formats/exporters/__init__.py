@@ -1,7 +1,8 @@
 """Exporters of reports (and trace files) to open formats: Parquet, HDF5, CSV, Chrome trace, legacy JSON/CBOR.
 
 `EXPORTERS` is the one registry of export formats: the command line's ``--format`` choices, the
-tests and the documentation read it. Each exporter is a module of this package.
+tests and the documentation read it. Each exporter is a module of this package, or of its
+family's package (Chrome traces: formats.chrome.export).
 
 >>> from formats.exporters import export                                  # doctest: +SKIP
 >>> export("profile.pop", "parquet", "profile-parquet")                   # doctest: +SKIP
@@ -24,44 +25,47 @@ class Exporter:
     """One export format: its description, where its writer lives, and what it writes."""
 
     description: str
-    module: str
+    module: str  # the writer's module, by its full name
     function: str
     writes: str  # "directory", "file", or "file or directory"
     streams: bool = False  # can be written to a FIFO or /dev/stdout
     options: tuple[tuple[str, object], ...] = ()
 
     def writer(self) -> Callable[..., list[str]]:
-        function = getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)
+        function = getattr(importlib.import_module(self.module), self.function)
         return functools.partial(function, **dict(self.options)) if self.options else function
 
 
 #: Every export format, by the name ``pva export --format`` takes.
 EXPORTERS: dict[str, Exporter] = {
     "parquet": Exporter(
-        "a directory of Parquet files: every table, and every per-tile matrix", "parquet", "export_parquet", "directory"
+        "a directory of Parquet files: every table, and every per-tile matrix",
+        "formats.exporters.parquet",
+        "export_parquet",
+        "directory",
     ),
     "hdf5": Exporter(
         "one HDF5 file: per-tile matrices as chunked, compressed datasets (units and names as attributes)",
-        "hdf5",
+        "formats.exporters.hdf5",
         "export_hdf5",
         "file",
     ),
     "csv": Exporter(
         "a directory of CSV files: every table, and every per-tile matrix (one column per tile)",
-        "csv",
+        "formats.exporters.csv",
         "export_csv",
         "directory",
     ),
     "chrome-trace": Exporter(
         "Chrome trace event JSON (chrome://tracing, Perfetto UI): a report's execution or a trace file",
-        "chrome",
+        "formats.chrome.export",
         "export_chrome_trace",
         "file",
         streams=True,
     ),
     "legacy-json": Exporter(
         "legacy Poplar v1 graph and execution profiles in JSON",
-        "legacy",
+        "formats.exporters.legacy",
         "export_legacy",
         "file or directory",
         streams=True,
@@ -69,7 +73,7 @@ EXPORTERS: dict[str, Exporter] = {
     ),
     "legacy-cbor": Exporter(
         "legacy Poplar v1 graph and execution profiles in CBOR",
-        "legacy",
+        "formats.exporters.legacy",
         "export_legacy",
         "file or directory",
         streams=True,

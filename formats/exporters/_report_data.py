@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..arrow_tables import arrow_schema
 from ..atomic import AtomicOutput
 from ..errors import CorruptReportError
-from ..profile_reader import MatrixReader, ProfileReader
-from ..schema import profile_matrices, profile_schema
+from ..pop.arrow_tables import arrow_schema
+from ..pop.reader import MatrixReader, ProfileReader
+from ..pop.schema import profile_matrices, profile_schema
 
 #: Tables not exported: the raw Arrow chunks of the matrices (exported decoded instead).
 SKIPPED_TABLES = frozenset({"matrix_chunks"})

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 
 from ..atomic import AtomicOutput
-from ..profile_reader import ProfileReader
+from ..pop.reader import ProfileReader
 from ._report_data import matrix_blocks, matrix_info, stored_matrices
 
 #: Bytes per HDF5 chunk (rows x columns x 8).

@@ -14,7 +14,7 @@ from ..legacy.exporter import (
     write_cbor,
     write_json,
 )
-from ..profile_reader import ProfileReader
+from ..pop.reader import ProfileReader
 
 
 def export_legacy(

@@ -15,14 +15,14 @@ from typing import Any
 
 from ..detect import InputInfo, InputKind, classify_input
 from ..errors import InvalidInputError, NotAReportError, UnsupportedVersionError
-from ..profile_writer import ProfileWriter
+from ..pop.writer import ProfileWriter
 from ..progress import Progress
-from .cborstream import cbor_events
+from ..streaming.cbor_events import cbor_events
+from ..streaming.json_events import json_events, open_binary
+from ..streaming.runs import Spool
+from ..streaming.tree import build_tree, describe, json_path
 from .importer import Extras, LegacyImporter, input_size
-from .jsonstream import json_events, open_binary
-from .runs import Spool
 from .schema_check import check_document
-from .tree import build_tree, describe, json_path
 
 __all__ = ["ConversionResult", "LEGACY_KINDS", "convert_legacy", "read_document", "refuse"]
 

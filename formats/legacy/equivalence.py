@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .runs import Run
+from ..streaming.runs import Run
 
 #: Locations (JSON paths with [*] for any index) the exporter may add to what the input had.
 DERIVED = (

@@ -16,10 +16,10 @@ import cbor2
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..jsonplain import plain
-from ..profile_reader import MatrixReader, ProfileReader
+from ..json_values import plain
+from ..pop.reader import MatrixReader, ProfileReader
+from ..streaming.tree import parse_json_path
 from . import mapping as M
-from .tree import parse_json_path
 
 #: Rows read from a matrix at a time while writing.
 ROW_BATCH = 256

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..jsonplain import plain
-from ..profile_writer import ProfileWriter
-from ..schema import profile_schema
+from ..json_values import plain
+from ..pop.schema import profile_schema
+from ..pop.writer import ProfileWriter
+from ..streaming.runs import Run, run_slice
+from ..streaming.tree import json_path, location
 from . import mapping as M
-from .runs import Run, run_slice
-from .tree import json_path, location
 
 #: Rows of a per-tile matrix gathered before they are appended.
 ROW_BATCH = 64

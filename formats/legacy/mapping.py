@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..categories import CATEGORIES  # noqa: F401  (re-exported)
-from ..categories import MEMORY_REGIONS as REGIONS  # noqa: F401  (re-exported)
+from ..pop.categories import CATEGORIES  # noqa: F401  (re-exported)
+from ..pop.categories import MEMORY_REGIONS as REGIONS  # noqa: F401  (re-exported)
 
 #: extras.source of values kept from each legacy document.
 SOURCE_GRAPH = "legacy-graph-profile"

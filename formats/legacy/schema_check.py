@@ -16,8 +16,8 @@ from importlib import resources
 from typing import Any
 
 from ..errors import InvalidInputError
-from .runs import Run
-from .tree import describe, location
+from ..streaming.runs import Run
+from ..streaming.tree import describe, location
 
 #: Schema files shipped in schemas/legacy, by short name.
 SCHEMA_FILES = {

@@ -255,7 +255,7 @@ def summary_graph(summary: Summary) -> dict:
     return out
 
 
-#: "By Data Type" labels of the summary -> storage category names (formats.categories).
+#: "By Data Type" labels of the summary -> storage category names (formats.pop.categories).
 DATA_TYPE_CATEGORIES = {
     "Variables": "variable",
     "Constants": "constant",
@@ -368,7 +368,7 @@ def convert_text_summary(path: str | os.PathLike[str], output: str | os.PathLike
     and the target and graph columns the text lacks are listed in metadata ``not_recorded``. Summaries without a Target (execution-only logs) are refused: parse them with
     `parse_profile_summary` instead.
     """
-    from ..profile_writer import ProfileWriter
+    from ..pop.writer import ProfileWriter
     from .mapping import guess_architecture
 
     name = os.fspath(path)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
-from .sources import query_layer
+from .report_source import query_layer
 
 #: Sections in the order they are printed; in all of them a larger number is worse.
 SECTIONS = (

@@ -33,9 +33,9 @@ import numpy as np
 
 from formats.atomic import AtomicOutput
 from formats.errors import InconsistentReportError
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
-from .._base import as_text
+from ..lists_and_enums import as_text
 
 _EXCHANGES = ("DoExchange", "GlobalExchange", "StreamCopyMid")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
-from .._base import as_text
+from ..lists_and_enums import as_text
 
 #: Characters of an operator name shown (longer ones are cut).
 MAX_NAME = 1000
@@ -45,7 +45,7 @@ class OperatorTime:
 
 def op_types_from_debug(reader: ProfileReader, debug_path: str) -> dict[int, str]:
     """Program id -> operator type: the ``op_type`` of the nearest debug context (itself or an ancestor)."""
-    from formats.debug_info import DebugInfoReader
+    from formats.debug.debug_cbor import DebugInfoReader
 
     records = DebugInfoReader(debug_path).records
     found: dict[int, str | None] = {}

@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from formats.errors import InvalidInputError, PvaError
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
 from .chart_options import PLOT_FORMATS, PLOT_KINDS, format_size
 from .html.chart_data import (
@@ -23,7 +23,7 @@ from .html.chart_data import (
     vertex_types,
 )
 from .html.output import atomic_file, check_output
-from .sources import opened
+from .report_source import opened
 from .summary import summary_data
 
 #: What `pva plot --kind` draws.

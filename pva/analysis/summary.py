@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
 #: Display names of storage categories in the "By Data Type" rows, in the order Poplar prints them.
 DATA_TYPE_LABELS = {

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from formats.jsonplain import plain
+from formats.json_values import plain
 
 #: Rows a table's column widths are measured on; the rest are streamed in those widths.
 TABLE_SAMPLE_ROWS = 1000

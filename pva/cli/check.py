@@ -32,7 +32,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from formats.progress import Progress
 
-    from ..files import check, check_notes
+    from ..file_operations import check, check_notes
 
     problems = check(args.report, quick=args.quick, progress=Progress())
     notes = check_notes(args.report)

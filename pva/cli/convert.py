@@ -39,7 +39,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from formats.progress import Progress
 
-    from ..files import convert
+    from ..file_operations import convert
 
     bar = Progress(sys.stderr, enabled=args.progress)
     try:

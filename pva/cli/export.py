@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..files import EXPORT_FORMATS
+from ..file_operations import EXPORT_FORMATS
 from ._common import add_json_flag, print_json
 
 
@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..files import export
+    from ..file_operations import export
 
     written = export(args.report, args.format, args.output)
     if _is_standard_output(args.output):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 import time
 
-from ..analysis.multi import SUGGEST_DATASET_REPORTS, Limits, run_query
+from ..analysis.fleet_query import SUGGEST_DATASET_REPORTS, Limits, run_query
 from ..errors import PvaError
-from ..files import QUERY_EXAMPLE
+from ..file_operations import QUERY_EXAMPLE
 from ._tables import add_format_options, write_rows
 
 

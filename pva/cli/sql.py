@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..files import SQL_EXAMPLE, SQL_MEMORY_LIMIT, SQL_TIMEOUT
+from ..file_operations import SQL_EXAMPLE, SQL_MEMORY_LIMIT, SQL_TIMEOUT
 from ._tables import add_format_options, write_rows
 
 
@@ -41,7 +41,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..files import sql
+    from ..file_operations import sql
 
     result = sql(
         args.report,

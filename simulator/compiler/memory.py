@@ -19,7 +19,7 @@ import bisect
 
 import numpy as np
 
-from formats.categories import CATEGORIES, CATEGORY_DESCRIPTIONS
+from formats.pop.categories import CATEGORIES, CATEGORY_DESCRIPTIONS
 
 from .regions import Sparse
 

@@ -20,9 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_walk import walk
 
 import pva
-from formats.check import check_report
 from formats.errors import PvaError
-from formats.profile_reader import ProfileReader
+from formats.pop.check import check_report
+from formats.pop.reader import ProfileReader
 
 #: Objects visited per walk (the walk reads every getter of each).
 WALK_BUDGET = 600

@@ -365,7 +365,7 @@ def ipc_compression_bomb(
 
 def declared_rows_bomb(source, out, *, rows: int = 2_000_000, matrix: str = "step_cycles_by_tile") -> pathlib.Path:
     """Issue 17 item 3: a matrix whose index and one chunk declare `rows` rows (the report has far fewer)."""
-    from formats.arrow_chunks import encode_chunk
+    from formats.pop.arrow_chunks import encode_chunk
 
     source, out = pathlib.Path(source), pathlib.Path(out)
     _num_rows, num_cols = _matrix_shape(source, matrix)
@@ -391,7 +391,7 @@ def trace_compression_bomb(source, out, *, batch_rows: int = 20_000_000, batches
     rows than the thread has events."""
     import pyarrow as pa
 
-    from formats.trace_writer import thread_columns_schema
+    from formats.trace.writer import thread_columns_schema
 
     schema = thread_columns_schema()
 

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from formats.profile_writer import ProfileWriter
+from formats.pop.writer import ProfileWriter
 
 
 def write_long_report(

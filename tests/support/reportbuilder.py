@@ -13,8 +13,8 @@ import sqlite3
 
 import numpy as np
 
-from formats.profile_writer import MEMORY_REGIONS, ProfileWriter
-from formats.schema import profile_schema
+from formats.pop.schema import profile_schema
+from formats.pop.writer import MEMORY_REGIONS, ProfileWriter
 from pva.compilation import CATEGORIES
 
 TILES_PER_IPU = 4

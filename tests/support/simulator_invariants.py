@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
 
 def check_report(path) -> list[str]:

@@ -9,7 +9,7 @@ import contextlib
 import os
 
 from ..compare import compare
-from ..sources import opened
+from ..report_source import opened
 from .chart_data import Limits, report_data
 from .output import atomic_file, check_output
 from .render import render_page

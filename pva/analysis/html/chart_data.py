@@ -1,6 +1,6 @@
 """The figures the HTML report and `pva plot` draw, read from a report's query layer with numpy.
 
-Every function takes a `formats.profile_reader.ProfileReader` (its query layer) and returns plain data (numpy
+Every function takes a `formats.pop.reader.ProfileReader` (its query layer) and returns plain data (numpy
 arrays, lists, numbers); large series are downsampled here, and each result says what it
 downsampled so the page and the plots can tell the reader.
 """
@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from formats.profile_reader import ProfileReader
+from formats.pop.reader import ProfileReader
 
 from ..chart_options import Limits
 from ..summary import summary_data

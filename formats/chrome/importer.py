@@ -1,0 +1,1164 @@
+"""Chrome trace event JSON in (chrome://tracing, the Perfetto UI, PyTorch profiler traces): a
+Chrome trace file becomes a pva trace file, in bounded memory.
+
+The array form ``[{...}, ...]`` (whose closing bracket Chrome allows to be missing) and the
+object form ``{"traceEvents": [...], ...}``; phases X (complete), B/E (begin/end), i/I (instant),
+C (counter) and M (process/thread names and sort order); timestamps and durations in
+microseconds. Each event's ``args`` are kept as JSON (for example SigmaStar's per-layer
+``total_cycle`` and cycle percentages), its category becomes the event's channel, and keys
+Chrome defines but the trace file has no column for are kept under ``args["_chrome"]``. Events
+of one thread that overlap without nesting are moved to extra threads named "... (overlap N)",
+because trace file events nest. Other phases (async, flow, samples, objects) are counted and
+skipped.
+
+Events are checked a block at a time as they are parsed (events of the usual shapes in one quick
+pass, any other one by a check that names its JSON location) and staged as columns: a thread index,
+start, end, file order, channel, label and args per event. Up to a memory bound (`STAGE_MEMORY`)
+the columns stay in memory; beyond it they are moved, sorted by thread, to a temporary Arrow IPC
+file beside the output, removed when the conversion ends. Each thread's events are then gathered,
+ordered by start (longest first, then in file order), placed on the thread or an overlap thread
+where they nest, given their ids and parents, and written to the trace file as one set of
+columns. Memory stays within the bound plus the events of the largest thread, whatever the size
+of the trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from ..atomic import AtomicOutput, output_error
+from ..detect import check_regular_file
+from ..errors import InvalidInputError, PvaError
+from ..gcpause import gc_paused
+from ..json_values import plain
+from ..progress import Progress
+from ..streaming.json_events import open_binary
+from ..streaming.tree import describe, location
+from ..trace.writer import NULL
+from . import parallel_read as halves
+from .events import NotFastError, Readable, read_trace_blocks_fast, read_trace_items
+
+#: Phases imported; any other phase is counted and skipped.
+PHASES = frozenset("XBEiICM")
+#: Largest |timestamp| accepted, in microseconds (about 146,000 years).
+MAX_TIME = 1 << 62
+#: Events (and counter samples) staged per batch by the exact reader; the fast one stages a block
+#: (about 1 MB of JSON) per batch.
+BATCH = 50_000
+#: Keys of an event that map to trace file columns.
+_CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
+#: Ids given to processes and threads named by strings start here.
+_SYNTHETIC_ID = 1 << 40
+_ID_LIMIT = 1 << 62
+#: The end of an event that never ended, in `assign_lanes`.
+_INFINITY = 1 << 63
+#: MAX_TIME as a float, compared with timestamps (a float compared with a large int is slower).
+_MAX_TIME_FLOAT = float(MAX_TIME)
+#: The end of an event that never ended, in the staged columns.
+_OPEN = 2**63 - 1
+#: Bytes of staged columns sorted and written to the temporary file at a time.
+_SPILL_BYTES = 32 << 20
+#: Events of a thread taken at a time by the nesting pass.
+_NEST_SLICE = 1 << 16
+#: Events that must nest in a row before the nesting pass tries numpy again after one that does not.
+_NEST_RUN = 64
+#: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
+STAGE_MEMORY = 256 << 20
+
+
+@dataclasses.dataclass
+class ImportStats:
+    """What an import read and wrote."""
+
+    events: int = 0
+    threads: int = 0
+    counter_samples: int = 0
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    truncated: bool = False
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+
+class _Thread:
+    """A (pid, tid) seen: its index in the staged columns and its B events waiting for their E."""
+
+    __slots__ = ("index", "stack")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.stack: list[tuple[int, int]] = []  # (seq, start) of B events not ended yet
+
+
+def _event_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("group", pa.int32()),  # index of the event's thread
+            ("seq", pa.int64()),  # order of the event in the file
+            ("start", pa.int64()),
+            ("end", pa.int64()),  # _OPEN while open
+            ("channel", pa.int32()),  # index in the channels, in order of first use
+            ("label", pa.string()),
+            ("args", pa.binary()),  # JSON object, or null
+        ]
+    )
+
+
+def _counter_schema() -> pa.Schema:
+    return pa.schema([("group", pa.int32()), ("timestamp", pa.int64()), ("value", pa.float64())])
+
+
+class _Spool:
+    """Record batches whose first column ("group") says which thread or counter a row belongs to:
+    kept in memory up to `limit` bytes, and beyond it moved, sorted by group, to a temporary Arrow
+    IPC file beside the output. `group` then gives a group's rows in the order they were added."""
+
+    def __init__(self, schema: pa.Schema, output: str, limit: int, path: str | None = None) -> None:
+        self.schema = schema
+        self._output = output
+        self._limit = limit
+        self._path = path  # a temporary file another owns, to spill to instead of one of our own
+        self._memory: list[pa.RecordBatch] = []
+        self._bytes = 0
+        self._spilled: dict[int, list[int]] = {}  # group -> numbers of its batches in the file
+        self._batches = 0
+        self._file: AtomicOutput | None = None
+        self._sink: Any = None
+        self._writer: Any = None
+        self._source: Any = None
+        self._reader: Any = None
+        self._kept: dict[int, list[pa.RecordBatch]] = {}  # group -> its rows left in memory at the end
+        # rows of another spool's file: (reader, group -> its batches there, change to each batch)
+        self._parts: list[tuple[Any, dict[int, list[int]], Callable[[pa.RecordBatch], pa.RecordBatch]]] = []
+        self._part_sources: list[Any] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self._memory.append(batch)
+        self._bytes += batch.nbytes
+        if self._bytes > self._limit:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Move the rows in memory to the file."""
+        try:
+            if self._sink is None:
+                if self._path is None:
+                    self._file = AtomicOutput(self._output)
+                self._sink = pa.OSFile(self._path or self._file.path, "wb")  # type: ignore[union-attr]
+                self._writer = pa.ipc.new_file(self._sink, self.schema)
+            for group, batch in self._by_group():
+                self._writer.write_batch(batch)
+                self._spilled.setdefault(group, []).append(self._batches)
+                self._batches += 1
+        except (FileNotFoundError, PermissionError) as exc:
+            raise InvalidInputError(f"cannot write {self._output!r}: {exc}", self._output) from None
+        except OSError as exc:  # a full disk
+            translated = output_error(exc, self._output, only_machine=True)
+            if translated is not None:
+                raise translated from None
+            raise
+
+    def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record
+        batch per group of each slice (rows in the order they were added)."""
+        batches, self._memory, self._bytes = self._memory, [], 0
+        while batches:
+            size = 0
+            count = 0
+            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
+                size += batches[count].nbytes
+                count += 1
+            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
+            del batches[:count]
+            groups = part.column(0).to_numpy()
+            order = np.argsort(groups, kind="stable")
+            groups = groups[order]
+            part = part.take(order).combine_chunks()
+            bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
+            for first, stop in zip([0, *bounds], [*bounds, len(groups)]):
+                if stop > first:
+                    for batch in part.slice(first, stop - first).to_batches():
+                        yield int(groups[first]), batch
+
+    def finish(self) -> None:
+        """All rows are added: those in memory are ordered by group, the file opened for reading."""
+        for group, batch in self._by_group():
+            self._kept.setdefault(group, []).append(batch)
+        if self._writer is not None:
+            self._close_file()
+            self._source = pa.OSFile(self._path or self._file.path, "rb")  # type: ignore[union-attr]
+            self._reader = pa.ipc.open_file(self._source)
+
+    def _close_file(self) -> None:
+        """Finish the file the rows were moved to."""
+        self._writer.close()
+        self._sink.close()
+        self._writer = self._sink = None
+
+    def hand_over(self) -> dict[int, list[int]]:
+        """All rows are added: move them all to the file (another's, given as `path`) and close it;
+        returns the numbers of each group's batches there, for `attach`."""
+        self._spill()
+        self._close_file()
+        return self._spilled
+
+    def attach(
+        self, path: str, groups: dict[int, list[int]], change: Callable[[pa.RecordBatch], pa.RecordBatch]
+    ) -> None:
+        """Add the rows another spool handed over in `path` after ours: `groups` gives each of our
+        groups its batches there, and `change` is applied to each batch read."""
+        source = pa.OSFile(path, "rb")
+        self._parts.append((pa.ipc.open_file(source), groups, change))
+        self._part_sources.append(source)
+
+    def group(self, group: int) -> pa.Table:
+        """The rows of one group, in the order they were added."""
+        pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
+        pieces.extend(self._kept.pop(group, ()))
+        for reader, groups, change in self._parts:
+            pieces.extend(change(reader.get_batch(k)) for k in groups.get(group, ()))
+        return pa.Table.from_batches(pieces, self.schema).combine_chunks()
+
+    def close(self) -> None:
+        """Remove the temporary file."""
+        for handle in (self._writer, self._sink, self._source, *self._part_sources):
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.close()
+        self._writer = self._sink = self._source = self._reader = None
+        self._parts, self._part_sources = [], []
+        if self._file is not None:
+            self._file.abort()
+
+
+class _Importer:
+    """Checks events and stages them as columns; `write` writes the trace file from them."""
+
+    def __init__(
+        self, name: str, output: str, memory: int | None = None, *, spill_to: tuple[str, str] | None = None
+    ) -> None:
+        """`spill_to`: for the second half of a trace read apart (`hand_over`), the temporary files
+        (of another) that take its staged events and counter samples."""
+        self.name = name
+        self.threads: dict[tuple[int, int], _Thread] = {}
+        self._fast_threads: dict[tuple[int, int], _Thread] = {}  # threads of integer pid and tid
+        self.process_names: dict[int, str] = {}
+        self.process_order: dict[int, int] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.thread_order: dict[tuple[int, int], int] = {}
+        self.channels: dict[str, int] = {}
+        self.counter_keys: dict[tuple[int, str, str], int] = {}
+        self.string_pids: dict[str, int] = {}
+        self.string_tids: dict[tuple[int, str], int] = {}
+        self.stats = ImportStats()
+        self.unmatched_ends = 0
+        limit = STAGE_MEMORY if memory is None else memory
+        events_file, counters_file = spill_to or (None, None)
+        self._events = _Spool(_event_schema(), output, limit * 7 // 8, events_file)
+        self._counters = _Spool(_counter_schema(), output, limit // 8, counters_file)
+        # E events of a second half whose B event is not in it: (thread, end, args), in file order
+        self._dangling: list[tuple[int, int, dict | None]] | None = [] if spill_to else None
+        # the batch being staged, a row per event: (thread index, ts, dur or NaN for a B event, label,
+        # channel index, args JSON or None); `_base` is the seq (order in the file) of its first event
+        self._base = 0
+        self._rows: list[tuple[int, float, float, str, int, bytes | None]] = []
+        self._counts = np.zeros(0, dtype=np.int64)  # events staged per thread, up to the last batch
+        self._ends: dict[int, int] = {}  # position in the batch -> end, for B events ended
+        self._late: list[tuple[int, int, int, dict | None]] = []  # (thread, seq, end, args) of earlier B events
+        self._sample_key: list[int] = []
+        self._sample_ts: list[float] = []
+        self._sample_value: list[float] = []
+
+    def close(self) -> None:
+        """Remove the temporary files."""
+        self._events.close()
+        self._counters.close()
+
+    def fail(self, parts: list, message: str) -> InvalidInputError:
+        return InvalidInputError(f"{self.name!r}: {location(parts)}: {message}", self.name)
+
+    def _pid(self, value: Any, parts: list) -> int:
+        if value is None:
+            return 0
+        if isinstance(value, str):
+            found = self.string_pids.get(value)
+            if found is None:
+                found = self.string_pids[value] = _SYNTHETIC_ID + len(self.string_pids)
+                self.process_names.setdefault(found, value)
+            return found
+        return self._int(value, parts, "a process id (integer or string)")
+
+    def _tid(self, pid: int, value: Any, parts: list) -> int:
+        if value is None:
+            return 0
+        if isinstance(value, str):
+            key = (pid, value)
+            found = self.string_tids.get(key)
+            if found is None:
+                found = self.string_tids[key] = _SYNTHETIC_ID + len(self.string_tids)
+                self.thread_names.setdefault((pid, found), value)
+            return found
+        return self._int(value, parts, "a thread id (integer or string)")
+
+    def _int(self, value: Any, parts: list, what: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(parts, f"expected {what}, found {describe(value)}")
+        if isinstance(value, float) and not value.is_integer():
+            raise self.fail(parts, f"expected {what}, found {describe(value)}")
+        number = int(value)
+        if not -(1 << 62) <= number < (1 << 62):
+            raise self.fail(parts, f"expected {what} that fits in 63 bits, found {describe(value)}")
+        return number
+
+    def _time(self, value: Any, parts: list, what: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(parts, f"expected {what} in microseconds (a number), found {describe(value)}")
+        number = float(value)
+        if not math.isfinite(number) or abs(number) >= MAX_TIME:
+            raise self.fail(parts, f"expected {what} in microseconds below 2**62, found {describe(value)}")
+        return number
+
+    def _string(self, value: Any, parts: list, what: str, default: str = "") -> str:
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.fail(parts, f"expected {what} (a string), found {describe(value)}")
+        return value
+
+    def add_block(self, prefix: list, first: int, events: list) -> None:
+        """Check and stage a block of events (the `first`-th of the array onwards).
+
+        Events of the usual shapes (integer pid and tid already seen, string name and category,
+        numeric times, object args, and for an E event no args) are staged here; every other
+        event, and any that fails a check, by `add`, which says what is wrong."""
+        threads = self._fast_threads
+        channels = self.channels
+        counter_keys = self.counter_keys
+        stage = self._rows.append
+        sample_key = self._sample_key.append
+        sample_ts = self._sample_ts.append
+        sample_value = self._sample_value.append
+        dumps = orjson.dumps
+        core = _CORE_KEYS
+        nan = math.nan
+        limit = _MAX_TIME_FLOAT
+        base = self._base
+        seq = self.stats.events
+        ends = self._ends
+        low = -limit
+        id_low = -_ID_LIMIT
+        for offset, event in enumerate(events):
+            try:
+                ph = event["ph"]
+                ts = event["ts"]
+                kind = type(ts)
+                if not ((kind is float or kind is int) and low < ts < limit):
+                    raise _SlowPathError
+                instant = False
+                if ph == "X":
+                    dur = event.get("dur", 0)
+                    kind = type(dur)
+                    if not ((kind is float or kind is int) and 0 <= dur < limit and ts + dur < limit):
+                        raise _SlowPathError
+                elif ph == "E":
+                    dur = None
+                elif ph == "B":
+                    dur = nan
+                elif ph == "C":
+                    pid = event["pid"]
+                    label = event["name"]
+                    args = event["args"]
+                    tid = event.get("tid")
+                    if (
+                        type(pid) is not int
+                        or not id_low <= pid < _ID_LIMIT
+                        or type(label) is not str
+                        or type(args) is not dict
+                        or not (tid is None or (type(tid) is int and id_low <= tid < _ID_LIMIT))
+                    ):
+                        raise _SlowPathError
+                    keys = []
+                    for series, value in args.items():
+                        kind = type(value)
+                        if not ((kind is int or kind is float) and value - value == 0):
+                            raise _SlowPathError
+                        keys.append(counter_keys[(pid, label, series)])
+                    for key, value in zip(keys, args.values()):
+                        sample_key(key)
+                        sample_ts(ts)
+                        sample_value(value)
+                    self.stats.counter_samples += len(keys)
+                    continue
+                elif ph == "i" or ph == "I":
+                    dur = 0.0
+                    instant = True
+                else:
+                    raise _SlowPathError
+                pid = event["pid"]
+                tid = event["tid"]
+                if type(pid) is not int or type(tid) is not int:
+                    raise _SlowPathError
+                thread = threads[(pid, tid)]
+                cat = event.get("cat")
+                channel = channels[cat if cat is not None else ""]
+                args = event.get("args")
+                if args is not None and type(args) is not dict:
+                    raise _SlowPathError
+                if dur is None:  # an E event
+                    label = event.get("name")
+                    if label is not None and type(label) is not str:
+                        raise _SlowPathError
+                    size = 4 + (label is not None) + ("dur" in event) + (cat is not None) + (args is not None)
+                    if args or len(event) != size or not thread.stack:
+                        raise _SlowPathError  # args to merge, or unknown keys, or no begin event
+                    begin_seq, begin = thread.stack[-1]
+                    end = round(float(ts))
+                    if end < begin:
+                        raise _SlowPathError
+                    thread.stack.pop()
+                    if begin_seq >= base:
+                        ends[begin_seq - base] = end
+                    else:
+                        self._late.append((thread.index, begin_seq, end, None))
+                    continue
+                label = event["name"]
+                if type(label) is not str:
+                    raise _SlowPathError
+                if len(event) != 5 + ("dur" in event) + (cat is not None) + (args is not None):
+                    extra = {key: value for key, value in event.items() if key not in core}
+                    if extra:
+                        args = dict(args or {})
+                        args["_chrome"] = extra
+                if instant:
+                    args = dict(args or {})
+                    args.setdefault("_chrome", {})["ph"] = ph
+                text = dumps(args) if args else None
+            except (_SlowPathError, KeyError, TypeError, orjson.JSONEncodeError):
+                self.stats.events = seq
+                self.add(prefix + [first + offset], event)
+                seq = self.stats.events
+                base = self._base
+                ends = self._ends
+                continue
+            if dur != dur:  # NaN: a B event
+                thread.stack.append((seq, round(float(ts))))
+            stage((thread.index, ts, dur, label, channel, text))
+            seq += 1
+        self.stats.events = seq
+        # sealed now, so that nothing parsed from this block outlives it (small objects kept from
+        # many blocks would keep the memory of all their events)
+        self._seal()
+
+    def add(self, parts: list, event: Any) -> None:
+        """Check one trace event and stage it."""
+        if not isinstance(event, dict):
+            raise self.fail(parts, f"expected a trace event (an object), found {describe(event)}")
+        phase = event.get("ph")
+        if not isinstance(phase, str):
+            raise self.fail(parts + ["ph"], f'expected the event phase (a string such as "X"), found {describe(phase)}')
+        if phase not in PHASES:
+            self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + 1
+            return
+        raw_pid = event.get("pid")
+        pid = raw_pid
+        if type(pid) is not int or not -_ID_LIMIT <= pid < _ID_LIMIT:
+            pid = self._pid(pid, parts + ["pid"])
+        raw_tid = event.get("tid")
+        tid = raw_tid
+        if type(tid) is not int or not -_ID_LIMIT <= tid < _ID_LIMIT:
+            tid = self._tid(pid, tid, parts + ["tid"])
+        label = event.get("name")
+        if type(label) is not str:
+            label = self._string(label, parts + ["name"], "the event name")
+        if phase == "M":
+            self._metadata(event, parts, pid, tid, label)
+            return
+        ts: Any = event.get("ts")
+        kind = type(ts)
+        if kind is float or kind is int:
+            ts = float(ts)
+        if not (type(ts) is float and -MAX_TIME < ts < MAX_TIME):
+            ts = self._time(event.get("ts"), parts + ["ts"], "the timestamp")
+        if phase == "C":
+            self._counter(event, parts, pid, label, ts)
+            return
+        channel = event.get("cat")
+        if type(channel) is not str:
+            channel = self._string(channel, parts + ["cat"], "the category")
+        thread = self.threads.get((pid, tid))
+        if thread is None:
+            thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
+        if type(raw_pid) is int and type(raw_tid) is int and raw_pid == pid and raw_tid == tid:
+            self._fast_threads[(pid, tid)] = thread
+        if phase == "E":
+            self._end(event, parts, thread, ts)
+            return
+        args = event.get("args")
+        if (args is not None and type(args) is not dict) or not _CORE_KEYS.issuperset(event):
+            args = self._args(event, parts)
+        if phase == "i" or phase == "I":
+            args = dict(args or {})
+            args.setdefault("_chrome", {})["ph"] = phase
+        if phase == "X":
+            duration = event.get("dur", 0)
+            kind = type(duration)
+            if kind is float or kind is int:
+                duration = float(duration)
+            if not (type(duration) is float and 0 <= duration < MAX_TIME):
+                duration = self._time(event.get("dur", 0), parts + ["dur"], "the duration")
+                if duration < 0:
+                    raise self.fail(parts + ["dur"], f"expected a duration >= 0, found {describe(duration)}")
+            if not ts + duration < MAX_TIME:
+                raise self.fail(
+                    parts + ["dur"], f"expected the event to end before 2**62 µs, found {describe(duration)}"
+                )
+        elif phase == "B":
+            duration = math.nan
+            thread.stack.append((self.stats.events, round(ts)))
+        else:  # instant
+            duration = 0.0
+        channel_index = self.channels.get(channel)
+        if channel_index is None:
+            channel_index = self.channels[channel] = len(self.channels)
+        self._rows.append(
+            (thread.index, ts, duration, label, channel_index, _json(args, self, parts) if args else None)
+        )
+        self.stats.events += 1
+        if len(self._rows) >= BATCH:
+            self._seal()
+
+    def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
+        """An E event: the end of the thread's innermost B event still open."""
+        if not thread.stack:
+            if self._dangling is not None:  # its B event may be in the first half
+                args = self._args(event, parts)
+                if args:
+                    _json(args, self, parts)
+                self._dangling.append((thread.index, round(ts), args or None))
+                return
+            self.unmatched_ends += 1
+            return
+        seq, begin = thread.stack.pop()
+        end = round(ts)
+        if end < begin:
+            raise self.fail(parts + ["ts"], f"the end ({ts} µs) comes before its begin event ({begin} µs)")
+        args = self._args(event, parts)
+        if seq < self._base:  # staged in an earlier batch: applied when the thread is written
+            if args:
+                _json(args, self, parts)  # checked now, where its location is known
+            self._late.append((thread.index, seq, end, args or None))
+            return
+        position = seq - self._base
+        self._ends[position] = end
+        if args:
+            row = self._rows[position]
+            merged = orjson.loads(row[5]) if row[5] else {}
+            merged.update(args)
+            self._rows[position] = (*row[:5], _json(merged, self, parts))
+
+    def _args(self, event: dict, parts: list) -> dict | None:
+        args = event.get("args")
+        if args is not None and not isinstance(args, dict):
+            raise self.fail(parts + ["args"], f"expected an object, found {describe(args)}")
+        extra = {k: v for k, v in event.items() if k not in _CORE_KEYS}
+        if extra:
+            args = dict(args or {})
+            args["_chrome"] = extra
+        return args
+
+    def _seal(self) -> None:
+        """Move the batch being staged to the spool, as Arrow columns."""
+        count = len(self._rows)
+        if count:
+            group, ts_values, dur_values, labels, channels, texts = zip(*self._rows)
+            self._rows.clear()
+            ts = np.array(ts_values, dtype=np.float64)
+            dur = np.array(dur_values, dtype=np.float64)
+            start = np.rint(ts).astype(np.int64)
+            open_ = np.isnan(dur)
+            end = np.rint(np.where(open_, 0.0, ts + dur)).astype(np.int64)
+            end[open_] = _OPEN
+            if self._ends:
+                end[np.fromiter(self._ends, np.int64)] = np.fromiter(self._ends.values(), np.int64)
+            threads = np.array(group, dtype=np.int32)
+            batch = pa.record_batch(
+                [
+                    pa.array(threads),
+                    pa.array(np.arange(self._base, self._base + count, dtype=np.int64)),
+                    pa.array(start),
+                    pa.array(end),
+                    pa.array(np.array(channels, dtype=np.int32)),
+                    pa.array(labels, type=pa.string()),
+                    pa.array(texts, type=pa.binary()),
+                ],
+                schema=self._events.schema,
+            )
+            self._events.add(batch)
+            counts = np.bincount(threads, minlength=len(self.threads))
+            counts[: len(self._counts)] += self._counts
+            self._counts = counts
+            self._base += count
+            self._ends = {}
+        if self._sample_key:
+            batch = pa.record_batch(
+                [
+                    pa.array(np.array(self._sample_key, dtype=np.int32)),
+                    pa.array(np.rint(np.array(self._sample_ts, dtype=np.float64)).astype(np.int64)),
+                    pa.array(np.array(self._sample_value, dtype=np.float64)),
+                ],
+                schema=self._counters.schema,
+            )
+            self._counters.add(batch)
+            for column in (self._sample_key, self._sample_ts, self._sample_value):
+                column.clear()
+
+    def _metadata(self, event: dict, parts: list, pid: int, tid: int, label: str) -> None:
+        args = event.get("args")
+        if not isinstance(args, dict):
+            raise self.fail(parts + ["args"], f"expected an object, found {describe(args)}")
+        if label == "process_name":
+            self.process_names[pid] = self._string(args.get("name"), parts + ["args", "name"], "a process name")
+        elif label == "thread_name":
+            self.thread_names[(pid, tid)] = self._string(args.get("name"), parts + ["args", "name"], "a thread name")
+        elif label == "process_sort_index":
+            self.process_order[pid] = self._int(args.get("sort_index"), parts + ["args", "sort_index"], "a sort index")
+        elif label == "thread_sort_index":
+            self.thread_order[(pid, tid)] = self._int(
+                args.get("sort_index"), parts + ["args", "sort_index"], "a sort index"
+            )
+        else:
+            self.stats.skipped["M:" + label] = self.stats.skipped.get("M:" + label, 0) + 1
+
+    def _counter(self, event: dict, parts: list, pid: int, label: str, ts: float) -> None:
+        args = event.get("args")
+        if not isinstance(args, dict):
+            raise self.fail(parts + ["args"], f"expected an object of counter values, found {describe(args)}")
+        for series, value in args.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise self.fail(
+                    parts + ["args", series], f"expected a counter value (a number), found {describe(value)}"
+                )
+            key = (pid, label, series)
+            index = self.counter_keys.get(key)
+            if index is None:
+                index = self.counter_keys[key] = len(self.counter_keys)
+            self._sample_key.append(index)
+            self._sample_ts.append(ts)
+            self._sample_value.append(float(value))
+            self.stats.counter_samples += 1
+        if len(self._sample_key) >= BATCH:
+            self._seal()
+
+    def finish(self) -> None:
+        """All events are read: B events never ended stay open."""
+        self._seal()
+        self._events.finish()
+        self._counters.finish()
+        if self.unmatched_ends:
+            self.stats.warnings.append(f"{self.unmatched_ends} end (E) event(s) without a begin event were skipped")
+
+    def hand_over(self) -> dict:
+        """All events of a second half are read: its staged rows go to the files of `spill_to`, and
+        the rest of what it read is returned for `merge` (in the process of the first half), as
+        values JSON carries (lists of pairs where keys are not strings)."""
+        self._seal()
+        return {
+            "stats": dataclasses.asdict(self.stats),
+            "threads": [[pid, tid, thread.index] for (pid, tid), thread in self.threads.items()],
+            "counts": self._counts.tolist(),
+            "channels": list(self.channels),  # in order of their indices
+            "counter_keys": [[*key, index] for key, index in self.counter_keys.items()],
+            "names": [
+                list(self.process_names.items()),
+                list(self.process_order.items()),
+                [[*key, name] for key, name in self.thread_names.items()],
+                [[*key, index] for key, index in self.thread_order.items()],
+            ],
+            "string_ids": bool(self.string_pids or self.string_tids),
+            "late": self._late,
+            "dangling": self._dangling,
+            "events": list(self._events.hand_over().items()),
+            "counters": list(self._counters.hand_over().items()),
+        }
+
+    def merge(self, half: dict, files: tuple[str, str]) -> bool:
+        """Take in the second half of the trace (`hand_over`'s answer, its rows in `files`) after this
+        first half, as if read in one go; False, with this half unusable, when only reading the
+        whole trace in one go can tell (string process or thread ids, an end before its begin)."""
+        if half["string_ids"]:
+            return False
+        self._seal()
+        offset = self.stats.events
+        thread_map = np.zeros(len(half["threads"]), dtype=np.int64)
+        threads_by_index: dict[int, _Thread] = {}
+        for pid, tid, index in half["threads"]:
+            thread = self.threads.get((pid, tid))
+            if thread is None:
+                thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
+            thread_map[index] = thread.index
+            threads_by_index[index] = thread
+        for index, end, args in half["dangling"]:
+            thread = threads_by_index[index]
+            if not thread.stack:
+                self.unmatched_ends += 1
+                continue
+            seq, begin = thread.stack.pop()
+            if end < begin:
+                return False
+            self._late.append((thread.index, seq, end, args))
+        for index, seq, end, args in half["late"]:
+            self._late.append((int(thread_map[index]), seq + offset, end, args))
+        channel_map = np.array(
+            [self.channels.setdefault(name, len(self.channels)) for name in half["channels"]] or [0], dtype=np.int32
+        )
+        key_map = {
+            index: self.counter_keys.setdefault((pid, label, series), len(self.counter_keys))
+            for pid, label, series, index in half["counter_keys"]
+        }
+        counts = np.zeros(len(self.threads), dtype=np.int64)
+        counts[: len(self._counts)] = self._counts
+        theirs = np.array(half["counts"], dtype=np.int64)
+        np.add.at(counts, thread_map[: len(theirs)], theirs[: len(thread_map)])
+        self._counts = counts
+        process_names, process_order, thread_names, thread_order = half["names"]
+        self.process_names.update((pid, name) for pid, name in process_names)
+        self.process_order.update((pid, index) for pid, index in process_order)
+        self.thread_names.update(((pid, tid), name) for pid, tid, name in thread_names)
+        self.thread_order.update(((pid, tid), index) for pid, tid, index in thread_order)
+        stats = half["stats"]
+        self.stats.events += stats["events"]
+        self.stats.counter_samples += stats["counter_samples"]
+        for phase, count in stats["skipped"].items():
+            self.stats.skipped[phase] = self.stats.skipped.get(phase, 0) + count
+
+        def shift(batch: pa.RecordBatch) -> pa.RecordBatch:
+            columns = batch.columns
+            columns[1] = pa.array(columns[1].to_numpy() + offset)
+            columns[4] = pa.array(channel_map[columns[4].to_numpy()])
+            return pa.record_batch(columns, schema=batch.schema)
+
+        self._events.attach(files[0], {int(thread_map[g]): found for g, found in half["events"]}, shift)
+        self._counters.attach(files[1], {key_map[g]: found for g, found in half["counters"]}, lambda batch: batch)
+        return True
+
+    def write(self, output: str, fields: str = "") -> None:
+        """Write the trace file from the staged columns, a thread at a time."""
+        from ..trace.writer import TraceWriter
+
+        late: dict[int, list[tuple[int, int, dict | None]]] = {}
+        for thread_index, seq, end, args in self._late:
+            late.setdefault(thread_index, []).append((seq, end, args))
+        self._late = []
+        with TraceWriter(output, producer="pva convert") as writer:
+            writer.set_metadata(source_format="Chrome trace event JSON")
+            if fields:
+                writer.set_metadata(chrome_trace_fields=fields)
+            for pid, name in self.process_names.items():
+                writer.add_process(pid, name, self.process_order.get(pid))
+            for pid in self.process_order:
+                if pid not in self.process_names:
+                    writer.add_process(pid, "", self.process_order[pid])
+            channel_ids = np.array([writer.channel(name) for name in self.channels] or [0], dtype=np.int64)
+            used = set(self.threads)
+            for (pid, tid), thread in sorted(self.threads.items()):
+                ends = late.pop(thread.index, [])
+                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids, ends)
+            for (pid, tid), name in self.thread_names.items():
+                writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
+            for (pid, tid), index in self.thread_order.items():
+                if (pid, tid) not in self.thread_names:
+                    writer.add_thread(pid, tid, "", index)
+            for (pid, label, series), key in self.counter_keys.items():
+                samples = self._counters.group(key)
+                times = samples.column("timestamp").to_numpy()
+                values = samples.column("value").to_numpy()
+                for at in range(0, len(times), BATCH):
+                    part = slice(at, at + BATCH)
+                    writer.add_counter_samples(pid, label, times[part], values[part], series)
+
+    def _write_thread(
+        self,
+        writer: Any,
+        pid: int,
+        tid: int,
+        thread: _Thread,
+        used: set,
+        channel_ids: np.ndarray,
+        late: list[tuple[int, int, dict | None]],
+    ) -> int:
+        """Write a thread's events by start, longest first: each goes to the first lane (track)
+        where it nests, as `assign_lanes` places them, and gets the next id; lanes after the
+        first become threads "... (overlap N)". Returns the number of lanes."""
+        if thread.index >= len(self._counts) or not self._counts[thread.index]:
+            return 0
+        rows = self._events.group(thread.index)
+        seq = _array(rows, "seq").to_numpy()
+        start = _array(rows, "start").to_numpy()
+        end = _array(rows, "end").to_numpy()
+        args = _array(rows, "args")
+        if late:
+            end = end.copy()
+            where = np.searchsorted(seq, [item[0] for item in late])
+            end[where] = [item[1] for item in late]
+            if any(extra for _, _, extra in late):  # args of E events to merge into their B's
+                merged = args.to_pylist()
+                for position, (_, _, extra) in zip(where.tolist(), late):
+                    if extra:
+                        staged = merged[position]
+                        value = orjson.loads(staged) if staged else {}
+                        value.update(extra)
+                        merged[position] = _json(value, self, [])
+                args = pa.array(merged, type=pa.binary())
+        order = np.lexsort((seq, -end, start))
+        start = start[order]
+        end = end[order]
+        lanes, parents = _nest(start, end)
+        count = len(order)
+        first = writer.reserve_event_ids(count)
+        ids = np.arange(first, first + count, dtype=np.int64)
+        parent_ids = np.where(parents >= 0, parents + first, NULL)
+        durations = np.where(end == _OPEN, NULL, end - start)
+        channels = channel_ids[_array(rows, "channel").to_numpy()[order]]
+        labels = _array(rows, "label").take(order)
+        args = args.take(order).cast(pa.string())
+        lane_count = int(lanes.max()) + 1
+        base = self.thread_names.get((pid, tid), f"thread {tid}")
+        for lane in range(lane_count):
+            if lane == 0:
+                lane_tid = tid
+            else:
+                lane_tid = _free_tid(pid, tid, lane, used)
+                writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
+            chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
+            lane_args = args.take(chosen) if lane_count > 1 else args
+            lane_ids = ids[chosen]
+            present = np.flatnonzero(lane_args.is_valid().to_numpy(zero_copy_only=False))
+            writer.insert_thread_columns(
+                pid,
+                lane_tid,
+                lane_ids,
+                parent_ids[chosen],
+                labels.take(chosen) if lane_count > 1 else labels,
+                channels[chosen],
+                start[chosen],
+                durations[chosen],
+                zip(lane_ids[present].tolist(), lane_args.take(present).to_pylist()),
+            )
+        return lane_count
+
+
+def _array(table: pa.Table, name: str) -> pa.Array:
+    return table.column(name).combine_chunks()
+
+
+class _SlowPathError(Exception):
+    """An event the fast path of `_Importer.add_block` leaves to `_Importer.add`."""
+
+
+def _nested_prefix(
+    starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, first: int, chain: list[int], size: int
+) -> tuple[int, list[int]]:
+    """Fill in `parents` (positions) for the events (by start, longest first) from `first` up to
+    the next one that does not nest in lane 0, whose open events are `chain` (positions, outermost
+    first); return where it stopped and the open events then. `size` is the first slice's length.
+
+    While events nest, each one's parent is the last earlier event still open at its start (ending
+    after it): found for a slice of events at a time by halving jumps back over events that ended,
+    with the latest end of each run of 2**k events at hand, or else among the events open when the
+    slice began.
+    """
+    count = len(starts)
+    size = min(_NEST_SLICE, size)
+    while first < count:
+        stop = min(count, first + size)
+        start = starts[first:stop]
+        end = ends[first:stop]
+        runs = [end]  # runs[k][x]: the latest end of events x - 2**k + 1 ... x of the slice
+        width = 1
+        while width * 2 <= stop - first:
+            longer = runs[-1].copy()
+            longer[width:] = np.maximum(runs[-1][width:], runs[-1][:-width])
+            runs.append(longer)
+            width *= 2
+        found = np.arange(-1, stop - first - 1, dtype=np.int64)
+        for k in range(len(runs) - 1, -1, -1):
+            jump = 1 << k
+            inside = found >= jump - 1
+            ended = inside & (runs[k][np.where(inside, found, 0)] <= start)
+            found -= np.where(ended, jump, 0)
+        parent = np.where(found >= 0, found + first, -1)
+        if chain:
+            outer_positions = np.array(chain, dtype=np.int64)
+            open_count = np.searchsorted(-ends[outer_positions], -start, side="left")  # ends fall along the chain
+            outer = np.where(open_count > 0, outer_positions[np.maximum(open_count - 1, 0)], -1)
+            parent = np.where(found >= 0, parent, outer)
+        misfit = np.flatnonzero((parent >= 0) & (end > ends[np.maximum(parent, 0)]))
+        done = first + (int(misfit[0]) if misfit.size else stop - first)
+        parents[first:done] = parent[: done - first]
+        if done > first:
+            chain = []
+            position = done - 1
+            while position >= 0:
+                chain.append(position)
+                position = int(parents[position])
+            chain.reverse()
+        if done < stop:
+            return done, chain
+        first = stop
+        size = min(_NEST_SLICE, size * 2)
+    return count, chain
+
+
+def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lane and parent position of each event, the events in order by start, longest first:
+    each goes to the first lane where it nests inside the innermost event still open (or where
+    none is open), its parent that event. Runs of events that nest in lane 0 are placed by
+    `_nested_prefix`, the others one at a time."""
+    count = len(starts)
+    lanes = np.zeros(count, dtype=np.int64)
+    parents = np.empty(count, dtype=np.int64)
+    others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
+    chain: list[int] = []  # lane 0's open events, outermost first
+    done = 0
+    size = 1 << 12
+    while done < count:
+        placed, chain = _nested_prefix(starts, ends, parents, done, chain, size)
+        run = placed - done
+        done = placed
+        if done == count:
+            break
+        if run >= _NEST_RUN:  # an event that does not nest now and then: place it, then runs again
+            stop = done + 1
+            size = max(_NEST_RUN * 4, 2 * run)
+        else:  # frequent ones: a slice one at a time
+            stop = min(count, done + _NEST_SLICE)
+            size = 1 << 12
+        chain = _place_one_at_a_time(starts, ends, parents, lanes, done, stop, chain, others)
+        done = stop
+    return lanes, parents
+
+
+def _place_one_at_a_time(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    parents: np.ndarray,
+    lanes: np.ndarray,
+    first: int,
+    stop: int,
+    chain: list[int],
+    others: list[list[tuple[int, int]]],
+) -> list[int]:
+    """Place events `first` to `stop` as `_nest` says, lane 0's open events being `chain`; return
+    lane 0's open events after them."""
+    top_ends: list[int] = [_OPEN, *ends[chain].tolist()]  # over a root that never ends
+    top_positions: list[int] = [-1, *chain]
+    pop_end = top_ends.pop
+    pop_position = top_positions.pop
+    push_end = top_ends.append
+    push_position = top_positions.append
+    never = _OPEN
+    found: list[int] = []
+    record = found.append
+    for i, (s, e) in enumerate(zip(starts[first:stop].tolist(), ends[first:stop].tolist()), first):
+        top = top_ends[-1]
+        while top <= s:  # ends of events never ended (and of the root) are above every start
+            pop_end()
+            pop_position()
+            top = top_ends[-1]
+        if e <= top:
+            record(top_positions[-1])
+            push_end(e)
+            push_position(i)
+            continue
+        lane = 1
+        for stack in others:
+            while stack and stack[-1][0] <= s and stack[-1][0] != never:
+                stack.pop()
+            if not stack or e <= stack[-1][0]:
+                break
+            lane += 1
+        else:
+            stack = []
+            others.append(stack)
+        record(stack[-1][1] if stack else -1)
+        stack.append((e, i))
+        lanes[i] = lane
+    parents[first:stop] = found
+    return top_positions[1:]
+
+
+def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:
+    candidate = tid + lane * (1 << 32)
+    while (pid, candidate) in used or not -(1 << 63) <= candidate < (1 << 63):
+        candidate = (candidate + 1) % (1 << 62)
+    used.add((pid, candidate))
+    return candidate
+
+
+def _json(value: Any, importer: _Importer, parts: list) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise importer.fail(parts + ["args"], f"args cannot be stored as JSON ({exc})") from None
+
+
+def assign_lanes(starts: list[int], ends: list[int]) -> list[int]:
+    """A lane (0, 1, ...) for each interval so that the intervals of one lane nest properly.
+
+    Intervals are taken by start, longest first, as formats.trace.writer.nest_events does, and
+    each goes to the first lane where it fits inside the innermost interval still open (or
+    where none is open). Lane 0 gets every interval when they already nest.
+    """
+    order = sorted(range(len(starts)), key=lambda k: (starts[k], -ends[k], k))
+    stacks: list[list[int]] = []
+    lanes = [0] * len(starts)
+    for k in order:
+        s, e = starts[k], ends[k]
+        for lane, stack in enumerate(stacks):
+            while stack and ends[stack[-1]] <= s and ends[stack[-1]] != _INFINITY:
+                stack.pop()
+            if not stack or e <= ends[stack[-1]]:
+                stack.append(k)
+                lanes[k] = lane
+                break
+        else:
+            stacks.append([k])
+            lanes[k] = len(stacks) - 1
+    return lanes
+
+
+def import_chrome_trace(
+    path: str | os.PathLike[str], output: str | os.PathLike[str], *, progress: Progress | None = None
+) -> ImportStats:
+    """Convert a Chrome trace event JSON file into a pva trace file (read it with pva.openTrace).
+
+    The file is read with the fast reader, and again with the exact one when the fast reader
+    cannot be sure (see formats.chrome.events). A large file is read as two halves at once
+    on two processors (formats.chrome.parallel_read) when there are two.
+    """
+    name = os.fspath(path)
+    output = os.fspath(output)
+    info = check_regular_file(name, "Chrome trace file")
+    with gc_paused():  # the parsed events hold no cycles: collections would only walk them again
+        if info.st_size >= halves.MIN_BYTES and halves.processors() >= 2:
+            stats = _import_in_halves(name, output, info.st_size, progress)
+            if stats is not None:
+                return stats
+        for fast in (True, False):
+            importer = _Importer(name, output)
+            try:
+                if progress is not None:
+                    progress.start("reading", info.st_size)
+                advance = progress.advance if progress is not None else None
+                with open_binary(name) as raw:
+                    if fast:
+                        others, status = stage_fast(importer, raw, advance)
+                    else:
+                        items, others, status = read_trace_items(raw, name, progress=advance)
+                        for parts, event in items:
+                            importer.add(parts, plain(event))
+                if progress is not None:
+                    progress.finish()
+                return _write_trace(importer, output, others, status)
+            except NotFastError:
+                continue
+            finally:
+                importer.close()
+    raise AssertionError("the exact reader never asks for another")  # pragma: no cover
+
+
+def _import_in_halves(name: str, output: str, size: int, progress: Progress | None) -> ImportStats | None:
+    """Import the file read as two halves at once, or None when they cannot decide as one reading does."""
+    cut = halves.find_cut(name, size)
+    if cut is None:
+        return None
+    end, start, before, after = cut
+    files: list[AtomicOutput] = []  # the second half's staged rows
+    second: halves.SecondHalf | None = None
+    importer: _Importer | None = None
+    try:
+        try:
+            files.extend(AtomicOutput(output) for _ in range(2))
+            paths = (files[0].path, files[1].path)
+            second = halves.SecondHalf(name, output, start, before, paths, STAGE_MEMORY // 2)
+        except (PvaError, OSError):  # no output there, or no process to be had: one reading says which error
+            return None
+        importer = _Importer(name, output, STAGE_MEMORY // 2)
+        if progress is not None:
+            progress.start("reading", end + len(after))  # the bytes this process reads; the child's in parallel
+        read = _read_halves(importer, second, name, end, after, paths, progress)
+        if read is None:
+            return None
+        if progress is not None:
+            progress.finish()
+        return _write_trace(importer, output, *read)
+    finally:
+        if second is not None:
+            second.stop()
+        if importer is not None:
+            importer.close()
+        for file in files:
+            file.abort()
+
+
+def _read_halves(
+    importer: _Importer,
+    second: halves.SecondHalf,
+    name: str,
+    end: int,
+    after: bytes,
+    files: tuple[str, str],
+    progress: Progress | None,
+) -> tuple[dict, dict] | None:
+    """Read the first half into `importer` and merge the second; the keys besides the events and
+    the status of the reading, or None when the halves cannot decide."""
+    try:
+        with halves.HalfReader(name, 0, end, after=after) as raw:
+            others, status = stage_fast(importer, raw, progress.advance if progress is not None else None)
+    except (NotFastError, InvalidInputError):
+        return None
+    if status.get("keys_after_events"):  # the cut was not in the events array
+        return None
+    answer = second.result()
+    if answer is None or not importer.merge(answer["half"], files):
+        return None
+    others.update(answer["others"])
+    return others, answer["status"]
+
+
+def stage_fast(importer: _Importer, raw: Readable, progress: Callable[[int], None] | None = None) -> tuple[dict, dict]:
+    """Check and stage every event of `raw` with the fast reader: the keys besides the events and
+    the status of the reading (NotFastError where only the exact reader can tell)."""
+    blocks, others, status = read_trace_blocks_fast(raw, progress=progress)
+    for prefix, first, events in blocks:
+        importer.add_block(prefix, first, events)
+    return others, status
+
+
+def _write_trace(importer: _Importer, output: str, others: dict, status: dict) -> ImportStats:
+    """Write the trace file of a whole reading."""
+    importer.finish()
+    stats = importer.stats
+    stats.truncated = status["truncated"]
+    if stats.truncated:
+        stats.warnings.append(
+            "the trace event array is not closed (as when a tracer stopped early); the complete events were read"
+        )
+    if stats.skipped:
+        shown = ", ".join(f"{phase}: {count}" for phase, count in sorted(stats.skipped.items()))
+        stats.warnings.append(f"skipped events of phases this format does not keep ({shown})")
+    other_fields = json.dumps(others, separators=(",", ":"), allow_nan=False) if others else ""
+    importer.write(output, other_fields)
+    return stats

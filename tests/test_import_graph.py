@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from import_graph import PACKAGES, circles, graph, wrong_arrows
 
 

@@ -133,9 +133,12 @@ def wrong_arrows(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
         top = source.split(".")[0]
         for target in sorted(targets):
             target_top = target.split(".")[0]
-            if target_top in FORBIDDEN.get(top, ()):
-                wrong.append((source, target))
-            elif top == "pva" and target_top == "simulator" and source not in SIMULATOR_FROM_PVA:
+            if (
+                target_top in FORBIDDEN.get(top, ())
+                or top == "pva"
+                and target_top == "simulator"
+                and source not in SIMULATOR_FROM_PVA
+            ):
                 wrong.append((source, target))
     return wrong
 

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import os
 import pathlib
 import sqlite3
-import statistics
 import time
 
 import numpy as np
@@ -32,6 +30,7 @@ from formats.pop.writer import ProfileWriter
 from pva.compilation import CATEGORIES
 
 from .corpus import CACHE as CORPUS_CACHE
+from .rows import Row, growth_exponent
 
 SIZES = {
     "full": {"programs": 100_000, "compute_sets": 20_000, "num_ipus": 4, "tiles_per_ipu": 1472},
@@ -284,14 +283,6 @@ def sqlite_rows_with_dispatch(path: str) -> tuple[int, int, int]:
     return len(rows), found["OnTileExecute"], found["DoExchange"]
 
 
-def growth_exponent(sizes: list[int], seconds: list[float]) -> float:
-    """The least-squares slope of log(time) over log(size): 1 for linear growth."""
-    xs = [math.log(n) for n in sizes]
-    ys = [math.log(t) for t in seconds]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-
-
 def bench_visitor(paths: list[pathlib.Path], repeat: int) -> list[dict]:
     """The visitor with loading beside the baseline on each report, alternating; medians in seconds."""
     from .timing import alternate
@@ -329,8 +320,7 @@ def growth_reports(programs: int) -> list[pathlib.Path]:
 
 
 def measure_visitor(ctx) -> list:
-    """Suite rows (benchmarks.suite.Row): the visitor with loading on the run's report, and its growth."""
-    from .suite import Row
+    """Suite rows (benchmarks.rows.Row): the visitor with loading on the run's report, and its growth."""
 
     (main,) = bench_visitor([ctx.main.pop], ctx.repeat)
     programs = main["programs"]

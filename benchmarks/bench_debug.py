@@ -55,11 +55,11 @@ def baseline(path: str) -> dict:
 
 
 def measure_debug_contexts(ctx) -> list:
-    """Suite row (benchmarks.suite.Row): peak memory of reading and walking the contexts."""
+    """Suite row (benchmarks.rows.Row): peak memory of reading and walking the contexts."""
     import os
 
     from .corpus import CACHE
-    from .suite import Row
+    from .rows import Row
     from .timing import child
 
     count = CONTEXTS.get(ctx.main.size, CONTEXTS["large"])

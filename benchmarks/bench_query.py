@@ -25,7 +25,8 @@ import sqlite3
 import time
 
 from .corpus import CACHE, source_hash
-from .suite import Context, Row, _ms
+from .rows import Context, Row, growth_exponent
+from .rows import ms as _ms
 from .timing import alternate
 
 #: Loose-report counts and dataset size per benchmark size.
@@ -284,8 +285,6 @@ def measure_query_reports(ctx: Context) -> list[Row]:
             scanner.close()
         shutil.rmtree(scratch, ignore_errors=True)
     if len(counts) >= 3:
-        from .bench_compilation import growth_exponent
-
         for name, sides in seconds.items():
             ours_g = growth_exponent(list(counts), sides["ours"])
             base_g = growth_exponent(list(counts), sides["baseline"])

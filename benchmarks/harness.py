@@ -17,7 +17,8 @@ import sys
 import time
 
 from .corpus import SIZES, corpus
-from .suite import MEASUREMENTS, Context, Row, run
+from .rows import Context, Row
+from .suite import MEASUREMENTS, run
 
 #: Repetitions per size: (in-process timings, child processes). On `large` each child run (json.load
 #: of 2.4 GB, conversion) takes minutes, so one run of each keeps the suite under 15 minutes; their

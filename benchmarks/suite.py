@@ -7,12 +7,9 @@ peak resident memory of a child process doing only that.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pathlib
 import sqlite3
-import tempfile
-from collections.abc import Callable
 
 import numpy as np
 
@@ -21,52 +18,10 @@ from formats.pop.reader import ProfileReader
 from formats.pop.readonly_sql import run_readonly
 
 from . import startup
-from .corpus import CACHE, Corpus
+from .rows import Context, Row, growth_exponent
+from .rows import ms as _ms
+from .rows import runs as _runs
 from .timing import alternate, alternate_children, child, median_of
-
-
-@dataclasses.dataclass
-class Row:
-    """One line of the table."""
-
-    name: str
-    measurement: str
-    ours: float
-    baseline: float
-    unit: str
-    baseline_what: str
-    target: str
-    met: bool | None
-    ratio: float = 0.0
-    details: dict = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.ratio = self.ours / self.baseline if self.baseline else float("nan")
-
-
-@dataclasses.dataclass
-class Context:
-    """What a measurement needs: the report of the run's size, its reference, repetitions, a log."""
-
-    main: Corpus
-    reference: Corpus
-    repeat: int
-    child_repeat: int
-    log: Callable[[str], None]
-
-    def scratch(self) -> str:
-        return tempfile.mkdtemp(prefix="scratch-", suffix=".tmp", dir=CACHE)
-
-
-def _ms(times: dict[str, list[float]]) -> dict[str, list[float]]:
-    """Every repetition's time in milliseconds, for the JSON details."""
-    return {name: [round(t * 1e3, 3) for t in values] for name, values in times.items()}
-
-
-def _runs(runs: list[dict], *keys: str) -> list[dict]:
-    """The figures of each child run, for the JSON details."""
-    return [{key: round(run[key], 4) for key in keys} for run in runs]
-
 
 # -- 1. opening ------------------------------------------------------------------------------------
 
@@ -467,7 +422,6 @@ GROWTH_LIMIT = 1.1
 def measure_growth(ctx: Context) -> list[Row]:
     """Growth exponents (slope of log time over log size) of open, the step walk and the SQL aggregate
     over the reports of the sizes up to the run's (all three on large); the visitor's is its own row."""
-    from .bench_compilation import growth_exponent
     from .corpus import corpus
 
     sizes = GROWTH_SIZES[: GROWTH_SIZES.index(ctx.main.size) + 1] if ctx.main.size in GROWTH_SIZES else ()

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 from formats.lazy_import import lazy_module
 from formats.pop.categories import CATEGORY_DESCRIPTIONS
 
+from .context import ReportContext
 from .debug import DebugContext, DebugInfo
 from .errors import InconsistentReportError
 from .lists_and_enums import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .liveness import LivenessProgramStep
-from .model_errors import NoSuchObjectError, NotPresentError
+from .model_errors import NotPresentError
 from .programs import ProgramTable
 from .variables import (
     LoweredVariables,
@@ -686,6 +687,16 @@ class CompilationReport:
     def __init__(self, reader: ProfileReader, report) -> None:
         self._reader = reader
         self._report = report
+        self._context = context = ReportContext(reader, report, self.target, Tile, IPU)
+        context.install(
+            program_table=lambda: ProgramTable(context),
+            compute_sets=lambda: self._compute_sets,
+            lowered_variables=lambda: LoweredVariables(context),
+            debug_info=lambda: self._debug_info,
+            variable=self._variable,
+            sized_variables=self._sized_variables,
+            category=self._category,
+        )
 
     __reduce_ex__ = refuse_pickle
 
@@ -771,9 +782,9 @@ class CompilationReport:
 
     # -- programs (see programs.py) --
 
-    @functools.cached_property
+    @property
     def _program_table(self) -> ProgramTable:
-        return ProgramTable(self)
+        return self._context.program_table
 
     @property
     def programs(self) -> PvaList:
@@ -800,7 +811,7 @@ class CompilationReport:
     @functools.cached_property
     def loweredVariables(self) -> LoweredVariables:
         """Lowered variables by tile and by unlowered variable."""
-        return LoweredVariables(self)
+        return self._context.lowered_variables
 
     @property
     def alwaysLiveVariables(self) -> PvaList:
@@ -824,16 +835,16 @@ class CompilationReport:
                     f"at position {index}",
                     self._reader.path,
                 )
-        return [LivenessProgramStep(self, *row) for row in rows]
+        return [LivenessProgramStep(self._context, *row) for row in rows]
 
     @property
     def livenessProgramSteps(self) -> PvaList:
         """Program steps with liveness information, depth first."""
         return PvaList(self._liveness_steps)
 
-    @functools.cached_property
+    @property
     def _liveness_tiles(self) -> frozenset[int]:
-        return frozenset(self._reader.liveness_tiles())
+        return self._context.liveness_tiles
 
     @property
     def tilesWithLivenessInfo(self) -> PvaList:
@@ -862,7 +873,7 @@ class CompilationReport:
     @functools.cached_property
     def _debug_info(self) -> DebugInfo | None:
         path = getattr(self._report, "_debug_path", None)
-        return None if path is None else DebugInfo(path, self)
+        return None if path is None else DebugInfo(path, self._context)
 
     @property
     def isDebugInfoPresent(self) -> bool:
@@ -892,10 +903,7 @@ class CompilationReport:
         return self._require_debug().context(id)
 
     def _debug_contexts_of(self, kind: str, obj) -> PvaList:
-        info = self._debug_info
-        if info is None or obj is None:
-            return PvaList()
-        return info.contexts_of(kind, obj)
+        return self._context.debug_contexts_of(kind, obj)
 
     # -- numpy views (pva additions) --
 
@@ -972,55 +980,21 @@ class CompilationReport:
     # -- helpers shared by the lightweight objects --
 
     def _replica_tile(self, tile) -> int:
-        """A tile id (or Tile) checked against the target and mapped into one replica."""
-        if isinstance(tile, Tile):
-            tile = tile.tileId
-        if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
-            raise TypeError(f"expected a tile id or a Tile, not {type(tile).__name__}")
-        tile = int(tile)
-        if not 0 <= tile < self.target.numTiles:
-            raise NoSuchObjectError(
-                f"{self._reader.path!r}: no tile {tile}; the target has tiles 0..{self.target.numTiles - 1}",
-                self._reader.path,
-            )
-        return tile % self.target.tilesPerReplica
+        return self._context.replica_tile(tile)
 
     def _replica_ipu(self, ipu) -> int:
-        """An IPU id (or IPU) checked against the target and mapped into one replica."""
-        if isinstance(ipu, IPU):
-            ipu = ipu.id
-        if isinstance(ipu, bool) or not isinstance(ipu, (int, np.integer)):
-            raise TypeError(f"expected an IPU id or an IPU, not {type(ipu).__name__}")
-        ipu = int(ipu)
-        if not 0 <= ipu < self.target.numIPUs:
-            raise NoSuchObjectError(
-                f"{self._reader.path!r}: no IPU {ipu}; the target has IPUs 0..{self.target.numIPUs - 1}",
-                self._reader.path,
-            )
-        return ipu % self.target.ipusPerReplica
+        return self._context.replica_ipu(ipu)
 
     @functools.cached_property
     def _variables_by_id(self) -> dict[int, Variable]:
-        return {i: Variable(self, i, name) for i, name in self._reader.variables()}
-
-    @functools.cached_property
-    def _artificial_names(self) -> list[str]:
-        return self._reader.artificial_variable_names()
-
-    @functools.cached_property
-    def _artificial_ids(self) -> dict[str, int]:
-        return {name: -1 - index for index, name in enumerate(self._artificial_names)}
+        return {i: Variable(self._context, i, name) for i, name in self._reader.variables()}
 
     def _artificial_variable_name(self, var_id: int) -> str:
-        names = self._artificial_names
-        index = -1 - var_id
-        if not 0 <= index < len(names):
-            raise NoSuchObjectError(f"{self._reader.path!r}: no variable {var_id}", self._reader.path)
-        return names[index]
+        return self._context.artificial_variable_name(var_id)
 
     def _variable(self, var_id: int) -> Variable:
         if var_id < 0:
-            return Variable(self, var_id, self._artificial_variable_name(var_id))
+            return Variable(self._context, var_id, self._artificial_variable_name(var_id))
         found = self._variables_by_id.get(var_id)
         if found is None:
             raise InconsistentReportError(
@@ -1035,20 +1009,20 @@ class CompilationReport:
         for var_id, name, size in rows:
             if var_id is None:
                 if artificial is None:
-                    artificial = self._artificial_ids
+                    artificial = self._context.artificial_ids
                 if name not in artificial:
                     raise InconsistentReportError(
                         f"{self._reader.path!r}: expected a variable id, or the name of an artificial variable "
                         f"({', '.join(artificial) or 'none'}), found id NULL and name {name!r}",
                         self._reader.path,
                     )
-                out.append(VariableSize(self, artificial[name], name, size))
+                out.append(VariableSize(self._context, artificial[name], name, size))
             elif not isinstance(var_id, int):
                 raise InconsistentReportError(
                     f"{self._reader.path!r}: expected an integer variable id, found {var_id!r}", self._reader.path
                 )
             else:
-                out.append(VariableSize(self, var_id, self._variable(var_id).name, size))
+                out.append(VariableSize(self._context, var_id, self._variable(var_id).name, size))
         out.sort(key=lambda v: (v.name, v._id))
         return PvaList(out)
 

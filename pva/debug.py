@@ -18,7 +18,7 @@ from .lists_and_enums import PvaList
 from .model_errors import NoSuchObjectError
 
 if TYPE_CHECKING:
-    from .compilation import CompilationReport
+    from .context import ReportContext
 
 
 __all__ = ["DebugContext", "DebugContextLocation", "DebugLayer"]
@@ -244,7 +244,7 @@ class DebugContext:
         """
         info = self._info
         owned = info.owned_programs(info.descendants(self.id))
-        table = info.compilation._program_table
+        table = info._context.program_table
         return table.list_of(table.ordered(owned, inline_calls=bool(inlineCalls)))
 
     def variables(self) -> PvaList:
@@ -253,7 +253,7 @@ class DebugContext:
         ids: set[int] = set()
         for context_id in info.descendants(self.id):
             ids.update(info.refs_by_context["variable"].get(context_id, ()))
-        variable = info.compilation._variable
+        variable = info._context.variable
         return PvaList(variable(i) for i in sorted(ids))
 
     def __eq__(self, other: object) -> bool:
@@ -270,9 +270,9 @@ class DebugContext:
 class DebugInfo:
     """The debug contexts of a report and the objects each one owns (internal)."""
 
-    def __init__(self, path: str, compilation: CompilationReport) -> None:
+    def __init__(self, path: str, context: ReportContext) -> None:
         self.path = path
-        self.compilation = compilation
+        self._context = context
 
     @functools.cached_property
     def records(self) -> DebugRecords:
@@ -288,7 +288,7 @@ class DebugInfo:
     def _refs(self) -> tuple[dict, dict]:
         by_object: dict[str, dict[int, list[int]]] = {"program": {}, "compute_set": {}, "variable": {}}
         by_context: dict[str, dict[int, list[int]]] = {"program": {}, "compute_set": {}, "variable": {}}
-        for kind, obj, context_id in self.compilation._reader.debug_context_refs():
+        for kind, obj, context_id in self._context.reader.debug_context_refs():
             if kind not in by_object:
                 continue
             by_object[kind].setdefault(obj, []).append(context_id)

@@ -15,7 +15,7 @@ from .model_errors import NotPresentError
 from .variables import Variable
 
 if TYPE_CHECKING:
-    from .compilation import CompilationReport
+    from .context import ReportContext
 
 
 __all__ = ["LivenessProgramStep", "NotAlwaysLiveMemory"]
@@ -55,8 +55,8 @@ class LivenessProgramStep:
 
     __slots__ = ("_c", "_index", "_program", "_bytes")
 
-    def __init__(self, compilation: CompilationReport, index: int, program: int, size: int) -> None:
-        self._c = compilation
+    def __init__(self, context: ReportContext, index: int, program: int, size: int) -> None:
+        self._c = context
         self._index = index
         self._program = program
         self._bytes = size
@@ -64,7 +64,7 @@ class LivenessProgramStep:
     @property
     def program(self):
         """The program this step is for."""
-        return self._c._program_table.get(self._program)
+        return self._c.program_table.get(self._program)
 
     @property
     def notAlwaysLiveMemory(self) -> NotAlwaysLiveMemory:
@@ -77,38 +77,38 @@ class LivenessProgramStep:
         Only tiles of CompilationReport.tilesWithLivenessInfo have it; other tiles raise
         NotPresentError.
         """
-        tile = self._c._replica_tile(tileId)
-        if tile not in self._c._liveness_tiles:
-            path = self._c._reader.path
-            shown = sorted(self._c._liveness_tiles)[:10]
+        tile = self._c.replica_tile(tileId)
+        if tile not in self._c.liveness_tiles:
+            path = self._c.reader.path
+            shown = sorted(self._c.liveness_tiles)[:10]
             raise NotPresentError(
                 f"{path!r}: tile {tile} has no per-tile liveness information; tiles with it: "
-                f"{shown if shown else 'none'}{' ...' if len(self._c._liveness_tiles) > 10 else ''}",
+                f"{shown if shown else 'none'}{' ...' if len(self._c.liveness_tiles) > 10 else ''}",
                 path,
             )
-        size = self._c._reader.not_always_live_bytes(self._index, tiles=(tile, tile + 1))
+        size = self._c.reader.not_always_live_bytes(self._index, tiles=(tile, tile + 1))
         return NotAlwaysLiveMemory(size, lambda: self._variables((tile, tile + 1)))
 
     def notAlwaysLiveMemoryForIpu(self, ipuId) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one IPU (an id or an IPU) of a replica."""
-        ipu = self._c._replica_ipu(ipuId)
-        size = self._c._reader.liveness_bytes_of_ipu(self._index, ipu)
+        ipu = self._c.replica_ipu(ipuId)
+        size = self._c.reader.liveness_bytes_of_ipu(self._index, ipu)
         per_ipu = self._c.target.tilesPerIpu
         lo, hi = ipu * per_ipu, (ipu + 1) * per_ipu
         if size is None:
-            size = self._c._reader.not_always_live_bytes(self._index, tiles=(lo, hi))
+            size = self._c.reader.not_always_live_bytes(self._index, tiles=(lo, hi))
         return NotAlwaysLiveMemory(size, lambda: self._variables((lo, hi)))
 
     def notAlwaysLiveBytesForVariable(self, var) -> int:
         """Bytes of a variable (a Variable or its id) that are live, not always live, in this step."""
         var_id = var._id if isinstance(var, Variable) else var
-        reader = self._c._reader
+        reader = self._c.reader
         if var_id < 0:
-            return reader.not_always_live_bytes_named(self._index, self._c._artificial_variable_name(var_id))
+            return reader.not_always_live_bytes_named(self._index, self._c.artificial_variable_name(var_id))
         return reader.not_always_live_bytes_of_variable(self._index, var_id)
 
     def _variables(self, tiles: tuple[int, int] | None) -> PvaList:
-        return self._c._sized_variables(self._c._reader.not_always_live_variables(self._index, tiles=tiles))
+        return self._c.sized_variables(self._c.reader.not_always_live_variables(self._index, tiles=tiles))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LivenessProgramStep) and other._c is self._c and other._index == self._index
@@ -117,6 +117,6 @@ class LivenessProgramStep:
         return hash(("LivenessProgramStep", self._index))
 
     def __repr__(self) -> str:
-        program = self._c._program_table.get(self._program)
+        program = self._c.program_table.get(self._program)
         name = f" {program.name!r}" if program.name else ""
         return f"<LivenessProgramStep {self._index} {program.type.name}{name}: {self._bytes:,} B not always live>"

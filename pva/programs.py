@@ -20,7 +20,7 @@ else:
     np = lazy_module("numpy")
 
 if TYPE_CHECKING:
-    from .compilation import CompilationReport, ComputeSet
+    from .context import ReportContext
 
 
 __all__ = [
@@ -107,20 +107,20 @@ class Program:
     #: The ProgramVisitor method `accept` calls.
     _visit = "visitProgram"
 
-    def __init__(self, compilation: CompilationReport, program_id: int, type_: Program.Type) -> None:
-        self._c = compilation
+    def __init__(self, context: ReportContext, program_id: int, type_: Program.Type) -> None:
+        self._c = context
         self._id = program_id
         self._type = type_
 
     @property
     def _name(self) -> str:
         """The stored name ("" when none), read with every other program's on first use."""
-        return self._c._program_table.name_of(self._id)
+        return self._c.program_table.name_of(self._id)
 
     @property
     def _row(self) -> tuple:
         """The stored details (formats.pop.query.compilation.PROGRAM_DETAIL_COLUMNS), read in bulk on first use."""
-        return self._c._program_table.details_of(self._id)
+        return self._c.program_table.details_of(self._id)
 
     @property
     def name(self) -> str:
@@ -135,22 +135,22 @@ class Program:
     @property
     def children(self) -> PvaList:
         """Child programs in order; may be empty."""
-        return self._c._program_table.children_of(self._id)
+        return self._c.program_table.children_of(self._id)
 
     @property
     def debugContexts(self) -> PvaList:
         """The debug contexts of the program; may be empty (always empty without debug information)."""
-        return self._c._debug_contexts_of("program", self._id)
+        return self._c.debug_contexts_of("program", self._id)
 
     @property
     def vars(self) -> PvaList:
         """The lowered variables the program uses, by id."""
-        return self._c._program_table.vars_of(self._id)
+        return self._c.program_table.vars_of(self._id)
 
     @property
     def controlCodeByTile(self) -> TileVector:
         """Control code of this program and its children on each tile in bytes; may be empty."""
-        return self._c._program_table.vector(self._id, "control_code")
+        return self._c.program_table.vector(self._id, "control_code")
 
     def accept(self, visitor: ProgramVisitor) -> None:
         """Call the visitor method for this program's kind (exactly one call, no recursion)."""
@@ -166,7 +166,7 @@ class Program:
         if kind is None or not isinstance(getattr(type(self), name, None), property):
             names = sorted(n for n in _VECTOR_KINDS if isinstance(getattr(type(self), n, None), property))
             raise ValueError(f"{type(self).__name__} has no per-tile vector {name!r}; it has {', '.join(names)}")
-        return self._c._program_table.array(self._id, kind)
+        return self._c.program_table.array(self._id, kind)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Program) and other._id == self._id and other._c is self._c
@@ -193,7 +193,7 @@ _VECTOR_KINDS = {
 
 
 def _vector_property(kind: str, doc: str) -> property:
-    return property(lambda self: self._c._program_table.vector(self._id, kind), doc=doc)
+    return property(lambda self: self._c.program_table.vector(self._id, kind), doc=doc)
 
 
 class UnknownProgram(Program):
@@ -226,15 +226,15 @@ class OnTileExecuteProgram(Program):
         visitor.visitOnTileExecute(self)  # the method named by _visit, called without getattr
 
     @property
-    def computeset(self) -> ComputeSet:
+    def computeset(self) -> Any:  # pva.compilation.ComputeSet
         """The compute set this program executes."""
         cs = self._row[0]
-        sets = self._c._compute_sets
+        sets = self._c.compute_sets
         if cs is None or not 0 <= cs < len(sets):
             raise InconsistentReportError(
-                f"{self._c._reader.path!r}: OnTileExecute program {self._id} refers to compute set {cs!r}, "
+                f"{self._c.reader.path!r}: OnTileExecute program {self._id} refers to compute set {cs!r}, "
                 f"but the report has {len(sets)}",
-                self._c._reader.path,
+                self._c.reader.path,
             )
         return sets[cs]
 
@@ -249,7 +249,7 @@ class OnTileExecuteProgram(Program):
     @property
     def vars(self) -> PvaList:
         """The lowered variables used: the program's own and its compute set's, by id."""
-        own = self._c._program_table.vars_of(self._id)
+        own = self._c.program_table.vars_of(self._id)
         cs = self._row[0]
         if cs is None:
             return own
@@ -431,10 +431,8 @@ class ImplicitSyncProgram(SyncProgram):
 
     __slots__ = ("_own_name", "_own_row")
 
-    def __init__(
-        self, compilation: CompilationReport, program_id: int | None, type_: Program.Type, name: str, row
-    ) -> None:
-        super().__init__(compilation, program_id, type_)  # type: ignore[arg-type]
+    def __init__(self, context: ReportContext, program_id: int | None, type_: Program.Type, name: str, row) -> None:
+        super().__init__(context, program_id, type_)  # type: ignore[arg-type]
         self._own_name = name
         self._own_row = tuple(row)
 
@@ -537,7 +535,7 @@ class CallProgram(Program):
     @property
     def target(self) -> Program:
         """The program this Call invokes."""
-        return self._c._program_table.get(self._row[4])
+        return self._c.program_table.get(self._row[4])
 
 
 class SyncAnsProgram(Program):
@@ -672,9 +670,9 @@ class ProgramTable:
     paused; names and the other columns are read for all programs at once on first use.
     """
 
-    def __init__(self, compilation: CompilationReport) -> None:
-        self._c = compilation
-        reader = compilation._reader
+    def __init__(self, context: ReportContext) -> None:
+        self._c = context
+        reader = context.reader
         self._path = reader.path
         count, low, high, unique = reader.program_id_range()
         #: Whether the ids are 0..count-1, so that an id is its position (checked again on each look-up).
@@ -692,7 +690,7 @@ class ProgramTable:
         with gc_paused():  # the objects form no cycles: collections would only walk them again and again
             # made without a Python frame per program: object.__new__, then each slot set by C loops
             made: list[Program] = list(map(object.__new__, map(_CLASS_BY_NAME.get, types, repeat(UnknownProgram))))
-            _consume(map(_SET_C, made, repeat(compilation)))
+            _consume(map(_SET_C, made, repeat(context)))
             _consume(map(_SET_ID, made, ids))
             _consume(map(_SET_TYPE, made, map(_TYPE_BY_NAME.get, types, repeat(unknown))))
             self.all: list[Program] = made
@@ -745,7 +743,7 @@ class ProgramTable:
         names = self._names
         if names is None:
             with gc_paused():
-                loaded = self._c._reader.program_names()
+                loaded = self._c.reader.program_names()
             if len(loaded) != len(self.all):
                 raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
             names = self._names = [name or "" for name in loaded]
@@ -756,7 +754,7 @@ class ProgramTable:
         details = self._details
         if details is None:
             with gc_paused():
-                details = self._c._reader.program_details()
+                details = self._c.reader.program_details()
             if len(details) != len(self.all):
                 raise InconsistentReportError(f"{self._path!r}: table programs changed while it was read", self._path)
             self._details = details
@@ -765,7 +763,7 @@ class ProgramTable:
     def _children_map(self) -> dict[int, list[int]]:
         if self._children is None:
             children: dict[int, list[int]] = {}
-            for parent, child in self._c._reader.program_children():
+            for parent, child in self._c.reader.program_children():
                 children.setdefault(parent, []).append(child)
             self._children = children
         return self._children
@@ -776,13 +774,13 @@ class ProgramTable:
 
     def _vector_rows(self) -> dict[tuple[int, str], int]:
         if self._vectors is None:
-            self._vectors = {(program, k): row for program, k, row in self._c._reader.program_vector_rows()}
+            self._vectors = {(program, k): row for program, k, row in self._c.reader.program_vector_rows()}
         return self._vectors
 
     def array(self, program_id: int, kind: str) -> np.ndarray:
         """A per-tile vector of a program as uint64; empty when not recorded."""
         row = self._vector_rows().get((program_id, kind))
-        return self._c._reader.matrix_row(f"program_{kind}_by_tile", row)
+        return self._c.reader.matrix_row(f"program_{kind}_by_tile", row)
 
     def vector(self, program_id: int, kind: str) -> TileVector:
         """A per-tile vector of a program as a list; empty when not recorded."""
@@ -792,8 +790,8 @@ class ProgramTable:
         """Lowered variables used by a program, by id."""
         from .variables import lowered_variables_from_rows
 
-        rows = self._c._reader.lowered_variables_of_program(program_id)
-        return lowered_variables_from_rows(self._c.loweredVariables, rows)
+        rows = self._c.reader.lowered_variables_of_program(program_id)
+        return lowered_variables_from_rows(self._c.lowered_variables, rows)
 
     def ordered(self, owned: set[int], *, inline_calls: bool) -> list[int]:
         """The ids in `owned` in program-tree order (depth first from the control programs).
@@ -807,7 +805,7 @@ class ProgramTable:
         children = self._children_map()
         position = self._position
         everything = self.all
-        reader = self._c._reader
+        reader = self._c.reader
         roots = reader.control_program_ids()
         functions = reader.function_program_ids()
 

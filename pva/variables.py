@@ -9,7 +9,7 @@ from .lists_and_enums import PvaList
 from .model_errors import NotPresentError
 
 if TYPE_CHECKING:
-    from .compilation import CompilationReport
+    from .context import ReportContext
 
 
 __all__ = [
@@ -53,15 +53,15 @@ class Variable:
 
     __slots__ = ("_c", "_id", "name")
 
-    def __init__(self, compilation: CompilationReport, variable_id: int, name: str) -> None:
-        self._c = compilation
+    def __init__(self, context: ReportContext, variable_id: int, name: str) -> None:
+        self._c = context
         self._id = variable_id
         self.name = name
 
     @property
     def debugContexts(self) -> PvaList:
         """The debug contexts of the variable; empty without debug information."""
-        return self._c._debug_contexts_of("variable", self._id)
+        return self._c.debug_contexts_of("variable", self._id)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Variable) and other._id == self._id
@@ -78,8 +78,8 @@ class VariableSize(Variable):
 
     __slots__ = ("size",)
 
-    def __init__(self, compilation: CompilationReport, variable_id: int, name: str, size: int) -> None:
-        super().__init__(compilation, variable_id, name)
+    def __init__(self, context: ReportContext, variable_id: int, name: str, size: int) -> None:
+        super().__init__(context, variable_id, name)
         self.size = size
 
     def __repr__(self) -> str:
@@ -186,7 +186,7 @@ class LoweredVariable:
     @property
     def category(self) -> VariableCategory:
         """The category of the data stored in the variable."""
-        return self._lv._c._category(self._row[6])
+        return self._lv._c.category(self._row[6])
 
     @property
     def equivalenceClass(self) -> EquivalenceClass:
@@ -215,11 +215,11 @@ class LoweredVariable:
         if var_id is None:
             c = self._lv._c
             raise NotPresentError(
-                f"{c._reader.path!r}: lowered variable {self._row[0]} ({self._row[2]!r}) has no unlowered variable; "
+                f"{c.reader.path!r}: lowered variable {self._row[0]} ({self._row[2]!r}) has no unlowered variable; "
                 f"check hasUnloweredVar first",
-                c._reader.path,
+                c.reader.path,
             )
-        return self._lv._c._variable(var_id)
+        return self._lv._c.variable(var_id)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LoweredVariable) and other._row[0] == self._row[0]
@@ -255,15 +255,15 @@ class LoweredVariables:
 
     __slots__ = ("_c", "_classes", "_brief")
 
-    def __init__(self, compilation: CompilationReport) -> None:
-        self._c = compilation
+    def __init__(self, context: ReportContext) -> None:
+        self._c = context
         self._classes: dict[int, EquivalenceClass] | None = None
         self._brief: list[LoweredVariableBrief] | None = None
 
     def forTile(self, tileId) -> PvaList:
         """The lowered variables on a tile (an id or a Tile), in allocation order."""
-        tile = self._c._replica_tile(tileId)
-        rows = self._c._reader.lowered_variables_on_tile(tile)
+        tile = self._c.replica_tile(tileId)
+        rows = self._c.reader.lowered_variables_on_tile(tile)
         return PvaList(LoweredVariable(self, row) for row in rows)
 
     def forVar(self, var) -> PvaList:
@@ -272,10 +272,10 @@ class LoweredVariables:
         if not isinstance(var_id, int):
             raise TypeError(f"forVar expects a Variable or a variable id, not {type(var).__name__}")
         if var_id < 0:  # an artificial variable grouping pieces by name
-            name = self._c._artificial_variable_name(var_id)
-            rows = self._c._reader.lowered_variables_named(name)
+            name = self._c.artificial_variable_name(var_id)
+            rows = self._c.reader.lowered_variables_named(name)
         else:
-            rows = self._c._reader.lowered_variables_of_variable(var_id)
+            rows = self._c.reader.lowered_variables_of_variable(var_id)
         return PvaList(LoweredVariable(self, row) for row in rows)
 
     @property
@@ -285,7 +285,7 @@ class LoweredVariables:
             classes = self._all_classes()
             get = classes.get
             brief = []
-            for var_id, size, tile, eq in self._c._reader.lowered_variable_briefs():
+            for var_id, size, tile, eq in self._c.reader.lowered_variable_briefs():
                 cls = get(eq)
                 if cls is None:
                     cls = classes[eq] = EquivalenceClass(eq, [])
@@ -294,34 +294,34 @@ class LoweredVariables:
         return PvaList(self._brief)
 
     def _get(self, var_id: int) -> LoweredVariable:
-        row = self._c._reader.lowered_variable(var_id)
+        row = self._c.reader.lowered_variable(var_id)
         if row is None:
             raise InconsistentReportError(
-                f"{self._c._reader.path!r}: lowered variable {var_id} is referenced but not in vars_info",
-                self._c._reader.path,
+                f"{self._c.reader.path!r}: lowered variable {var_id} is referenced but not in vars_info",
+                self._c.reader.path,
             )
         return LoweredVariable(self, row)
 
     def _get_many(self, ids) -> PvaList:
         """Lowered variables for ids, in the order given."""
         ids = list(ids)
-        found = {row[0]: row for row in self._c._reader.lowered_variables_by_id(ids)}
+        found = {row[0]: row for row in self._c.reader.lowered_variables_by_id(ids)}
         missing = [i for i in ids if i not in found]
         if missing:
             raise InconsistentReportError(
-                f"{self._c._reader.path!r}: lowered variable(s) {missing[:5]} are referenced but not in vars_info",
-                self._c._reader.path,
+                f"{self._c.reader.path!r}: lowered variable(s) {missing[:5]} are referenced but not in vars_info",
+                self._c.reader.path,
             )
         return PvaList(LoweredVariable(self, found[i]) for i in ids)
 
     def _constraints(self, var_id: int, kind: str) -> PvaList:
-        ids = self._c._reader.lowered_variable_constraints(var_id, kind)
+        ids = self._c.reader.lowered_variable_constraints(var_id, kind)
         return self._get_many(ids)
 
     def _all_classes(self) -> dict[int, EquivalenceClass]:
         if self._classes is None:
             spans: dict[int, list[Interval]] = {}
-            for cls, start, end in self._c._reader.equivalence_class_steps():
+            for cls, start, end in self._c.reader.equivalence_class_steps():
                 spans.setdefault(cls, []).append(Interval(start, end))
             self._classes = {cls: EquivalenceClass(cls, steps) for cls, steps in spans.items()}
         return self._classes
@@ -334,7 +334,7 @@ class LoweredVariables:
         return found
 
     def __repr__(self) -> str:
-        count = self._c._reader.lowered_variable_count()
+        count = self._c.reader.lowered_variable_count()
         return f"<LoweredVariables {count:,} on {self._c.target.tilesPerReplica:,} tiles>"
 
 

@@ -32,6 +32,7 @@ from .compiler.regions import Sparse
 from .errors import ExecutionError, GraphError
 from .graph import DataStream, Graph, RemoteBuffer
 from .hosttrace import HostTrace
+from .steps import StepTemplate
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -48,41 +49,6 @@ _STEP_TYPES = {
 }
 #: Microseconds the host takes between runs (the simulated host is deterministic).
 HOST_GAP_US = 40
-
-
-class StepTemplate:
-    """What every execution of one program costs: per-tile cycles and per-IPU summaries."""
-
-    __slots__ = (
-        "type",
-        "program",
-        "cs",
-        "name",
-        "sync",
-        "cycles",
-        "active",
-        "recv",
-        "sent",
-        "stats",
-        "dynamic",
-        "vertex_rows",
-        "overlap_after",
-    )
-
-    def __init__(self, type_: str, program: int | None, name: str, cycles: Sparse) -> None:
-        self.type = type_
-        self.program = program
-        self.cs: int | None = None
-        self.name = name
-        self.sync: str | None = None
-        self.cycles = cycles
-        self.active: Sparse | None = None
-        self.recv: Sparse | None = None
-        self.sent: Sparse | None = None
-        self.stats: dict[str, np.ndarray] = {}  # set by whoever builds the template
-        self.dynamic = False  # True for syncs whose cycles include waiting for other IPUs
-        self.vertex_rows: list[tuple[int, int, int]] = []
-        self.overlap_after: dict[int, int] = {}
 
 
 def _segment(sparse: Sparse, num_ipus: int, tiles_per_ipu: int, fn, empty: int = 0) -> np.ndarray:

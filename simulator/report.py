@@ -9,7 +9,7 @@ the engine runs; everything appears under its real name only when the engine is 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -25,11 +25,30 @@ from .compiler.regions import Sparse
 from .hosttrace import trace_file_name
 
 if TYPE_CHECKING:
+    import datetime
+
     from .compiler import Executable
     from .compiler.memory import LoweredVars
-    from .engine import Engine, StepTemplate
-    from .graph import GraphState
+    from .graph import Graph, GraphState
+    from .hosttrace import HostTrace
+    from .options import EngineOptions
+    from .steps import StepTemplate
     from .target import Target
+
+
+class ProfiledRun(Protocol):
+    """What the reports are written from: a compiled and run engine (simulator.engine.Engine)."""
+
+    exe: Executable
+    graph: Graph
+    options: EngineOptions
+    trace: HostTrace
+    timestamp: datetime.datetime
+    program_name: str | None
+    num_ipus: int
+    tiles_per_ipu: int
+    replicas: int
+
 
 #: The Poplar version string the simulator reports (major.minor.point and a package tag).
 POPLAR_VERSION = "3.1.0 (simulator)"
@@ -272,7 +291,7 @@ _ACTIVITY_OF = {
 class ReportSession:
     """The reports of one engine: opened on first need, committed by close."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: ProfiledRun) -> None:
         self.engine = engine
         options = engine.options
         self.directory = os.path.abspath(options.directory)
@@ -393,7 +412,7 @@ class _Rows:
             self.fill = 0
 
 
-def write_compilation(w: ProfileWriter, engine: Engine) -> None:
+def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
     exe = engine.exe
     state = cast("GraphState", exe.state)
     target = cast("Target", exe.target)

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .errors import GraphError
 from .types import Type
 
-if TYPE_CHECKING:
-    from .graph import GraphState
+
+class _Variable(Protocol):
+    name: str
+    numel: int
+
+
+class VariableStore(Protocol):
+    """What a tensor views: the graph's variables by id (simulator.graph.GraphState)."""
+
+    @property
+    def vars(self) -> Sequence[_Variable]: ...
 
 
 def _as_shape(shape) -> tuple[int, ...]:
@@ -36,7 +45,7 @@ class Tensor:
 
     __slots__ = ("_state", "dtype", "_shape", "vars", "starts", "lengths")
 
-    def __init__(self, state: GraphState, dtype: Type, shape, vars_, starts, lengths) -> None:
+    def __init__(self, state: VariableStore, dtype: Type, shape, vars_, starts, lengths) -> None:
         self._state = state
         self.dtype = dtype
         self._shape = _as_shape(shape)

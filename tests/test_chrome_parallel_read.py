@@ -447,9 +447,7 @@ def test_a_child_that_cannot_start_its_program_is_a_bug(tmp_path, monkeypatch):
     events = [{"ph": "X", "name": f"a{k}", "ts": k, "dur": 1, "pid": 1, "tid": 1} for k in range(60)]
     source.write_text(json.dumps(events))
     _in_halves(monkeypatch)
-    program = halves._PROGRAM.replace("formats.chrome.parallel_read", "formats.no_such_module")
-    assert program != halves._PROGRAM
-    monkeypatch.setattr(halves, "_PROGRAM", program)
+    monkeypatch.setattr(chrome_import, "SECOND_HALF", "formats.no_such_module")
     with pytest.raises(RuntimeError, match="second half of the Chrome trace failed(.|\n)*no_such_module"):
         chrome_import.import_chrome_trace(source, tmp_path / "t.pvti")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["t.json"]

@@ -161,10 +161,10 @@ def test_program_debug_contexts(programs):
     assert list(programs[0].debugContexts) == []
 
 
-def test_on_tile_execute(programs):
+def test_on_tile_execute(report, programs):
     ote = programs[8]
     assert ote.computeset.name == "layer/fwd"
-    assert ote.computeset == ote._c.computeSets[1]
+    assert ote.computeset == report.compilation.computeSets[1]
     assert len(ote.computeset.vertices) == 2
 
 

@@ -74,6 +74,8 @@ _NEST_SLICE = 1 << 16
 _NEST_RUN = 64
 #: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
 STAGE_MEMORY = 256 << 20
+#: The module whose `child(task)` reads the second half of a large trace in a child process.
+SECOND_HALF = "formats.chrome.second_half"
 
 
 @dataclasses.dataclass
@@ -1092,7 +1094,7 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
         try:
             files.extend(AtomicOutput(output) for _ in range(2))
             paths = (files[0].path, files[1].path)
-            second = halves.SecondHalf(name, output, start, before, paths, STAGE_MEMORY // 2)
+            second = halves.SecondHalf(SECOND_HALF, name, output, start, before, paths, STAGE_MEMORY // 2)
         except (PvaError, OSError):  # no output there, or no process to be had: one reading says which error
             return None
         importer = _Importer(name, output, STAGE_MEMORY // 2)

@@ -1,9 +1,9 @@
 """A large Chrome trace file read as two halves at once, the second in a child process.
 
 `find_cut`: a place between two events near the middle of the file. `HalfReader`: either side of
-it as a whole JSON document. `SecondHalf`: the second half checked and staged by a child process
-as formats.chrome.importer does, its staged rows handed over in two temporary files the caller
-owns and the rest as JSON (never pickle). The caller merges the halves (`_Importer.merge`), or
+it as a whole JSON document. `SecondHalf`: the second half read by a child process that runs an
+entry module's `child(task)` (formats.chrome.second_half), its answer handed over as JSON (never
+pickle). The caller merges the halves (`_Importer.merge`), or
 reads the whole file in one go where the halves cannot be sure to give what one reading gives.
 """
 
@@ -13,8 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import traceback
-from typing import Any
 
 import orjson
 
@@ -93,17 +91,19 @@ class HalfReader:
 
 
 #: The child's program: it takes its task (a JSON line) from stdin, finds modules where the parent
-#: does, and answers on stdout; a failure to start is reported as a bug.
+#: does, and runs the `child(task)` of the task's entry module, which answers on stdout; a failure
+#: to start is reported as a bug.
 _PROGRAM = """\
 import json, sys, traceback
 try:
     task = json.loads(sys.stdin.buffer.readline())
     sys.path[:] = task.pop("path")
-    import formats.chrome.parallel_read as halves
+    import importlib
+    entry = importlib.import_module(task.pop("entry"))
 except Exception:
     sys.stdout.write(json.dumps(["bug", traceback.format_exc()]))
     raise SystemExit(1)
-halves.child(task)
+entry.child(task)
 """
 
 
@@ -111,11 +111,14 @@ class SecondHalf:
     """The second half of a trace, read by a child process (this package in a new interpreter:
     the caller's own program is not run again) while the caller reads the first."""
 
-    def __init__(self, name: str, output: str, start: int, before: bytes, files: tuple[str, str], memory: int) -> None:
+    def __init__(
+        self, entry: str, name: str, output: str, start: int, before: bytes, files: tuple[str, str], memory: int
+    ) -> None:
         if not sys.executable:
             raise OSError("no Python interpreter to start")
         task = {
-            "path": [entry for entry in sys.path if isinstance(entry, str)],
+            "path": [path for path in sys.path if isinstance(path, str)],
+            "entry": entry,
             "name": name,
             "output": output,
             "start": start,
@@ -163,54 +166,3 @@ class SecondHalf:
         for pipe in (self._process.stdin, self._process.stdout):
             if pipe is not None:
                 pipe.close()
-
-
-def child(task: dict) -> None:
-    """In the child: read the second half of `task`, answer on stdout."""
-    try:
-        answer = _read_second_half(task)
-        text = orjson.dumps(answer)
-    except (MemoryError, orjson.JSONEncodeError):  # reading in one go may still do
-        text = orjson.dumps(["undecided", None])
-    except Exception:  # a bug: reported by the parent
-        text = orjson.dumps(["bug", traceback.format_exc()])
-    sys.stdout.buffer.write(text)
-    sys.stdout.buffer.flush()
-
-
-class _ParentGoneError(OSError):
-    """The process that started this one has ended."""
-
-
-class _WhileParentLives:
-    """A binary file read only while the parent process lives (a child stops when it is left alone)."""
-
-    def __init__(self, raw: HalfReader, parent: int) -> None:
-        self._raw = raw
-        self._parent = parent
-
-    def read(self, size: int = -1) -> bytes:
-        if os.getppid() != self._parent:
-            raise _ParentGoneError("the parent process has ended")
-        return self._raw.read(size)
-
-
-def _read_second_half(task: dict) -> tuple[str, Any]:
-    """Check and stage the events from the task's start to the end of the file: what was read."""
-    from ..errors import InvalidInputError
-    from ..gcpause import gc_paused
-    from .events import NotFastError
-    from .importer import _Importer, stage_fast
-
-    name = task["name"]
-    try:
-        importer = _Importer(name, task["output"], task["memory"], spill_to=tuple(task["files"]))
-        try:
-            before = task["before"].encode("ascii")
-            with gc_paused(), HalfReader(name, task["start"], os.path.getsize(name), before) as raw:
-                others, status = stage_fast(importer, _WhileParentLives(raw, task["parent"]))
-                return ("read", {"half": importer.hand_over(), "others": others, "status": status})
-        finally:
-            importer.close()
-    except (NotFastError, InvalidInputError, OSError):
-        return ("undecided", None)

@@ -12,12 +12,11 @@ from formats.pop.reader import ProfileReader
 
 def query_layer(source: Any) -> ProfileReader:
     """The query layer (a ProfileReader) of a Report, or the reader itself."""
-    from ..report import Report
-
-    if isinstance(source, Report):
-        return source._reader
     if isinstance(source, ProfileReader):
         return source
+    reader = getattr(source, "_reader", None)  # a pva.Report (which imports this package)
+    if isinstance(reader, ProfileReader):
+        return reader
     raise TypeError(f"expected a pva Report, not {type(source).__name__}")
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from formats.lazy_import import lazy_module
 
-from .lists_and_enums import PvaList
+from .lists_and_enums import PvaList, refuse_pickle
+from .liveness_index import LivenessIndex
 from .model_errors import NoSuchObjectError
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ class ReportContext:
         self.variable: Callable[[int], Any] = self._not_installed
         self.sized_variables: Callable[[Iterable], PvaList] = self._not_installed
         self.category: Callable[[int], Any] = self._not_installed
+
+    __reduce_ex__ = refuse_pickle
 
     def install(
         self,
@@ -122,6 +125,11 @@ class ReportContext:
                 self.reader.path,
             )
         return ipu % target.ipusPerReplica
+
+    @functools.cached_property
+    def liveness_index(self) -> LivenessIndex:
+        """Not-always-live bytes of every step by tile and by variable (pva.liveness_index)."""
+        return LivenessIndex(self.reader, self.reader.liveness_step_count())
 
     @functools.cached_property
     def liveness_tiles(self) -> frozenset[int]:

@@ -281,6 +281,11 @@ class CompilationQueries:
         """(step, program, not-always-live bytes) of every liveness program step, by step."""
         return self.file.query("SELECT id, program, not_always_live_bytes FROM liveness_steps ORDER BY id")
 
+    def liveness_step_count(self) -> int:
+        """The number of liveness program steps."""
+        row = self.file.query_one("SELECT count(*) FROM liveness_steps")
+        return int(row[0]) if row else 0
+
     def liveness_tiles(self) -> list:
         """The tiles with per-tile liveness information."""
         return self.file.column("SELECT tile FROM liveness_tiles")
@@ -317,6 +322,30 @@ class CompilationQueries:
             f"AND {_LIVE}",
             (step, name),
         )[0]
+
+    def not_always_live_pieces(
+        self, *, tile: int | None = None, var_id: int | None = None, name: str | None = None
+    ) -> list[tuple[Any, Any, Any, Any]]:
+        """(bytes, equivalence class, unlowered id or None, name) of the allocated lowered variables that are
+        not always live: those on a tile, those of an unlowered variable, or those called `name` without one."""
+        params: tuple[Any, ...]
+        if tile is not None:
+            where, params = "tile = ?", (tile,)
+        elif var_id is not None:
+            where, params = "unlowered_var = ?", (var_id,)
+        elif name is not None:
+            where, params = "unlowered_var IS NULL AND name = ?", (name,)
+        else:
+            raise TypeError("not_always_live_pieces needs a tile, var_id or name")
+        return self.file.query(
+            f"SELECT size_bytes, equivalence_class, unlowered_var, name FROM vars_info "
+            f"WHERE {where} AND allocated = 1 AND always_live = 0",
+            params,
+        )
+
+    def liveness_ipu_bytes(self) -> list[tuple[Any, Any, Any]]:
+        """(step, IPU, not-always-live bytes) of every step and IPU recorded."""
+        return self.file.query("SELECT step, ipu, bytes FROM liveness_step_ipus")
 
     def not_always_live_variables(self, step: int, *, tiles: tuple[int, int] | None = None) -> list[tuple]:
         """(unlowered id or None, lowered name, bytes) live but not always live in a step, on tiles lo..hi-1 or all.

@@ -541,7 +541,8 @@ class VertexInstances:
     @property
     def countByTile(self) -> TileVector:
         """Instances on each tile; empty if not recorded."""
-        return TileVector(self._c._reader.matrix_row("vertex_count_by_tile", self._count_row))
+        name, row = "vertex_count_by_tile", self._count_row
+        return self._c._context.vectors.get((name, row), lambda: self._c._reader.matrix_row(name, row))
 
     def __repr__(self) -> str:
         return f"<VertexInstances {self.count:,} x {self.type.name}>"
@@ -570,7 +571,8 @@ class ComputeSet:
     @property
     def estimatedCyclesByTile(self) -> TileVector:
         """Estimated cycles on each tile; empty if estimates are unavailable."""
-        return TileVector(self._c._reader.matrix_row("compute_set_estimated_cycles_by_tile", self._estimate_row))
+        name, row = "compute_set_estimated_cycles_by_tile", self._estimate_row
+        return self._c._context.vectors.get((name, row), lambda: self._c._reader.matrix_row(name, row))
 
     @property
     def vars(self) -> PvaList:
@@ -687,7 +689,7 @@ class CompilationReport:
     def __init__(self, reader: ProfileReader, report) -> None:
         self._reader = reader
         self._report = report
-        self._context = context = ReportContext(reader, report, self.target, Tile, IPU)
+        self._context = context = ReportContext(reader, report, lambda: self.target, Tile, IPU)
         context.install(
             program_table=lambda: ProgramTable(context),
             compute_sets=lambda: self._compute_sets,

@@ -7,13 +7,14 @@ each interval adds its class's bytes from its first step and takes them away aft
 over steps and tiles then reads numbers out of arrays instead of asking SQLite 1.4 million times.
 
 Memory: a tile's column is one int64 per liveness step, kept for every tile a loop touches (the
-steps x tiles answers it asked for); variables' columns are kept up to `VARIABLE_COLUMN_BYTES`.
+steps x tiles answers it asked for), with its pieces' bytes, classes and groups (three int64 per
+lowered variable); variables' columns are kept up to `VARIABLE_COLUMN_BYTES`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from formats.lazy_import import lazy_module
 
@@ -32,6 +33,16 @@ VARIABLE_COLUMN_BYTES = 64 << 20
 _LIVE_STEPS_KEPT = 16
 
 
+class _Pieces(NamedTuple):
+    """The allocated, not-always-live lowered variables of a tile: bytes, dense class (-1: never live),
+    and group (an index into keys: (unlowered id, None) or (None, name))."""
+
+    sizes: np.ndarray
+    classes: np.ndarray
+    groups: np.ndarray
+    keys: list[tuple[Any, Any]]
+
+
 class LivenessIndex:
     """Not-always-live bytes by step of tiles, variables and names, and the variables live on a tile."""
 
@@ -39,6 +50,7 @@ class LivenessIndex:
         self._reader = reader
         self._steps = num_steps
         self._tiles: dict[int, np.ndarray] = {}
+        self._pieces: dict[int, _Pieces] = {}
         self._others: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._live: OrderedDict[int, np.ndarray] = OrderedDict()
         self._ipus: dict[tuple[int, int], Any] | None = None
@@ -50,7 +62,7 @@ class LivenessIndex:
         """Not-always-live bytes on a tile (of one replica) in a step."""
         column = self._tiles.get(tile)
         if column is None:
-            column = self._tiles[tile] = self._column(self._reader.not_always_live_pieces(tile=tile))
+            column = self._tiles[tile] = self._column(self._tile_pieces(tile))
         return int(column[step])
 
     def tiles_bytes(self, step: int, lo: int, hi: int) -> int:
@@ -74,21 +86,39 @@ class LivenessIndex:
     def tile_variables(self, step: int, tile: int) -> list[tuple[Any, Any, int]]:
         """(unlowered id or None, name, bytes) live but not always live on a tile in a step: pieces of one
         unlowered variable summed, pieces without one summed by name."""
-        rows = self._reader.not_always_live_pieces(tile=tile)
-        if not rows:
+        pieces = self._tile_pieces(tile)
+        if not len(pieces.sizes):
             return []
         live = self._live_classes(step)
-        classes, _ = self._dense(rows)
-        found: dict[tuple, list] = {}
-        for row, dense in zip(rows, classes.tolist()):
-            if dense >= 0 and live[dense]:
-                key = (row[2], None if row[2] is not None else row[3])
-                entry = found.get(key)
-                if entry is None:
-                    found[key] = [row[2], row[3], row[0]]
-                else:
-                    entry[2] += row[0]
-        return [tuple(entry) for entry in found.values()]
+        known = pieces.classes >= 0
+        mask = known.copy()
+        mask[known] = live[pieces.classes[known]]
+        groups = pieces.groups[mask]
+        totals = np.zeros(len(pieces.keys), dtype=np.int64)
+        np.add.at(totals, groups, pieces.sizes[mask])
+        present = np.zeros(len(pieces.keys), dtype=bool)
+        present[groups] = True
+        return [(*pieces.keys[g], int(totals[g])) for g in np.flatnonzero(present).tolist()]
+
+    def _tile_pieces(self, tile: int) -> _Pieces:
+        found = self._pieces.get(tile)
+        if found is None:
+            found = self._pieces[tile] = self._grouped(self._reader.not_always_live_pieces(tile=tile))
+        return found
+
+    def _grouped(self, rows: list[tuple]) -> _Pieces:
+        classes, sizes = self._dense(rows)
+        keys: dict[tuple, int] = {}
+        groups = np.fromiter(
+            (keys.setdefault((row[2], None if row[2] is not None else row[3]), len(keys)) for row in rows),
+            dtype=np.int64,
+            count=len(rows),
+        )
+        names = [(unlowered, name) for unlowered, name in keys]
+        for row in rows:  # the name shown for an unlowered variable's pieces is one of theirs
+            if row[2] is not None:
+                names[keys[(row[2], None)]] = (row[2], row[3])
+        return _Pieces(sizes, classes, groups, names)
 
     def _other(self, key: tuple, rows) -> np.ndarray:
         column = self._others.get(key)
@@ -100,11 +130,11 @@ class LivenessIndex:
             self._others.move_to_end(key)
         return column
 
-    def _column(self, rows: list[tuple]) -> np.ndarray:
-        """Bytes of the pieces `rows` live in each step."""
+    def _column(self, pieces: list[tuple] | _Pieces) -> np.ndarray:
+        """Bytes of the pieces (rows of the query layer, or grouped) live in each step."""
         column = np.zeros(self._steps + 1, dtype=np.int64)
-        if rows:
-            classes, sizes = self._dense(rows)
+        if len(pieces) if isinstance(pieces, list) else len(pieces.sizes):
+            classes, sizes = self._dense(pieces) if isinstance(pieces, list) else (pieces.classes, pieces.sizes)
             known = classes >= 0
             weights = np.zeros(len(self._class_ids()), dtype=np.int64)
             np.add.at(weights, classes[known], sizes[known])

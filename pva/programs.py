@@ -784,7 +784,7 @@ class ProgramTable:
 
     def vector(self, program_id: int, kind: str) -> TileVector:
         """A per-tile vector of a program as a list; empty when not recorded."""
-        return TileVector(self.array(program_id, kind))
+        return self._c.vectors.get(("program", program_id, kind), lambda: self.array(program_id, kind))
 
     def vars_of(self, program_id: int) -> PvaList:
         """Lowered variables used by a program, by id."""

@@ -681,6 +681,8 @@ for _excluding, _including in (
     _MEMORY_PARTNERS[_excluding] = _including
     _MEMORY_PARTNERS[_including] = _excluding
 _MEMORY_COLUMN_NAMES = frozenset(MEMORY_FIELDS.values())
+#: Tiles asked for their always-live variables one by one before every tile's are read at once.
+_ALWAYS_LIVE_TILES_ASKED = 16
 
 
 class CompilationReport:
@@ -689,6 +691,8 @@ class CompilationReport:
     def __init__(self, reader: ProfileReader, report) -> None:
         self._reader = reader
         self._report = report
+        self._always_live_by_tile: dict[int, list] | None = None
+        self._always_live_asked: set[int] = set()
         self._context = context = ReportContext(reader, report, lambda: self.target, Tile, IPU)
         context.install(
             program_table=lambda: ProgramTable(context),
@@ -824,8 +828,20 @@ class CompilationReport:
     def alwaysLiveVariablesForTile(self, tileId) -> PvaList:
         """Always-live variables on one tile (an id or a Tile) with their size there, by name."""
         tile = self._replica_tile(tileId)
-        rows = self._reader.always_live_variables_on_tile(tile)
-        return self._sized_variables((var, None, size) for var, size in rows)
+        return self._sized_variables((var, None, size) for var, size in self._always_live_rows(tile))
+
+    def _always_live_rows(self, tile: int) -> list:
+        """(variable, bytes) always live on a tile: asked tile by tile at first, then, once a loop
+        has asked for `_ALWAYS_LIVE_TILES_ASKED` tiles, read for every tile at once."""
+        by_tile = self._always_live_by_tile
+        if by_tile is None:
+            self._always_live_asked.add(tile)
+            if len(self._always_live_asked) <= _ALWAYS_LIVE_TILES_ASKED:
+                return self._reader.always_live_variables_on_tile(tile)
+            by_tile = self._always_live_by_tile = {}
+            for row_tile, var, size in self._reader.always_live_variables_by_tile():
+                by_tile.setdefault(row_tile, []).append((var, size))
+        return by_tile.get(tile, [])
 
     @functools.cached_property
     def _liveness_steps(self) -> list[LivenessProgramStep]:

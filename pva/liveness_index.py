@@ -1,19 +1,18 @@
-"""Not-always-live memory of every liveness step, answered from columns built once per tile or variable.
+"""Not-always-live memory of every liveness step, answered from what one tile or variable holds.
 
 A lowered variable counts in a step when it is allocated, not always live, and its equivalence class
 is live in the step (formats.pop.query.compilation). For one tile (or unlowered variable, or name)
-the bytes of every step come from one read of its lowered variables and the classes' live intervals:
-each interval adds its class's bytes from its first step and takes them away after its last. A loop
-over steps and tiles then reads numbers out of arrays instead of asking SQLite 1.4 million times.
+its lowered variables are read once; with the live intervals of their classes they give the bytes
+of every step as a step function: the steps where the bytes change, and the bytes from each on. A
+loop over steps and tiles then bisects a short list instead of asking SQLite once per call.
 
-Memory: a tile's column is one int64 per liveness step, kept for every tile a loop touches (the
-steps x tiles answers it asked for), with its pieces' bytes, classes and groups (three int64 per
-lowered variable); variables' columns are kept up to `VARIABLE_COLUMN_BYTES`.
+Memory: per tile or variable asked for, three int64 per lowered variable it holds and two numbers
+per change of its bytes (at most two per live interval of its classes), never steps x tiles.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import bisect
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from formats.lazy_import import lazy_module
@@ -27,20 +26,25 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
-#: Bytes of variables' and names' columns kept; the least recently used go first.
-VARIABLE_COLUMN_BYTES = 64 << 20
-#: Steps whose live classes are kept for listing variables.
-_LIVE_STEPS_KEPT = 16
+
+class _Intervals(NamedTuple):
+    """Merged live intervals [start, end) of classes, by dense class index."""
+
+    dense: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
 
 
-class _Pieces(NamedTuple):
-    """The allocated, not-always-live lowered variables of a tile: bytes, dense class (-1: never live),
-    and group (an index into keys: (unlowered id, None) or (None, name))."""
+class _Held(NamedTuple):
+    """The allocated, not-always-live lowered variables of a tile or variable, and when they are live."""
 
-    sizes: np.ndarray
-    classes: np.ndarray
-    groups: np.ndarray
-    keys: list[tuple[Any, Any]]
+    sizes: np.ndarray  # bytes of each piece
+    classes: np.ndarray  # dense class of each piece; -1 for a class that is never live
+    groups: np.ndarray  # index into keys of each piece
+    keys: list[tuple[Any, Any]]  # (unlowered id, a piece's name) or (None, name)
+    intervals: _Intervals  # the intervals of the pieces' classes
+    points: list[int]  # steps where the bytes change, ascending
+    values: list[int]  # the bytes from each point on (0 before the first)
 
 
 class LivenessIndex:
@@ -49,21 +53,16 @@ class LivenessIndex:
     def __init__(self, reader: ProfileReader, num_steps: int) -> None:
         self._reader = reader
         self._steps = num_steps
-        self._tiles: dict[int, np.ndarray] = {}
-        self._pieces: dict[int, _Pieces] = {}
-        self._others: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._live: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._held: dict[tuple, _Held] = {}
         self._ipus: dict[tuple[int, int], Any] | None = None
-        self._intervals: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    # -- columns --
+        self._ids: np.ndarray | None = None
+        self._all: _Intervals | None = None
 
     def tile_bytes(self, step: int, tile: int) -> int:
         """Not-always-live bytes on a tile (of one replica) in a step."""
-        column = self._tiles.get(tile)
-        if column is None:
-            column = self._tiles[tile] = self._column(self._tile_pieces(tile))
-        return int(column[step])
+        held = self._held.get(("tile", tile)) or self._hold(("tile", tile))
+        at = bisect.bisect_right(held.points, step)
+        return held.values[at - 1] if at else 0
 
     def tiles_bytes(self, step: int, lo: int, hi: int) -> int:
         """Not-always-live bytes on tiles lo..hi-1 in a step."""
@@ -71,11 +70,11 @@ class LivenessIndex:
 
     def variable_bytes(self, step: int, var_id: int) -> int:
         """Not-always-live bytes of an unlowered variable in a step."""
-        return int(self._other(("var", var_id), lambda: self._reader.not_always_live_pieces(var_id=var_id))[step])
+        return self._bytes(("var", var_id), step)
 
     def named_bytes(self, step: int, name: str) -> int:
         """Not-always-live bytes of the lowered variables called `name` that have no unlowered variable."""
-        return int(self._other(("name", name), lambda: self._reader.not_always_live_pieces(name=name))[step])
+        return self._bytes(("name", name), step)
 
     def ipu_bytes(self, step: int, ipu: int) -> Any:
         """Not-always-live bytes of a step on an IPU as the report records them, or None."""
@@ -86,27 +85,39 @@ class LivenessIndex:
     def tile_variables(self, step: int, tile: int) -> list[tuple[Any, Any, int]]:
         """(unlowered id or None, name, bytes) live but not always live on a tile in a step: pieces of one
         unlowered variable summed, pieces without one summed by name."""
-        pieces = self._tile_pieces(tile)
-        if not len(pieces.sizes):
+        held = self._held.get(("tile", tile)) or self._hold(("tile", tile))
+        if not len(held.sizes):
             return []
-        live = self._live_classes(step)
-        known = pieces.classes >= 0
-        mask = known.copy()
-        mask[known] = live[pieces.classes[known]]
-        groups = pieces.groups[mask]
-        totals = np.zeros(len(pieces.keys), dtype=np.int64)
-        np.add.at(totals, groups, pieces.sizes[mask])
-        present = np.zeros(len(pieces.keys), dtype=bool)
+        intervals = held.intervals
+        live = np.zeros(len(self._class_ids()), dtype=bool)
+        live[intervals.dense[(intervals.starts <= step) & (intervals.ends > step)]] = True
+        mask = (held.classes >= 0) & live[held.classes]
+        groups = held.groups[mask]
+        totals = np.zeros(len(held.keys), dtype=np.int64)
+        np.add.at(totals, groups, held.sizes[mask])
+        present = np.zeros(len(held.keys), dtype=bool)
         present[groups] = True
-        return [(*pieces.keys[g], int(totals[g])) for g in np.flatnonzero(present).tolist()]
+        return [(*held.keys[g], int(totals[g])) for g in np.flatnonzero(present).tolist()]
 
-    def _tile_pieces(self, tile: int) -> _Pieces:
-        found = self._pieces.get(tile)
-        if found is None:
-            found = self._pieces[tile] = self._grouped(self._reader.not_always_live_pieces(tile=tile))
-        return found
+    # -- what one tile or variable holds --
 
-    def _grouped(self, rows: list[tuple]) -> _Pieces:
+    def _bytes(self, key: tuple, step: int) -> int:
+        held = self._held.get(key) or self._hold(key)
+        at = bisect.bisect_right(held.points, step)
+        return held.values[at - 1] if at else 0
+
+    def _hold(self, key: tuple) -> _Held:
+        kind, value = key
+        if kind == "tile":
+            rows = self._reader.not_always_live_pieces(tile=value)
+        elif kind == "var":
+            rows = self._reader.not_always_live_pieces(var_id=value)
+        else:
+            rows = self._reader.not_always_live_pieces(name=value)
+        held = self._held[key] = self._grouped(rows)
+        return held
+
+    def _grouped(self, rows: list[tuple]) -> _Held:
         classes, sizes = self._dense(rows)
         keys: dict[tuple, int] = {}
         groups = np.fromiter(
@@ -114,38 +125,18 @@ class LivenessIndex:
             dtype=np.int64,
             count=len(rows),
         )
-        names = [(unlowered, name) for unlowered, name in keys]
-        for row in rows:  # the name shown for an unlowered variable's pieces is one of theirs
+        names = list(keys)
+        for row in rows:  # the name given for an unlowered variable's pieces is one of theirs
             if row[2] is not None:
                 names[keys[(row[2], None)]] = (row[2], row[3])
-        return _Pieces(sizes, classes, groups, names)
-
-    def _other(self, key: tuple, rows) -> np.ndarray:
-        column = self._others.get(key)
-        if column is None:
-            column = self._others[key] = self._column(rows())
-            while len(self._others) > max(1, VARIABLE_COLUMN_BYTES // max(1, column.nbytes)):
-                self._others.popitem(last=False)
-        else:
-            self._others.move_to_end(key)
-        return column
-
-    def _column(self, pieces: list[tuple] | _Pieces) -> np.ndarray:
-        """Bytes of the pieces (rows of the query layer, or grouped) live in each step."""
-        column = np.zeros(self._steps + 1, dtype=np.int64)
-        if len(pieces) if isinstance(pieces, list) else len(pieces.sizes):
-            classes, sizes = self._dense(pieces) if isinstance(pieces, list) else (pieces.classes, pieces.sizes)
-            known = classes >= 0
-            weights = np.zeros(len(self._class_ids()), dtype=np.int64)
-            np.add.at(weights, classes[known], sizes[known])
-            _, interval_class, starts, ends = self._class_intervals()
-            each = weights[interval_class]
-            np.add.at(column, starts, each)
-            np.subtract.at(column, ends, each)
-            np.cumsum(column, out=column)
-        column = column[: self._steps]
-        column.flags.writeable = False
-        return column
+        known = classes >= 0
+        weights = np.zeros(len(self._class_ids()), dtype=np.int64)
+        np.add.at(weights, classes[known], sizes[known])
+        every = self._class_intervals()
+        chosen = np.isin(every.dense, classes[known])
+        intervals = _Intervals(every.dense[chosen], every.starts[chosen], every.ends[chosen])
+        points, values = _step_function(intervals, weights)
+        return _Held(sizes, classes, groups, names, intervals, points, values)
 
     def _dense(self, rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
         """The dense class index (-1: never live) and the bytes of each piece."""
@@ -155,22 +146,25 @@ class LivenessIndex:
         except (TypeError, ValueError, OverflowError):
             raise self._bad("vars_info size_bytes and equivalence_class must be integers") from None
         ids = self._class_ids()
-        at = np.searchsorted(ids, raw)
-        at[at >= len(ids)] = 0
-        hit = ids[at] == raw if len(ids) else np.zeros(len(raw), dtype=bool)
-        return np.where(hit, at, -1), sizes
+        if not len(ids):
+            return np.full(len(raw), -1, dtype=np.int64), sizes
+        at = np.minimum(np.searchsorted(ids, raw), len(ids) - 1)
+        return np.where(ids[at] == raw, at, -1), sizes
 
     # -- the classes' live intervals --
 
     def _class_ids(self) -> np.ndarray:
-        return self._class_intervals()[0]
+        if self._ids is None:
+            self._class_intervals()
+        assert self._ids is not None
+        return self._ids
 
-    def _class_intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The ids of the classes with live steps, and their merged intervals (dense class, start, end)."""
-        if self._intervals is None:
+    def _class_intervals(self) -> _Intervals:
+        """Every class's live intervals, overlapping ones merged (a class counts once in a step)."""
+        if self._all is None:
             merged: list[tuple[int, int, int]] = []
             for cls, start, end in self._reader.equivalence_class_steps():
-                if not all(isinstance(v, int) for v in (cls, start, end)):
+                if not all(type(v) is int for v in (cls, start, end)):
                     raise self._bad("equivalence_class_steps class, start and end must be integers")
                 start, end = max(start, 0), min(end, self._steps)
                 if start >= end:
@@ -181,21 +175,22 @@ class LivenessIndex:
                 else:
                     merged.append((cls, start, end))
             table = np.array(merged, dtype=np.int64).reshape(-1, 3)
-            ids, dense = np.unique(table[:, 0], return_inverse=True)
-            self._intervals = (ids, dense.reshape(-1), table[:, 1].copy(), table[:, 2].copy())
-        return self._intervals
-
-    def _live_classes(self, step: int) -> np.ndarray:
-        live = self._live.get(step)
-        if live is None:
-            ids, dense, starts, ends = self._class_intervals()
-            live = np.zeros(len(ids), dtype=bool)
-            live[dense[(starts <= step) & (ends > step)]] = True
-            self._live[step] = live
-            if len(self._live) > _LIVE_STEPS_KEPT:
-                self._live.popitem(last=False)
-        return live
+            self._ids, dense = np.unique(table[:, 0], return_inverse=True)
+            self._all = _Intervals(dense.reshape(-1), table[:, 1].copy(), table[:, 2].copy())
+        return self._all
 
     def _bad(self, message: str) -> InconsistentReportError:
         path = self._reader.path
         return InconsistentReportError(f"{path!r}: {message}", path)
+
+
+def _step_function(intervals: _Intervals, weights: np.ndarray) -> tuple[list[int], list[int]]:
+    """The steps where the sum of the live classes' weights changes, and the sum from each on."""
+    each = weights[intervals.dense]
+    positions = np.concatenate([intervals.starts, intervals.ends])
+    deltas = np.concatenate([each, -each])
+    order = np.argsort(positions, kind="stable")
+    positions, sums = positions[order], np.cumsum(deltas[order])
+    last = np.ones(len(positions), dtype=bool)  # the last change at each position holds from there
+    last[:-1] = positions[1:] != positions[:-1]
+    return positions[last].tolist(), sums[last].tolist()

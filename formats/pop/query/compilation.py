@@ -277,6 +277,10 @@ class CompilationQueries:
         """(variable id or None, bytes) of the always-live variables on a tile."""
         return self.file.query("SELECT var, bytes FROM always_live_vars WHERE tile = ?", (tile,))
 
+    def always_live_variables_by_tile(self) -> Iterator[tuple[Any, Any, Any]]:
+        """(tile, variable id or None, bytes) of every always-live variable, in table order."""
+        return self.file.iterate("SELECT tile, var, bytes FROM always_live_vars")
+
     def liveness_steps(self) -> list[tuple[Any, Any, Any]]:
         """(step, program, not-always-live bytes) of every liveness program step, by step."""
         return self.file.query("SELECT id, program, not_always_live_bytes FROM liveness_steps ORDER BY id")

@@ -961,6 +961,18 @@ class CompilationReport:
         values = matrix[:, [base + c for c in columns]].sum(axis=1, dtype=np.uint64)
         return self._per_tile(values)
 
+    def notAlwaysLiveMemoryArray(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Not-always-live bytes of liveness steps start..stop-1 on every tile of a replica, as a
+        (steps, tiles) uint64 array (pva addition): row k, column t is
+        ``livenessProgramSteps[start + k].notAlwaysLiveMemoryForTile(t).bytes`` for tiles with
+        liveness information. It holds 8 bytes per step and tile: ask for a range on a large report.
+        """
+        count = len(self._liveness_steps)
+        first, last, _ = slice(start, stop).indices(count)
+        last = max(first, last)
+        matrix = self._context.liveness_index.matrix(first, last, self.target.tilesPerReplica)
+        return read_only(matrix.astype(np.uint64))
+
     def vertexCountArray(self) -> np.ndarray:
         """Vertices on every tile over all compute sets, as a uint64 array by tile id (pva addition)."""
         rows = self._reader.vertex_count_rows()

@@ -143,7 +143,7 @@ class ReportContext:
     @functools.cached_property
     def liveness_index(self) -> LivenessIndex:
         """Not-always-live bytes of every step by tile and by variable (pva.liveness_index)."""
-        return LivenessIndex(self.reader, self.reader.liveness_step_count())
+        return LivenessIndex(self.reader, self.reader.liveness_step_count(), lambda rows: self.sized_variables(rows))
 
     @functools.cached_property
     def liveness_tiles(self) -> frozenset[int]:

@@ -88,9 +88,7 @@ class LivenessProgramStep:
             )
         index = self._c.liveness_index
         step = self._index
-        return NotAlwaysLiveMemory(
-            index.tile_bytes(step, tile), lambda: self._c.sized_variables(index.tile_variables(step, tile))
-        )
+        return NotAlwaysLiveMemory(index.tile_bytes(step, tile), lambda: PvaList(index.tile_variables(step, tile)))
 
     def notAlwaysLiveMemoryForIpu(self, ipuId) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one IPU (an id or an IPU) of a replica."""

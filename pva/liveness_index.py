@@ -13,6 +13,8 @@ per change of its bytes (at most two per live interval of its classes), never st
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from formats.lazy_import import lazy_module
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
     from formats.pop.reader import ProfileReader
 else:
     np = lazy_module("numpy")
+
+
+#: Lists of a tile's live variables kept, one per tile and span of steps between changes.
+VARIABLE_LISTS_KEPT = 1 << 14
 
 
 class _Intervals(NamedTuple):
@@ -45,22 +51,26 @@ class _Held(NamedTuple):
     intervals: _Intervals  # the intervals of the pieces' classes
     points: list[int]  # steps where the bytes change, ascending
     values: list[int]  # the bytes from each point on (0 before the first)
+    changes: list[int]  # steps where any piece becomes live or dies, ascending
 
 
 class LivenessIndex:
     """Not-always-live bytes by step of tiles, variables and names, and the variables live on a tile."""
 
-    def __init__(self, reader: ProfileReader, num_steps: int) -> None:
+    def __init__(self, reader: ProfileReader, num_steps: int, sized: Callable[[list], Iterable]) -> None:
         self._reader = reader
         self._steps = num_steps
+        self._sized = sized
+        self._tiles: dict[int, _Held] = {}
         self._held: dict[tuple, _Held] = {}
+        self._lists: OrderedDict[tuple[int, int], tuple] = OrderedDict()
         self._ipus: dict[tuple[int, int], Any] | None = None
         self._ids: np.ndarray | None = None
         self._all: _Intervals | None = None
 
     def tile_bytes(self, step: int, tile: int) -> int:
         """Not-always-live bytes on a tile (of one replica) in a step."""
-        held = self._held.get(("tile", tile)) or self._hold(("tile", tile))
+        held = self._tiles.get(tile) or self._hold_tile(tile)
         at = bisect.bisect_right(held.points, step)
         return held.values[at - 1] if at else 0
 
@@ -82,10 +92,21 @@ class LivenessIndex:
             self._ipus = {(s, i): size for s, i, size in self._reader.liveness_ipu_bytes()}
         return self._ipus.get((step, ipu))
 
-    def tile_variables(self, step: int, tile: int) -> list[tuple[Any, Any, int]]:
-        """(unlowered id or None, name, bytes) live but not always live on a tile in a step: pieces of one
-        unlowered variable summed, pieces without one summed by name."""
-        held = self._held.get(("tile", tile)) or self._hold(("tile", tile))
+    def tile_variables(self, step: int, tile: int) -> tuple:
+        """The variables live but not always live on a tile in a step, as `sized` makes them from
+        (unlowered id or None, name, bytes): pieces of one unlowered variable summed, pieces without
+        one summed by name. Kept for the last `VARIABLE_LISTS_KEPT` tiles and spans of steps."""
+        held = self._tiles.get(tile) or self._hold_tile(tile)
+        span = bisect.bisect_right(held.changes, step)
+        key = (tile, span)
+        found = self._lists.get(key)
+        if found is None:
+            found = self._lists[key] = tuple(self._sized(self._live_on(held, step)))
+            if len(self._lists) > VARIABLE_LISTS_KEPT:
+                self._lists.popitem(last=False)
+        return found
+
+    def _live_on(self, held: _Held, step: int) -> list[tuple[Any, Any, int]]:
         if not len(held.sizes):
             return []
         intervals = held.intervals
@@ -99,6 +120,31 @@ class LivenessIndex:
         present[groups] = True
         return [(*held.keys[g], int(totals[g])) for g in np.flatnonzero(present).tolist()]
 
+    def matrix(self, start: int, stop: int, tiles: int) -> np.ndarray:
+        """Not-always-live bytes of steps start..stop-1 (rows) on every tile of a replica (columns)."""
+        out = np.zeros((stop - start + 1, tiles), dtype=np.int64)
+        every = self._class_intervals()
+        order = np.argsort(every.dense, kind="stable")
+        dense, starts, ends = every.dense[order], every.starts[order], every.ends[order]
+        first = np.searchsorted(dense, np.arange(len(self._class_ids())))
+        count = np.diff(np.append(first, len(dense)))
+        for rows in _batches(self._reader.every_not_always_live_piece(), 1 << 16):
+            tile = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            classes, sizes = self._dense([(r[2], r[1]) for r in rows])
+            keep = (classes >= 0) & (tile >= 0) & (tile < tiles)
+            tile, classes, sizes = tile[keep], classes[keep], sizes[keep]
+            repeats = count[classes]  # one event pair per piece and interval of its class
+            piece = np.repeat(np.arange(len(classes)), repeats)
+            at = np.repeat(first[classes], repeats) + _ranks(repeats)
+            lo = np.clip(starts[at], start, stop) - start
+            hi = np.clip(ends[at], start, stop) - start
+            live = lo < hi
+            piece, lo, hi = piece[live], lo[live], hi[live]
+            np.add.at(out, (lo, tile[piece]), sizes[piece])
+            np.subtract.at(out, (hi, tile[piece]), sizes[piece])
+        np.cumsum(out, axis=0, out=out)
+        return out[:-1]
+
     # -- what one tile or variable holds --
 
     def _bytes(self, key: tuple, step: int) -> int:
@@ -106,11 +152,13 @@ class LivenessIndex:
         at = bisect.bisect_right(held.points, step)
         return held.values[at - 1] if at else 0
 
+    def _hold_tile(self, tile: int) -> _Held:
+        held = self._tiles[tile] = self._grouped(self._reader.not_always_live_pieces(tile=tile))
+        return held
+
     def _hold(self, key: tuple) -> _Held:
         kind, value = key
-        if kind == "tile":
-            rows = self._reader.not_always_live_pieces(tile=value)
-        elif kind == "var":
+        if kind == "var":
             rows = self._reader.not_always_live_pieces(var_id=value)
         else:
             rows = self._reader.not_always_live_pieces(name=value)
@@ -136,7 +184,8 @@ class LivenessIndex:
         chosen = np.isin(every.dense, classes[known])
         intervals = _Intervals(every.dense[chosen], every.starts[chosen], every.ends[chosen])
         points, values = _step_function(intervals, weights)
-        return _Held(sizes, classes, groups, names, intervals, points, values)
+        changes = np.unique(np.concatenate([intervals.starts, intervals.ends])).tolist()
+        return _Held(sizes, classes, groups, names, intervals, points, values, changes)
 
     def _dense(self, rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
         """The dense class index (-1: never live) and the bytes of each piece."""
@@ -182,6 +231,25 @@ class LivenessIndex:
     def _bad(self, message: str) -> InconsistentReportError:
         path = self._reader.path
         return InconsistentReportError(f"{path!r}: {message}", path)
+
+
+def _batches(rows, size: int):
+    """Lists of up to `size` rows."""
+    batch: list = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _ranks(repeats: np.ndarray) -> np.ndarray:
+    """0, 1, ..., n-1 for each n of `repeats`, concatenated."""
+    total = int(repeats.sum())
+    ends = np.cumsum(repeats)
+    return np.arange(total) - np.repeat(ends - repeats, repeats)
 
 
 def _step_function(intervals: _Intervals, weights: np.ndarray) -> tuple[list[int], list[int]]:

@@ -37,11 +37,15 @@ def _check_every_answer(path: str) -> int:
         target = compilation.target
         tiles = [t.tileId for t in compilation.tilesWithLivenessInfo]
         variables = list(compilation.variables)
+        matrix = compilation.notAlwaysLiveMemoryArray()
+        assert matrix.shape == (len(compilation.livenessProgramSteps), target.tilesPerReplica)
+        assert matrix.dtype == "uint64" and not matrix.flags.writeable
         for step in compilation.livenessProgramSteps:
             index = step._index
             for tile in tiles:
                 memory = step.notAlwaysLiveMemoryForTile(tile)
                 assert memory.bytes == reader.not_always_live_bytes(index, tiles=(tile, tile + 1)), (index, tile)
+                assert matrix[index, tile] == memory.bytes
                 expected = compilation._sized_variables(reader.not_always_live_variables(index, tiles=(tile, tile + 1)))
                 assert _sizes(memory.variables) == _sizes(expected), (index, tile)
                 compared += 2
@@ -55,6 +59,9 @@ def _check_every_answer(path: str) -> int:
                 expected_bytes = reader.not_always_live_bytes_of_variable(index, variable._id)
                 assert step.notAlwaysLiveBytesForVariable(variable) == expected_bytes
                 compared += 1
+        middle = len(matrix) // 2
+        assert (compilation.notAlwaysLiveMemoryArray(middle, middle + 3) == matrix[middle : middle + 3]).all()
+        assert compilation.notAlwaysLiveMemoryArray(5, 2).shape == (0, target.tilesPerReplica)
     return compared
 
 
@@ -87,3 +94,18 @@ def test_a_class_id_that_is_not_an_integer_is_a_damaged_report(sample, tmp_path)
         tile = report.compilation.tilesWithLivenessInfo[0]
         with pytest.raises(pva.PvaError, match="equivalence_class_steps class, start and end must be integers"):
             step.notAlwaysLiveMemoryForTile(tile)
+
+
+@pytest.mark.parametrize("name", ["mnist-mlp", "bert-encoder"])
+def test_lowered_variables_of_a_tile_read_lazily_equal_their_rows(preset_paths, name):
+    with pva.openReport(preset_paths[name]) as report:
+        compilation = report.compilation
+        reader = compilation._reader
+        for tile in compilation.tiles[: compilation.target.tilesPerReplica]:
+            found = compilation.loweredVariables.forTile(tile)
+            rows = reader.lowered_variables_on_tile(tile.tileId)
+            assert [(v._id, v.tileId, v.bytes) for v in found] == [(r[0], r[1], r[3]) for r in rows]
+            assert [v._row for v in found] == rows
+            assert [(v.name, v.alignment, v.offset, v.allocated, v.hasUnloweredVar) for v in found] == [
+                (r[2], r[4], r[5], bool(r[7]), r[17] is not None) for r in rows
+            ]

@@ -241,6 +241,12 @@ class CompilationQueries:
         """Rows (LOWERED_VARIABLE_COLUMNS) of the lowered variables on a tile, in allocation order."""
         return self.file.query(f"{_LOWERED} WHERE tile = ? ORDER BY alloc_order, id", (tile,))
 
+    def lowered_variable_briefs_on_tile(self, tile: int) -> list[tuple]:
+        """(id, tile, bytes) of the lowered variables on a tile, in allocation order."""
+        return self.file.query(
+            "SELECT id, tile, size_bytes FROM vars_info WHERE tile = ? ORDER BY alloc_order, id", (tile,)
+        )
+
     def lowered_variables_of_variable(self, var_id: int) -> list[tuple]:
         """Rows (LOWERED_VARIABLE_COLUMNS) of the lowered pieces of an unlowered variable, by id."""
         return self.file.query(f"{_LOWERED} WHERE unlowered_var = ? ORDER BY id", (var_id,))
@@ -345,6 +351,12 @@ class CompilationQueries:
             f"SELECT size_bytes, equivalence_class, unlowered_var, name FROM vars_info "
             f"WHERE {where} AND allocated = 1 AND always_live = 0",
             params,
+        )
+
+    def every_not_always_live_piece(self) -> Iterator[tuple[Any, Any, Any]]:
+        """(tile, equivalence class, bytes) of every allocated lowered variable that is not always live."""
+        return self.file.iterate(
+            "SELECT tile, equivalence_class, size_bytes FROM vars_info WHERE allocated = 1 AND always_live = 0"
         )
 
     def liveness_ipu_bytes(self) -> list[tuple[Any, Any, Any]]:

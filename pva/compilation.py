@@ -681,6 +681,8 @@ for _excluding, _including in (
     _MEMORY_PARTNERS[_excluding] = _including
     _MEMORY_PARTNERS[_including] = _excluding
 _MEMORY_COLUMN_NAMES = frozenset(MEMORY_FIELDS.values())
+#: Variables looked up by id one by one before every variable is read at once.
+_VARIABLES_ASKED = 4096
 #: Tiles asked for their always-live variables one by one before every tile's are read at once.
 _ALWAYS_LIVE_TILES_ASKED = 16
 
@@ -693,6 +695,7 @@ class CompilationReport:
         self._report = report
         self._always_live_by_tile: dict[int, list] | None = None
         self._always_live_asked: set[int] = set()
+        self._variables_asked: dict[int, Variable] = {}
         self._context = context = ReportContext(reader, report, lambda: self.target, Tile, IPU)
         context.install(
             program_table=lambda: ProgramTable(context),
@@ -1025,7 +1028,14 @@ class CompilationReport:
     def _variable(self, var_id: int) -> Variable:
         if var_id < 0:
             return Variable(self._context, var_id, self._artificial_variable_name(var_id))
-        found = self._variables_by_id.get(var_id)
+        if "_variables_by_id" in self.__dict__ or len(self._variables_asked) >= _VARIABLES_ASKED:
+            found = self._variables_by_id.get(var_id)
+        else:  # a few variables asked for: by id, without reading every variable's name
+            found = self._variables_asked.get(var_id)
+            if found is None:
+                name = self._reader.variable_name(var_id)
+                if name is not None:
+                    found = self._variables_asked[var_id] = Variable(self._context, var_id, name)
         if found is None:
             raise InconsistentReportError(
                 f"{self._reader.path!r}: variable {var_id} is referenced but not in table variables", self._reader.path

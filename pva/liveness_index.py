@@ -2,19 +2,19 @@
 
 A lowered variable counts in a step when it is allocated, not always live, and its equivalence class
 is live in the step (formats.pop.query.compilation). For one tile (or unlowered variable, or name)
-its lowered variables are read once; with the live intervals of their classes they give the bytes
+its lowered variables and the live intervals of their classes are read once; they give the bytes
 of every step as a step function: the steps where the bytes change, and the bytes from each on. A
 loop over steps and tiles then bisects a short list instead of asking SQLite once per call.
 
-Memory: per tile or variable asked for, three int64 per lowered variable it holds and two numbers
-per change of its bytes (at most two per live interval of its classes), never steps x tiles.
+Memory: per tile or variable asked for, three int64 per lowered variable it holds and a few
+numbers per live interval of its classes, never steps x tiles.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from formats.lazy_import import lazy_module
@@ -28,15 +28,16 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
-
 #: Lists of a tile's live variables kept, one per tile and span of steps between changes.
 VARIABLE_LISTS_KEPT = 1 << 14
+#: Steps whose per-IPU bytes are kept.
+_IPU_STEPS_KEPT = 1 << 12
 
 
 class _Intervals(NamedTuple):
-    """Merged live intervals [start, end) of classes, by dense class index."""
+    """Merged live intervals [start, end) of classes, by class index."""
 
-    dense: np.ndarray
+    classes: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
 
@@ -45,10 +46,11 @@ class _Held(NamedTuple):
     """The allocated, not-always-live lowered variables of a tile or variable, and when they are live."""
 
     sizes: np.ndarray  # bytes of each piece
-    classes: np.ndarray  # dense class of each piece; -1 for a class that is never live
+    classes: np.ndarray  # index of each piece's class in the held classes
+    class_count: int  # the number of held classes
     groups: np.ndarray  # index into keys of each piece
     keys: list[tuple[Any, Any]]  # (unlowered id, a piece's name) or (None, name)
-    intervals: _Intervals  # the intervals of the pieces' classes
+    intervals: _Intervals  # the live intervals of the held classes
     points: list[int]  # steps where the bytes change, ascending
     values: list[int]  # the bytes from each point on (0 before the first)
     changes: list[int]  # steps where any piece becomes live or dies, ascending
@@ -64,9 +66,7 @@ class LivenessIndex:
         self._tiles: dict[int, _Held] = {}
         self._held: dict[tuple, _Held] = {}
         self._lists: OrderedDict[tuple[int, int], tuple] = OrderedDict()
-        self._ipus: dict[tuple[int, int], Any] | None = None
-        self._ids: np.ndarray | None = None
-        self._all: _Intervals | None = None
+        self._ipus: OrderedDict[int, dict[Any, Any]] = OrderedDict()
 
     def tile_bytes(self, step: int, tile: int) -> int:
         """Not-always-live bytes on a tile (of one replica) in a step."""
@@ -88,56 +88,43 @@ class LivenessIndex:
 
     def ipu_bytes(self, step: int, ipu: int) -> Any:
         """Not-always-live bytes of a step on an IPU as the report records them, or None."""
-        if self._ipus is None:
-            self._ipus = {(s, i): size for s, i, size in self._reader.liveness_ipu_bytes()}
-        return self._ipus.get((step, ipu))
+        found = self._ipus.get(step)
+        if found is None:
+            found = self._ipus[step] = dict(self._reader.liveness_ipu_bytes(step))
+            if len(self._ipus) > _IPU_STEPS_KEPT:
+                self._ipus.popitem(last=False)
+        return found.get(ipu)
 
     def tile_variables(self, step: int, tile: int) -> tuple:
         """The variables live but not always live on a tile in a step, as `sized` makes them from
         (unlowered id or None, name, bytes): pieces of one unlowered variable summed, pieces without
         one summed by name. Kept for the last `VARIABLE_LISTS_KEPT` tiles and spans of steps."""
         held = self._tiles.get(tile) or self._hold_tile(tile)
-        span = bisect.bisect_right(held.changes, step)
-        key = (tile, span)
+        key = (tile, bisect.bisect_right(held.changes, step))
         found = self._lists.get(key)
         if found is None:
-            found = self._lists[key] = tuple(self._sized(self._live_on(held, step)))
+            found = self._lists[key] = tuple(self._sized(_live_on(held, step)))
             if len(self._lists) > VARIABLE_LISTS_KEPT:
                 self._lists.popitem(last=False)
         return found
 
-    def _live_on(self, held: _Held, step: int) -> list[tuple[Any, Any, int]]:
-        if not len(held.sizes):
-            return []
-        intervals = held.intervals
-        live = np.zeros(len(self._class_ids()), dtype=bool)
-        live[intervals.dense[(intervals.starts <= step) & (intervals.ends > step)]] = True
-        mask = (held.classes >= 0) & live[held.classes]
-        groups = held.groups[mask]
-        totals = np.zeros(len(held.keys), dtype=np.int64)
-        np.add.at(totals, groups, held.sizes[mask])
-        present = np.zeros(len(held.keys), dtype=bool)
-        present[groups] = True
-        return [(*held.keys[g], int(totals[g])) for g in np.flatnonzero(present).tolist()]
-
     def matrix(self, start: int, stop: int, tiles: int) -> np.ndarray:
         """Not-always-live bytes of steps start..stop-1 (rows) on every tile of a replica (columns)."""
         out = np.zeros((stop - start + 1, tiles), dtype=np.int64)
-        every = self._class_intervals()
-        order = np.argsort(every.dense, kind="stable")
-        dense, starts, ends = every.dense[order], every.starts[order], every.ends[order]
-        first = np.searchsorted(dense, np.arange(len(self._class_ids())))
-        count = np.diff(np.append(first, len(dense)))
+        ids, every = self._intervals_of(None)
+        first = np.searchsorted(every.classes, np.arange(len(ids)))
+        count = np.diff(np.append(first, len(every.classes)))
         for rows in _batches(self._reader.every_not_always_live_piece(), 1 << 16):
             tile = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            classes, sizes = self._dense([(r[2], r[1]) for r in rows])
-            keep = (classes >= 0) & (tile >= 0) & (tile < tiles)
-            tile, classes, sizes = tile[keep], classes[keep], sizes[keep]
+            sizes, raw = self._columns([(r[2], r[1]) for r in rows])
+            at = np.minimum(np.searchsorted(ids, raw), max(len(ids) - 1, 0))
+            keep = (tile >= 0) & (tile < tiles) & (ids[at] == raw if len(ids) else False)
+            tile, classes, sizes = tile[keep], at[keep], sizes[keep]
             repeats = count[classes]  # one event pair per piece and interval of its class
             piece = np.repeat(np.arange(len(classes)), repeats)
-            at = np.repeat(first[classes], repeats) + _ranks(repeats)
-            lo = np.clip(starts[at], start, stop) - start
-            hi = np.clip(ends[at], start, stop) - start
+            interval = np.repeat(first[classes], repeats) + _ranks(repeats)
+            lo = np.clip(every.starts[interval], start, stop) - start
+            hi = np.clip(every.ends[interval], start, stop) - start
             live = lo < hi
             piece, lo, hi = piece[live], lo[live], hi[live]
             np.add.at(out, (lo, tile[piece]), sizes[piece])
@@ -166,7 +153,9 @@ class LivenessIndex:
         return held
 
     def _grouped(self, rows: list[tuple]) -> _Held:
-        classes, sizes = self._dense(rows)
+        sizes, raw = self._columns(rows)
+        ids, classes = np.unique(raw, return_inverse=True)
+        classes = classes.reshape(-1)
         keys: dict[tuple, int] = {}
         groups = np.fromiter(
             (keys.setdefault((row[2], None if row[2] is not None else row[3]), len(keys)) for row in rows),
@@ -177,65 +166,77 @@ class LivenessIndex:
         for row in rows:  # the name given for an unlowered variable's pieces is one of theirs
             if row[2] is not None:
                 names[keys[(row[2], None)]] = (row[2], row[3])
-        known = classes >= 0
-        weights = np.zeros(len(self._class_ids()), dtype=np.int64)
-        np.add.at(weights, classes[known], sizes[known])
-        every = self._class_intervals()
-        chosen = np.isin(every.dense, classes[known])
-        intervals = _Intervals(every.dense[chosen], every.starts[chosen], every.ends[chosen])
+        weights = np.zeros(len(ids), dtype=np.int64)
+        np.add.at(weights, classes, sizes)
+        _, intervals = self._intervals_of(ids)
         points, values = _step_function(intervals, weights)
         changes = np.unique(np.concatenate([intervals.starts, intervals.ends])).tolist()
-        return _Held(sizes, classes, groups, names, intervals, points, values, changes)
+        return _Held(sizes, classes, len(ids), groups, names, intervals, points, values, changes)
 
-    def _dense(self, rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
-        """The dense class index (-1: never live) and the bytes of each piece."""
+    def _columns(self, rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+        """The bytes and the equivalence class of each piece."""
         try:
             sizes = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-            raw = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+            classes = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
         except (TypeError, ValueError, OverflowError):
             raise self._bad("vars_info size_bytes and equivalence_class must be integers") from None
-        ids = self._class_ids()
-        if not len(ids):
-            return np.full(len(raw), -1, dtype=np.int64), sizes
-        at = np.minimum(np.searchsorted(ids, raw), len(ids) - 1)
-        return np.where(ids[at] == raw, at, -1), sizes
+        return sizes, classes
 
-    # -- the classes' live intervals --
+    def _intervals_of(self, ids: np.ndarray | None) -> tuple[np.ndarray, _Intervals]:
+        """The live intervals of the classes `ids` (ascending; None: every class), overlapping ones
+        merged (a class counts once in a step), with the classes as indexes into the ids returned."""
+        if ids is None:
+            rows: Iterable[tuple] = self._reader.equivalence_class_steps()
+        else:
+            rows = self._reader.equivalence_class_steps_of(ids.tolist()) if len(ids) else []
+        merged = np.array(list(self._merged(rows)), dtype=np.int64).reshape(-1, 3)
+        if ids is None:
+            ids = np.unique(merged[:, 0])
+        at = np.searchsorted(ids, merged[:, 0])
+        return ids, _Intervals(at, merged[:, 1].copy(), merged[:, 2].copy())
 
-    def _class_ids(self) -> np.ndarray:
-        if self._ids is None:
-            self._class_intervals()
-        assert self._ids is not None
-        return self._ids
-
-    def _class_intervals(self) -> _Intervals:
-        """Every class's live intervals, overlapping ones merged (a class counts once in a step)."""
-        if self._all is None:
-            merged: list[tuple[int, int, int]] = []
-            for cls, start, end in self._reader.equivalence_class_steps():
-                if not all(type(v) is int for v in (cls, start, end)):
-                    raise self._bad("equivalence_class_steps class, start and end must be integers")
-                start, end = max(start, 0), min(end, self._steps)
-                if start >= end:
-                    continue
-                if merged and merged[-1][0] == cls and start <= merged[-1][2]:
-                    if end > merged[-1][2]:
-                        merged[-1] = (cls, merged[-1][1], end)
-                else:
-                    merged.append((cls, start, end))
-            table = np.array(merged, dtype=np.int64).reshape(-1, 3)
-            self._ids, dense = np.unique(table[:, 0], return_inverse=True)
-            self._all = _Intervals(dense.reshape(-1), table[:, 1].copy(), table[:, 2].copy())
-        return self._all
+    def _merged(self, rows: Iterable[tuple]) -> Iterator[tuple[int, int, int]]:
+        """(class, start, end) with overlapping intervals of a class joined, clipped to the steps."""
+        last: tuple[int, int, int] | None = None
+        for cls, start, end in rows:
+            if type(cls) is not int or type(start) is not int or type(end) is not int:
+                raise self._bad("equivalence_class_steps class, start and end must be integers")
+            start, end = max(start, 0), min(end, self._steps)
+            if start >= end:
+                continue
+            if last is not None and last[0] == cls and start <= last[2]:
+                last = (cls, last[1], max(end, last[2]))
+                continue
+            if last is not None:
+                yield last
+            last = (cls, start, end)
+        if last is not None:
+            yield last
 
     def _bad(self, message: str) -> InconsistentReportError:
         path = self._reader.path
         return InconsistentReportError(f"{path!r}: {message}", path)
 
 
-def _batches(rows, size: int):
+def _live_on(held: _Held, step: int) -> list[tuple[Any, Any, int]]:
+    """(unlowered id or None, name, bytes) of the held pieces live in a step, by group."""
+    if not len(held.sizes):
+        return []
+    intervals = held.intervals
+    live = np.zeros(held.class_count, dtype=bool)
+    live[intervals.classes[(intervals.starts <= step) & (intervals.ends > step)]] = True
+    mask = live[held.classes]
+    groups = held.groups[mask]
+    totals = np.zeros(len(held.keys), dtype=np.int64)
+    np.add.at(totals, groups, held.sizes[mask])
+    present = np.zeros(len(held.keys), dtype=bool)
+    present[groups] = True
+    return [(*held.keys[g], int(totals[g])) for g in np.flatnonzero(present).tolist()]
+
+
+def _batches(rows: Iterable[tuple], size: int) -> Iterator[list[tuple]]:
     """Lists of up to `size` rows."""
-    batch: list = []
+    batch: list[tuple] = []
     for row in rows:
         batch.append(row)
         if len(batch) == size:
@@ -247,14 +248,13 @@ def _batches(rows, size: int):
 
 def _ranks(repeats: np.ndarray) -> np.ndarray:
     """0, 1, ..., n-1 for each n of `repeats`, concatenated."""
-    total = int(repeats.sum())
     ends = np.cumsum(repeats)
-    return np.arange(total) - np.repeat(ends - repeats, repeats)
+    return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - repeats, repeats)
 
 
 def _step_function(intervals: _Intervals, weights: np.ndarray) -> tuple[list[int], list[int]]:
     """The steps where the sum of the live classes' weights changes, and the sum from each on."""
-    each = weights[intervals.dense]
+    each = weights[intervals.classes]
     positions = np.concatenate([intervals.starts, intervals.ends])
     deltas = np.concatenate([each, -each])
     order = np.argsort(positions, kind="stable")

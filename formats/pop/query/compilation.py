@@ -195,6 +195,11 @@ class CompilationQueries:
         """(parent, child) of every program edge, by parent then position."""
         return self.file.iterate("SELECT parent, child FROM program_children ORDER BY parent, position")
 
+    def program_vector_row(self, program: int, kind: str) -> Any:
+        """The matrix row of one per-tile vector of a program, or None when not recorded."""
+        row = self.file.query_one("SELECT row FROM program_vectors WHERE program = ? AND kind = ?", (program, kind))
+        return None if row is None else row[0]
+
     def program_vector_rows(self) -> Iterator[tuple[Any, Any, Any]]:
         """(program, kind, matrix row) of every per-tile vector of a program."""
         return self.file.iterate("SELECT program, kind, row FROM program_vectors")
@@ -218,6 +223,11 @@ class CompilationQueries:
     def variables(self) -> list[tuple[Any, Any]]:
         """(id, name) of every unlowered variable, by id."""
         return self.file.query("SELECT id, name FROM variables ORDER BY id")
+
+    def variable_name(self, var_id: int) -> Any:
+        """The name of an unlowered variable, or None when there is no such variable."""
+        row = self.file.query_one("SELECT name FROM variables WHERE id = ?", (var_id,))
+        return None if row is None else row[0]
 
     def artificial_variable_names(self) -> list:
         """Distinct names of the lowered variables without an unlowered variable, sorted."""
@@ -264,6 +274,19 @@ class CompilationQueries:
         return self.file.column(
             "SELECT other FROM lowered_var_constraints WHERE var = ? AND kind = ? ORDER BY other", (var_id, kind)
         )
+
+    def equivalence_class_steps_of(self, classes: Sequence[int]) -> list[tuple[Any, Any, Any]]:
+        """(class, first step, step after the last) of the live intervals of some classes (given in
+        ascending order), by class then start."""
+        found: list[tuple[Any, Any, Any]] = []
+        for start in range(0, len(classes), _IDS_PER_QUERY):
+            chunk = list(classes[start : start + _IDS_PER_QUERY])
+            marks = ", ".join("?" * len(chunk))
+            found += self.file.query(
+                f'SELECT class, start, "end" FROM equivalence_class_steps WHERE class IN ({marks}) ORDER BY class, start',
+                chunk,
+            )
+        return found
 
     def equivalence_class_steps(self) -> Iterator[tuple[Any, Any, Any]]:
         """(class, first step, step after the last) of every live interval, by class then start."""
@@ -359,9 +382,9 @@ class CompilationQueries:
             "SELECT tile, equivalence_class, size_bytes FROM vars_info WHERE allocated = 1 AND always_live = 0"
         )
 
-    def liveness_ipu_bytes(self) -> list[tuple[Any, Any, Any]]:
-        """(step, IPU, not-always-live bytes) of every step and IPU recorded."""
-        return self.file.query("SELECT step, ipu, bytes FROM liveness_step_ipus")
+    def liveness_ipu_bytes(self, step: int) -> list[tuple[Any, Any]]:
+        """(IPU, not-always-live bytes) of a step on each IPU recorded."""
+        return self.file.query("SELECT ipu, bytes FROM liveness_step_ipus WHERE step = ?", (step,))
 
     def not_always_live_variables(self, step: int, *, tiles: tuple[int, int] | None = None) -> list[tuple]:
         """(unlowered id or None, lowered name, bytes) live but not always live in a step, on tiles lo..hi-1 or all.

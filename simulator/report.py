@@ -56,16 +56,8 @@ PRODUCER = "pva simulator"
 
 #: steps_by_ipu's columns in the schema's order, the order of each row written.
 _STEPS_BY_IPU = profile_schema().tables["steps_by_ipu"].column_names
-_ACTIVITIES = (
-    "active_compute",
-    "compute",
-    "inter_ipu_exchange",
-    "stream_copy_begin",
-    "stream_copy",
-    "stream_copy_end",
-    "internal_exchange",
-    "sync",
-)
+#: The activities cycle_totals sums per run and IPU: its columns between the run and IPU and the total.
+_ACTIVITIES = profile_schema().tables["cycle_totals"].column_names[2:-1]
 _FLUSH_STEPS = 512
 
 
@@ -92,14 +84,14 @@ class ExecutionSink:
         self.level = engine.options.compute
         self.step_id = 0
         self.run_id = 0
-        self.runs: list[tuple] = []
+        self.runs: list[dict] = []
         self.run_cycles: list[tuple] = []
         self.run_params: list[tuple] = []
-        self.totals: list[tuple] = []
-        self._steps: list[tuple] = []
+        self.totals: list[dict] = []
+        self._steps: list[dict] = []
         self._by_ipu: list[tuple] = []
         self._cs_rows: list[tuple] = []
-        self._vertex_rows: list[tuple] = []
+        self._vertex_rows: list[dict] = []
         self._matrix = np.zeros((_FLUSH_STEPS, self.total_tiles), dtype=np.int64)
         self._fill = 0
         self._microseconds = 0
@@ -151,16 +143,16 @@ class ExecutionSink:
             measured_max = row.reshape(self.num_ipus, T).max(axis=1)
         sid = self.step_id
         self._steps.append(
-            (
-                sid,
-                self.run_id,
-                tpl.type,
-                tpl.program,
-                tpl.cs,
-                tpl.name,
-                tpl.sync if tpl.type == "Sync" else None,
-                int(overlap),
-            )
+            {
+                "id": sid,
+                "run": self.run_id,
+                "type": tpl.type,
+                "program": tpl.program,
+                "compute_set": tpl.cs,
+                "name": tpl.name,
+                "sync_type": tpl.sync if tpl.type == "Sync" else None,
+                "cycles_overlapped": int(overlap),
+            }
         )
         base = self._base
         is_compute = tpl.type == "OnTileExecute"
@@ -215,7 +207,15 @@ class ExecutionSink:
             self._cs_rows.append((sid, 0, tpl.cs, None))
             if self.level == "Vertex":
                 for type_id, count, cycles in tpl.vertex_rows:
-                    self._vertex_rows.append((sid, tpl.cs, type_id, count, cycles))
+                    self._vertex_rows.append(
+                        {
+                            "step_id": sid,
+                            "compute_set": tpl.cs,
+                            "vertex_type": type_id,
+                            "count": count,
+                            "cycles": cycles,
+                        }
+                    )
             self._activity["active_compute"] += stats.get("active_sum", 0)
         activity = _ACTIVITY_OF[tpl.type]
         self._activity[activity] += measured_sums
@@ -231,7 +231,16 @@ class ExecutionSink:
         start = self._microseconds
         end = start + int(np.ceil(cycles / clock_hz * 1e6))
         self._microseconds = end + 40
-        self.runs.append((self.run_id, self._run_name, start, end, self._run_first, self.step_id - self._run_first))
+        self.runs.append(
+            {
+                "id": self.run_id,
+                "name": self._run_name,
+                "microseconds_start": start,
+                "microseconds_end": end,
+                "first_step": self._run_first,
+                "num_steps": self.step_id - self._run_first,
+            }
+        )
         for r in range(self.replicas):
             if not self.profiled[r]:
                 continue
@@ -240,18 +249,14 @@ class ExecutionSink:
                 self.run_cycles.append((self.run_id, ipu, int(self._base[j]), int(clock[j])))
                 act = {a: int(self._activity[a][j]) for a in _ACTIVITIES}
                 total = sum(v for k, v in act.items() if k != "active_compute")
-                self.totals.append((self.run_id, ipu) + tuple(act[a] for a in _ACTIVITIES) + (total,))
+                self.totals.append({"run": self.run_id, "ipu": ipu, **act, "total": total})
         self.run_id += 1
         self.flush()
 
     def flush(self) -> None:
         w = self.writer
         if self._steps:
-            w.insert(
-                "steps",
-                ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
-                self._steps,
-            )
+            w.insert_rows("steps", self._steps)
             self._steps = []
         if self._by_ipu:
             w.insert("steps_by_ipu", _STEPS_BY_IPU, self._by_ipu)
@@ -260,9 +265,7 @@ class ExecutionSink:
             w.insert("step_compute_sets", ("step_id", "position", "compute_set", "cycles_row"), self._cs_rows)
             self._cs_rows = []
         if self._vertex_rows:
-            w.insert(
-                "step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"), self._vertex_rows
-            )
+            w.insert_rows("step_vertex_cycles", self._vertex_rows)
             self._vertex_rows = []
         if self._fill:
             w.matrix("step_cycles_by_tile").append(self._matrix[: self._fill])
@@ -271,10 +274,10 @@ class ExecutionSink:
     def finish(self) -> None:
         self.flush()
         w = self.writer
-        w.insert("runs", ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"), self.runs)
+        w.insert_rows("runs", self.runs)
         w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"), self.run_cycles)
         w.insert("run_parameters", ("run", "name", "value"), self.run_params)
-        w.insert("cycle_totals", ("run", "ipu") + _ACTIVITIES + ("total",), self.totals)
+        w.insert_rows("cycle_totals", self.totals)
 
 
 _ACTIVITY_OF = {
@@ -480,8 +483,8 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
     est = _Rows(w, "compute_set_estimated_cycles_by_tile", n)
     act = _Rows(w, "compute_set_active_cycles_by_tile", n)
     counts = _Rows(w, "vertex_count_by_tile", n)
-    cs_rows: list[tuple] = []
-    vertex_rows: list[tuple] = []
+    cs_rows: list[dict] = []
+    vertex_rows: list[dict] = []
     cs_vars: list[tuple[int, int]] = []
     msg_by_cs: dict[int, list[int]] = {}
     for (cs_id, _), cls in exe.message_classes.items():
@@ -490,10 +493,27 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         assert info is not None, "the compiler analysed every compute set"
         er = est.add_sparse(info.cycles)
         ar = act.add_sparse(info.active)
-        cs_rows.append((info.id, info.name, info.num_vertices, er, ar, info.cycles.max, info.cycles.total))
+        cs_rows.append(
+            {
+                "compute_set": info.id,
+                "name": info.name,
+                "num_vertices": info.num_vertices,
+                "estimated_cycles_row": er,
+                "active_cycles_row": ar,
+                "estimated_cycles_max": info.cycles.max,
+                "estimated_cycles_total": info.cycles.total,
+            }
+        )
         for v in info.vertices:
             vertex_rows.append(
-                (len(vertex_rows), info.id, v.type_id, v.count, v.cycles, counts.add_sparse(v.count_by_tile))
+                {
+                    "id": len(vertex_rows),
+                    "compute_set": info.id,
+                    "vertex_type": v.type_id,
+                    "count": v.count,
+                    "estimated_cycles": v.cycles,
+                    "count_by_tile_row": counts.add_sparse(v.count_by_tile),
+                }
             )
         ids = [lv.user_ids(info.lv_keys)] if info.lv_keys.size else []
         for cls in msg_by_cs.get(info.id, ()):
@@ -502,24 +522,8 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
             cs_vars.extend((info.id, int(v)) for v in np.unique(np.concatenate(ids)).tolist())
     for rows in (est, act, counts):
         rows.flush()
-    w.insert(
-        "compute_sets",
-        (
-            "compute_set",
-            "name",
-            "num_vertices",
-            "estimated_cycles_row",
-            "active_cycles_row",
-            "estimated_cycles_max",
-            "estimated_cycles_total",
-        ),
-        cs_rows,
-    )
-    w.insert(
-        "compute_set_vertices",
-        ("id", "compute_set", "vertex_type", "count", "estimated_cycles", "count_by_tile_row"),
-        vertex_rows,
-    )
+    w.insert_rows("compute_sets", cs_rows)
+    w.insert_rows("compute_set_vertices", vertex_rows)
     w.insert("compute_set_vars", ("compute_set", "var"), cs_vars)
     del cs_vars
 
@@ -550,34 +554,22 @@ def _class_piece_ids(exe, cls: int) -> np.ndarray:
 
 def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
     progs = exe.progs
-    rows = [
-        (
-            p.id,
-            p.type,
-            p.name,
-            p.cs,
-            p.repeat,
-            p.sync if p.type in ("Sync", "GlobalExchange") else None,
-            p.sct,
-            p.call,
-            None,
-        )
-        for p in progs
-    ]
-    w.insert(
+    w.insert_rows(
         "programs",
         (
-            "id",
-            "type",
-            "name",
-            "compute_set",
-            "repeat_count",
-            "sync_type",
-            "stream_copy_type",
-            "call_target",
-            "num_tiles",
+            {
+                "id": p.id,
+                "type": p.type,
+                "name": p.name,
+                "compute_set": p.cs,
+                "repeat_count": p.repeat,
+                "sync_type": p.sync if p.type in ("Sync", "GlobalExchange") else None,
+                "stream_copy_type": p.sct,
+                "call_target": p.call,
+                "num_tiles": None,
+            }
+            for p in progs
         ),
-        rows,
     )
     w.insert(
         "program_children",
@@ -587,13 +579,20 @@ def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
     assert exe.root is not None
     w.insert("control_programs", ("position", "program"), [(0, exe.root.id)])
     w.insert("function_programs", ("position", "program"), [(i, f.id) for i, f in enumerate(exe.functions)])
-    vectors: list[tuple] = []
+    vectors: list[dict] = []
     code_rows = _Rows(w, "program_control_code_by_tile", n)
 
     def emit(prog_id: int, kind: str, rows: _Rows, vec: np.ndarray) -> None:
         row = rows.add(vec)
         vectors.append(
-            (prog_id, kind, row, int(vec.sum()), int(vec.min()) if vec.size else 0, int(vec.max()) if vec.size else 0)
+            {
+                "program": prog_id,
+                "kind": kind,
+                "row": row,
+                "total": int(vec.sum()),
+                "min": int(vec.min()) if vec.size else 0,
+                "max": int(vec.max()) if vec.size else 0,
+            }
         )
 
     # cumulative control code, children before parents
@@ -635,7 +634,7 @@ def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
             emit(p.id, "sync_cycles", matrices["sync_cycles"], plan.sync.dense())
     for matrix in matrices.values():
         matrix.flush()
-    w.insert("program_vectors", ("program", "kind", "row", "total", "min", "max"), vectors)
+    w.insert_rows("program_vectors", vectors)
     lv = cast("LoweredVars", exe.lowered)
     program_vars: list[tuple[int, int]] = []
     for p in progs:
@@ -656,52 +655,29 @@ def _write_lowered(w: ProfileWriter, exe) -> None:
     lv = exe.lowered
     mem = exe.memory
     names = lv.names
-    cols = [
-        np.arange(len(lv)),
-        lv["tile"],
-        lv["name_id"],
-        lv["size"],
-        lv["align"],
-        mem.offset,
-        lv["category"],
-        lv["constant"],
-        lv["always_live"],
-        lv["executable"],
-        lv["vertex_code"],
-        lv["lowest_256k"],
-        lv["start_section"],
-        lv["in_interleaved"],
-        lv["accessed"],
-        lv["eq_class"],
-        lv["unlowered"],
-        mem.alloc_order,
-    ]
-    step = 200_000
-    columns = (
-        "id",
-        "tile",
-        "name",
-        "size_bytes",
-        "alignment",
-        "offset",
-        "category",
-        "allocated",
-        "constant",
-        "always_live",
-        "executable",
-        "vertex_code",
-        "lowest_256k",
-        "start_section",
-        "in_interleaved_mem",
-        "accessed_in_vertex",
-        "equivalence_class",
-        "unlowered_var",
-        "alloc_order",
+    w.insert_columns(
+        "vars_info",  # every piece is allocated: the column's default
+        {
+            "id": np.arange(len(lv)),
+            "tile": lv["tile"],
+            "name": [names[i] for i in lv["name_id"].tolist()],
+            "size_bytes": lv["size"],
+            "alignment": lv["align"],
+            "offset": mem.offset,
+            "category": lv["category"],
+            "constant": lv["constant"],
+            "always_live": lv["always_live"],
+            "executable": lv["executable"],
+            "vertex_code": lv["vertex_code"],
+            "lowest_256k": lv["lowest_256k"],
+            "start_section": lv["start_section"],
+            "in_interleaved_mem": lv["in_interleaved"],
+            "accessed_in_vertex": lv["accessed"],
+            "equivalence_class": lv["eq_class"],
+            "unlowered_var": lv["unlowered"],
+            "alloc_order": mem.alloc_order,
+        },
     )
-    for lo in range(0, len(lv), step):
-        part = [c[lo : lo + step].tolist() for c in cols]
-        rows = ((r[0], r[1], names[r[2]], r[3], r[4], r[5], r[6], 1, *r[7:]) for r in zip(*part))
-        w.insert("vars_info", columns, rows)
     always = exe.classes.always_live
     intervals = sorted(i for i in exe.liveness.intervals if not always[i[0]])
     w.insert("equivalence_class_steps", ("class", "start", "end"), intervals)
@@ -709,21 +685,7 @@ def _write_lowered(w: ProfileWriter, exe) -> None:
 
 def _write_memory(w: ProfileWriter, exe, n: int) -> None:
     mem = exe.memory
-    t = mem.by_tile
-    columns = (
-        "total",
-        "total_including_gaps",
-        "interleaved",
-        "interleaved_including_gaps",
-        "non_interleaved",
-        "non_interleaved_including_gaps",
-        "overflowed",
-        "overflowed_including_gaps",
-        "always_live_bytes",
-        "not_always_live_bytes",
-    )
-    data = [np.arange(n)] + [t[c] for c in columns]
-    w.insert("memory_by_tile", ("tile",) + columns, zip(*(d.tolist() for d in data)))
+    w.insert_columns("memory_by_tile", {"tile": np.arange(n), **mem.by_tile})
     w.matrix("memory_category_by_tile").append(mem.category_matrix)
     rows = []
     matrix = mem.category_matrix
@@ -732,46 +694,46 @@ def _write_memory(w: ProfileWriter, exe, n: int) -> None:
             for overlapped in (0, 1):
                 column = matrix[:, 6 * c + 2 * ri + overlapped]
                 if column.any():
-                    rows.append((c, region, overlapped, int(column.sum()), int(column.max())))
-    w.insert("memory_by_category", ("category", "region", "overlapped", "total", "max"), rows)
+                    rows.append(
+                        {
+                            "category": c,
+                            "region": region,
+                            "overlapped": overlapped,
+                            "total": int(column.sum()),
+                            "max": int(column.max()),
+                        }
+                    )
+    w.insert_rows("memory_by_category", rows)
     vm = []
     for type_id, (vtype, memory) in enumerate(zip(exe.types.types, exe.types.memory)):
         used = np.flatnonzero(memory["count"])
         for tile in used.tolist():
             vm.append(
-                (
-                    tile,
-                    type_id,
-                    vtype.code_bytes,
-                    int(memory["copy_ptr"][tile]),
-                    int(memory["descriptor"][tile]),
-                    int(memory["edge_ptr"][tile]),
-                    int(memory["padding"][tile]),
-                    int(memory["vertex_data"][tile]),
-                )
+                {
+                    "tile": tile,
+                    "vertex_type": type_id,
+                    "code_bytes": vtype.code_bytes,
+                    "copy_ptr_bytes": int(memory["copy_ptr"][tile]),
+                    "descriptor_bytes": int(memory["descriptor"][tile]),
+                    "edge_ptr_bytes": int(memory["edge_ptr"][tile]),
+                    "padding_bytes": int(memory["padding"][tile]),
+                    "vertex_data_bytes": int(memory["vertex_data"][tile]),
+                }
             )
-    w.insert(
-        "vertex_memory",
-        (
-            "tile",
-            "vertex_type",
-            "code_bytes",
-            "copy_ptr_bytes",
-            "descriptor_bytes",
-            "edge_ptr_bytes",
-            "padding_bytes",
-            "vertex_data_bytes",
-        ),
-        vm,
-    )
+    w.insert_rows("vertex_memory", vm)
 
 
 def _write_liveness(w: ProfileWriter, exe, n: int) -> None:
     live = exe.liveness
-    w.insert(
+    w.insert_columns(
         "liveness_steps",
-        ("id", "program", "parent", "depth", "not_always_live_bytes"),
-        zip(range(live.num_steps), live.step_program, live.step_parent, live.step_depth, live.step_bytes),
+        {
+            "id": range(live.num_steps),
+            "program": live.step_program,
+            "parent": live.step_parent,
+            "depth": live.step_depth,
+            "not_always_live_bytes": live.step_bytes,
+        },
     )
     num_ipus = exe.num_ipus
     w.insert(

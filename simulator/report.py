@@ -54,8 +54,8 @@ class ProfiledRun(Protocol):
 POPLAR_VERSION = "3.1.0 (simulator)"
 PRODUCER = "pva simulator"
 
-#: steps_by_ipu's columns in the schema's order, the order of each row written.
-_STEPS_BY_IPU = profile_schema().tables["steps_by_ipu"].column_names
+#: The figures of steps_by_ipu on a replica that was not profiled.
+_UNPROFILED = dict.fromkeys(profile_schema().tables["steps_by_ipu"].column_names[2:], 0)
 #: The activities cycle_totals sums per run and IPU: its columns between the run and IPU and the total.
 _ACTIVITIES = profile_schema().tables["cycle_totals"].column_names[2:-1]
 _FLUSH_STEPS = 512
@@ -89,7 +89,7 @@ class ExecutionSink:
         self.run_params: list[tuple] = []
         self.totals: list[dict] = []
         self._steps: list[dict] = []
-        self._by_ipu: list[tuple] = []
+        self._by_ipu: list[dict] = []
         self._cs_rows: list[tuple] = []
         self._vertex_rows: list[dict] = []
         self._matrix = np.zeros((_FLUSH_STEPS, self.total_tiles), dtype=np.int64)
@@ -123,7 +123,6 @@ class ExecutionSink:
             active = np.full(self.num_ipus, T)
         ov = np.minimum(overlap, span)
         frm = clock - self._base - ov
-        to_max = frm + span
         # the measured per-tile row of one replica
         row = np.zeros(self.n, dtype=np.int64)
         cyc = tpl.cycles
@@ -154,49 +153,9 @@ class ExecutionSink:
                 "cycles_overlapped": int(overlap),
             }
         )
-        base = self._base
         is_compute = tpl.type == "OnTileExecute"
-        thread = stats["thread"]
-        for j in range(self.num_ipus):
-            s = int(span[j])
-            f = int(frm[j])
-            total = int(measured_sums[j])
-            act = int(measured_active[j])
-            tile_balance = total / (s * T) if s else 0.0
-            active_balance = total / (s * act) if s and act else 0.0
-            a_to_min = f + int(act_min[j]) if active[j] else f
-            a_to_avg = f + int(act_mean[j]) if active[j] else f
-            values = (
-                1,
-                total,
-                act,
-                int(base[j]),
-                f,
-                f,
-                f,
-                f + int(mins[j]),
-                int(to_max[j]),
-                f + int(means[j]),
-                f,
-                f,
-                f,
-                a_to_min,
-                int(to_max[j]),
-                a_to_avg,
-                int(measured_max[j]),
-                round(float(thread[j]), 6) if is_compute else 0.0,
-                round(tile_balance, 6),
-                round(active_balance, 6),
-                int(stats["data_in"][j]),
-                int(stats["data_out"][j]),
-                round(float(stats["data_balance"][j]), 6),
-            )
-            for r in range(self.replicas):
-                ipu = r * self.num_ipus + j
-                if self.profiled[r]:
-                    self._by_ipu.append((sid, ipu) + values)
-                else:
-                    self._by_ipu.append((sid, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0))
+        lows = {"all": mins, "all_mean": means, "active": act_min, "active_mean": act_mean}
+        self._ipu_rows(sid, span, frm, measured_sums, measured_active, measured_max, lows, active, stats, is_compute)
         for r in range(self.replicas):
             if self.profiled[r]:
                 self._matrix[self._fill, r * self.n : (r + 1) * self.n] = row
@@ -223,6 +182,42 @@ class ExecutionSink:
         self.step_id += 1
         if self._fill == _FLUSH_STEPS:
             self.flush()
+
+    def _ipu_rows(self, sid, span, frm, sums, active_tiles, tile_max, lows, active, stats, is_compute) -> None:
+        """The steps_by_ipu rows of a step: each IPU's figures, zeros on replicas not profiled."""
+        T = self.tiles_per_ipu
+        to_max = frm + span
+        for j in range(self.num_ipus):
+            s, f = int(span[j]), int(frm[j])
+            total, act = int(sums[j]), int(active_tiles[j])
+            figures = {
+                "profiled": 1,
+                "cycles": total,
+                "active_tiles": act,
+                "cycles_base": int(self._base[j]),
+                "all_cycles_from_min": f,
+                "all_cycles_from_max": f,
+                "all_cycles_from_avg": f,
+                "all_cycles_to_min": f + int(lows["all"][j]),
+                "all_cycles_to_max": int(to_max[j]),
+                "all_cycles_to_avg": f + int(lows["all_mean"][j]),
+                "active_cycles_from_min": f,
+                "active_cycles_from_max": f,
+                "active_cycles_from_avg": f,
+                "active_cycles_to_min": f + int(lows["active"][j]) if active[j] else f,
+                "active_cycles_to_max": int(to_max[j]),
+                "active_cycles_to_avg": f + int(lows["active_mean"][j]) if active[j] else f,
+                "tile_cycles_max": int(tile_max[j]),
+                "thread_balance": round(float(stats["thread"][j]), 6) if is_compute else 0.0,
+                "tile_balance": round(total / (s * T) if s else 0.0, 6),
+                "active_tile_balance": round(total / (s * act) if s and act else 0.0, 6),
+                "data_in": int(stats["data_in"][j]),
+                "data_out": int(stats["data_out"][j]),
+                "data_balance": round(float(stats["data_balance"][j]), 6),
+            }
+            for r in range(self.replicas):
+                ipu = r * self.num_ipus + j
+                self._by_ipu.append({"step_id": sid, "ipu": ipu, **(figures if self.profiled[r] else _UNPROFILED)})
 
     def end_run(self, clock: np.ndarray) -> None:
         engine = self.engine
@@ -259,7 +254,7 @@ class ExecutionSink:
             w.insert_rows("steps", self._steps)
             self._steps = []
         if self._by_ipu:
-            w.insert("steps_by_ipu", _STEPS_BY_IPU, self._by_ipu)
+            w.insert_rows("steps_by_ipu", self._by_ipu)
             self._by_ipu = []
         if self._cs_rows:
             w.insert("step_compute_sets", ("step_id", "position", "compute_set", "cycles_row"), self._cs_rows)
@@ -416,11 +411,38 @@ class _Rows:
 
 
 def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
+    """The compilation report of an engine: target, graph, parameters, compute sets, programs,
+    debug references, variables, memory and liveness."""
+    exe = engine.exe
+    state = cast("GraphState", exe.state)
+    assert exe.liveness is not None and exe.memory is not None and exe.types is not None and exe.classes is not None
+    n = exe.n_tiles
+    _write_target_and_graph(w, engine)
+    _write_parameters(w, engine)
+    w.insert(
+        "var_categories",
+        ("id", "name", "description"),
+        [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)],
+    )
+    w.insert(
+        "vertex_types",
+        ("id", "name", "size", "source"),
+        [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)],
+    )
+    _write_compute_sets(w, exe, n)
+    _write_programs(w, exe, n)
+    _write_debug_refs(w, exe)
+    names = [v.name for v in state.vars] + list(exe.classes.synthetic)
+    w.insert("variables", ("id", "name"), list(enumerate(names)))
+    _write_lowered(w, exe)
+    _write_memory(w, exe, n)
+    _write_liveness(w, exe, n)
+
+
+def _write_target_and_graph(w: ProfileWriter, engine: ProfiledRun) -> None:
     exe = engine.exe
     state = cast("GraphState", exe.state)
     target = cast("Target", exe.target)
-    assert exe.liveness is not None and exe.memory is not None and exe.types is not None and exe.classes is not None
-    n = exe.n_tiles
     opts = engine.options
     w.set_metadata(instrumentation_compute=opts.compute, instrumentation_external_exchange=opts.external_exchange)
     w.set_target(
@@ -441,6 +463,14 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         num_vars=len(state.vars),
         num_vertices=num_vertices,
     )
+
+
+def _write_parameters(w: ProfileWriter, engine: ProfiledRun) -> None:
+    """The optimisation metrics, the engine's options and the target's parameters."""
+    exe = engine.exe
+    state = cast("GraphState", exe.state)
+    target = cast("Target", exe.target)
+    assert exe.liveness is not None and exe.memory is not None
     mem = exe.memory
     lv = cast("LoweredVars", exe.lowered)
     metrics = {
@@ -449,10 +479,10 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         "numOverlapLanes": float(mem.num_lanes),
         "numPrograms": float(len(exe.progs)),
         "numCompilerComputeSets": float(sum(1 for cs in exe.compute_sets if cs.origin == "compiler")),
-        "maxTileBytesIncludingGaps": float(mem.by_tile["total_including_gaps"].max() if n else 0),
+        "maxTileBytesIncludingGaps": float(mem.by_tile["total_including_gaps"].max() if exe.n_tiles else 0),
     }
     w.insert("optimisation_metrics", ("name", "value"), sorted(metrics.items()))
-    w.insert("compilation_parameters", ("name", "value"), sorted(opts.as_text().items()))
+    w.insert("compilation_parameters", ("name", "value"), sorted(engine.options.as_text().items()))
     a = target.arch
     params = {
         "architecture": a.name,
@@ -468,18 +498,11 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         "ipusPerReplica": exe.num_ipus,
     }
     w.insert("target_parameters", ("name", "value"), sorted((k, str(v)) for k, v in params.items()))
-    w.insert(
-        "var_categories",
-        ("id", "name", "description"),
-        [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)],
-    )
-    w.insert(
-        "vertex_types",
-        ("id", "name", "size", "source"),
-        [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)],
-    )
 
-    # compute sets
+
+def _write_compute_sets(w: ProfileWriter, exe: Executable, n: int) -> None:
+    """Compute sets with their per-tile estimates, their vertices and the variables they use."""
+    lv = cast("LoweredVars", exe.lowered)
     est = _Rows(w, "compute_set_estimated_cycles_by_tile", n)
     act = _Rows(w, "compute_set_active_cycles_by_tile", n)
     counts = _Rows(w, "vertex_count_by_tile", n)
@@ -491,15 +514,13 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         msg_by_cs.setdefault(cs_id, []).append(cls)
     for info in exe.cs_infos:
         assert info is not None, "the compiler analysed every compute set"
-        er = est.add_sparse(info.cycles)
-        ar = act.add_sparse(info.active)
         cs_rows.append(
             {
                 "compute_set": info.id,
                 "name": info.name,
                 "num_vertices": info.num_vertices,
-                "estimated_cycles_row": er,
-                "active_cycles_row": ar,
+                "estimated_cycles_row": est.add_sparse(info.cycles),
+                "active_cycles_row": act.add_sparse(info.active),
                 "estimated_cycles_max": info.cycles.max,
                 "estimated_cycles_total": info.cycles.total,
             }
@@ -525,10 +546,11 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
     w.insert_rows("compute_sets", cs_rows)
     w.insert_rows("compute_set_vertices", vertex_rows)
     w.insert("compute_set_vars", ("compute_set", "var"), cs_vars)
-    del cs_vars
 
-    _write_programs(w, exe, n)
 
+def _write_debug_refs(w: ProfileWriter, exe: Executable) -> None:
+    """Which debug context each program, compute set and variable comes from."""
+    state = cast("GraphState", exe.state)
     refs = set()
     for p in exe.progs:
         for ctx in p.debug:
@@ -538,12 +560,6 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
     for var in state.vars:
         refs.add(("variable", var.id, var.debug))
     w.insert("debug_context_refs", ("kind", "object", "debug_context"), sorted(refs))
-
-    names = [v.name for v in state.vars] + list(exe.classes.synthetic)
-    w.insert("variables", ("id", "name"), list(enumerate(names)))
-    _write_lowered(w, exe)
-    _write_memory(w, exe, n)
-    _write_liveness(w, exe, n)
 
 
 def _class_piece_ids(exe, cls: int) -> np.ndarray:

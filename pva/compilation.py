@@ -418,7 +418,7 @@ class ComputeSet:
 
 #: memoryArray fields: tile.memory attribute paths and their memory_by_tile columns.
 #: Variables looked up by id one by one before every variable is read at once.
-_VARIABLES_ASKED = 4096
+_VARIABLES_ASKED = 256
 #: Tiles asked for their always-live variables one by one before every tile's are read at once.
 _ALWAYS_LIVE_TILES_ASKED = 16
 

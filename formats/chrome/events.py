@@ -29,8 +29,8 @@ _HEAD_LIMIT = 64 << 20
 #: Nesting the fast reader accepts: well below the exact reader's limit (legacy.tree.MAX_DEPTH).
 _FAST_DEPTH = MAX_DEPTH - 10
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-#: An integer literal of 19 or more digits may not fit in 64 bits: the exact reader decides.
-_LONG_DIGITS = re.compile(rb"(?<![0-9.])[0-9]{19}(?![.eE])")
+#: An integer literal of 19 or more digits may not fit in 64 bits: the exact reader decides those that do not.
+_LONG_DIGITS = re.compile(rb"(?<![0-9.])(-?)([0-9]{19,})(?![.eE0-9])")
 #: Digits as "0" and every other byte as " ", to find runs of 19 digits at memory speed first.
 _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _NINETEEN_ZEROS = b"0" * 19
@@ -337,10 +337,15 @@ def _shallow(data: bytes, rounds: int = 8) -> bool:
 
 
 def _long_integer(text: bytes) -> bool:
-    """Whether `text` may hold an integer literal of 19 or more digits."""
+    """Whether `text` may hold an integer literal beyond 64 bits (signed), which the exact reader
+    refuses (19-digit ones that fit, such as Kineto's baseTimeNanoseconds, are read as they are)."""
     if text.translate(_DIGITS_AS_ZEROS).find(_NINETEEN_ZEROS) < 0:
         return False
-    return _LONG_DIGITS.search(text) is not None
+    for match in _LONG_DIGITS.finditer(text):
+        value = int(match.group(2))
+        if value >= (1 << 63) + (match.group(1) == b"-"):
+            return True
+    return False
 
 
 def _exact_like(value: Any, depth: int) -> Any:

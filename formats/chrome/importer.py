@@ -48,8 +48,13 @@ from ..trace.writer import NULL
 from . import parallel_read as halves
 from .events import NotFastError, Readable, read_trace_blocks_fast, read_trace_items
 
-#: Phases imported; any other phase is counted and skipped.
-PHASES = frozenset("XBEiICM")
+#: Phases imported (flows s/t/f and async b/e/n too); any other phase is counted and skipped.
+PHASES = frozenset("XBEiICMstfben")
+#: Flow points: a start, a step, an end.
+_FLOW_PHASES = {"s": 0, "t": 1, "f": 2}
+#: How a flow point finds its event: the innermost one enclosing its time, the next one to start
+#: on its thread (an end without "bp": "e"), or the event that carries it (bind_id).
+BIND_ENCLOSING, BIND_NEXT, BIND_EVENT = 0, 1, 2
 #: Largest |timestamp| accepted, in microseconds (about 146,000 years).
 MAX_TIME = 1 << 62
 #: Events (and counter samples) staged per batch by the exact reader; the fast one stages a block
@@ -57,6 +62,8 @@ MAX_TIME = 1 << 62
 BATCH = 50_000
 #: Keys of an event that map to trace file columns.
 _CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
+#: The columns of staged flow points.
+_FLOW_COLUMNS = ("key", "order", "phase", "thread", "time", "bind", "seq")
 #: Ids given to processes and threads named by strings start here.
 _SYNTHETIC_ID = 1 << 40
 _ID_LIMIT = 1 << 62
@@ -85,6 +92,7 @@ class ImportStats:
     events: int = 0
     threads: int = 0
     counter_samples: int = 0
+    flows: int = 0
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     truncated: bool = False
     warnings: list[str] = dataclasses.field(default_factory=list)
@@ -278,6 +286,15 @@ class _Importer:
         self._sample_key: list[int] = []
         self._sample_ts: list[float] = []
         self._sample_value: list[float] = []
+        self.process_labels: dict[int, str] = {}
+        # flow points: (key, phase, thread, time, binding, seq of the event for BIND_EVENT), sealed
+        # into numpy columns (`_flow_parts`) with every batch; keys are (kind, category, name, id)
+        self.flow_keys: dict[tuple, int] = {}
+        self._flow_rows: list[tuple[int, int, int, float, int, int]] = []
+        self._flow_parts: list[np.ndarray] = []
+        self.flow_points = 0
+        self.async_events = 0
+        self._async_open: dict[tuple, _Thread] = {}  # (pid, category, id) -> its b events still open
 
     def close(self) -> None:
         """Remove the temporary files."""
@@ -344,6 +361,8 @@ class _Importer:
         threads = self._fast_threads
         channels = self.channels
         counter_keys = self.counter_keys
+        flow_keys = self.flow_keys
+        flow = self._flow_rows.append
         stage = self._rows.append
         sample_key = self._sample_key.append
         sample_ts = self._sample_ts.append
@@ -402,6 +421,24 @@ class _Importer:
                 elif ph == "i" or ph == "I":
                     dur = 0.0
                     instant = True
+                elif ph == "s" or ph == "f" or ph == "t":
+                    pid = event["pid"]
+                    tid = event["tid"]
+                    fid = event["id"]
+                    cat = event.get("cat", "")
+                    label = event.get("name", "")
+                    if type(pid) is not int or type(tid) is not int or type(cat) is not str or type(label) is not str:
+                        raise _SlowPathError
+                    kind = type(fid)
+                    if not (kind is str or (kind is int and id_low <= fid < _ID_LIMIT)):
+                        raise _SlowPathError
+                    key = (0, cat, label, fid)
+                    index = flow_keys.get(key)
+                    if index is None:
+                        index = flow_keys[key] = len(flow_keys)
+                    bind = BIND_NEXT if ph == "f" and event.get("bp") != "e" else BIND_ENCLOSING
+                    flow((index, _FLOW_PHASES[ph], threads[(pid, tid)].index, ts, bind, -1))
+                    continue
                 else:
                     raise _SlowPathError
                 pid = event["pid"]
@@ -436,6 +473,8 @@ class _Importer:
                     raise _SlowPathError
                 if len(event) != 5 + ("dur" in event) + (cat is not None) + (args is not None):
                     extra = {key: value for key, value in event.items() if key not in core}
+                    if "bind_id" in extra:
+                        raise _SlowPathError
                     if extra:
                         args = dict(args or {})
                         args["_chrome"] = extra
@@ -495,18 +534,33 @@ class _Importer:
         channel = event.get("cat")
         if type(channel) is not str:
             channel = self._string(channel, parts + ["cat"], "the category")
+        stack: _Thread | None = None
+        if phase in "ben":  # async: on a track of the process per category, matched by id
+            stack = self._async(event, parts, pid, channel, label)
+            tid = self._tid(pid, f"async {channel or label}", parts)
+            raw_tid = None
         thread = self.threads.get((pid, tid))
         if thread is None:
             thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
         if type(raw_pid) is int and type(raw_tid) is int and raw_pid == pid and raw_tid == tid:
             self._fast_threads[(pid, tid)] = thread
+        if phase in _FLOW_PHASES:
+            self._flow(event, parts, thread, channel, label, ts, phase)
+            return
+        if stack is not None:
+            stack.index = thread.index
+            if phase == "e":
+                self._end(event, parts, stack, ts)
+                return
         if phase == "E":
             self._end(event, parts, thread, ts)
             return
+        if "bind_id" in event:
+            self._bound_flow(event, parts, thread, ts)
         args = event.get("args")
         if (args is not None and type(args) is not dict) or not _CORE_KEYS.issuperset(event):
             args = self._args(event, parts)
-        if phase == "i" or phase == "I":
+        if phase in "iIbn":
             args = dict(args or {})
             args.setdefault("_chrome", {})["ph"] = phase
         if phase == "X":
@@ -522,9 +576,9 @@ class _Importer:
                 raise self.fail(
                     parts + ["dur"], f"expected the event to end before 2**62 µs, found {describe(duration)}"
                 )
-        elif phase == "B":
+        elif phase == "B" or phase == "b":
             duration = math.nan
-            thread.stack.append((self.stats.events, round(ts)))
+            (thread if stack is None else stack).stack.append((self.stats.events, round(ts)))
         else:  # instant
             duration = 0.0
         channel_index = self.channels.get(channel)
@@ -536,6 +590,50 @@ class _Importer:
         self.stats.events += 1
         if len(self._rows) >= BATCH:
             self._seal()
+
+    def _flow(self, event: dict, parts: list, thread: _Thread, cat: str, label: str, ts: float, phase: str) -> None:
+        """A flow point (s, t or f), keyed by category, name and id."""
+        flow_id = event.get("id")
+        if flow_id is None:
+            flow_id = event.get("bind_id")
+        if isinstance(flow_id, bool) or not isinstance(flow_id, (int, str)):
+            raise self.fail(parts + ["id"], f"expected a flow id (an integer or a string), found {describe(flow_id)}")
+        if isinstance(flow_id, int):
+            flow_id = self._int(flow_id, parts + ["id"], "a flow id")
+        bind = BIND_NEXT if phase == "f" and event.get("bp") != "e" else BIND_ENCLOSING
+        self._flow_point((0, cat, label, flow_id), _FLOW_PHASES[phase], thread, ts, bind, -1)
+
+    def _bound_flow(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
+        """The flow point of an event that carries it (bind_id with flow_in and/or flow_out)."""
+        flow_id = event["bind_id"]
+        if isinstance(flow_id, bool) or not isinstance(flow_id, (int, str)):
+            raise self.fail(
+                parts + ["bind_id"], f"expected a flow id (an integer or a string), found {describe(flow_id)}"
+            )
+        arrives, leaves = bool(event.get("flow_in")), bool(event.get("flow_out"))
+        if arrives or leaves:
+            phase = 1 if arrives and leaves else (0 if leaves else 2)
+            self._flow_point((1, "", "", flow_id), phase, thread, ts, BIND_EVENT, self.stats.events)
+
+    def _flow_point(self, key: tuple, phase: int, thread: _Thread, ts: float, bind: int, seq: int) -> None:
+        index = self.flow_keys.get(key)
+        if index is None:
+            index = self.flow_keys[key] = len(self.flow_keys)
+        self._flow_rows.append((index, phase, thread.index, ts, bind, seq))
+
+    def _async(self, event: dict, parts: list, pid: int, cat: str, label: str) -> _Thread:
+        """The b events still open of an async event's id (b/e/n, matched by category and id)."""
+        key_id = event.get("id", event.get("id2"))
+        if isinstance(key_id, dict):
+            key_id = json.dumps(key_id, sort_keys=True)
+        if key_id is None or isinstance(key_id, (bool, list)):
+            raise self.fail(parts + ["id"], f"expected the id of the async event, found {describe(key_id)}")
+        self.async_events += 1
+        key = (pid, cat, key_id)
+        found = self._async_open.get(key)
+        if found is None:
+            found = self._async_open[key] = _Thread(-1)
+        return found
 
     def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
         """An E event: the end of the thread's innermost B event still open."""
@@ -578,6 +676,8 @@ class _Importer:
 
     def _seal(self) -> None:
         """Move the batch being staged to the spool, as Arrow columns."""
+        if self._flow_rows:
+            self._seal_flows()
         count = len(self._rows)
         if count:
             group, ts_values, dur_values, labels, channels, texts = zip(*self._rows)
@@ -622,12 +722,41 @@ class _Importer:
             for column in (self._sample_key, self._sample_ts, self._sample_value):
                 column.clear()
 
+    def _seal_flows(self) -> None:
+        """Move the flow points staged to a numpy block: columns key, order, phase, thread, time,
+        binding and event seq (`_FLOW_COLUMNS`)."""
+        keys, phases, threads, times, binds, seqs = zip(*self._flow_rows)
+        count = len(keys)
+        self._flow_rows.clear()
+        block = np.empty((len(_FLOW_COLUMNS), count), dtype=np.int64)
+        block[0] = keys
+        block[1] = np.arange(self.flow_points, self.flow_points + count)
+        block[2] = phases
+        block[3] = threads
+        block[4] = np.rint(np.array(times, dtype=np.float64))
+        block[5] = binds
+        block[6] = seqs
+        self._flow_parts.append(block)
+        self.flow_points += count
+
+    def flow_columns(self) -> np.ndarray:
+        """Every flow point staged, as `_seal_flows`'s columns."""
+        if self._flow_rows:
+            self._seal_flows()
+        if not self._flow_parts:
+            return np.zeros((len(_FLOW_COLUMNS), 0), dtype=np.int64)
+        if len(self._flow_parts) > 1:
+            self._flow_parts = [np.concatenate(self._flow_parts, axis=1)]
+        return self._flow_parts[0]
+
     def _metadata(self, event: dict, parts: list, pid: int, tid: int, label: str) -> None:
         args = event.get("args")
         if not isinstance(args, dict):
             raise self.fail(parts + ["args"], f"expected an object, found {describe(args)}")
         if label == "process_name":
             self.process_names[pid] = self._string(args.get("name"), parts + ["args", "name"], "a process name")
+        elif label == "process_labels":
+            self.process_labels[pid] = self._string(args.get("labels"), parts + ["args", "labels"], "process labels")
         elif label == "thread_name":
             self.thread_names[(pid, tid)] = self._string(args.get("name"), parts + ["args", "name"], "a thread name")
         elif label == "process_sort_index":
@@ -685,6 +814,10 @@ class _Importer:
                 [[*key, index] for key, index in self.thread_order.items()],
             ],
             "string_ids": bool(self.string_pids or self.string_tids),
+            "async": self.async_events,
+            "labels": list(self.process_labels.items()),
+            "flow_keys": [[*key, index] for key, index in self.flow_keys.items()],
+            "flows": self.flow_columns().tolist(),
             "late": self._late,
             "dangling": self._dangling,
             "events": list(self._events.hand_over().items()),
@@ -695,9 +828,10 @@ class _Importer:
         """Take in the second half of the trace (`hand_over`'s answer, its rows in `files`) after this
         first half, as if read in one go; False, with this half unusable, when only reading the
         whole trace in one go can tell (string process or thread ids, an end before its begin)."""
-        if half["string_ids"]:
+        if half["string_ids"] or half["async"] or self.async_events:
             return False
         self._seal()
+        flow_offset = self.flow_points
         offset = self.stats.events
         thread_map = np.zeros(len(half["threads"]), dtype=np.int64)
         threads_by_index: dict[int, _Thread] = {}
@@ -735,6 +869,18 @@ class _Importer:
         self.process_order.update((pid, index) for pid, index in process_order)
         self.thread_names.update(((pid, tid), name) for pid, tid, name in thread_names)
         self.thread_order.update(((pid, tid), index) for pid, tid, index in thread_order)
+        self.process_labels.update((pid, labels) for pid, labels in half["labels"])
+        flow_key_map = np.zeros(len(half["flow_keys"]) or 1, dtype=np.int64)
+        for kind, cat, label, flow_id, index in half["flow_keys"]:
+            flow_key_map[index] = self.flow_keys.setdefault((kind, cat, label, flow_id), len(self.flow_keys))
+        points = np.array(half["flows"], dtype=np.int64).reshape(len(_FLOW_COLUMNS), -1)
+        if points.shape[1]:
+            points[0] = flow_key_map[points[0]]
+            points[1] += flow_offset
+            points[3] = thread_map[points[3]]
+            points[6] = np.where(points[6] >= 0, points[6] + offset, -1)
+            self._flow_parts.append(points)
+            self.flow_points += points.shape[1]
         stats = half["stats"]
         self.stats.events += stats["events"]
         self.stats.counter_samples += stats["counter_samples"]
@@ -768,11 +914,16 @@ class _Importer:
             for pid in self.process_order:
                 if pid not in self.process_names:
                     writer.add_process(pid, "", self.process_order[pid])
+            for pid, labels in self.process_labels.items():
+                writer.set_process_labels(pid, labels)
             channel_ids = np.array([writer.channel(name) for name in self.channels] or [0], dtype=np.int64)
             used = set(self.threads)
+            points = _FlowPoints(self.flow_columns(), self.threads)
             for (pid, tid), thread in sorted(self.threads.items()):
                 ends = late.pop(thread.index, [])
-                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids, ends)
+                lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, ends, points)
+                self.stats.threads += lanes
+            self.stats.flows = points.write(writer, self.flow_keys)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
@@ -795,6 +946,7 @@ class _Importer:
         used: set,
         channel_ids: np.ndarray,
         late: list[tuple[int, int, dict | None]],
+        points: _FlowPoints,
     ) -> int:
         """Write a thread's events by start, longest first: each goes to the first lane (track)
         where it nests, as `assign_lanes` places them, and gets the next id; lanes after the
@@ -833,11 +985,13 @@ class _Importer:
         args = args.take(order).cast(pa.string())
         lane_count = int(lanes.max()) + 1
         base = self.thread_names.get((pid, tid), f"thread {tid}")
+        lane_tids = [tid]
         for lane in range(lane_count):
             if lane == 0:
                 lane_tid = tid
             else:
                 lane_tid = _free_tid(pid, tid, lane, used)
+                lane_tids.append(lane_tid)
                 writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
             chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
             lane_args = args.take(chosen) if lane_count > 1 else args
@@ -854,7 +1008,106 @@ class _Importer:
                 durations[chosen],
                 zip(lane_ids[present].tolist(), lane_args.take(present).to_pylist()),
             )
+        points.bind(thread.index, seq, order, start, end, lanes, parents, ids, np.array(lane_tids, dtype=np.int64))
         return lane_count
+
+
+class _FlowPoints:
+    """The flow points staged (`_Importer.flow_columns`), bound to their events a thread at a time
+    (`bind`) and then written as flows, a row per pair of consecutive points of a flow (its points
+    ordered by time, as trace viewers order them, whatever their order in the file)."""
+
+    def __init__(self, columns: np.ndarray, threads: dict[tuple[int, int], _Thread]) -> None:
+        self.columns = columns
+        count = columns.shape[1]
+        self.event = np.full(count, -1, dtype=np.int64)  # the event id each point binds to
+        self.pid = np.zeros(count, dtype=np.int64)
+        self.tid = np.zeros(count, dtype=np.int64)
+        thread_pid = np.zeros(len(threads) or 1, dtype=np.int64)
+        thread_tid = np.zeros(len(threads) or 1, dtype=np.int64)
+        for (pid, tid), thread in threads.items():
+            thread_pid[thread.index] = pid
+            thread_tid[thread.index] = tid
+        if count:
+            self.pid[:] = thread_pid[columns[3]]
+            self.tid[:] = thread_tid[columns[3]]
+        self._by_thread = np.argsort(columns[3], kind="stable")
+        self._bounds = np.searchsorted(columns[3][self._by_thread], np.arange(len(threads) + 1))
+
+    def bind(
+        self,
+        thread: int,
+        seq: np.ndarray,
+        order: np.ndarray,
+        start: np.ndarray,
+        end: np.ndarray,
+        lanes: np.ndarray,
+        parents: np.ndarray,
+        ids: np.ndarray,
+        lane_tids: np.ndarray,
+    ) -> None:
+        """Bind the thread's points to its events (by start, longest first, as placed in `lanes`
+        with `parents`; `order` takes file order to that order, `seq` is each event's file order)."""
+        if thread + 1 >= len(self._bounds) or self._bounds[thread] == self._bounds[thread + 1]:
+            return
+        which = self._by_thread[self._bounds[thread] : self._bounds[thread + 1]]
+        times = self.columns[4][which]
+        binds = self.columns[5][which]
+        found = np.full(len(which), -1, dtype=np.int64)  # positions in the sorted events
+        best_start = np.full(len(which), np.iinfo(np.int64).min, dtype=np.int64)
+        for lane in range(int(lanes.max()) + 1):
+            members = np.flatnonzero(lanes == lane)
+            at = np.searchsorted(start[members], times, side="right") - 1
+            candidate = np.where(at >= 0, members[np.maximum(at, 0)], -1)
+            while True:  # up the parents until an event that has not ended before the point
+                ended = (candidate >= 0) & (end[np.maximum(candidate, 0)] < times)
+                if not ended.any():
+                    break
+                candidate = np.where(ended, parents[np.maximum(candidate, 0)], candidate)
+            deeper = (candidate >= 0) & (start[np.maximum(candidate, 0)] > best_start)
+            found = np.where(deeper, candidate, found)
+            best_start = np.where(deeper, start[np.maximum(candidate, 0)], best_start)
+        following = np.searchsorted(start, times, side="left")
+        found = np.where(binds == BIND_NEXT, np.where(following < len(start), following, -1), found)
+        exact = binds == BIND_EVENT
+        if exact.any():
+            inverse = np.empty(len(order), dtype=np.int64)
+            inverse[order] = np.arange(len(order))
+            rows = np.searchsorted(seq, self.columns[6][which[exact]])
+            found[exact] = inverse[np.minimum(rows, len(order) - 1)]
+        bound = found >= 0
+        self.event[which[bound]] = ids[found[bound]]
+        self.tid[which[bound]] = lane_tids[lanes[found[bound]]]
+
+    def write(self, writer: Any, keys: dict[tuple, int]) -> int:
+        """Write the flows: the rows linking each point of a flow to the next. Returns their number."""
+        columns = self.columns
+        if not columns.shape[1]:
+            return 0
+        order = np.lexsort((columns[1], columns[2], columns[4], columns[0]))  # by flow, time, phase, file order
+        key, phase = columns[0][order], columns[2][order]
+        pairs = np.flatnonzero((key[:-1] == key[1:]) & (phase[:-1] != 2) & (phase[1:] != 0))
+        names = [(str(flow_id), cat, label) for (_, cat, label, flow_id) in keys]
+        source, target = order[pairs], order[pairs + 1]
+        events = np.where(self.event >= 0, self.event, NULL)
+        for at in range(0, len(pairs), BATCH):
+            part = slice(at, at + BATCH)
+            s, t = source[part], target[part]
+            rows = zip(
+                key[pairs[part]].tolist(),
+                events[s].tolist(),
+                events[t].tolist(),
+                self.pid[s].tolist(),
+                self.tid[s].tolist(),
+                columns[4][s].tolist(),
+                self.pid[t].tolist(),
+                self.tid[t].tolist(),
+                columns[4][t].tolist(),
+            )
+            writer.add_flows(
+                (*names[k], None if a == NULL else a, None if b == NULL else b, *rest) for k, a, b, *rest in rows
+            )
+        return len(pairs)
 
 
 def _array(table: pa.Table, name: str) -> pa.Array:

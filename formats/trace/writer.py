@@ -34,6 +34,20 @@ STATE_RECORDING = "recording"
 STATE_COMPLETE = "complete"
 
 _OPEN = 2**63 - 1  # the largest int64: end time of an event that never ended
+_FLOW_COLUMNS = (
+    "id",
+    "flow_id",
+    "category",
+    "name",
+    "source",
+    "target",
+    "source_pid",
+    "source_tid",
+    "source_timestamp",
+    "target_pid",
+    "target_tid",
+    "target_timestamp",
+)
 _EVENT_COLUMNS = ("pid", "tid", "id", "parent", "label", "channel", "timestamp", "duration", "complete")
 #: Stands for SQL NULL in the integer columns of thread_event_columns (and of bulk reads).
 NULL = -(2**63)  # the smallest int64
@@ -278,6 +292,8 @@ class TraceWriter(SqliteFileWriter):
         self._next_id = 0
         self._last = 0
         self._whole: set[tuple[int, int]] = set()  # threads written by insert_thread_columns
+        self._labels: dict[int, str] = {}  # pid -> process labels
+        self._flows = 0
 
     @property
     def next_event_id(self) -> int:
@@ -378,6 +394,20 @@ class TraceWriter(SqliteFileWriter):
         self._registry.process(
             pid, str(name), None if sort_index is None else _check_id(sort_index, "sort_index", self.path)
         )
+
+    def set_process_labels(self, pid: int, labels: str) -> None:
+        """Label a process (Chrome trace process_labels, e.g. "GPU 0")."""
+        pid = _check_id(pid, "pid", self.path)
+        self._registry.process(pid)
+        self._labels[pid] = str(labels)
+
+    def add_flows(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Add flows, each ``(flow_id, category, name, source event id or None, target event id or None,
+        source_pid, source_tid, source_timestamp, target_pid, target_tid, target_timestamp)``; row ids
+        follow in the order given."""
+        numbered = [(self._flows + offset, *row) for offset, row in enumerate(rows)]
+        self.insert("flows", _FLOW_COLUMNS, numbered)
+        self._flows += len(numbered)
 
     def add_thread(self, pid: int, tid: int, name: str = "", sort_index: int | None = None) -> None:
         """Name a thread (threads of events are added without a name otherwise)."""
@@ -630,8 +660,8 @@ class TraceWriter(SqliteFileWriter):
         registry = self._registry
         self.insert(
             "processes",
-            ("pid", "name", "sort_index"),
-            [(pid, name, index) for pid, (name, index) in sorted(registry.processes.items())],
+            ("pid", "name", "sort_index", "labels"),
+            [(pid, name, index, self._labels.get(pid)) for pid, (name, index) in sorted(registry.processes.items())],
         )
         self.insert(
             "threads",

@@ -16,6 +16,7 @@ from .lists_and_enums import PvaList, refuse_pickle
 
 __all__ = [
     "Event",
+    "Flow",
     "Process",
     "Thread",
     "TraceReport",
@@ -156,14 +157,16 @@ class Thread:
 class Process:
     """A traced process and its threads (libpva Process)."""
 
-    __slots__ = ("_trace", "pid", "name", "_threads", "_by_tid")
+    __slots__ = ("_trace", "pid", "name", "labels", "_threads", "_by_tid")
 
     __reduce_ex__ = refuse_pickle
 
-    def __init__(self, trace: TraceReport, pid: int, name: str, threads: list[tuple]) -> None:
+    def __init__(self, trace: TraceReport, pid: int, name: str, threads: list[tuple], labels: str = "") -> None:
         self._trace = trace
         self.pid = pid
         self.name = name
+        #: labels of the process (pva addition; Chrome trace process_labels such as "GPU 0"), or ""
+        self.labels = labels
         self._threads = PvaList(Thread(trace, pid, tid, thread_name) for tid, thread_name, _index in threads)
         self._by_tid = {thread.tid: thread for thread in self._threads}
 
@@ -184,6 +187,48 @@ class Process:
         return f"<Process {self.pid}{name}, {len(self._threads)} threads>"
 
 
+class Flow:
+    """A link between two events (pva addition; a Chrome trace flow such as a CPU kernel launch and
+    the kernel on its GPU stream): `source` and `target` are event ids (None where no event is at
+    that end), each end also given as process, thread and time in microseconds."""
+
+    __slots__ = (
+        "id",
+        "flowId",
+        "category",
+        "name",
+        "source",
+        "target",
+        "sourcePid",
+        "sourceTid",
+        "sourceTimestamp",
+        "targetPid",
+        "targetTid",
+        "targetTimestamp",
+    )
+
+    __reduce_ex__ = refuse_pickle
+
+    def __init__(self, row: tuple) -> None:
+        (
+            self.id,
+            self.flowId,
+            self.category,
+            self.name,
+            self.source,
+            self.target,
+            self.sourcePid,
+            self.sourceTid,
+            self.sourceTimestamp,
+            self.targetPid,
+            self.targetTid,
+            self.targetTimestamp,
+        ) = row
+
+    def __repr__(self) -> str:
+        return f"<Flow {self.flowId!r} {self.category!r}: event {self.source} -> event {self.target}>"
+
+
 class TraceReport:
     """A trace file opened with `openTrace`: its processes, threads and events (libpva TraceReport).
 
@@ -193,7 +238,10 @@ class TraceReport:
     def __init__(self, reader: TraceReader) -> None:
         self._reader = reader
         threads = reader.threads()
-        self._processes = PvaList(Process(self, pid, name, threads.get(pid, [])) for pid, name, _ in reader.processes())
+        labels = reader.process_labels()
+        self._processes = PvaList(
+            Process(self, pid, name, threads.get(pid, []), labels.get(pid, "")) for pid, name, _ in reader.processes()
+        )
         self._by_pid = {process.pid: process for process in self._processes}
 
     __reduce_ex__ = refuse_pickle
@@ -214,6 +262,17 @@ class TraceReport:
         if found is None:
             raise IndexError(f"{self.path!r} has no process {pid!r}")
         return found
+
+    @property
+    def flows(self) -> PvaList:
+        """The flows between events, by id (pva addition; empty for a trace without any)."""
+        return PvaList(map(Flow, self._reader.flows()))
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The trace file's facts (pva addition): producer, format_version, and from a Chrome trace
+        chrome_trace_fields, time_origin_ns and display_time_unit (docs/format.md)."""
+        return dict(self._reader.metadata)
 
     @property
     def isComplete(self) -> bool:

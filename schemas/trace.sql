@@ -16,7 +16,10 @@
 
 -- Key/value facts about the file: format_version (major.minor), producer, producer_version,
 -- created (ISO 8601, UTC), clock (steady), state (recording while a recorder is writing, complete
--- once it closed), last_timestamp (the latest time a recorder committed, in microseconds).
+-- once it closed), last_timestamp (the latest time a recorder committed, in microseconds); from a
+-- Chrome trace also source_format, chrome_trace_fields (its top-level keys but traceEvents, as a
+-- JSON object), time_origin_ns (baseTimeNanoseconds: the wall-clock time of timestamp 0, in
+-- nanoseconds since the Unix epoch) and display_time_unit (displayTimeUnit: ms, us or ns).
 CREATE TABLE metadata (
   key TEXT PRIMARY KEY NOT NULL,  -- name of the fact
   value TEXT  -- value of the fact, as text

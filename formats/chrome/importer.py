@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gzip
 import json
 import math
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,7 +39,7 @@ import orjson
 import pyarrow as pa
 
 from ..atomic import AtomicOutput, output_error
-from ..detect import check_regular_file
+from ..detect import GZIP_MAGIC, check_regular_file, read_head
 from ..errors import InvalidInputError, PvaError
 from ..gcpause import gc_paused
 from ..json_values import plain
@@ -909,6 +911,7 @@ class _Importer:
             writer.set_metadata(source_format="Chrome trace event JSON")
             if fields:
                 writer.set_metadata(chrome_trace_fields=fields)
+                _time_facts(writer, json.loads(fields))
             for pid, name in self.process_names.items():
                 writer.add_process(pid, name, self.process_order.get(pid))
             for pid in self.process_order:
@@ -1110,6 +1113,17 @@ class _FlowPoints:
         return len(pairs)
 
 
+def _time_facts(writer: Any, fields: dict) -> None:
+    """The trace's time origin (baseTimeNanoseconds: the wall-clock time of timestamp 0, in
+    nanoseconds since the Unix epoch) and the unit to show times in (displayTimeUnit), as metadata."""
+    origin = fields.get("baseTimeNanoseconds")
+    if type(origin) is int:
+        writer.set_metadata(time_origin_ns=origin)
+    unit = fields.get("displayTimeUnit")
+    if unit in ("ms", "us", "ns"):
+        writer.set_metadata(display_time_unit=unit)
+
+
 def _array(table: pa.Table, name: str) -> pa.Array:
     return table.column(name).combine_chunks()
 
@@ -1306,8 +1320,9 @@ def import_chrome_trace(
     name = os.fspath(path)
     output = os.fspath(output)
     info = check_regular_file(name, "Chrome trace file")
+    compressed = read_head(name, 2) == GZIP_MAGIC
     with gc_paused():  # the parsed events hold no cycles: collections would only walk them again
-        if info.st_size >= halves.MIN_BYTES and halves.processors() >= 2:
+        if not compressed and info.st_size >= halves.MIN_BYTES and halves.processors() >= 2:
             stats = _import_in_halves(name, output, info.st_size, progress)
             if stats is not None:
                 return stats
@@ -1316,8 +1331,8 @@ def import_chrome_trace(
             try:
                 if progress is not None:
                     progress.start("reading", info.st_size)
-                advance = progress.advance if progress is not None else None
-                with open_binary(name) as raw:
+                advance = progress.advance if progress is not None and not compressed else None
+                with _open_trace(name, compressed) as raw:
                     if fast:
                         others, status = stage_fast(importer, raw, advance)
                     else:
@@ -1332,6 +1347,35 @@ def import_chrome_trace(
             finally:
                 importer.close()
     raise AssertionError("the exact reader never asks for another")  # pragma: no cover
+
+
+def _open_trace(name: str, compressed: bool) -> Any:
+    """The trace's bytes: the file, or what it decompresses to (gzip)."""
+    if not compressed:
+        return open_binary(name)
+    return _Gunzip(name)
+
+
+class _Gunzip:
+    """A gzip-compressed trace read as its JSON; damage is an InvalidInputError naming the file."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._raw = gzip.open(name, "rb")
+
+    def read(self, size: int = -1, /) -> bytes:
+        try:
+            return self._raw.read(size)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InvalidInputError(
+                f"{self._name!r}: expected gzip-compressed JSON, found damaged gzip data ({exc})", self._name
+            ) from None
+
+    def __enter__(self) -> _Gunzip:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._raw.close()
 
 
 def _import_in_halves(name: str, output: str, size: int, progress: Progress | None) -> ImportStats | None:

@@ -178,7 +178,9 @@ class TraceReader(UserSql):
         """``{pid: labels}`` of the processes that have labels (Chrome trace process_labels)."""
         if not self.has_labels:
             return {}
-        return {pid: str(labels) for pid, labels in self.query("SELECT pid, labels FROM processes WHERE labels IS NOT NULL")}
+        return {
+            pid: str(labels) for pid, labels in self.query("SELECT pid, labels FROM processes WHERE labels IS NOT NULL")
+        }
 
     @_text_damage
     def flows(self) -> list[tuple]:

@@ -18,7 +18,10 @@ def register(sub) -> None:
             "of each operator type in descending order; in each mode, every operator (compute set or exchange "
             "program) in the order it first ran. Types are the op_type of the programs' debug contexts when "
             "debug information is present (debug.cbor beside the report, or --debug), else vertex types; exchange "
-            "and sync steps count under their own kind."
+            "and sync steps count under their own kind. Shares divide the run's time with each cycle counted once: "
+            "where steps overlap (on one IPU, as a Sync of idle tiles spans other tiles' exchange and compute, or "
+            "across IPUs) a cycle goes to compute, then exchange, then stream copy, then sync, and among steps of "
+            "one kind to the one that started last."
         ),
         epilog="Example: pva optime profile.pop --mode each | head -20",
     )

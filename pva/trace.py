@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from itertools import repeat
+from typing import Any
 
 from formats.gcpause import gc_paused
 from formats.trace.reader import ThreadEvents, TraceReader
@@ -16,6 +17,8 @@ from .lists_and_enums import PvaList, refuse_pickle
 
 __all__ = [
     "Event",
+    "EventColumns",
+    "isTrace",
     "Flow",
     "Process",
     "Thread",
@@ -127,6 +130,37 @@ class Event:
         return f"<Event {self.label!r} on {self.channel!r} at {self.timestamp} µs for {self.duration} µs{state}>"
 
 
+class EventColumns:
+    """A thread's events as numpy columns in start order (pva addition): `ids`, `labels` (a list),
+    `channels` (names, a list), `timestamps` and `durations` in microseconds, `parents` (position of
+    the parent, -1 for a root) and `selfTimes` (duration less the children's durations)."""
+
+    __slots__ = ("ids", "labels", "channels", "timestamps", "durations", "parents", "selfTimes")
+
+    def __init__(self, data: ThreadEvents) -> None:
+        import numpy as np
+
+        count = len(data.labels)
+        self.ids = data.ids
+        self.labels = data.labels
+        names = data.channel_names
+        self.channels = [names[c] for c in data.channels.tolist()]
+        self.timestamps = data.timestamps
+        self.durations = data.durations
+        parents = np.full(count, -1, dtype=np.int64)
+        kids = np.asarray(data.kids, dtype=np.int64)
+        if kids.size:
+            spans = np.diff(np.asarray(data.offsets, dtype=np.int64)).astype(np.int64)
+            parents[kids] = np.repeat(np.arange(count), spans)
+        self.parents = parents
+        inner = parents >= 0
+        children = np.bincount(parents[inner], weights=data.durations[inner], minlength=count)
+        self.selfTimes = data.durations - children.astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
 class Thread:
     """A thread of a traced process: its root events in start order (libpva Thread)."""
 
@@ -144,10 +178,21 @@ class Thread:
     @property
     def events(self) -> PvaList:
         """The root events of this thread, in start order; use `Event.children()` for the rest."""
+        return PvaList(self._load().roots)
+
+    def _load(self) -> _ThreadView:
         view = self._view
         if view is None:
             view = self._view = _ThreadView(self._trace._reader.thread_events(self.pid, self.tid))
-        return PvaList(view.roots)
+        return view
+
+    def eventColumns(self) -> EventColumns:
+        """Every event of the thread as columns, in start order (pva addition, for analyses)."""
+        return EventColumns(self._trace._reader.thread_events(self.pid, self.tid))
+
+    def argValues(self, key: str) -> dict[int, object]:
+        """Event id -> the value of `key` in its args, for the events whose args have it (pva addition)."""
+        return self._trace._reader.arg_values(self.pid, self.tid, key)
 
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
@@ -237,6 +282,10 @@ class TraceReport:
 
     def __init__(self, reader: TraceReader) -> None:
         self._reader = reader
+        self._source: str | None = None  # the Chrome trace converted on the fly, if any
+        self._cleanup: Any = None
+        #: What converting a Chrome trace on the fly warned about (pva addition); empty otherwise.
+        self.importWarnings: list[str] = []
         threads = reader.threads()
         labels = reader.process_labels()
         self._processes = PvaList(
@@ -248,8 +297,8 @@ class TraceReport:
 
     @property
     def path(self) -> str:
-        """Path of the trace file (pva addition)."""
-        return self._reader.path
+        """Path of the trace: the trace file, or the Chrome trace it was converted from (pva addition)."""
+        return self._source or self._reader.path
 
     @property
     def processes(self) -> PvaList:
@@ -282,6 +331,8 @@ class TraceReport:
     def close(self) -> None:
         """Close the trace file (pva addition); threads not read yet can no longer be."""
         self._reader.close()
+        if self._cleanup is not None:
+            self._cleanup()
 
     def __enter__(self) -> TraceReport:
         return self
@@ -299,10 +350,59 @@ class TraceReport:
         )
 
 
+def isTrace(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a trace (pva addition): a trace file, or a Chrome trace event JSON file
+    (.json or .json.gz, as the PyTorch profiler writes) that `openTrace` converts on the fly."""
+    from formats.detect import GZIP_MAGIC, InputKind, classify_input, read_head
+    from formats.pop.schema import TRACE_APPLICATION_ID
+
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        return False
+    head = read_head(name, 100)
+    if head.startswith(b"SQLite format 3\x00"):
+        return len(head) >= 72 and int.from_bytes(head[68:72], "big") == TRACE_APPLICATION_ID
+    if head[:2] != GZIP_MAGIC and head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
+        return False
+    return classify_input(name).kind is InputKind.CHROME_TRACE
+
+
 def openTrace(tracePath: str | os.PathLike[str]) -> TraceReport:
     """Open a trace file and return its TraceReport.
 
-    Raises a subclass of pva.PvaError naming the path and the problem when the file is missing,
-    not a trace file, of a newer major format version, or damaged.
+    A Chrome trace event JSON file (.json, or .json.gz) is converted first, to a temporary trace
+    file removed when the trace is closed (pva addition). Raises a subclass of pva.PvaError naming
+    the path and the problem when the file is missing, not a trace file, of a newer major format
+    version, or damaged.
     """
-    return TraceReport(TraceReader(tracePath))
+    name = os.fspath(tracePath)
+    if os.path.isfile(name) and isTrace(name) and not _is_sqlite(name):
+        return _open_converted(name)
+    return TraceReport(TraceReader(name))
+
+
+def _is_sqlite(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(16) == b"SQLite format 3\x00"
+
+
+def _open_converted(name: str) -> TraceReport:
+    """A Chrome trace converted to a temporary trace file, removed when the trace is closed."""
+    import shutil
+    import tempfile
+    import weakref
+
+    from formats.chrome.importer import import_chrome_trace
+
+    directory = tempfile.mkdtemp(prefix="pva-trace-")
+    try:
+        output = os.path.join(directory, os.path.basename(name).removesuffix(".gz").removesuffix(".json") + ".pvti")
+        stats = import_chrome_trace(name, output)
+        report = TraceReport(TraceReader(output))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    report._source = name
+    report.importWarnings = list(stats.warnings)
+    report._cleanup = weakref.finalize(report, shutil.rmtree, directory, True)
+    return report

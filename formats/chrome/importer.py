@@ -434,12 +434,12 @@ class _Importer:
                     kind = type(fid)
                     if not (kind is str or (kind is int and id_low <= fid < _ID_LIMIT)):
                         raise _SlowPathError
-                    key = (0, cat, label, fid)
-                    index = flow_keys.get(key)
-                    if index is None:
-                        index = flow_keys[key] = len(flow_keys)
+                    flow_key = (0, cat, label, fid)
+                    found_key = flow_keys.get(flow_key)
+                    if found_key is None:
+                        found_key = flow_keys[flow_key] = len(flow_keys)
                     bind = BIND_NEXT if ph == "f" and event.get("bp") != "e" else BIND_ENCLOSING
-                    flow((index, _FLOW_PHASES[ph], threads[(pid, tid)].index, ts, bind, -1))
+                    flow((found_key, _FLOW_PHASES[ph], threads[(pid, tid)].index, ts, bind, -1))
                     continue
                 else:
                     raise _SlowPathError
@@ -1361,7 +1361,7 @@ class _Gunzip:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._raw = gzip.open(name, "rb")
+        self._raw = gzip.open(name, "rb")  # noqa: SIM115 (closed by __exit__)
 
     def read(self, size: int = -1, /) -> bytes:
         try:

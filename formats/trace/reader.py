@@ -183,6 +183,17 @@ class TraceReader(UserSql):
         }
 
     @_text_damage
+    def arg_values(self, pid: int, tid: int, key: str) -> dict[int, object]:
+        """Event id -> the value of `key` in its args, for the thread's events whose args have it."""
+        path = "$." + json.dumps(str(key))
+        rows = self.query(
+            "SELECT e.id, json_extract(a.args, ?) FROM events e JOIN event_args a ON a.event = e.id "
+            "WHERE e.pid = ? AND e.tid = ? AND json_type(a.args, ?) IS NOT NULL",
+            (path, pid, tid, path),
+        )
+        return dict(rows)
+
+    @_text_damage
     def flows(self) -> list[tuple]:
         """Every flow, by id: ``(id, flow_id, category, name, source, target, source_pid, source_tid,
         source_timestamp, target_pid, target_tid, target_timestamp)``; none in a format 1.0 file."""

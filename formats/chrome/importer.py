@@ -64,6 +64,10 @@ MAX_TIME = 1 << 62
 BATCH = 50_000
 #: Keys of an event that map to trace file columns.
 _CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
+#: Threads of at most this many events are written together (`_Importer._write_small_threads`) ...
+_SMALL_THREAD = 64
+#: ... this many events at a time.
+_SMALL_BATCH = 1 << 16
 #: The columns of staged flow points.
 _FLOW_COLUMNS = ("key", "order", "phase", "thread", "time", "bind", "seq")
 #: Ids given to processes and threads named by strings start here.
@@ -423,6 +427,10 @@ class _Importer:
                 elif ph == "i" or ph == "I":
                     dur = 0.0
                     instant = True
+                elif ph == "M":
+                    if not self._fast_metadata(event):
+                        raise _SlowPathError
+                    continue
                 elif ph == "s" or ph == "f" or ph == "t":
                     pid = event["pid"]
                     tid = event["tid"]
@@ -592,6 +600,39 @@ class _Importer:
         self.stats.events += 1
         if len(self._rows) >= BATCH:
             self._seal()
+
+    def _fast_metadata(self, event: dict) -> bool:
+        """An M event of the usual shape (integer pid and tid, a known name, its value of the right
+        type) taken in; False for any other, which `add` checks."""
+        pid = event.get("pid")
+        tid = event.get("tid", 0)
+        args = event.get("args")
+        if type(pid) is not int or type(tid) is not int or type(args) is not dict:
+            return False
+        if not (-_ID_LIMIT <= pid < _ID_LIMIT and -_ID_LIMIT <= tid < _ID_LIMIT):
+            return False
+        label = event.get("name")
+        if label == "thread_name" or label == "process_name" or label == "process_labels":
+            value = args.get("labels" if label == "process_labels" else "name")
+            if type(value) is not str:
+                return False
+            if label == "thread_name":
+                self.thread_names[(pid, tid)] = value
+            elif label == "process_name":
+                self.process_names[pid] = value
+            else:
+                self.process_labels[pid] = value
+            return True
+        if label == "thread_sort_index" or label == "process_sort_index":
+            value = args.get("sort_index")
+            if type(value) is not int or not -(1 << 62) <= value < (1 << 62):
+                return False
+            if label == "thread_sort_index":
+                self.thread_order[(pid, tid)] = value
+            else:
+                self.process_order[pid] = value
+            return True
+        return False
 
     def _flow(self, event: dict, parts: list, thread: _Thread, cat: str, label: str, ts: float, phase: str) -> None:
         """A flow point (s, t or f), keyed by category, name and id."""
@@ -922,10 +963,22 @@ class _Importer:
             channel_ids = np.array([writer.channel(name) for name in self.channels] or [0], dtype=np.int64)
             used = set(self.threads)
             points = _FlowPoints(self.flow_columns(), self.threads)
+            small: list[tuple[int, int, _Thread, list]] = []  # threads of few events, written together
+            small_events = 0
+            counts = self._counts
             for (pid, tid), thread in sorted(self.threads.items()):
                 ends = late.pop(thread.index, [])
+                count = int(counts[thread.index]) if thread.index < len(counts) else 0
+                if 0 < count <= _SMALL_THREAD:
+                    small.append((pid, tid, thread, ends))
+                    small_events += count
+                    if small_events >= _SMALL_BATCH:
+                        self._write_small_threads(writer, small, used, channel_ids, points)
+                        small, small_events = [], 0
+                    continue
                 lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, ends, points)
                 self.stats.threads += lanes
+            self._write_small_threads(writer, small, used, channel_ids, points)
             self.stats.flows = points.write(writer, self.flow_keys)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
@@ -940,6 +993,104 @@ class _Importer:
                     part = slice(at, at + BATCH)
                     writer.add_counter_samples(pid, label, times[part], values[part], series)
 
+    def _with_late(self, rows: pa.Table, late: list[tuple[int, int, dict | None]]) -> pa.Table:
+        """A thread's staged rows with the ends (and E args) of B events that ended in a later batch."""
+        if not late:
+            return rows
+        seq = _array(rows, "seq").to_numpy()
+        end = _array(rows, "end").to_numpy().copy()
+        where = np.searchsorted(seq, [item[0] for item in late])
+        end[where] = [item[1] for item in late]
+        rows = rows.set_column(rows.schema.get_field_index("end"), "end", pa.array(end))
+        if any(extra for _, _, extra in late):  # args of E events to merge into their B's
+            merged = _array(rows, "args").to_pylist()
+            for position, (_, _, extra) in zip(where.tolist(), late):
+                if extra:
+                    staged = merged[position]
+                    value = orjson.loads(staged) if staged else {}
+                    value.update(extra)
+                    merged[position] = _json(value, self, [])
+            rows = rows.set_column(rows.schema.get_field_index("args"), "args", pa.array(merged, type=pa.binary()))
+        return rows
+
+    def _write_small_threads(
+        self,
+        writer: Any,
+        threads: list[tuple[int, int, _Thread, list]],
+        used: set,
+        channel_ids: np.ndarray,
+        points: _FlowPoints,
+    ) -> None:
+        """Write threads of few events in one step (their events nest as `_write_thread` places
+        them, in one pass over all of them); a thread whose events need an overlap track is
+        written by `_write_thread` instead."""
+        if not threads:
+            return
+        tables = [self._with_late(self._events.group(thread.index), late) for _, _, thread, late in threads]
+        sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+        rows = pa.concat_tables(tables).combine_chunks()
+        owner = np.repeat(np.arange(len(threads)), sizes)
+        seq = _array(rows, "seq").to_numpy()
+        start = _array(rows, "start").to_numpy()
+        end = _array(rows, "end").to_numpy()
+        order = np.lexsort((seq, -end, start, owner))
+        owner, start, end = owner[order], start[order], end[order]
+        parents, overlapping = _nest_by_owner(owner.tolist(), start.tolist(), end.tolist())
+        keep = ~np.isin(owner, np.array(sorted(overlapping), dtype=np.int64))
+        for index in sorted(overlapping):
+            pid, tid, thread, _ = threads[index]
+            lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, [], points, tables[index])
+            self.stats.threads += lanes
+        chosen = np.flatnonzero(keep)
+        if not chosen.size:
+            return
+        count = chosen.size
+        first = writer.reserve_event_ids(count)
+        ids = np.arange(first, first + count, dtype=np.int64)
+        new_position = np.full(len(order), -1, dtype=np.int64)
+        new_position[chosen] = np.arange(count)
+        kept_parents = parents[chosen]
+        parent_ids = np.where(kept_parents >= 0, new_position[np.maximum(kept_parents, 0)] + first, NULL)
+        taken = order[chosen]
+        kept_owner, kept_start, kept_end = owner[chosen], start[chosen], end[chosen]
+        pids = np.array([thread[0] for thread in threads], dtype=np.int64)[kept_owner]
+        tids = np.array([thread[1] for thread in threads], dtype=np.int64)[kept_owner]
+        args = _array(rows, "args").take(pa.array(taken)).cast(pa.string())
+        present = np.flatnonzero(args.is_valid().to_numpy(zero_copy_only=False))
+        writer.insert_small_threads(
+            pids,
+            tids,
+            ids,
+            parent_ids,
+            _array(rows, "label").take(pa.array(taken)).to_pylist(),
+            channel_ids[_array(rows, "channel").to_numpy()[taken]],
+            kept_start,
+            np.where(kept_end == _OPEN, NULL, kept_end - kept_start),
+            zip(ids[present].tolist(), args.take(pa.array(present)).to_pylist()),
+        )
+        self.stats.threads += int(np.unique(kept_owner).size)
+        bounds = np.searchsorted(kept_owner, np.arange(len(threads) + 1))
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        for index, (_, tid, thread, _) in enumerate(threads):
+            if index in overlapping or not points.has(thread.index):
+                continue
+            part = slice(bounds[index], bounds[index + 1])
+            local_order = taken[part] - offsets[index]
+            local_parents = np.where(
+                kept_parents[part] >= 0, new_position[np.maximum(kept_parents[part], 0)] - bounds[index], -1
+            )
+            points.bind(
+                thread.index,
+                seq[offsets[index] : offsets[index + 1]],
+                local_order,
+                kept_start[part],
+                kept_end[part],
+                np.zeros(bounds[index + 1] - bounds[index], dtype=np.int64),
+                local_parents,
+                ids[part],
+                np.array([tid], dtype=np.int64),
+            )
+
     def _write_thread(
         self,
         writer: Any,
@@ -950,30 +1101,19 @@ class _Importer:
         channel_ids: np.ndarray,
         late: list[tuple[int, int, dict | None]],
         points: _FlowPoints,
+        rows: pa.Table | None = None,
     ) -> int:
         """Write a thread's events by start, longest first: each goes to the first lane (track)
         where it nests, as `assign_lanes` places them, and gets the next id; lanes after the
         first become threads "... (overlap N)". Returns the number of lanes."""
         if thread.index >= len(self._counts) or not self._counts[thread.index]:
             return 0
-        rows = self._events.group(thread.index)
+        if rows is None:
+            rows = self._with_late(self._events.group(thread.index), late)
         seq = _array(rows, "seq").to_numpy()
         start = _array(rows, "start").to_numpy()
         end = _array(rows, "end").to_numpy()
         args = _array(rows, "args")
-        if late:
-            end = end.copy()
-            where = np.searchsorted(seq, [item[0] for item in late])
-            end[where] = [item[1] for item in late]
-            if any(extra for _, _, extra in late):  # args of E events to merge into their B's
-                merged = args.to_pylist()
-                for position, (_, _, extra) in zip(where.tolist(), late):
-                    if extra:
-                        staged = merged[position]
-                        value = orjson.loads(staged) if staged else {}
-                        value.update(extra)
-                        merged[position] = _json(value, self, [])
-                args = pa.array(merged, type=pa.binary())
         order = np.lexsort((seq, -end, start))
         start = start[order]
         end = end[order]
@@ -1036,6 +1176,10 @@ class _FlowPoints:
             self.tid[:] = thread_tid[columns[3]]
         self._by_thread = np.argsort(columns[3], kind="stable")
         self._bounds = np.searchsorted(columns[3][self._by_thread], np.arange(len(threads) + 1))
+
+    def has(self, thread: int) -> bool:
+        """Whether the thread has flow points."""
+        return thread + 1 < len(self._bounds) and self._bounds[thread] != self._bounds[thread + 1]
 
     def bind(
         self,
@@ -1122,6 +1266,31 @@ def _time_facts(writer: Any, fields: dict) -> None:
     unit = fields.get("displayTimeUnit")
     if unit in ("ms", "us", "ns"):
         writer.set_metadata(display_time_unit=unit)
+
+
+def _nest_by_owner(owners: list[int], starts: list[int], ends: list[int]) -> tuple[np.ndarray, set[int]]:
+    """Parent position of each event (ordered by owner, start, longest first) within its owner's
+    events, as lane 0 of `_nest` places them; and the owners with events that do not nest there."""
+    parents = [-1] * len(owners)
+    overlapping: set[int] = set()
+    stack_ends: list[int] = []
+    stack_positions: list[int] = []
+    current = -1
+    for k, (owner, s, e) in enumerate(zip(owners, starts, ends)):
+        if owner != current:
+            current = owner
+            stack_ends.clear()
+            stack_positions.clear()
+        while stack_ends and stack_ends[-1] <= s:
+            stack_ends.pop()
+            stack_positions.pop()
+        if stack_ends:
+            if e > stack_ends[-1]:
+                overlapping.add(owner)
+            parents[k] = stack_positions[-1]
+        stack_ends.append(e)
+        stack_positions.append(k)
+    return np.array(parents, dtype=np.int64), overlapping
 
 
 def _array(table: pa.Table, name: str) -> pa.Array:

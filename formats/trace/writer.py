@@ -382,6 +382,49 @@ class TraceWriter(SqliteFileWriter):
         self.insert("thread_event_columns", ("pid", "tid", "num_events", "data"), [(pid, tid, count, stream)])
         self._whole.add((pid, tid))
 
+    def insert_small_threads(
+        self,
+        pids: np.ndarray,
+        tids: np.ndarray,
+        ids: np.ndarray,
+        parents: np.ndarray,
+        labels: list,
+        channels: np.ndarray,
+        timestamps: np.ndarray,
+        durations: np.ndarray,
+        args: Iterable[tuple[int, str]] = (),
+    ) -> None:
+        """Insert all the events of many small threads at once, as `insert_thread_columns` does for
+        one (the columns of every thread, with each event's pid and tid), but without their
+        thread_event_columns streams: a reader loads such a thread from table events. For converters
+        of traces with many threads of few events each, where a stream per thread costs more than it saves."""
+        count = len(ids)
+        if not count:
+            return
+        for pid, tid in set(zip(pids.tolist(), tids.tolist())):
+            pid = _check_id(pid, "pid", self.path)
+            tid = _check_id(tid, "tid", self.path)
+            self._check_not_whole(pid, tid)
+            self._registry.thread(pid, tid)
+            self._whole.add((pid, tid))
+        complete = (durations != NULL).astype(np.int8)
+        ends = np.where(complete == 1, timestamps + durations, timestamps)
+        self._last = max(self._last, int(ends.max()))
+        values = np.empty((count, 9), dtype=object)
+        values[:, 0] = pids
+        values[:, 1] = tids
+        values[:, 2] = ids
+        values[:, 3] = parents
+        values[parents == NULL, 3] = None
+        values[:, 4] = labels
+        values[:, 5] = channels
+        values[:, 6] = timestamps
+        values[:, 7] = durations
+        values[complete == 0, 7] = None
+        values[:, 8] = complete
+        self.insert_flat("events", _EVENT_COLUMNS, values.ravel().tolist())
+        self.insert_flat("event_args", ("event", "args"), list(itertools.chain.from_iterable(args)))
+
     def _check_not_whole(self, pid: int, tid: int) -> None:
         if (pid, tid) in self._whole:
             raise InvalidInputError(f"{self.path!r}: the events of thread {pid}/{tid} were already written whole")

@@ -180,7 +180,7 @@ def test_file_identity_schema_and_sql(fixture_path):
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert set(trace_schema().tables) <= tables
         metadata = dict(conn.execute("SELECT key, value FROM metadata"))
-        assert metadata["format_version"] == "%d.%d" % TRACE_FORMAT and metadata["state"] == "complete"
+        assert metadata["format_version"] == "{}.{}".format(*TRACE_FORMAT) and metadata["state"] == "complete"
         assert metadata["producer"] == "tests" and metadata["clock"] == "steady"
         children = conn.execute(
             "SELECT c.label FROM events c JOIN events p ON c.parent = p.id WHERE p.label = 'Epoch:0' "

@@ -599,6 +599,7 @@ MEASUREMENTS = (
     "debug-contexts",
     "chrome-export",
     "chrome-import",
+    "kineto-import",
     "growth",
 )
 
@@ -621,6 +622,7 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
         "chrome-import": measure_chrome_import,
     }
     from .bench_debug import measure_debug_contexts
+    from .bench_kineto import measure_kineto_import
     from .bench_query import measure_fleet, measure_query_reports
 
     simple.update(
@@ -628,6 +630,7 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
             "query-reports": measure_query_reports,
             "fleet": measure_fleet,
             "debug-contexts": measure_debug_contexts,
+            "kineto-import": measure_kineto_import,
             "growth": measure_growth,
         }
     )

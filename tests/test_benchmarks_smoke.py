@@ -42,6 +42,7 @@ MEASUREMENTS = {
     "chrome-export-memory",
     "chrome-import-rate",
     "chrome-import-memory",
+    *(f"kineto-import-{shape}-{figure}" for shape in ("real", "metadata", "threads") for figure in ("rate", "memory")),
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}

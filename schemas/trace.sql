@@ -71,8 +71,8 @@ CREATE TABLE event_args (
 
 -- Each thread's events again, as one Arrow IPC stream written when the writer finishes, so that
 -- a reader loads a thread in one step. Table events stays authoritative: a reader ignores a
--- stream whose num_events disagrees with it, and threads of a trace whose recorder did not
--- finish have none. The stream (uncompressed) has one record batch with the columns id
+-- stream whose num_events disagrees with it; threads of a trace whose recorder did not finish,
+-- and threads of 64 events or fewer written by `pva convert`, have none (read them from events). The stream (uncompressed) has one record batch with the columns id
 -- (int64), parent (int64, -2**63 for none), label (dictionary<int32, utf8>), channel (int64),
 -- timestamp (int64), duration (int64, -2**63 while open) and complete (int8), in id order.
 CREATE TABLE thread_event_columns (

@@ -572,7 +572,7 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool, totals_layout: bool 
     run_time = _run_time(r)
     if run_time["total_cycles"]:
         yield ""
-        yield "  Run time by step type (each cycle once; where steps overlap: compute, exchange, stream copy, sync):"
+        yield "  Run time by step type (each cycle once; overlaps go to compute, then exchange, stream copy, sync):"
         width = max(len(name) for name in run_time["by_type"])
         for name, cycles in run_time["by_type"].items():
             yield f"    {name:<{width}} {_n(cycles):>12} ({_pct(cycles / run_time['total_cycles'])})"

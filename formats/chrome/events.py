@@ -34,6 +34,8 @@ _LONG_DIGITS = re.compile(rb"(?<![0-9.])(-?)([0-9]{19,})(?![.eE0-9])")
 #: Digits as "0" and every other byte as " ", to find runs of 19 digits at memory speed first.
 _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _NINETEEN_ZEROS = b"0" * 19
+#: An array holding no string, array or object: where numbers of one array live.
+_INNERMOST_ARRAY = re.compile(rb'\[[^\[\]{}"]*\]')
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"{}[]")
 _SPACE = b" \t\r\n"
 
@@ -316,7 +318,8 @@ class _FastReader:
                     if _long_integer(data):
                         raise NotFastError("a long integer")
                     self._pos = cut + 1
-                    if b"[" in data[1:-1] or not _shallow(data):  # arrays to remake, or nesting to check
+                    shallow = _shallow(data)
+                    if not shallow or (b"[" in data[1:-1] and _may_mix_numbers(data)):  # nesting, or arrays to remake
                         return [_exact_like(event, 1) for event in events]
                     return events
                 cut = buf.rfind(b"}", pos, cut)
@@ -334,6 +337,17 @@ def _shallow(data: bytes, rounds: int = 8) -> bool:
             return True
         brackets = brackets.replace(b"{}", b"").replace(b"[]", b"")
     return not brackets
+
+
+def _may_mix_numbers(data: bytes) -> bool:
+    """Whether an array of `data` may hold numbers with a fraction or an exponent (which makes the
+    exact reader give floats for all its numbers): an innermost array (no string, array or object
+    in it) with a '.', 'e' or 'E'. Arrays of integers only, as Kineto's input dims, need no change."""
+    for match in _INNERMOST_ARRAY.finditer(data):
+        text = match.group()
+        if b"." in text or b"e" in text or b"E" in text:
+            return True
+    return False
 
 
 def _long_integer(text: bytes) -> bool:

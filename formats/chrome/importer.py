@@ -30,6 +30,7 @@ import gzip
 import json
 import math
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -151,7 +152,8 @@ class _Spool:
         self._writer: Any = None
         self._source: Any = None
         self._reader: Any = None
-        self._kept: dict[int, list[pa.RecordBatch]] = {}  # group -> its rows left in memory at the end
+        # the rows left in memory at the end: tables sorted by group, with their groups and bounds
+        self._kept: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []
         # rows of another spool's file: (reader, group -> its batches there, change to each batch)
         self._parts: list[tuple[Any, dict[int, list[int]], Callable[[pa.RecordBatch], pa.RecordBatch]]] = []
         self._part_sources: list[Any] = []
@@ -206,8 +208,21 @@ class _Spool:
 
     def finish(self) -> None:
         """All rows are added: those in memory are ordered by group, the file opened for reading."""
-        for group, batch in self._by_group():
-            self._kept.setdefault(group, []).append(batch)
+        batches, self._memory, self._bytes = self._memory, [], 0
+        while batches:  # a slice of at most _SPILL_BYTES at a time, as `_by_group` takes them
+            size = 0
+            count = 0
+            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
+                size += batches[count].nbytes
+                count += 1
+            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
+            del batches[:count]
+            groups = part.column(0).to_numpy()
+            order = np.argsort(groups, kind="stable")
+            groups = groups[order]
+            starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]])) if len(groups) else groups
+            bounds = np.append(starts, len(groups))
+            self._kept.append((part.take(pa.array(order)).combine_chunks(), groups[starts], bounds))
         if self._writer is not None:
             self._close_file()
             self._source = pa.OSFile(self._path or self._file.path, "rb")  # type: ignore[union-attr]
@@ -238,10 +253,30 @@ class _Spool:
     def group(self, group: int) -> pa.Table:
         """The rows of one group, in the order they were added."""
         pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
-        pieces.extend(self._kept.pop(group, ()))
+        for table, kept_groups, bounds in self._kept:
+            at = int(np.searchsorted(kept_groups, group))
+            if at < len(kept_groups) and kept_groups[at] == group:
+                pieces.extend(table.slice(int(bounds[at]), int(bounds[at + 1] - bounds[at])).to_batches())
         for reader, groups, change in self._parts:
             pieces.extend(change(reader.get_batch(k)) for k in groups.get(group, ()))
         return pa.Table.from_batches(pieces, self.schema).combine_chunks()
+
+    def groups(self, wanted: list[int]) -> tuple[pa.Table, np.ndarray]:
+        """The rows of several groups (each in the order added) as one table, group after group in
+        the order given, and the number of rows of each."""
+        if self._spilled or self._parts or len(self._kept) != 1:
+            tables = [self.group(g) for g in wanted]
+            return pa.concat_tables(tables).combine_chunks(), np.array([t.num_rows for t in tables], dtype=np.int64)
+        table, groups, bounds = self._kept[0]
+        wanted_array = np.asarray(wanted, dtype=np.int64)
+        at = np.minimum(np.searchsorted(groups, wanted_array), max(len(groups) - 1, 0))
+        present = (at < len(groups)) & (groups[at] == wanted_array) if len(groups) else np.zeros(len(wanted), bool)
+        firsts = np.where(present, bounds[at], 0)
+        sizes = np.where(present, bounds[at + 1] - bounds[at], 0) if len(groups) else np.zeros(len(wanted), np.int64)
+        # the row numbers of every wanted group, one range after another
+        offsets = np.cumsum(sizes) - sizes
+        rows = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(offsets - firsts, sizes)
+        return table.take(pa.array(rows)), sizes.astype(np.int64)
 
     def close(self) -> None:
         """Remove the temporary file."""
@@ -1026,9 +1061,13 @@ class _Importer:
         written by `_write_thread` instead."""
         if not threads:
             return
-        tables = [self._with_late(self._events.group(thread.index), late) for _, _, thread, late in threads]
-        sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
-        rows = pa.concat_tables(tables).combine_chunks()
+        if any(late for *_, late in threads):
+            tables = [self._with_late(self._events.group(thread.index), late) for _, _, thread, late in threads]
+            sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+            rows = pa.concat_tables(tables).combine_chunks()
+        else:
+            rows, sizes = self._events.groups([thread.index for _, _, thread, _ in threads])
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
         owner = np.repeat(np.arange(len(threads)), sizes)
         seq = _array(rows, "seq").to_numpy()
         start = _array(rows, "start").to_numpy()
@@ -1039,7 +1078,8 @@ class _Importer:
         keep = ~np.isin(owner, np.array(sorted(overlapping), dtype=np.int64))
         for index in sorted(overlapping):
             pid, tid, thread, _ = threads[index]
-            lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, [], points, tables[index])
+            own = rows.slice(int(offsets[index]), int(sizes[index]))
+            lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, [], points, own)
             self.stats.threads += lanes
         chosen = np.flatnonzero(keep)
         if not chosen.size:
@@ -1070,7 +1110,6 @@ class _Importer:
         )
         self.stats.threads += int(np.unique(kept_owner).size)
         bounds = np.searchsorted(kept_owner, np.arange(len(threads) + 1))
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
         for index, (_, tid, thread, _) in enumerate(threads):
             if index in overlapping or not points.has(thread.index):
                 continue
@@ -1549,6 +1588,8 @@ class _Gunzip:
 
 def _import_in_halves(name: str, output: str, size: int, progress: Progress | None) -> ImportStats | None:
     """Import the file read as two halves at once, or None when they cannot decide as one reading does."""
+    if _many_threads(name):
+        return None
     cut = halves.find_cut(name, size)
     if cut is None:
         return None
@@ -1579,6 +1620,21 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
             importer.close()
         for file in files:
             file.abort()
+
+
+#: Bytes of the start of a trace looked at to see whether its threads are many and short.
+_THREADS_SAMPLE = 4 << 20
+_TID = re.compile(rb'"tid"\s*:\s*(-?[0-9]+)')
+
+
+def _many_threads(name: str) -> bool:
+    """Whether the start of the trace names many threads of few events each (more than 1,000, one
+    for every 16 events or fewer): merging two halves would then cost more than it saves."""
+    with open(name, "rb") as handle:
+        sample = handle.read(_THREADS_SAMPLE)
+    tids = _TID.findall(sample)
+    distinct = len(set(tids))
+    return distinct > 1000 and distinct * 16 > len(tids)
 
 
 def _read_halves(

@@ -401,12 +401,13 @@ class TraceWriter(SqliteFileWriter):
         count = len(ids)
         if not count:
             return
-        for pid, tid in set(zip(pids.tolist(), tids.tolist())):
-            pid = _check_id(pid, "pid", self.path)
-            tid = _check_id(tid, "tid", self.path)
-            self._check_not_whole(pid, tid)
-            self._registry.thread(pid, tid)
-            self._whole.add((pid, tid))
+        whole = self._whole
+        register = self._registry.thread
+        for key in dict.fromkeys(zip(pids.tolist(), tids.tolist())):  # int64 values: ids in range
+            if key in whole:
+                self._check_not_whole(*key)
+            register(*key)
+            whole.add(key)
         complete = (durations != NULL).astype(np.int8)
         ends = np.where(complete == 1, timestamps + durations, timestamps)
         self._last = max(self._last, int(ends.max()))

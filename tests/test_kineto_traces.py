@@ -231,3 +231,40 @@ def test_many_threads_of_one_event_each(tmp_path):
         thread = process.thread(2999)
         (event,) = thread.events
     assert (thread.name, event.label, event.timestamp) == ("worker 2999", "aten::mul", 3999)
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_threads(tmp_path):
+    from benchmarks.kineto_traces import generate
+
+    path = tmp_path / "threads.json"
+    generate(path, 0, "threads", threads=100_000)
+    stats = import_chrome_trace(path, tmp_path / "threads.pvti")
+    assert (stats.events, stats.threads) == (100_000, 100_000)
+    with pva.openTrace(tmp_path / "threads.pvti") as trace:
+        (process,) = trace.processes
+        assert len(process.threads) == 100_000
+        (event,) = process.thread(77_777).events
+    assert (event.label, event.timestamp, event.duration) == ("aten::mul", 78_777, 3)  # 78,777.125 to 78,779.625
+
+
+@pytest.mark.slow
+def test_three_hundred_thousand_metadata_events(tmp_path):
+    lines = [
+        json.dumps({"ph": "M", "name": name, "pid": 1, "tid": k % 100, "args": {key: value}})
+        for k in range(100_000)
+        for name, key, value in (
+            ("thread_name", "name", f"worker {k % 100}"),
+            ("thread_sort_index", "sort_index", k % 100),
+            ("process_labels", "labels", "CPU"),
+        )
+    ]
+    lines += [json.dumps({"ph": "X", "name": "op", "pid": 1, "tid": t, "ts": t, "dur": 1}) for t in range(100)]
+    path = tmp_path / "metadata.json"
+    path.write_text("[" + ",\n".join(lines) + "]")
+    stats = import_chrome_trace(path, tmp_path / "metadata.pvti")
+    assert (stats.events, stats.threads, stats.skipped) == (100, 100, {})
+    with pva.openTrace(tmp_path / "metadata.pvti") as trace:
+        (process,) = trace.processes
+        assert process.labels == "CPU"
+        assert [t.name for t in process.threads][:3] == ["worker 0", "worker 1", "worker 2"]

@@ -268,3 +268,22 @@ def test_three_hundred_thousand_metadata_events(tmp_path):
         (process,) = trace.processes
         assert process.labels == "CPU"
         assert [t.name for t in process.threads][:3] == ["worker 0", "worker 1", "worker 2"]
+
+
+@pytest.mark.parametrize(
+    "event, message",
+    [
+        ({"ph": "s", "id": [1], "ts": 1, "pid": 1, "tid": 1}, r"\$\[1\]\.id: expected a flow id"),
+        ({"ph": "b", "name": "a", "ts": 1, "pid": 1}, r"\$\[1\]\.id: expected the id of the async event"),
+        (
+            {"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "bind_id": {"x": 1}, "flow_out": True},
+            r"\$\[1\]\.bind_id: expected a flow id",
+        ),
+    ],
+)
+def test_a_bad_flow_or_async_event_is_an_error_naming_where(tmp_path, event, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, event]))
+    with pytest.raises(pva.PvaError, match="bad.json.*" + message):
+        import_chrome_trace(path, tmp_path / "bad.pvti")
+    assert not (tmp_path / "bad.pvti").exists()

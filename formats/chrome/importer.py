@@ -402,8 +402,6 @@ class _Importer:
         threads = self._fast_threads
         channels = self.channels
         counter_keys = self.counter_keys
-        flow_keys = self.flow_keys
-        flow = self._flow_rows.append
         stage = self._rows.append
         sample_key = self._sample_key.append
         sample_ts = self._sample_ts.append
@@ -467,22 +465,8 @@ class _Importer:
                         raise _SlowPathError
                     continue
                 elif ph == "s" or ph == "f" or ph == "t":
-                    pid = event["pid"]
-                    tid = event["tid"]
-                    fid = event["id"]
-                    cat = event.get("cat", "")
-                    label = event.get("name", "")
-                    if type(pid) is not int or type(tid) is not int or type(cat) is not str or type(label) is not str:
+                    if not self._fast_flow(event, ph, ts):
                         raise _SlowPathError
-                    kind = type(fid)
-                    if not (kind is str or (kind is int and id_low <= fid < _ID_LIMIT)):
-                        raise _SlowPathError
-                    flow_key = (0, cat, label, fid)
-                    found_key = flow_keys.get(flow_key)
-                    if found_key is None:
-                        found_key = flow_keys[flow_key] = len(flow_keys)
-                    bind = BIND_NEXT if ph == "f" and event.get("bp") != "e" else BIND_ENCLOSING
-                    flow((found_key, _FLOW_PHASES[ph], threads[(pid, tid)].index, ts, bind, -1))
                     continue
                 else:
                     raise _SlowPathError
@@ -635,6 +619,30 @@ class _Importer:
         self.stats.events += 1
         if len(self._rows) >= BATCH:
             self._seal()
+
+    def _fast_flow(self, event: dict, ph: str, ts: float) -> bool:
+        """A flow point of the usual shape (integer pid and tid of a thread seen, an integer or string
+        id, string category and name) staged; False for any other, which `add` checks."""
+        pid = event.get("pid")
+        tid = event.get("tid")
+        fid = event.get("id")
+        cat = event.get("cat", "")
+        label = event.get("name", "")
+        if type(pid) is not int or type(tid) is not int or type(cat) is not str or type(label) is not str:
+            return False
+        kind = type(fid)
+        if not (kind is str or (kind is int and -_ID_LIMIT <= fid < _ID_LIMIT)):  # type: ignore[operator]
+            return False
+        thread = self._fast_threads.get((pid, tid))
+        if thread is None:
+            return False
+        key = (0, cat, label, fid)
+        index = self.flow_keys.get(key)
+        if index is None:
+            index = self.flow_keys[key] = len(self.flow_keys)
+        bind = BIND_NEXT if ph == "f" and event.get("bp") != "e" else BIND_ENCLOSING
+        self._flow_rows.append((index, _FLOW_PHASES[ph], thread.index, ts, bind, -1))
+        return True
 
     def _fast_metadata(self, event: dict) -> bool:
         """An M event of the usual shape (integer pid and tid, a known name, its value of the right

@@ -34,8 +34,8 @@ _LONG_DIGITS = re.compile(rb"(?<![0-9.])(-?)([0-9]{19,})(?![.eE0-9])")
 #: Digits as "0" and every other byte as " ", to find runs of 19 digits at memory speed first.
 _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _NINETEEN_ZEROS = b"0" * 19
-#: An array holding no string, array or object: where numbers of one array live.
-_INNERMOST_ARRAY = re.compile(rb'\[[^\[\]{}"]*\]')
+#: An array of number characters only, one of them a '.', 'e' or 'E': numbers that may mix with integers.
+_FRACTION_ARRAY = re.compile(rb"\[[-+0-9.eE, \t\r\n]*[.eE][-+0-9.eE, \t\r\n]*\]")
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"{}[]")
 _SPACE = b" \t\r\n"
 
@@ -341,13 +341,9 @@ def _shallow(data: bytes, rounds: int = 8) -> bool:
 
 def _may_mix_numbers(data: bytes) -> bool:
     """Whether an array of `data` may hold numbers with a fraction or an exponent (which makes the
-    exact reader give floats for all its numbers): an innermost array (no string, array or object
-    in it) with a '.', 'e' or 'E'. Arrays of integers only, as Kineto's input dims, need no change."""
-    for match in _INNERMOST_ARRAY.finditer(data):
-        text = match.group()
-        if b"." in text or b"e" in text or b"E" in text:
-            return True
-    return False
+    exact reader give floats for all its numbers): an array of number characters only with a '.',
+    'e' or 'E' among them. Arrays of integers only, as Kineto's input dims, need no change."""
+    return _FRACTION_ARRAY.search(data) is not None
 
 
 def _long_integer(text: bytes) -> bool:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import pathlib
+import re
+import shutil
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -287,3 +291,40 @@ def test_a_bad_flow_or_async_event_is_an_error_naming_where(tmp_path, event, mes
     with pytest.raises(pva.PvaError, match="bad.json.*" + message):
         import_chrome_trace(path, tmp_path / "bad.pvti")
     assert not (tmp_path / "bad.pvti").exists()
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+#: Run before the page's own scripts: counts script errors, and once loaded, the timeline's painted pixels.
+_PROBE = """<script>
+window.__errors = 0; window.addEventListener('error', () => { window.__errors += 1; });
+window.addEventListener('load', () => { setTimeout(() => {
+  const c = document.getElementById('timeline'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let painted = 0; for (let k = 0; k < d.length; k += 4) if (d[k + 3] && (d[k] < 200 || d[k + 1] < 200)) painted++;
+  document.documentElement.dataset.errors = window.__errors; document.documentElement.dataset.painted = painted;
+}, 100); });
+</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="headless Chromium is not installed (or set CHROMIUM)")
+def test_the_trace_page_draws_its_timeline_in_a_browser(tmp_path, capsys):
+    page = tmp_path / "trace.html"
+    assert _run(capsys, "html", AMD, "-o", page)[0] == 0
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("<head>", "<head>" + _PROBE, 1))
+    profile = tmp_path / "profile"
+    result = subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+         "--window-size=1280,900", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    head = result.stdout[: result.stdout.index("<head")]
+    assert 'data-errors="0"' in head, result.stdout[:500]
+    painted = int(re.search(r'data-painted="(\d+)"', head).group(1))
+    assert painted > 5000  # events and flows drawn, not a blank canvas

@@ -328,3 +328,21 @@ def test_the_trace_page_draws_its_timeline_in_a_browser(tmp_path, capsys):
     assert 'data-errors="0"' in head, result.stdout[:500]
     painted = int(re.search(r'data-painted="(\d+)"', head).group(1))
     assert painted > 5000  # events and flows drawn, not a blank canvas
+
+
+def test_flows_of_large_threads_link_each_launch_to_its_kernel(tmp_path):
+    from benchmarks.kineto_traces import generate
+
+    path = tmp_path / "real.json"
+    generate(path, 12_000, "real")
+    stats = import_chrome_trace(path, tmp_path / "real.pvti")
+    assert stats.flows == stats.events // 4  # per launch: two CPU operators, the call, the kernel; one flow
+    with sqlite3.connect(tmp_path / "real.pvti") as conn:
+        rows = conn.execute(
+            "SELECT s.label, t.label, f.flow_id, json_extract(a.args, '$.correlation'), t.timestamp >= s.timestamp "
+            "FROM flows f JOIN events s ON s.id = f.source JOIN events t ON t.id = f.target "
+            "JOIN event_args a ON a.event = t.id"
+        ).fetchall()
+    assert len(rows) == stats.flows
+    assert {(launch, later) for launch, _, _, _, later in rows} == {("cudaLaunchKernel", 1)}
+    assert all(flow_id == str(correlation) for _, _, flow_id, correlation, _ in rows)  # the kernel of that launch

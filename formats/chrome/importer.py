@@ -1118,25 +1118,10 @@ class _Importer:
         )
         self.stats.threads += int(np.unique(kept_owner).size)
         bounds = np.searchsorted(kept_owner, np.arange(len(threads) + 1))
+        placed = (offsets, bounds, taken, seq, kept_start, kept_end, kept_parents, new_position, ids)
         for index, (_, tid, thread, _) in enumerate(threads):
-            if index in overlapping or not points.has(thread.index):
-                continue
-            part = slice(bounds[index], bounds[index + 1])
-            local_order = taken[part] - offsets[index]
-            local_parents = np.where(
-                kept_parents[part] >= 0, new_position[np.maximum(kept_parents[part], 0)] - bounds[index], -1
-            )
-            points.bind(
-                thread.index,
-                seq[offsets[index] : offsets[index + 1]],
-                local_order,
-                kept_start[part],
-                kept_end[part],
-                np.zeros(bounds[index + 1] - bounds[index], dtype=np.int64),
-                local_parents,
-                ids[part],
-                np.array([tid], dtype=np.int64),
-            )
+            if index not in overlapping and points.has(thread.index):
+                _bind_small_thread(points, thread.index, tid, index, placed)
 
     def _write_thread(
         self,
@@ -1313,6 +1298,25 @@ def _time_facts(writer: Any, fields: dict) -> None:
     unit = fields.get("displayTimeUnit")
     if unit in ("ms", "us", "ns"):
         writer.set_metadata(display_time_unit=unit)
+
+
+def _bind_small_thread(points: _FlowPoints, thread: int, tid: int, index: int, placed: tuple) -> None:
+    """Bind the flow points of the `index`-th thread written by `_Importer._write_small_threads`
+    (`placed`: where its rows and events are in the columns written together)."""
+    offsets, bounds, taken, seq, starts, ends, parents, new_position, ids = placed
+    part = slice(bounds[index], bounds[index + 1])
+    local_parents = np.where(parents[part] >= 0, new_position[np.maximum(parents[part], 0)] - bounds[index], -1)
+    points.bind(
+        thread,
+        seq[offsets[index] : offsets[index + 1]],
+        taken[part] - offsets[index],
+        starts[part],
+        ends[part],
+        np.zeros(bounds[index + 1] - bounds[index], dtype=np.int64),
+        local_parents,
+        ids[part],
+        np.array([tid], dtype=np.int64),
+    )
 
 
 def _nest_by_owner(owners: list[int], starts: list[int], ends: list[int]) -> tuple[np.ndarray, set[int]]:

@@ -155,11 +155,14 @@ def info_lines(info: dict) -> list[str]:
     if units["time_origin_ns"] is not None:
         unit += f"; timestamp 0 is {units['time_origin_ns']:,} ns since the Unix epoch"
     lines.append(f"  Time unit:   {unit}")
-    for process in info["processes"][:20]:
+    active = [p for p in info["processes"] if p["threads"]]
+    for process in active[:20]:
         labels = f" [{process['labels']}]" if process["labels"] else ""
         lines.append(f"    process {process['pid']} {process['name']!r}{labels}: {process['threads']:,} thread(s)")
-    if len(info["processes"]) > 20:
-        lines.append(f"    ... and {len(info['processes']) - 20:,} more processes")
+    if len(active) > 20:
+        lines.append(f"    ... and {len(active) - 20:,} more processes with threads")
+    if len(active) < len(info["processes"]):
+        lines.append(f"    ({len(info['processes']) - len(active):,} more processes named by metadata, without events)")
     if info["trace_fields"]:
         lines.append(f"  Trace keys:  {', '.join(info['trace_fields'])}")
     return lines

@@ -346,3 +346,19 @@ def test_flows_of_large_threads_link_each_launch_to_its_kernel(tmp_path):
     assert len(rows) == stats.flows
     assert {(launch, later) for launch, _, _, _, later in rows} == {("cudaLaunchKernel", 1)}
     assert all(flow_id == str(correlation) for _, _, flow_id, correlation, _ in rows)  # the kernel of that launch
+
+
+def test_the_trace_page_draws_the_longest_events_of_a_large_trace(amd, monkeypatch):
+    from pva.analysis import trace_html
+
+    monkeypatch.setattr(trace_html, "MAX_EVENTS", 50)
+    with pva.openTrace(amd) as trace:
+        data = trace_html.trace_page_data(trace)
+        text = trace_html.trace_html(trace)
+        every = sorted(
+            (int(d) for p in trace.processes for t in p.threads for d in t.eventColumns().durations), reverse=True
+        )
+    assert (data["events"], data["events_shown"]) == (115, 50)
+    drawn = sorted((d for t in data["threads"] for d in t["events"][1::5]), reverse=True)
+    assert len(drawn) == 50 and drawn[0] == every[0] and drawn[-1] >= every[49]  # the 50 longest
+    assert "65 of the shortest events are left out of the timeline" in text

@@ -9,6 +9,8 @@ import html
 import json
 import os
 
+import numpy as np
+
 from ..trace import TraceReport
 from . import trace_stats
 from .html.output import atomic_file
@@ -102,36 +104,40 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 
 def trace_page_data(trace: TraceReport) -> dict:
-    """What the page draws: per thread its events (start, duration, depth, name, category), the flows."""
+    """What the page draws: per thread its events (start, duration, depth, name, category), the flows.
+    Of a trace of more than MAX_EVENTS events, the MAX_EVENTS longest (a thread at a time, in two
+    passes, so memory holds one thread's columns and the events drawn)."""
+    threads = [(process, thread) for process in trace.processes for thread in process.threads]
+    lengths = [thread.eventColumns().durations for _, thread in threads]
+    total = sum(len(d) for d in lengths)
+    floor = None
+    if total > MAX_EVENTS:
+        floor = np.partition(np.concatenate(lengths), total - MAX_EVENTS)[total - MAX_EVENTS]
+    del lengths
     names: dict[str, int] = {}
     categories: dict[str, int] = {}
-    threads: list[dict] = []
+    drawn: list[dict] = []
     where: dict[tuple[int, int], int] = {}
-    start, end = None, None
-    total = 0
-    for process in trace.processes:
-        for thread in process.threads:
-            columns = thread.eventColumns()
-            count = len(columns)
-            total += count
-            depth = [0] * count
-            parents = columns.parents.tolist()
-            for k, parent in enumerate(parents):
-                depth[k] = 0 if parent < 0 else depth[parent] + 1
-            events: list[int] = []
-            stamps, lengths = columns.timestamps.tolist(), columns.durations.tolist()
-            for k in range(count):
-                name = names.setdefault(columns.labels[k], len(names))
-                category = categories.setdefault(columns.channels[k], len(categories))
-                events += [stamps[k], lengths[k], depth[k], name, category]
-            if count:
-                first, last = min(stamps), max(s + d for s, d in zip(stamps, lengths))
-                start = first if start is None else min(start, first)
-                end = last if end is None else max(end, last)
-            where[(process.pid, thread.tid)] = len(threads)
-            label = f"{process.name or process.pid} / {thread.name or thread.tid}"
-            threads.append({"name": label, "depth": max(depth, default=0), "events": events})
-    shown = _cap(threads, total)
+    start, end, shown = None, None, 0
+    for process, thread in threads:
+        columns = thread.eventColumns()
+        depth = _depths(columns.parents)
+        kept = np.arange(len(columns)) if floor is None else np.flatnonzero(columns.durations >= floor)
+        kept = kept[: max(0, MAX_EVENTS - shown)]
+        shown += len(kept)
+        events: list[int] = []
+        stamps, durations = columns.timestamps[kept].tolist(), columns.durations[kept].tolist()
+        for k, stamp, length, level in zip(kept.tolist(), stamps, durations, depth[kept].tolist()):
+            name = names.setdefault(columns.labels[k], len(names))
+            category = categories.setdefault(columns.channels[k], len(categories))
+            events += [stamp, length, level, name, category]
+        if len(columns):
+            first, last = int(columns.timestamps.min()), int((columns.timestamps + columns.durations).max())
+            start = first if start is None else min(start, first)
+            end = last if end is None else max(end, last)
+        where[(process.pid, thread.tid)] = len(drawn)
+        label = f"{process.name or process.pid} / {thread.name or thread.tid}"
+        drawn.append({"name": label, "depth": int(depth.max()) if len(depth) else 0, "events": events})
     flows = [
         [where[(f.sourcePid, f.sourceTid)], f.sourceTimestamp, where[(f.targetPid, f.targetTid)], f.targetTimestamp]
         for f in trace.flows[:MAX_FLOWS]
@@ -140,7 +146,7 @@ def trace_page_data(trace: TraceReport) -> dict:
     return {
         "start": start or 0,
         "end": end or 1,
-        "threads": threads,
+        "threads": drawn,
         "flows": flows,
         "names": list(names),
         "categories": list(categories),
@@ -150,22 +156,17 @@ def trace_page_data(trace: TraceReport) -> dict:
     }
 
 
-def _cap(threads: list[dict], total: int) -> int:
-    """Keep the MAX_EVENTS longest events (the page says how many were left out)."""
-    if total <= MAX_EVENTS:
-        return total
-    lengths = sorted((length for t in threads for length in t["events"][1::5]), reverse=True)
-    floor = lengths[MAX_EVENTS - 1]
-    shown = 0
-    for t in threads:
-        events = t["events"]
-        kept: list[int] = []
-        for k in range(0, len(events), 5):
-            if events[k + 1] >= floor and shown < MAX_EVENTS:
-                kept += events[k : k + 5]
-                shown += 1
-        t["events"] = kept
-    return shown
+def _depths(parents: np.ndarray) -> np.ndarray:
+    """Each event's depth (0 for a root) from its parent's position."""
+    depth = np.zeros(len(parents), dtype=np.int64)
+    inner = np.flatnonzero(parents >= 0)
+    ancestor = parents[inner]
+    while inner.size:  # one level further up at a time
+        depth[inner] += 1
+        up = parents[ancestor]
+        keep = up >= 0
+        inner, ancestor = inner[keep], up[keep]
+    return depth
 
 
 def _table(headers: list[str], rows: list[list]) -> str:

@@ -318,6 +318,22 @@ class TraceReport:
         return PvaList(map(Flow, self._reader.flows()))
 
     @property
+    def numEvents(self) -> int:
+        """The number of events in the trace (pva addition)."""
+        return self._reader.event_count_and_start()[0]
+
+    @property
+    def numFlows(self) -> int:
+        """The number of flows in the trace (pva addition)."""
+        return self._reader.flow_count()
+
+    @property
+    def timeSpan(self) -> tuple[int, int] | None:
+        """(earliest start, latest end) of the trace's events in microseconds (pva addition); None if it has none."""
+        count, first = self._reader.event_count_and_start()
+        return None if not count or first is None else (first, self._reader.end_of_trace())
+
+    @property
     def metadata(self) -> dict[str, str]:
         """The trace file's facts (pva addition): producer, format_version, and from a Chrome trace
         chrome_trace_fields, time_origin_ns and display_time_unit (docs/format.md)."""

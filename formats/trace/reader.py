@@ -204,6 +204,11 @@ class TraceReader(UserSql):
             "target_pid, target_tid, target_timestamp FROM flows ORDER BY id"
         )
 
+    def event_count_and_start(self) -> tuple[int, int | None]:
+        """The number of events and the earliest start (None without events)."""
+        count, first = self._query_row("SELECT count(*), min(timestamp) FROM events")
+        return int(count), None if first is None else int(first)
+
     def flow_count(self) -> int:
         """The number of flows."""
         if not self.has_flows:

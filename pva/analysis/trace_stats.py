@@ -96,16 +96,8 @@ def trace_info(trace: TraceReport) -> dict:
     """What `pva info` shows of a trace."""
     metadata = trace.metadata
     threads = list(_threads(trace))
-    events = 0
-    start: int | None = None
-    end: int | None = None
-    for _process, thread in threads:
-        columns = thread.eventColumns()
-        events += len(columns)
-        if len(columns):
-            first, last = int(columns.timestamps.min()), int((columns.timestamps + columns.durations).max())
-            start = first if start is None else min(start, first)
-            end = last if end is None else max(end, last)
+    span = trace.timeSpan
+    start, end = span if span is not None else (None, None)
     fields = json.loads(metadata.get("chrome_trace_fields") or "{}")
     origin = metadata.get("time_origin_ns")
     return {
@@ -120,9 +112,9 @@ def trace_info(trace: TraceReport) -> dict:
         ],
         "num_processes": len(trace.processes),
         "num_threads": len(threads),
-        "num_events": events,
-        "num_flows": len(trace.flows),
-        "span": {"start": start, "end": end, "duration": None if start is None else end - start},  # type: ignore[operator]
+        "num_events": trace.numEvents,
+        "num_flows": trace.numFlows,
+        "span": {"start": start, "end": end, "duration": None if start is None or end is None else end - start},
         "units": {
             "time": "us",
             "display_time_unit": metadata.get("display_time_unit") or None,

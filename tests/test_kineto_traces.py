@@ -362,3 +362,17 @@ def test_the_trace_page_draws_the_longest_events_of_a_large_trace(amd, monkeypat
     drawn = sorted((d for t in data["threads"] for d in t["events"][1::5]), reverse=True)
     assert len(drawn) == 50 and drawn[0] == every[0] and drawn[-1] >= every[49]  # the 50 longest
     assert "65 of the shortest events are left out of the timeline" in text
+
+
+def test_a_format_1_0_trace_file_still_opens(amd, tmp_path):
+    old = tmp_path / "old.pvti"
+    old.write_bytes(amd.read_bytes())
+    with sqlite3.connect(old) as conn:  # as format 1.0 wrote it: no flows table, no process labels
+        conn.executescript(
+            "DROP TABLE flows; ALTER TABLE processes DROP COLUMN labels; PRAGMA user_version = 1000; "
+            "UPDATE metadata SET value = '1.0' WHERE key = 'format_version';"
+        )
+    with pva.openTrace(old) as trace:
+        assert (trace.numFlows, list(trace.flows)) == (0, [])
+        assert {p.labels for p in trace.processes} == {""}
+        assert trace.numEvents == 115

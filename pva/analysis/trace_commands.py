@@ -67,8 +67,11 @@ def optime(args) -> int:
             print(f"{r.type:<{type_width}} {100 * r.share:7.3f}%")
     else:
         index_width = len(str(rows[-1].index))
+        named = any(r.name != r.type for r in rows)  # types from args: the event's name too
+        name_width = min(60, max(len(r.name) for r in rows)) if named else 0
         for r in rows:
-            print(f"{r.index:>{index_width}} {r.type:<{type_width}} {100 * r.share:7.3f}%")
+            name = f" {r.name:<{name_width}}" if named else ""
+            print(f"{r.index:>{index_width}} {r.type:<{type_width}}{name} {100 * r.share:7.3f}%")
     return 0
 
 

@@ -116,7 +116,18 @@ def _chrome(name: str):
     return task
 
 
+def _kineto(name: str):
+    def task(*args: str) -> dict:
+        from . import bench_kineto
+
+        return getattr(bench_kineto, name)(*args)
+
+    return task
+
+
 TASKS = {
+    "kineto-import": _kineto("import_ours"),
+    "kineto-orjson": _kineto("orjson_loads"),
     "chrome-export": _chrome("export_ours"),
     "chrome-export-naive": _chrome("export_naive"),
     "chrome-import": _chrome("import_ours"),

@@ -599,6 +599,7 @@ MEASUREMENTS = (
     "debug-contexts",
     "chrome-export",
     "chrome-import",
+    "kineto-import",
     "growth",
     "client-patterns",
 )
@@ -623,6 +624,7 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
     }
     from .bench_client_patterns import measure_client_patterns
     from .bench_debug import measure_debug_contexts
+    from .bench_kineto import measure_kineto_import
     from .bench_query import measure_fleet, measure_query_reports
 
     simple.update(
@@ -630,6 +632,7 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
             "query-reports": measure_query_reports,
             "fleet": measure_fleet,
             "debug-contexts": measure_debug_contexts,
+            "kineto-import": measure_kineto_import,
             "growth": measure_growth,
             "client-patterns": measure_client_patterns,
         }

@@ -76,6 +76,10 @@ def read_text_file(path: str | os.PathLike[str], what: str, max_bytes: int) -> s
         ) from None
 
 
+#: The first bytes of gzip-compressed data.
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def read_head(path: str | os.PathLike[str], size: int = 4096) -> bytes:
     """The first `size` bytes of a file."""
     name = os.fspath(path)
@@ -337,6 +341,8 @@ def classify_input(path: str | os.PathLike[str]) -> InputInfo:
     name = os.fspath(path)
     check_regular_file(name, "input file")
     head = read_head(name, 4096)
+    if head[:2] == GZIP_MAGIC:
+        return _classify_gzip(name)
     kind = kind_of_bytes(head)
     if kind is FileKind.PROFILE:
         return InputInfo(name, InputKind.PVA_REPORT, "sqlite")
@@ -378,6 +384,22 @@ def classify_input(path: str | os.PathLike[str]) -> InputInfo:
             return InputInfo(name, InputKind.POPLAR_TEXT_SUMMARY, "text")
         return InputInfo(name, InputKind.UNKNOWN, "text", detail=describe_bytes(head))
     return InputInfo(name, InputKind.UNKNOWN, "binary", detail=describe_bytes(head))
+
+
+def _classify_gzip(name: str) -> InputInfo:
+    """A gzip-compressed input: a Chrome trace (`.json.gz`, as the PyTorch profiler writes) or nothing known."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(name, "rb") as raw:
+            text = raw.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        return InputInfo(name, InputKind.UNKNOWN, "gzip", detail=f"damaged gzip-compressed data ({exc})")
+    stripped = text.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if stripped[:1] in (b"{", b"[") and (b'"traceEvents"' in text or b'"ph"' in text):
+        return InputInfo(name, InputKind.CHROME_TRACE, "json.gz")
+    return InputInfo(name, InputKind.UNKNOWN, "gzip", detail=f"gzip-compressed {describe_bytes(text[:4096])}")
 
 
 def _sqlite_tables(path: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from itertools import repeat
+from typing import Any
 
 from formats.gcpause import gc_paused
 from formats.trace.reader import ThreadEvents, TraceReader
@@ -16,6 +17,9 @@ from .lists_and_enums import PvaList, refuse_pickle
 
 __all__ = [
     "Event",
+    "EventColumns",
+    "isTrace",
+    "Flow",
     "Process",
     "Thread",
     "TraceReport",
@@ -126,6 +130,37 @@ class Event:
         return f"<Event {self.label!r} on {self.channel!r} at {self.timestamp} µs for {self.duration} µs{state}>"
 
 
+class EventColumns:
+    """A thread's events as numpy columns in start order (pva addition): `ids`, `labels` (a list),
+    `channels` (names, a list), `timestamps` and `durations` in microseconds, `parents` (position of
+    the parent, -1 for a root) and `selfTimes` (duration less the children's durations)."""
+
+    __slots__ = ("ids", "labels", "channels", "timestamps", "durations", "parents", "selfTimes")
+
+    def __init__(self, data: ThreadEvents) -> None:
+        import numpy as np
+
+        count = len(data.labels)
+        self.ids = data.ids
+        self.labels = data.labels
+        names = data.channel_names
+        self.channels = [names[c] for c in data.channels.tolist()]
+        self.timestamps = data.timestamps
+        self.durations = data.durations
+        parents = np.full(count, -1, dtype=np.int64)
+        kids = np.asarray(data.kids, dtype=np.int64)
+        if kids.size:
+            spans = np.diff(np.asarray(data.offsets, dtype=np.int64)).astype(np.int64)
+            parents[kids] = np.repeat(np.arange(count), spans)
+        self.parents = parents
+        inner = parents >= 0
+        children = np.bincount(parents[inner], weights=data.durations[inner], minlength=count)
+        self.selfTimes = data.durations - children.astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
 class Thread:
     """A thread of a traced process: its root events in start order (libpva Thread)."""
 
@@ -143,10 +178,21 @@ class Thread:
     @property
     def events(self) -> PvaList:
         """The root events of this thread, in start order; use `Event.children()` for the rest."""
+        return PvaList(self._load().roots)
+
+    def _load(self) -> _ThreadView:
         view = self._view
         if view is None:
             view = self._view = _ThreadView(self._trace._reader.thread_events(self.pid, self.tid))
-        return PvaList(view.roots)
+        return view
+
+    def eventColumns(self) -> EventColumns:
+        """Every event of the thread as columns, in start order (pva addition, for analyses)."""
+        return EventColumns(self._trace._reader.thread_events(self.pid, self.tid))
+
+    def argValues(self, key: str) -> dict[int, object]:
+        """Event id -> the value of `key` in its args, for the events whose args have it (pva addition)."""
+        return self._trace._reader.arg_values(self.pid, self.tid, key)
 
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
@@ -156,14 +202,16 @@ class Thread:
 class Process:
     """A traced process and its threads (libpva Process)."""
 
-    __slots__ = ("_trace", "pid", "name", "_threads", "_by_tid")
+    __slots__ = ("_trace", "pid", "name", "labels", "_threads", "_by_tid")
 
     __reduce_ex__ = refuse_pickle
 
-    def __init__(self, trace: TraceReport, pid: int, name: str, threads: list[tuple]) -> None:
+    def __init__(self, trace: TraceReport, pid: int, name: str, threads: list[tuple], labels: str = "") -> None:
         self._trace = trace
         self.pid = pid
         self.name = name
+        #: labels of the process (pva addition; Chrome trace process_labels such as "GPU 0"), or ""
+        self.labels = labels
         self._threads = PvaList(Thread(trace, pid, tid, thread_name) for tid, thread_name, _index in threads)
         self._by_tid = {thread.tid: thread for thread in self._threads}
 
@@ -184,6 +232,48 @@ class Process:
         return f"<Process {self.pid}{name}, {len(self._threads)} threads>"
 
 
+class Flow:
+    """A link between two events (pva addition; a Chrome trace flow such as a CPU kernel launch and
+    the kernel on its GPU stream): `source` and `target` are event ids (None where no event is at
+    that end), each end also given as process, thread and time in microseconds."""
+
+    __slots__ = (
+        "id",
+        "flowId",
+        "category",
+        "name",
+        "source",
+        "target",
+        "sourcePid",
+        "sourceTid",
+        "sourceTimestamp",
+        "targetPid",
+        "targetTid",
+        "targetTimestamp",
+    )
+
+    __reduce_ex__ = refuse_pickle
+
+    def __init__(self, row: tuple) -> None:
+        (
+            self.id,
+            self.flowId,
+            self.category,
+            self.name,
+            self.source,
+            self.target,
+            self.sourcePid,
+            self.sourceTid,
+            self.sourceTimestamp,
+            self.targetPid,
+            self.targetTid,
+            self.targetTimestamp,
+        ) = row
+
+    def __repr__(self) -> str:
+        return f"<Flow {self.flowId!r} {self.category!r}: event {self.source} -> event {self.target}>"
+
+
 class TraceReport:
     """A trace file opened with `openTrace`: its processes, threads and events (libpva TraceReport).
 
@@ -192,16 +282,23 @@ class TraceReport:
 
     def __init__(self, reader: TraceReader) -> None:
         self._reader = reader
+        self._source: str | None = None  # the Chrome trace converted on the fly, if any
+        self._cleanup: Any = None
+        #: What converting a Chrome trace on the fly warned about (pva addition); empty otherwise.
+        self.importWarnings: list[str] = []
         threads = reader.threads()
-        self._processes = PvaList(Process(self, pid, name, threads.get(pid, [])) for pid, name, _ in reader.processes())
+        labels = reader.process_labels()
+        self._processes = PvaList(
+            Process(self, pid, name, threads.get(pid, []), labels.get(pid, "")) for pid, name, _ in reader.processes()
+        )
         self._by_pid = {process.pid: process for process in self._processes}
 
     __reduce_ex__ = refuse_pickle
 
     @property
     def path(self) -> str:
-        """Path of the trace file (pva addition)."""
-        return self._reader.path
+        """Path of the trace: the trace file, or the Chrome trace it was converted from (pva addition)."""
+        return self._source or self._reader.path
 
     @property
     def processes(self) -> PvaList:
@@ -216,6 +313,33 @@ class TraceReport:
         return found
 
     @property
+    def flows(self) -> PvaList:
+        """The flows between events, by id (pva addition; empty for a trace without any)."""
+        return PvaList(map(Flow, self._reader.flows()))
+
+    @property
+    def numEvents(self) -> int:
+        """The number of events in the trace (pva addition)."""
+        return self._reader.event_count_and_start()[0]
+
+    @property
+    def numFlows(self) -> int:
+        """The number of flows in the trace (pva addition)."""
+        return self._reader.flow_count()
+
+    @property
+    def timeSpan(self) -> tuple[int, int] | None:
+        """(earliest start, latest end) of the trace's events in microseconds (pva addition); None if it has none."""
+        count, first = self._reader.event_count_and_start()
+        return None if not count or first is None else (first, self._reader.end_of_trace())
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The trace file's facts (pva addition): producer, format_version, and from a Chrome trace
+        chrome_trace_fields, time_origin_ns and display_time_unit (docs/format.md)."""
+        return dict(self._reader.metadata)
+
+    @property
     def isComplete(self) -> bool:
         """Whether the recorder closed the trace (pva addition); False if it died or is still recording."""
         return self._reader.is_complete
@@ -223,6 +347,8 @@ class TraceReport:
     def close(self) -> None:
         """Close the trace file (pva addition); threads not read yet can no longer be."""
         self._reader.close()
+        if self._cleanup is not None:
+            self._cleanup()
 
     def __enter__(self) -> TraceReport:
         return self
@@ -240,10 +366,59 @@ class TraceReport:
         )
 
 
+def isTrace(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a trace (pva addition): a trace file, or a Chrome trace event JSON file
+    (.json or .json.gz, as the PyTorch profiler writes) that `openTrace` converts on the fly."""
+    from formats.detect import GZIP_MAGIC, InputKind, classify_input, read_head
+    from formats.pop.schema import TRACE_APPLICATION_ID
+
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        return False
+    head = read_head(name, 100)
+    if head.startswith(b"SQLite format 3\x00"):
+        return len(head) >= 72 and int.from_bytes(head[68:72], "big") == TRACE_APPLICATION_ID
+    if head[:2] != GZIP_MAGIC and head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] not in (b"{", b"["):
+        return False
+    return classify_input(name).kind is InputKind.CHROME_TRACE
+
+
 def openTrace(tracePath: str | os.PathLike[str]) -> TraceReport:
     """Open a trace file and return its TraceReport.
 
-    Raises a subclass of pva.PvaError naming the path and the problem when the file is missing,
-    not a trace file, of a newer major format version, or damaged.
+    A Chrome trace event JSON file (.json, or .json.gz) is converted first, to a temporary trace
+    file removed when the trace is closed (pva addition). Raises a subclass of pva.PvaError naming
+    the path and the problem when the file is missing, not a trace file, of a newer major format
+    version, or damaged.
     """
-    return TraceReport(TraceReader(tracePath))
+    name = os.fspath(tracePath)
+    if os.path.isfile(name) and isTrace(name) and not _is_sqlite(name):
+        return _open_converted(name)
+    return TraceReport(TraceReader(name))
+
+
+def _is_sqlite(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(16) == b"SQLite format 3\x00"
+
+
+def _open_converted(name: str) -> TraceReport:
+    """A Chrome trace converted to a temporary trace file, removed when the trace is closed."""
+    import shutil
+    import tempfile
+    import weakref
+
+    from formats.chrome.importer import import_chrome_trace
+
+    directory = tempfile.mkdtemp(prefix="pva-trace-")
+    try:
+        output = os.path.join(directory, os.path.basename(name).removesuffix(".gz").removesuffix(".json") + ".pvti")
+        stats = import_chrome_trace(name, output)
+        report = TraceReport(TraceReader(output))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    report._source = name
+    report.importWarnings = list(stats.warnings)
+    report._cleanup = weakref.finalize(report, shutil.rmtree, directory, True)
+    return report

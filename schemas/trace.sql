@@ -1,4 +1,4 @@
--- pva trace file, format 1.0: the SQLite DDL the writers execute (normative).
+-- pva trace file, format 1.1: the SQLite DDL the writers execute (normative).
 --
 -- A trace file holds host-side events (libpva TraceReport): processes own threads, threads own
 -- events, and events nest through their parent. It is written either all at once by a converter
@@ -16,7 +16,10 @@
 
 -- Key/value facts about the file: format_version (major.minor), producer, producer_version,
 -- created (ISO 8601, UTC), clock (steady), state (recording while a recorder is writing, complete
--- once it closed), last_timestamp (the latest time a recorder committed, in microseconds).
+-- once it closed), last_timestamp (the latest time a recorder committed, in microseconds); from a
+-- Chrome trace also source_format, chrome_trace_fields (its top-level keys but traceEvents, as a
+-- JSON object), time_origin_ns (baseTimeNanoseconds: the wall-clock time of timestamp 0, in
+-- nanoseconds since the Unix epoch) and display_time_unit (displayTimeUnit: ms, us or ns).
 CREATE TABLE metadata (
   key TEXT PRIMARY KEY NOT NULL,  -- name of the fact
   value TEXT  -- value of the fact, as text
@@ -26,7 +29,8 @@ CREATE TABLE metadata (
 CREATE TABLE processes (
   pid INTEGER PRIMARY KEY NOT NULL,  -- process id
   name TEXT NOT NULL DEFAULT '',  -- process name; may be empty
-  sort_index INTEGER  -- display order hint (Chrome trace process_sort_index); NULL if none
+  sort_index INTEGER,  -- display order hint (Chrome trace process_sort_index); NULL if none
+  labels TEXT  -- labels of the process (Chrome trace process_labels, e.g. "GPU 0"); NULL if none (format 1.1)
 );
 
 -- Threads of each process (libpva Thread).
@@ -67,8 +71,8 @@ CREATE TABLE event_args (
 
 -- Each thread's events again, as one Arrow IPC stream written when the writer finishes, so that
 -- a reader loads a thread in one step. Table events stays authoritative: a reader ignores a
--- stream whose num_events disagrees with it, and threads of a trace whose recorder did not
--- finish have none. The stream (uncompressed) has one record batch with the columns id
+-- stream whose num_events disagrees with it; threads of a trace whose recorder did not finish,
+-- and threads of 64 events or fewer written by `pva convert`, have none (read them from events). The stream (uncompressed) has one record batch with the columns id
 -- (int64), parent (int64, -2**63 for none), label (dictionary<int32, utf8>), channel (int64),
 -- timestamp (int64), duration (int64, -2**63 while open) and complete (int8), in id order.
 CREATE TABLE thread_event_columns (
@@ -88,6 +92,28 @@ CREATE TABLE counter_samples (
   value REAL NOT NULL  -- sampled value
 );
 
+-- Flows between events (Chrome trace flow events s/t/f and bind_id), format 1.1: a row links two
+-- events, such as the CPU launch of a kernel and the kernel on its GPU stream. A flow of n points
+-- (a start, steps, an end) is n - 1 rows. An event is the one the point binds to: the innermost
+-- event enclosing the point's time on its thread, or for an end without "bp": "e" the next event
+-- starting on that thread; NULL where the thread has none.
+CREATE TABLE flows (
+  id INTEGER PRIMARY KEY NOT NULL,  -- row id, in order of the flows' ids in the trace, then of their points
+  flow_id TEXT NOT NULL,  -- the flow's id in the trace (Chrome id or bind_id), as text
+  category TEXT NOT NULL DEFAULT '',  -- the flow's category (Chrome cat), e.g. ac2g
+  name TEXT NOT NULL DEFAULT '',  -- the flow's name
+  source INTEGER,  -- events.id of the event the flow leaves; NULL if no event is there
+  target INTEGER,  -- events.id of the event the flow arrives at; NULL if no event is there
+  source_pid INTEGER NOT NULL,  -- process of the source point
+  source_tid INTEGER NOT NULL,  -- thread of the source point (the source event's thread)
+  source_timestamp INTEGER NOT NULL,  -- time of the source point [microseconds]
+  target_pid INTEGER NOT NULL,  -- process of the target point
+  target_tid INTEGER NOT NULL,  -- thread of the target point (the target event's thread)
+  target_timestamp INTEGER NOT NULL  -- time of the target point [microseconds]
+);
+
 -- Indexes the reader and SQL users rely on.
 CREATE UNIQUE INDEX events_by_id ON events (id);
 CREATE INDEX counter_samples_by_name ON counter_samples (pid, name, series, timestamp);
+CREATE INDEX flows_by_source ON flows (source);
+CREATE INDEX flows_by_target ON flows (target);

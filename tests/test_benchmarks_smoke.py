@@ -59,9 +59,12 @@ MEASUREMENTS = {
             "count-by-tile",
         )
     ),
+    *(f"kineto-import-{shape}-{figure}" for shape in ("real", "metadata", "threads") for figure in ("rate", "memory")),
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}
+#: ... and on tiny, the memory of a trace import (its target is for traces of 100 MB or more).
+REPORTED |= {f"kineto-import-{shape}-memory" for shape in ("real", "metadata", "threads")}
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,16 @@ from formats.trace.writer import NULL, TraceWriter
 
 # -- helpers -----------------------------------------------------------------------------------------------------------
 
-_TABLES = ("events", "event_args", "threads", "channels", "counter_samples", "thread_event_columns", "processes")
+_TABLES = (
+    "events",
+    "event_args",
+    "threads",
+    "channels",
+    "counter_samples",
+    "thread_event_columns",
+    "processes",
+    "flows",
+)
 
 
 def _contents(path) -> dict:
@@ -308,8 +317,7 @@ def test_channels_counters_threads_and_names_first_seen_in_the_second_half(tmp_p
     whole, contents, spy = _assert_same(tmp_path, monkeypatch, text, boundary, merged=True)
     assert spy.merged == [True]
     assert (whole.events, whole.threads, whole.counter_samples) == (45, 3, 4)
-    assert whole.skipped == {"M:process_labels": 1, "s": 1}
-    assert whole.warnings == ["skipped events of phases this format does not keep (M:process_labels: 1, s: 1)"]
+    assert whole.skipped == {} and whole.warnings == []
     assert [name for _, name in sorted(contents["channels"])] == ["old", "new", "newer", ""]
     with pva.openTrace(tmp_path / "halves.pvti") as trace:
         assert {(p.pid, p.name) for p in trace.processes} == {(1, ""), (5, "worker")}
@@ -508,7 +516,7 @@ def _random_trace(rng: random.Random, count: int) -> list[dict]:
             value = {"sort_index": rng.randint(-3, 3)} if "sort" in label else {"name": f"n{k}"}
             event = {"ph": "M", "name": label, "args": value, **base}
         else:
-            event = {"ph": rng.choice("sfbn"), "name": "skipped", "ts": ts, "id": k, **base}
+            event = {"ph": rng.choice("sft"), "name": "flow", "ts": ts, "id": k % 40, **base}
         if event["ph"] in "XBEiI":
             if rng.random() < 0.3:
                 event["cat"] = rng.choice(("op", "io", "gpu", f"c{k % 7}"))
@@ -603,7 +611,7 @@ def test_a_second_half_of_only_metadata_and_ends(tmp_path, monkeypatch):
     [
         ({"ph": "C", "name": "c", "ts": 5, "pid": 3, "args": {"v": 1}}, 10, {}),
         ({"ph": "M", "name": "process_name", "pid": 9, "args": {"name": "z"}}, 0, {}),
-        ({"ph": "s", "ts": 1, "pid": 1, "tid": 1, "id": 4}, 0, {"s": 10}),
+        ({"ph": "O", "ts": 1, "pid": 1, "tid": 1, "id": 4}, 0, {"O": 10}),
     ],
 )
 def test_a_second_half_without_threads(tmp_path, monkeypatch, event, counter_samples, skipped):

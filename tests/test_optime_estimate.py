@@ -8,17 +8,18 @@ import pytest
 
 from formats.pop.reader import ProfileReader
 from pva.analysis.estimate import estimate, format_compile_report
-from pva.analysis.optime import operator_times
+from pva.analysis.optime import operator_times, step_cycles_counted_once
 from pva.cli import main
 
 
 def _step_times(sample):
-    times = {}
-    for row in sample.rows("steps_by_ipu"):
-        step, _ipu, profiled, *_rest = row
-        length = row[10] - row[6]  # all_cycles_to_max - all_cycles_from_min
-        times[step] = max(times.get(step, 0), length)
-    return times
+    """Each step's cycles of the run, every cycle counted once (overlapping steps by rank)."""
+    reader = ProfileReader(sample.path)
+    try:
+        kinds = {step: kind for step, kind, *_ in reader.steps_labelled(100)}
+        return step_cycles_counted_once(reader, kinds)
+    finally:
+        reader.close()
 
 
 def test_total_mode_shares_add_up_and_are_sorted(sample):
@@ -132,7 +133,7 @@ def test_exchange_sync_and_stream_copies_keep_their_kind_with_debug_types(simula
         each = report.operator_times("each")
         reader = report._reader
         step_kinds = [row[1] for row in reader.steps_labelled()]
-        times = dict(reader.step_lengths())
+        times = step_cycles_counted_once(reader, {row[0]: row[1] for row in reader.steps_labelled()})
         exchange = sum(times.get(row[0], 0) for row in reader.steps_labelled() if row[1] == "DoExchange")
         sync = sum(times.get(row[0], 0) for row in reader.steps_labelled() if row[1] == "Sync")
     by_type = {r.type: r.cycles for r in total}

@@ -13,15 +13,16 @@ from reportbuilder import changed_copy
 import pva
 from formats.pop.reader import ProfileReader
 from pva.analysis.estimate import estimate, format_compile_report
+from pva.analysis.optime import step_cycles_counted_once
 
 
 def _step_times(sample) -> dict[int, int]:
-    times: dict[int, int] = {}
-    for row in sample.rows("steps_by_ipu"):
-        step, profiled = row[0], row[2]
-        if profiled:
-            times[step] = max(times.get(step, 0), row[10] - row[6])  # all_cycles_to_max - all_cycles_from_min
-    return times
+    """Each step's cycles of the run, every cycle counted once (pva optime's rule)."""
+    reader = ProfileReader(sample.path)
+    try:
+        return step_cycles_counted_once(reader, {row[0]: row[1] for row in reader.steps_labelled()})
+    finally:
+        reader.close()
 
 
 @pytest.fixture

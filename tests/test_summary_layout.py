@@ -29,6 +29,7 @@ NEWER_EXECUTION = [
     "Tile average host exchange cycles",
     "Tile average sync cycles",
     "Cycles by vertex type",
+    "Run time by step type (each cycle once; overlaps go to compute, then exchange, stream copy, sync)",
 ]
 #: The older layout, as in the kept tutorial sample (examples-tut7-matrix-vector).
 OLDER_EXECUTION = [

@@ -180,7 +180,7 @@ def test_file_identity_schema_and_sql(fixture_path):
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert set(trace_schema().tables) <= tables
         metadata = dict(conn.execute("SELECT key, value FROM metadata"))
-        assert metadata["format_version"] == "1.0" and metadata["state"] == "complete"
+        assert metadata["format_version"] == "{}.{}".format(*TRACE_FORMAT) and metadata["state"] == "complete"
         assert metadata["producer"] == "tests" and metadata["clock"] == "steady"
         children = conn.execute(
             "SELECT c.label FROM events c JOIN events p ON c.parent = p.id WHERE p.label = 'Epoch:0' "
@@ -267,10 +267,18 @@ def test_text_and_json_files(tmp_path):
     text.write_text("not a trace\n")
     with pytest.raises(pva.NotAReportError, match="expected a trace file .*found a text file"):
         pva.openTrace(text)
-    chrome = tmp_path / "trace.json"
-    chrome.write_text('{"traceEvents": []}')
-    with pytest.raises(pva.NotAReportError, match="pva convert"):
-        pva.openTrace(chrome)
+    chrome = tmp_path / "trace.json"  # a Chrome trace is converted on the fly, to a file removed on close
+    chrome.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}')
+    with pva.openTrace(chrome) as trace:
+        assert trace.path == str(chrome)
+        assert [e.label for e in trace.process(1).thread(1).events] == ["a"]
+        converted = trace._reader.path
+        assert os.path.exists(converted)
+    assert not os.path.exists(converted)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon", "pid": 1, "tid": 1}]}')
+    with pytest.raises(pva.PvaError, match="broken.json.*timestamp"):
+        pva.openTrace(broken)
 
 
 @pytest.mark.parametrize("fraction", [0.3, 0.75])

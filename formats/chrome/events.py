@@ -29,11 +29,13 @@ _HEAD_LIMIT = 64 << 20
 #: Nesting the fast reader accepts: well below the exact reader's limit (legacy.tree.MAX_DEPTH).
 _FAST_DEPTH = MAX_DEPTH - 10
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-#: An integer literal of 19 or more digits may not fit in 64 bits: the exact reader decides.
-_LONG_DIGITS = re.compile(rb"(?<![0-9.])[0-9]{19}(?![.eE])")
+#: An integer literal of 19 or more digits may not fit in 64 bits: the exact reader decides those that do not.
+_LONG_DIGITS = re.compile(rb"(?<![0-9.])(-?)([0-9]{19,})(?![.eE0-9])")
 #: Digits as "0" and every other byte as " ", to find runs of 19 digits at memory speed first.
 _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _NINETEEN_ZEROS = b"0" * 19
+#: An array of number characters only, one of them a '.', 'e' or 'E': numbers that may mix with integers.
+_FRACTION_ARRAY = re.compile(rb"\[[-+0-9.eE, \t\r\n]*[.eE][-+0-9.eE, \t\r\n]*\]")
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"{}[]")
 _SPACE = b" \t\r\n"
 
@@ -316,7 +318,8 @@ class _FastReader:
                     if _long_integer(data):
                         raise NotFastError("a long integer")
                     self._pos = cut + 1
-                    if b"[" in data[1:-1] or not _shallow(data):  # arrays to remake, or nesting to check
+                    shallow = _shallow(data)
+                    if not shallow or (b"[" in data[1:-1] and _may_mix_numbers(data)):  # nesting, or arrays to remake
                         return [_exact_like(event, 1) for event in events]
                     return events
                 cut = buf.rfind(b"}", pos, cut)
@@ -336,11 +339,23 @@ def _shallow(data: bytes, rounds: int = 8) -> bool:
     return not brackets
 
 
+def _may_mix_numbers(data: bytes) -> bool:
+    """Whether an array of `data` may hold numbers with a fraction or an exponent (which makes the
+    exact reader give floats for all its numbers): an array of number characters only with a '.',
+    'e' or 'E' among them. Arrays of integers only, as Kineto's input dims, need no change."""
+    return _FRACTION_ARRAY.search(data) is not None
+
+
 def _long_integer(text: bytes) -> bool:
-    """Whether `text` may hold an integer literal of 19 or more digits."""
+    """Whether `text` may hold an integer literal beyond 64 bits (signed), which the exact reader
+    refuses (19-digit ones that fit, such as Kineto's baseTimeNanoseconds, are read as they are)."""
     if text.translate(_DIGITS_AS_ZEROS).find(_NINETEEN_ZEROS) < 0:
         return False
-    return _LONG_DIGITS.search(text) is not None
+    for match in _LONG_DIGITS.finditer(text):
+        value = int(match.group(2))
+        if value >= (1 << 63) + (match.group(1) == b"-"):
+            return True
+    return False
 
 
 def _exact_like(value: Any, depth: int) -> Any:

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gzip
 import json
 import math
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,7 +40,7 @@ import orjson
 import pyarrow as pa
 
 from ..atomic import AtomicOutput, output_error
-from ..detect import check_regular_file
+from ..detect import GZIP_MAGIC, check_regular_file, read_head
 from ..errors import InvalidInputError, PvaError
 from ..gcpause import gc_paused
 from ..json_values import plain
@@ -48,8 +51,13 @@ from ..trace.writer import NULL
 from . import parallel_read as halves
 from .events import NotFastError, Readable, read_trace_blocks_fast, read_trace_items
 
-#: Phases imported; any other phase is counted and skipped.
-PHASES = frozenset("XBEiICM")
+#: Phases imported (flows s/t/f and async b/e/n too); any other phase is counted and skipped.
+PHASES = frozenset("XBEiICMstfben")
+#: Flow points: a start, a step, an end.
+_FLOW_PHASES = {"s": 0, "t": 1, "f": 2}
+#: How a flow point finds its event: the innermost one enclosing its time, the next one to start
+#: on its thread (an end without "bp": "e"), or the event that carries it (bind_id).
+BIND_ENCLOSING, BIND_NEXT, BIND_EVENT = 0, 1, 2
 #: Largest |timestamp| accepted, in microseconds (about 146,000 years).
 MAX_TIME = 1 << 62
 #: Events (and counter samples) staged per batch by the exact reader; the fast one stages a block
@@ -57,6 +65,12 @@ MAX_TIME = 1 << 62
 BATCH = 50_000
 #: Keys of an event that map to trace file columns.
 _CORE_KEYS = frozenset({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"})
+#: Threads of at most this many events are written together (`_Importer._write_small_threads`) ...
+_SMALL_THREAD = 64
+#: ... this many events at a time.
+_SMALL_BATCH = 1 << 16
+#: The columns of staged flow points.
+_FLOW_COLUMNS = ("key", "order", "phase", "thread", "time", "bind", "seq")
 #: Ids given to processes and threads named by strings start here.
 _SYNTHETIC_ID = 1 << 40
 _ID_LIMIT = 1 << 62
@@ -85,6 +99,7 @@ class ImportStats:
     events: int = 0
     threads: int = 0
     counter_samples: int = 0
+    flows: int = 0
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)
     truncated: bool = False
     warnings: list[str] = dataclasses.field(default_factory=list)
@@ -137,7 +152,8 @@ class _Spool:
         self._writer: Any = None
         self._source: Any = None
         self._reader: Any = None
-        self._kept: dict[int, list[pa.RecordBatch]] = {}  # group -> its rows left in memory at the end
+        # the rows left in memory at the end: tables sorted by group, with their groups and bounds
+        self._kept: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []
         # rows of another spool's file: (reader, group -> its batches there, change to each batch)
         self._parts: list[tuple[Any, dict[int, list[int]], Callable[[pa.RecordBatch], pa.RecordBatch]]] = []
         self._part_sources: list[Any] = []
@@ -192,8 +208,21 @@ class _Spool:
 
     def finish(self) -> None:
         """All rows are added: those in memory are ordered by group, the file opened for reading."""
-        for group, batch in self._by_group():
-            self._kept.setdefault(group, []).append(batch)
+        batches, self._memory, self._bytes = self._memory, [], 0
+        while batches:  # a slice of at most _SPILL_BYTES at a time, as `_by_group` takes them
+            size = 0
+            count = 0
+            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
+                size += batches[count].nbytes
+                count += 1
+            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
+            del batches[:count]
+            groups = part.column(0).to_numpy()
+            order = np.argsort(groups, kind="stable")
+            groups = groups[order]
+            starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]])) if len(groups) else groups
+            bounds = np.append(starts, len(groups))
+            self._kept.append((part.take(pa.array(order)).combine_chunks(), groups[starts], bounds))
         if self._writer is not None:
             self._close_file()
             self._source = pa.OSFile(self._path or self._file.path, "rb")  # type: ignore[union-attr]
@@ -224,10 +253,30 @@ class _Spool:
     def group(self, group: int) -> pa.Table:
         """The rows of one group, in the order they were added."""
         pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
-        pieces.extend(self._kept.pop(group, ()))
+        for table, kept_groups, bounds in self._kept:
+            at = int(np.searchsorted(kept_groups, group))
+            if at < len(kept_groups) and kept_groups[at] == group:
+                pieces.extend(table.slice(int(bounds[at]), int(bounds[at + 1] - bounds[at])).to_batches())
         for reader, groups, change in self._parts:
             pieces.extend(change(reader.get_batch(k)) for k in groups.get(group, ()))
         return pa.Table.from_batches(pieces, self.schema).combine_chunks()
+
+    def groups(self, wanted: list[int]) -> tuple[pa.Table, np.ndarray]:
+        """The rows of several groups (each in the order added) as one table, group after group in
+        the order given, and the number of rows of each."""
+        if self._spilled or self._parts or len(self._kept) != 1:
+            tables = [self.group(g) for g in wanted]
+            return pa.concat_tables(tables).combine_chunks(), np.array([t.num_rows for t in tables], dtype=np.int64)
+        table, groups, bounds = self._kept[0]
+        wanted_array = np.asarray(wanted, dtype=np.int64)
+        at = np.minimum(np.searchsorted(groups, wanted_array), max(len(groups) - 1, 0))
+        present = (at < len(groups)) & (groups[at] == wanted_array) if len(groups) else np.zeros(len(wanted), bool)
+        firsts = np.where(present, bounds[at], 0)
+        sizes = np.where(present, bounds[at + 1] - bounds[at], 0) if len(groups) else np.zeros(len(wanted), np.int64)
+        # the row numbers of every wanted group, one range after another
+        offsets = np.cumsum(sizes) - sizes
+        rows = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(offsets - firsts, sizes)
+        return table.take(pa.array(rows)), sizes.astype(np.int64)
 
     def close(self) -> None:
         """Remove the temporary file."""
@@ -278,6 +327,15 @@ class _Importer:
         self._sample_key: list[int] = []
         self._sample_ts: list[float] = []
         self._sample_value: list[float] = []
+        self.process_labels: dict[int, str] = {}
+        # flow points: (key, phase, thread, time, binding, seq of the event for BIND_EVENT), sealed
+        # into numpy columns (`_flow_parts`) with every batch; keys are (kind, category, name, id)
+        self.flow_keys: dict[tuple, int] = {}
+        self._flow_rows: list[tuple[int, int, int, float, int, int]] = []
+        self._flow_parts: list[np.ndarray] = []
+        self.flow_points = 0
+        self.async_events = 0
+        self._async_open: dict[tuple, _Thread] = {}  # (pid, category, id) -> its b events still open
 
     def close(self) -> None:
         """Remove the temporary files."""
@@ -402,6 +460,14 @@ class _Importer:
                 elif ph == "i" or ph == "I":
                     dur = 0.0
                     instant = True
+                elif ph == "M":
+                    if not self._fast_metadata(event):
+                        raise _SlowPathError
+                    continue
+                elif ph == "s" or ph == "f" or ph == "t":
+                    if not self._fast_flow(event, ph, ts):
+                        raise _SlowPathError
+                    continue
                 else:
                     raise _SlowPathError
                 pid = event["pid"]
@@ -436,6 +502,8 @@ class _Importer:
                     raise _SlowPathError
                 if len(event) != 5 + ("dur" in event) + (cat is not None) + (args is not None):
                     extra = {key: value for key, value in event.items() if key not in core}
+                    if "bind_id" in extra:
+                        raise _SlowPathError
                     if extra:
                         args = dict(args or {})
                         args["_chrome"] = extra
@@ -495,18 +563,33 @@ class _Importer:
         channel = event.get("cat")
         if type(channel) is not str:
             channel = self._string(channel, parts + ["cat"], "the category")
+        stack: _Thread | None = None
+        if phase in "ben":  # async: on a track of the process per category, matched by id
+            stack = self._async(event, parts, pid, channel, label)
+            tid = self._tid(pid, f"async {channel or label}", parts)
+            raw_tid = None
         thread = self.threads.get((pid, tid))
         if thread is None:
             thread = self.threads[(pid, tid)] = _Thread(len(self.threads))
         if type(raw_pid) is int and type(raw_tid) is int and raw_pid == pid and raw_tid == tid:
             self._fast_threads[(pid, tid)] = thread
+        if phase in _FLOW_PHASES:
+            self._flow(event, parts, thread, channel, label, ts, phase)
+            return
+        if stack is not None:
+            stack.index = thread.index
+            if phase == "e":
+                self._end(event, parts, stack, ts)
+                return
         if phase == "E":
             self._end(event, parts, thread, ts)
             return
+        if "bind_id" in event:
+            self._bound_flow(event, parts, thread, ts)
         args = event.get("args")
         if (args is not None and type(args) is not dict) or not _CORE_KEYS.issuperset(event):
             args = self._args(event, parts)
-        if phase == "i" or phase == "I":
+        if phase in "iIbn":
             args = dict(args or {})
             args.setdefault("_chrome", {})["ph"] = phase
         if phase == "X":
@@ -522,9 +605,9 @@ class _Importer:
                 raise self.fail(
                     parts + ["dur"], f"expected the event to end before 2**62 µs, found {describe(duration)}"
                 )
-        elif phase == "B":
+        elif phase == "B" or phase == "b":
             duration = math.nan
-            thread.stack.append((self.stats.events, round(ts)))
+            (thread if stack is None else stack).stack.append((self.stats.events, round(ts)))
         else:  # instant
             duration = 0.0
         channel_index = self.channels.get(channel)
@@ -536,6 +619,107 @@ class _Importer:
         self.stats.events += 1
         if len(self._rows) >= BATCH:
             self._seal()
+
+    def _fast_flow(self, event: dict, ph: str, ts: float) -> bool:
+        """A flow point of the usual shape (integer pid and tid of a thread seen, an integer or string
+        id, string category and name) staged; False for any other, which `add` checks."""
+        pid = event.get("pid")
+        tid = event.get("tid")
+        fid = event.get("id")
+        cat = event.get("cat", "")
+        label = event.get("name", "")
+        if type(pid) is not int or type(tid) is not int or type(cat) is not str or type(label) is not str:
+            return False
+        kind = type(fid)
+        if not (kind is str or (kind is int and -_ID_LIMIT <= fid < _ID_LIMIT)):  # type: ignore[operator]
+            return False
+        thread = self._fast_threads.get((pid, tid))
+        if thread is None:
+            return False
+        key = (0, cat, label, fid)
+        index = self.flow_keys.get(key)
+        if index is None:
+            index = self.flow_keys[key] = len(self.flow_keys)
+        bind = BIND_NEXT if ph == "f" and event.get("bp") != "e" else BIND_ENCLOSING
+        self._flow_rows.append((index, _FLOW_PHASES[ph], thread.index, ts, bind, -1))
+        return True
+
+    def _fast_metadata(self, event: dict) -> bool:
+        """An M event of the usual shape (integer pid and tid, a known name, its value of the right
+        type) taken in; False for any other, which `add` checks."""
+        pid = event.get("pid")
+        tid = event.get("tid", 0)
+        args = event.get("args")
+        if type(pid) is not int or type(tid) is not int or type(args) is not dict:
+            return False
+        if not (-_ID_LIMIT <= pid < _ID_LIMIT and -_ID_LIMIT <= tid < _ID_LIMIT):
+            return False
+        label = event.get("name")
+        if label == "thread_name" or label == "process_name" or label == "process_labels":
+            value = args.get("labels" if label == "process_labels" else "name")
+            if type(value) is not str:
+                return False
+            if label == "thread_name":
+                self.thread_names[(pid, tid)] = value
+            elif label == "process_name":
+                self.process_names[pid] = value
+            else:
+                self.process_labels[pid] = value
+            return True
+        if label == "thread_sort_index" or label == "process_sort_index":
+            value = args.get("sort_index")
+            if type(value) is not int or not -(1 << 62) <= value < (1 << 62):
+                return False
+            if label == "thread_sort_index":
+                self.thread_order[(pid, tid)] = value
+            else:
+                self.process_order[pid] = value
+            return True
+        return False
+
+    def _flow(self, event: dict, parts: list, thread: _Thread, cat: str, label: str, ts: float, phase: str) -> None:
+        """A flow point (s, t or f), keyed by category, name and id."""
+        flow_id = event.get("id")
+        if flow_id is None:
+            flow_id = event.get("bind_id")
+        if isinstance(flow_id, bool) or not isinstance(flow_id, (int, str)):
+            raise self.fail(parts + ["id"], f"expected a flow id (an integer or a string), found {describe(flow_id)}")
+        if isinstance(flow_id, int):
+            flow_id = self._int(flow_id, parts + ["id"], "a flow id")
+        bind = BIND_NEXT if phase == "f" and event.get("bp") != "e" else BIND_ENCLOSING
+        self._flow_point((0, cat, label, flow_id), _FLOW_PHASES[phase], thread, ts, bind, -1)
+
+    def _bound_flow(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
+        """The flow point of an event that carries it (bind_id with flow_in and/or flow_out)."""
+        flow_id = event["bind_id"]
+        if isinstance(flow_id, bool) or not isinstance(flow_id, (int, str)):
+            raise self.fail(
+                parts + ["bind_id"], f"expected a flow id (an integer or a string), found {describe(flow_id)}"
+            )
+        arrives, leaves = bool(event.get("flow_in")), bool(event.get("flow_out"))
+        if arrives or leaves:
+            phase = 1 if arrives and leaves else (0 if leaves else 2)
+            self._flow_point((1, "", "", flow_id), phase, thread, ts, BIND_EVENT, self.stats.events)
+
+    def _flow_point(self, key: tuple, phase: int, thread: _Thread, ts: float, bind: int, seq: int) -> None:
+        index = self.flow_keys.get(key)
+        if index is None:
+            index = self.flow_keys[key] = len(self.flow_keys)
+        self._flow_rows.append((index, phase, thread.index, ts, bind, seq))
+
+    def _async(self, event: dict, parts: list, pid: int, cat: str, label: str) -> _Thread:
+        """The b events still open of an async event's id (b/e/n, matched by category and id)."""
+        key_id = event.get("id", event.get("id2"))
+        if isinstance(key_id, dict):
+            key_id = json.dumps(key_id, sort_keys=True)
+        if key_id is None or isinstance(key_id, (bool, list)):
+            raise self.fail(parts + ["id"], f"expected the id of the async event, found {describe(key_id)}")
+        self.async_events += 1
+        key = (pid, cat, key_id)
+        found = self._async_open.get(key)
+        if found is None:
+            found = self._async_open[key] = _Thread(-1)
+        return found
 
     def _end(self, event: dict, parts: list, thread: _Thread, ts: float) -> None:
         """An E event: the end of the thread's innermost B event still open."""
@@ -578,6 +762,8 @@ class _Importer:
 
     def _seal(self) -> None:
         """Move the batch being staged to the spool, as Arrow columns."""
+        if self._flow_rows:
+            self._seal_flows()
         count = len(self._rows)
         if count:
             group, ts_values, dur_values, labels, channels, texts = zip(*self._rows)
@@ -622,12 +808,41 @@ class _Importer:
             for column in (self._sample_key, self._sample_ts, self._sample_value):
                 column.clear()
 
+    def _seal_flows(self) -> None:
+        """Move the flow points staged to a numpy block: columns key, order, phase, thread, time,
+        binding and event seq (`_FLOW_COLUMNS`)."""
+        keys, phases, threads, times, binds, seqs = zip(*self._flow_rows)
+        count = len(keys)
+        self._flow_rows.clear()
+        block = np.empty((len(_FLOW_COLUMNS), count), dtype=np.int64)
+        block[0] = keys
+        block[1] = np.arange(self.flow_points, self.flow_points + count)
+        block[2] = phases
+        block[3] = threads
+        block[4] = np.rint(np.array(times, dtype=np.float64))
+        block[5] = binds
+        block[6] = seqs
+        self._flow_parts.append(block)
+        self.flow_points += count
+
+    def flow_columns(self) -> np.ndarray:
+        """Every flow point staged, as `_seal_flows`'s columns."""
+        if self._flow_rows:
+            self._seal_flows()
+        if not self._flow_parts:
+            return np.zeros((len(_FLOW_COLUMNS), 0), dtype=np.int64)
+        if len(self._flow_parts) > 1:
+            self._flow_parts = [np.concatenate(self._flow_parts, axis=1)]
+        return self._flow_parts[0]
+
     def _metadata(self, event: dict, parts: list, pid: int, tid: int, label: str) -> None:
         args = event.get("args")
         if not isinstance(args, dict):
             raise self.fail(parts + ["args"], f"expected an object, found {describe(args)}")
         if label == "process_name":
             self.process_names[pid] = self._string(args.get("name"), parts + ["args", "name"], "a process name")
+        elif label == "process_labels":
+            self.process_labels[pid] = self._string(args.get("labels"), parts + ["args", "labels"], "process labels")
         elif label == "thread_name":
             self.thread_names[(pid, tid)] = self._string(args.get("name"), parts + ["args", "name"], "a thread name")
         elif label == "process_sort_index":
@@ -685,6 +900,10 @@ class _Importer:
                 [[*key, index] for key, index in self.thread_order.items()],
             ],
             "string_ids": bool(self.string_pids or self.string_tids),
+            "async": self.async_events,
+            "labels": list(self.process_labels.items()),
+            "flow_keys": [[*key, index] for key, index in self.flow_keys.items()],
+            "flows": self.flow_columns().tolist(),
             "late": self._late,
             "dangling": self._dangling,
             "events": list(self._events.hand_over().items()),
@@ -695,9 +914,10 @@ class _Importer:
         """Take in the second half of the trace (`hand_over`'s answer, its rows in `files`) after this
         first half, as if read in one go; False, with this half unusable, when only reading the
         whole trace in one go can tell (string process or thread ids, an end before its begin)."""
-        if half["string_ids"]:
+        if half["string_ids"] or half["async"] or self.async_events:
             return False
         self._seal()
+        flow_offset = self.flow_points
         offset = self.stats.events
         thread_map = np.zeros(len(half["threads"]), dtype=np.int64)
         threads_by_index: dict[int, _Thread] = {}
@@ -735,6 +955,18 @@ class _Importer:
         self.process_order.update((pid, index) for pid, index in process_order)
         self.thread_names.update(((pid, tid), name) for pid, tid, name in thread_names)
         self.thread_order.update(((pid, tid), index) for pid, tid, index in thread_order)
+        self.process_labels.update((pid, labels) for pid, labels in half["labels"])
+        flow_key_map = np.zeros(len(half["flow_keys"]) or 1, dtype=np.int64)
+        for kind, cat, label, flow_id, index in half["flow_keys"]:
+            flow_key_map[index] = self.flow_keys.setdefault((kind, cat, label, flow_id), len(self.flow_keys))
+        points = np.array(half["flows"], dtype=np.int64).reshape(len(_FLOW_COLUMNS), -1)
+        if points.shape[1]:
+            points[0] = flow_key_map[points[0]]
+            points[1] += flow_offset
+            points[3] = thread_map[points[3]]
+            points[6] = np.where(points[6] >= 0, points[6] + offset, -1)
+            self._flow_parts.append(points)
+            self.flow_points += points.shape[1]
         stats = half["stats"]
         self.stats.events += stats["events"]
         self.stats.counter_samples += stats["counter_samples"]
@@ -763,16 +995,34 @@ class _Importer:
             writer.set_metadata(source_format="Chrome trace event JSON")
             if fields:
                 writer.set_metadata(chrome_trace_fields=fields)
+                _time_facts(writer, json.loads(fields))
             for pid, name in self.process_names.items():
                 writer.add_process(pid, name, self.process_order.get(pid))
             for pid in self.process_order:
                 if pid not in self.process_names:
                     writer.add_process(pid, "", self.process_order[pid])
+            for pid, labels in self.process_labels.items():
+                writer.set_process_labels(pid, labels)
             channel_ids = np.array([writer.channel(name) for name in self.channels] or [0], dtype=np.int64)
             used = set(self.threads)
+            points = _FlowPoints(self.flow_columns(), self.threads)
+            small: list[tuple[int, int, _Thread, list]] = []  # threads of few events, written together
+            small_events = 0
+            counts = self._counts
             for (pid, tid), thread in sorted(self.threads.items()):
                 ends = late.pop(thread.index, [])
-                self.stats.threads += self._write_thread(writer, pid, tid, thread, used, channel_ids, ends)
+                count = int(counts[thread.index]) if thread.index < len(counts) else 0
+                if 0 < count <= _SMALL_THREAD:
+                    small.append((pid, tid, thread, ends))
+                    small_events += count
+                    if small_events >= _SMALL_BATCH:
+                        self._write_small_threads(writer, small, used, channel_ids, points)
+                        small, small_events = [], 0
+                    continue
+                lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, ends, points)
+                self.stats.threads += lanes
+            self._write_small_threads(writer, small, used, channel_ids, points)
+            self.stats.flows = points.write(writer, self.flow_keys)
             for (pid, tid), name in self.thread_names.items():
                 writer.add_thread(pid, tid, name, self.thread_order.get((pid, tid)))
             for (pid, tid), index in self.thread_order.items():
@@ -786,6 +1036,93 @@ class _Importer:
                     part = slice(at, at + BATCH)
                     writer.add_counter_samples(pid, label, times[part], values[part], series)
 
+    def _with_late(self, rows: pa.Table, late: list[tuple[int, int, dict | None]]) -> pa.Table:
+        """A thread's staged rows with the ends (and E args) of B events that ended in a later batch."""
+        if not late:
+            return rows
+        seq = _array(rows, "seq").to_numpy()
+        end = _array(rows, "end").to_numpy().copy()
+        where = np.searchsorted(seq, [item[0] for item in late])
+        end[where] = [item[1] for item in late]
+        rows = rows.set_column(rows.schema.get_field_index("end"), "end", pa.array(end))
+        if any(extra for _, _, extra in late):  # args of E events to merge into their B's
+            merged = _array(rows, "args").to_pylist()
+            for position, (_, _, extra) in zip(where.tolist(), late):
+                if extra:
+                    staged = merged[position]
+                    value = orjson.loads(staged) if staged else {}
+                    value.update(extra)
+                    merged[position] = _json(value, self, [])
+            rows = rows.set_column(rows.schema.get_field_index("args"), "args", pa.array(merged, type=pa.binary()))
+        return rows
+
+    def _write_small_threads(
+        self,
+        writer: Any,
+        threads: list[tuple[int, int, _Thread, list]],
+        used: set,
+        channel_ids: np.ndarray,
+        points: _FlowPoints,
+    ) -> None:
+        """Write threads of few events in one step (their events nest as `_write_thread` places
+        them, in one pass over all of them); a thread whose events need an overlap track is
+        written by `_write_thread` instead."""
+        if not threads:
+            return
+        if any(late for *_, late in threads):
+            tables = [self._with_late(self._events.group(thread.index), late) for _, _, thread, late in threads]
+            sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+            rows = pa.concat_tables(tables).combine_chunks()
+        else:
+            rows, sizes = self._events.groups([thread.index for _, _, thread, _ in threads])
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        owner = np.repeat(np.arange(len(threads)), sizes)
+        seq = _array(rows, "seq").to_numpy()
+        start = _array(rows, "start").to_numpy()
+        end = _array(rows, "end").to_numpy()
+        order = np.lexsort((seq, -end, start, owner))
+        owner, start, end = owner[order], start[order], end[order]
+        parents, overlapping = _nest_by_owner(owner.tolist(), start.tolist(), end.tolist())
+        keep = ~np.isin(owner, np.array(sorted(overlapping), dtype=np.int64))
+        for index in sorted(overlapping):
+            pid, tid, thread, _ = threads[index]
+            own = rows.slice(int(offsets[index]), int(sizes[index]))
+            lanes = self._write_thread(writer, pid, tid, thread, used, channel_ids, [], points, own)
+            self.stats.threads += lanes
+        chosen = np.flatnonzero(keep)
+        if not chosen.size:
+            return
+        count = chosen.size
+        first = writer.reserve_event_ids(count)
+        ids = np.arange(first, first + count, dtype=np.int64)
+        new_position = np.full(len(order), -1, dtype=np.int64)
+        new_position[chosen] = np.arange(count)
+        kept_parents = parents[chosen]
+        parent_ids = np.where(kept_parents >= 0, new_position[np.maximum(kept_parents, 0)] + first, NULL)
+        taken = order[chosen]
+        kept_owner, kept_start, kept_end = owner[chosen], start[chosen], end[chosen]
+        pids = np.array([thread[0] for thread in threads], dtype=np.int64)[kept_owner]
+        tids = np.array([thread[1] for thread in threads], dtype=np.int64)[kept_owner]
+        args = _array(rows, "args").take(pa.array(taken)).cast(pa.string())
+        present = np.flatnonzero(args.is_valid().to_numpy(zero_copy_only=False))
+        writer.insert_small_threads(
+            pids,
+            tids,
+            ids,
+            parent_ids,
+            _array(rows, "label").take(pa.array(taken)).to_pylist(),
+            channel_ids[_array(rows, "channel").to_numpy()[taken]],
+            kept_start,
+            np.where(kept_end == _OPEN, NULL, kept_end - kept_start),
+            zip(ids[present].tolist(), args.take(pa.array(present)).to_pylist()),
+        )
+        self.stats.threads += int(np.unique(kept_owner).size)
+        bounds = np.searchsorted(kept_owner, np.arange(len(threads) + 1))
+        placed = (offsets, bounds, taken, seq, kept_start, kept_end, kept_parents, new_position, ids)
+        for index, (_, tid, thread, _) in enumerate(threads):
+            if index not in overlapping and points.has(thread.index):
+                _bind_small_thread(points, thread.index, tid, index, placed)
+
     def _write_thread(
         self,
         writer: Any,
@@ -795,30 +1132,20 @@ class _Importer:
         used: set,
         channel_ids: np.ndarray,
         late: list[tuple[int, int, dict | None]],
+        points: _FlowPoints,
+        rows: pa.Table | None = None,
     ) -> int:
         """Write a thread's events by start, longest first: each goes to the first lane (track)
         where it nests, as `assign_lanes` places them, and gets the next id; lanes after the
         first become threads "... (overlap N)". Returns the number of lanes."""
         if thread.index >= len(self._counts) or not self._counts[thread.index]:
             return 0
-        rows = self._events.group(thread.index)
+        if rows is None:
+            rows = self._with_late(self._events.group(thread.index), late)
         seq = _array(rows, "seq").to_numpy()
         start = _array(rows, "start").to_numpy()
         end = _array(rows, "end").to_numpy()
         args = _array(rows, "args")
-        if late:
-            end = end.copy()
-            where = np.searchsorted(seq, [item[0] for item in late])
-            end[where] = [item[1] for item in late]
-            if any(extra for _, _, extra in late):  # args of E events to merge into their B's
-                merged = args.to_pylist()
-                for position, (_, _, extra) in zip(where.tolist(), late):
-                    if extra:
-                        staged = merged[position]
-                        value = orjson.loads(staged) if staged else {}
-                        value.update(extra)
-                        merged[position] = _json(value, self, [])
-                args = pa.array(merged, type=pa.binary())
         order = np.lexsort((seq, -end, start))
         start = start[order]
         end = end[order]
@@ -833,11 +1160,13 @@ class _Importer:
         args = args.take(order).cast(pa.string())
         lane_count = int(lanes.max()) + 1
         base = self.thread_names.get((pid, tid), f"thread {tid}")
+        lane_tids = [tid]
         for lane in range(lane_count):
             if lane == 0:
                 lane_tid = tid
             else:
                 lane_tid = _free_tid(pid, tid, lane, used)
+                lane_tids.append(lane_tid)
                 writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
             chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
             lane_args = args.take(chosen) if lane_count > 1 else args
@@ -854,7 +1183,165 @@ class _Importer:
                 durations[chosen],
                 zip(lane_ids[present].tolist(), lane_args.take(present).to_pylist()),
             )
+        points.bind(thread.index, seq, order, start, end, lanes, parents, ids, np.array(lane_tids, dtype=np.int64))
         return lane_count
+
+
+class _FlowPoints:
+    """The flow points staged (`_Importer.flow_columns`), bound to their events a thread at a time
+    (`bind`) and then written as flows, a row per pair of consecutive points of a flow (its points
+    ordered by time, as trace viewers order them, whatever their order in the file)."""
+
+    def __init__(self, columns: np.ndarray, threads: dict[tuple[int, int], _Thread]) -> None:
+        self.columns = columns
+        count = columns.shape[1]
+        self.event = np.full(count, -1, dtype=np.int64)  # the event id each point binds to
+        self.pid = np.zeros(count, dtype=np.int64)
+        self.tid = np.zeros(count, dtype=np.int64)
+        thread_pid = np.zeros(len(threads) or 1, dtype=np.int64)
+        thread_tid = np.zeros(len(threads) or 1, dtype=np.int64)
+        for (pid, tid), thread in threads.items():
+            thread_pid[thread.index] = pid
+            thread_tid[thread.index] = tid
+        if count:
+            self.pid[:] = thread_pid[columns[3]]
+            self.tid[:] = thread_tid[columns[3]]
+        self._by_thread = np.argsort(columns[3], kind="stable")
+        self._bounds = np.searchsorted(columns[3][self._by_thread], np.arange(len(threads) + 1))
+
+    def has(self, thread: int) -> bool:
+        """Whether the thread has flow points."""
+        return thread + 1 < len(self._bounds) and self._bounds[thread] != self._bounds[thread + 1]
+
+    def bind(
+        self,
+        thread: int,
+        seq: np.ndarray,
+        order: np.ndarray,
+        start: np.ndarray,
+        end: np.ndarray,
+        lanes: np.ndarray,
+        parents: np.ndarray,
+        ids: np.ndarray,
+        lane_tids: np.ndarray,
+    ) -> None:
+        """Bind the thread's points to its events (by start, longest first, as placed in `lanes`
+        with `parents`; `order` takes file order to that order, `seq` is each event's file order)."""
+        if thread + 1 >= len(self._bounds) or self._bounds[thread] == self._bounds[thread + 1]:
+            return
+        which = self._by_thread[self._bounds[thread] : self._bounds[thread + 1]]
+        times = self.columns[4][which]
+        binds = self.columns[5][which]
+        found = np.full(len(which), -1, dtype=np.int64)  # positions in the sorted events
+        best_start = np.full(len(which), np.iinfo(np.int64).min, dtype=np.int64)
+        for lane in range(int(lanes.max()) + 1):
+            members = np.flatnonzero(lanes == lane)
+            at = np.searchsorted(start[members], times, side="right") - 1
+            candidate = np.where(at >= 0, members[np.maximum(at, 0)], -1)
+            while True:  # up the parents until an event that has not ended before the point
+                ended = (candidate >= 0) & (end[np.maximum(candidate, 0)] < times)
+                if not ended.any():
+                    break
+                candidate = np.where(ended, parents[np.maximum(candidate, 0)], candidate)
+            deeper = (candidate >= 0) & (start[np.maximum(candidate, 0)] > best_start)
+            found = np.where(deeper, candidate, found)
+            best_start = np.where(deeper, start[np.maximum(candidate, 0)], best_start)
+        following = np.searchsorted(start, times, side="left")
+        found = np.where(binds == BIND_NEXT, np.where(following < len(start), following, -1), found)
+        exact = binds == BIND_EVENT
+        if exact.any():
+            inverse = np.empty(len(order), dtype=np.int64)
+            inverse[order] = np.arange(len(order))
+            rows = np.searchsorted(seq, self.columns[6][which[exact]])
+            found[exact] = inverse[np.minimum(rows, len(order) - 1)]
+        bound = found >= 0
+        self.event[which[bound]] = ids[found[bound]]
+        self.tid[which[bound]] = lane_tids[lanes[found[bound]]]
+
+    def write(self, writer: Any, keys: dict[tuple, int]) -> int:
+        """Write the flows: the rows linking each point of a flow to the next. Returns their number."""
+        columns = self.columns
+        if not columns.shape[1]:
+            return 0
+        order = np.lexsort((columns[1], columns[2], columns[4], columns[0]))  # by flow, time, phase, file order
+        key, phase = columns[0][order], columns[2][order]
+        pairs = np.flatnonzero((key[:-1] == key[1:]) & (phase[:-1] != 2) & (phase[1:] != 0))
+        names = [(str(flow_id), cat, label) for (_, cat, label, flow_id) in keys]
+        source, target = order[pairs], order[pairs + 1]
+        events = np.where(self.event >= 0, self.event, NULL)
+        for at in range(0, len(pairs), BATCH):
+            part = slice(at, at + BATCH)
+            s, t = source[part], target[part]
+            rows = zip(
+                key[pairs[part]].tolist(),
+                events[s].tolist(),
+                events[t].tolist(),
+                self.pid[s].tolist(),
+                self.tid[s].tolist(),
+                columns[4][s].tolist(),
+                self.pid[t].tolist(),
+                self.tid[t].tolist(),
+                columns[4][t].tolist(),
+            )
+            writer.add_flows(
+                (*names[k], None if a == NULL else a, None if b == NULL else b, *rest) for k, a, b, *rest in rows
+            )
+        return len(pairs)
+
+
+def _time_facts(writer: Any, fields: dict) -> None:
+    """The trace's time origin (baseTimeNanoseconds: the wall-clock time of timestamp 0, in
+    nanoseconds since the Unix epoch) and the unit to show times in (displayTimeUnit), as metadata."""
+    origin = fields.get("baseTimeNanoseconds")
+    if type(origin) is int:
+        writer.set_metadata(time_origin_ns=origin)
+    unit = fields.get("displayTimeUnit")
+    if unit in ("ms", "us", "ns"):
+        writer.set_metadata(display_time_unit=unit)
+
+
+def _bind_small_thread(points: _FlowPoints, thread: int, tid: int, index: int, placed: tuple) -> None:
+    """Bind the flow points of the `index`-th thread written by `_Importer._write_small_threads`
+    (`placed`: where its rows and events are in the columns written together)."""
+    offsets, bounds, taken, seq, starts, ends, parents, new_position, ids = placed
+    part = slice(bounds[index], bounds[index + 1])
+    local_parents = np.where(parents[part] >= 0, new_position[np.maximum(parents[part], 0)] - bounds[index], -1)
+    points.bind(
+        thread,
+        seq[offsets[index] : offsets[index + 1]],
+        taken[part] - offsets[index],
+        starts[part],
+        ends[part],
+        np.zeros(bounds[index + 1] - bounds[index], dtype=np.int64),
+        local_parents,
+        ids[part],
+        np.array([tid], dtype=np.int64),
+    )
+
+
+def _nest_by_owner(owners: list[int], starts: list[int], ends: list[int]) -> tuple[np.ndarray, set[int]]:
+    """Parent position of each event (ordered by owner, start, longest first) within its owner's
+    events, as lane 0 of `_nest` places them; and the owners with events that do not nest there."""
+    parents = [-1] * len(owners)
+    overlapping: set[int] = set()
+    stack_ends: list[int] = []
+    stack_positions: list[int] = []
+    current = -1
+    for k, (owner, s, e) in enumerate(zip(owners, starts, ends)):
+        if owner != current:
+            current = owner
+            stack_ends.clear()
+            stack_positions.clear()
+        while stack_ends and stack_ends[-1] <= s:
+            stack_ends.pop()
+            stack_positions.pop()
+        if stack_ends:
+            if e > stack_ends[-1]:
+                overlapping.add(owner)
+            parents[k] = stack_positions[-1]
+        stack_ends.append(e)
+        stack_positions.append(k)
+    return np.array(parents, dtype=np.int64), overlapping
 
 
 def _array(table: pa.Table, name: str) -> pa.Array:
@@ -1053,8 +1540,9 @@ def import_chrome_trace(
     name = os.fspath(path)
     output = os.fspath(output)
     info = check_regular_file(name, "Chrome trace file")
+    compressed = read_head(name, 2) == GZIP_MAGIC
     with gc_paused():  # the parsed events hold no cycles: collections would only walk them again
-        if info.st_size >= halves.MIN_BYTES and halves.processors() >= 2:
+        if not compressed and info.st_size >= halves.MIN_BYTES and halves.processors() >= 2:
             stats = _import_in_halves(name, output, info.st_size, progress)
             if stats is not None:
                 return stats
@@ -1063,8 +1551,8 @@ def import_chrome_trace(
             try:
                 if progress is not None:
                     progress.start("reading", info.st_size)
-                advance = progress.advance if progress is not None else None
-                with open_binary(name) as raw:
+                advance = progress.advance if progress is not None and not compressed else None
+                with _open_trace(name, compressed) as raw:
                     if fast:
                         others, status = stage_fast(importer, raw, advance)
                     else:
@@ -1081,8 +1569,39 @@ def import_chrome_trace(
     raise AssertionError("the exact reader never asks for another")  # pragma: no cover
 
 
+def _open_trace(name: str, compressed: bool) -> Any:
+    """The trace's bytes: the file, or what it decompresses to (gzip)."""
+    if not compressed:
+        return open_binary(name)
+    return _Gunzip(name)
+
+
+class _Gunzip:
+    """A gzip-compressed trace read as its JSON; damage is an InvalidInputError naming the file."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._raw = gzip.open(name, "rb")  # noqa: SIM115 (closed by __exit__)
+
+    def read(self, size: int = -1, /) -> bytes:
+        try:
+            return self._raw.read(size)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InvalidInputError(
+                f"{self._name!r}: expected gzip-compressed JSON, found damaged gzip data ({exc})", self._name
+            ) from None
+
+    def __enter__(self) -> _Gunzip:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._raw.close()
+
+
 def _import_in_halves(name: str, output: str, size: int, progress: Progress | None) -> ImportStats | None:
     """Import the file read as two halves at once, or None when they cannot decide as one reading does."""
+    if _many_threads(name):
+        return None
     cut = halves.find_cut(name, size)
     if cut is None:
         return None
@@ -1113,6 +1632,21 @@ def _import_in_halves(name: str, output: str, size: int, progress: Progress | No
             importer.close()
         for file in files:
             file.abort()
+
+
+#: Bytes of the start of a trace looked at to see whether its threads are many and short.
+_THREADS_SAMPLE = 4 << 20
+_TID = re.compile(rb'"tid"\s*:\s*(-?[0-9]+)')
+
+
+def _many_threads(name: str) -> bool:
+    """Whether the start of the trace names many threads of few events each (more than 1,000, one
+    for every 16 events or fewer): merging two halves would then cost more than it saves."""
+    with open(name, "rb") as handle:
+        sample = handle.read(_THREADS_SAMPLE)
+    tids = _TID.findall(sample)
+    distinct = len(set(tids))
+    return distinct > 1000 and distinct * 16 > len(tids)
 
 
 def _read_halves(

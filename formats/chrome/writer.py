@@ -100,9 +100,12 @@ def write_trace_file_events(path: str, out: ChromeTraceWriter) -> dict:
     reader = TraceReader(path)
     try:
         threads = reader.threads()
+        labels = reader.process_labels()
         for pid, name, sort_index in reader.processes():
             if name:
                 out.event({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}})
+            if pid in labels:
+                out.event({"name": "process_labels", "ph": "M", "pid": pid, "tid": 0, "args": {"labels": labels[pid]}})
             if sort_index is not None:
                 out.event(
                     {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": sort_index}}
@@ -128,11 +131,28 @@ def write_trace_file_events(path: str, out: ChromeTraceWriter) -> dict:
                     grouped.setdefault((name, t), {})[series or name] = int(v) if float(v).is_integer() else v
             for (name, t), args in sorted(grouped.items(), key=lambda item: (item[0][1], item[0][0])):
                 out.event({"name": name, "ph": "C", "ts": t, "pid": pid, "args": args})
+        _write_flows(reader, out)
         fields_text = reader.metadata.get("chrome_trace_fields", "")
         fields = json.loads(fields_text) if fields_text else {}
         return fields if isinstance(fields, dict) else {}
     finally:
         reader.close()
+
+
+def _write_flows(reader: Any, out: ChromeTraceWriter) -> None:
+    """Each flow as an s event where it leaves and an f event ("bp": "e") at the start of the event it
+    arrives at, sharing the flow's row id (a flow of several points comes out as its links)."""
+    if not reader.has_flows:
+        return
+    rows = reader.query(
+        "SELECT f.id, f.category, f.name, f.source_pid, f.source_tid, f.source_timestamp, f.target_pid, "
+        "f.target_tid, coalesce(e.timestamp, f.target_timestamp) FROM flows f LEFT JOIN events e ON e.id = f.target "
+        "ORDER BY f.id"
+    )
+    for flow_id, category, name, source_pid, source_tid, source_ts, target_pid, target_tid, target_ts in rows:
+        head = {"cat": category, "name": name, "id": flow_id}
+        out.event({"ph": "s", **head, "pid": source_pid, "tid": source_tid, "ts": source_ts})
+        out.event({"ph": "f", **head, "pid": target_pid, "tid": target_tid, "ts": target_ts, "bp": "e"})
 
 
 def _write_thread(reader: Any, pid: int, tid: int, out: ChromeTraceWriter) -> None:

@@ -13,7 +13,7 @@ PROFILE_FORMAT = (1, 0)
 #: SQLite application_id of a profile.pop file: ASCII "PVAR".
 PROFILE_APPLICATION_ID = 0x50564152
 #: Current trace file format version.
-TRACE_FORMAT = (1, 0)
+TRACE_FORMAT = (1, 1)
 #: SQLite application_id of a pva trace file: ASCII "PVAT".
 TRACE_APPLICATION_ID = 0x50564154
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -18,7 +19,7 @@ from ..lazy_import import lazy_module
 from ..pop.arrow_chunks import check_ipc_stream
 from ..pop.query.user_sql import UserSql
 from ..pop.reader import MMAP_BYTES
-from ..pop.schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, trace_schema
+from ..pop.schema import PROFILE_APPLICATION_ID, TRACE_APPLICATION_ID, TRACE_FORMAT, Schema, trace_schema
 from ..pop.sqlite_reader import SqliteFile
 from .writer import NULL as _NULL
 from .writer import STATE_COMPLETE, THREAD_EVENTS_SQL, thread_columns_schema
@@ -89,6 +90,22 @@ class ThreadEvents:
         return len(self.labels)
 
 
+#: What format 1.1 added (table flows, column processes.labels): read where the file has it.
+_SINCE_1_1 = {"flows": None, "processes": ("labels",)}
+
+
+def _schema_1_0() -> Schema:
+    """The tables and columns every trace file of major version 1 has (those of format 1.0)."""
+    schema = trace_schema()
+    tables = {}
+    for name, spec in schema.tables.items():
+        if name in _SINCE_1_1 and _SINCE_1_1[name] is None:
+            continue
+        later = _SINCE_1_1.get(name) or ()
+        tables[name] = dataclasses.replace(spec, columns=tuple(c for c in spec.columns if c.name not in later))
+    return dataclasses.replace(schema, tables=tables)
+
+
 class TraceReader(UserSql):
     """A trace file opened read-only.
 
@@ -111,7 +128,7 @@ class TraceReader(UserSql):
                 what="trace file",
                 application_id=TRACE_APPLICATION_ID,
                 supported_major=TRACE_FORMAT[0],
-                schema=trace_schema(),
+                schema=_schema_1_0(),
                 other_kinds={PROFILE_APPLICATION_ID: "a pva report (profile.pop); open it with pva.openReport"},
             )
         except PvaError as exc:
@@ -125,6 +142,8 @@ class TraceReader(UserSql):
         self.is_complete = self.metadata.get("state", STATE_COMPLETE) == STATE_COMPLETE
         self.channel_names = self._channels()
         self._end_of_trace: int | None = None
+        self.has_flows = bool(self.file.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'flows'"))
+        self.has_labels = any(row[1] == "labels" for row in self.file.query("PRAGMA table_info(processes)"))
 
     def close(self) -> None:
         """Close the file (and remove a rolled-back copy)."""
@@ -153,6 +172,48 @@ class TraceReader(UserSql):
             if not isinstance(pid, int):
                 raise InconsistentReportError(f"{self.path!r}: process ids must be integers, found {pid!r}", self.path)
         return rows
+
+    @_text_damage
+    def process_labels(self) -> dict[int, str]:
+        """``{pid: labels}`` of the processes that have labels (Chrome trace process_labels)."""
+        if not self.has_labels:
+            return {}
+        return {
+            pid: str(labels) for pid, labels in self.query("SELECT pid, labels FROM processes WHERE labels IS NOT NULL")
+        }
+
+    @_text_damage
+    def arg_values(self, pid: int, tid: int, key: str) -> dict[int, object]:
+        """Event id -> the value of `key` in its args, for the thread's events whose args have it."""
+        path = "$." + json.dumps(str(key))
+        rows = self.query(
+            "SELECT e.id, json_extract(a.args, ?) FROM events e JOIN event_args a ON a.event = e.id "
+            "WHERE e.pid = ? AND e.tid = ? AND json_type(a.args, ?) IS NOT NULL",
+            (path, pid, tid, path),
+        )
+        return dict(rows)
+
+    @_text_damage
+    def flows(self) -> list[tuple]:
+        """Every flow, by id: ``(id, flow_id, category, name, source, target, source_pid, source_tid,
+        source_timestamp, target_pid, target_tid, target_timestamp)``; none in a format 1.0 file."""
+        if not self.has_flows:
+            return []
+        return self.query(
+            "SELECT id, flow_id, category, name, source, target, source_pid, source_tid, source_timestamp, "
+            "target_pid, target_tid, target_timestamp FROM flows ORDER BY id"
+        )
+
+    def event_count_and_start(self) -> tuple[int, int | None]:
+        """The number of events and the earliest start (None without events)."""
+        count, first = self._query_row("SELECT count(*), min(timestamp) FROM events")
+        return int(count), None if first is None else int(first)
+
+    def flow_count(self) -> int:
+        """The number of flows."""
+        if not self.has_flows:
+            return 0
+        return int(self._query_row("SELECT count(*) FROM flows")[0])
 
     @_text_damage
     def threads(self) -> dict[int, list[tuple[int, str, int | None]]]:

@@ -34,6 +34,20 @@ STATE_RECORDING = "recording"
 STATE_COMPLETE = "complete"
 
 _OPEN = 2**63 - 1  # the largest int64: end time of an event that never ended
+_FLOW_COLUMNS = (
+    "id",
+    "flow_id",
+    "category",
+    "name",
+    "source",
+    "target",
+    "source_pid",
+    "source_tid",
+    "source_timestamp",
+    "target_pid",
+    "target_tid",
+    "target_timestamp",
+)
 _EVENT_COLUMNS = ("pid", "tid", "id", "parent", "label", "channel", "timestamp", "duration", "complete")
 #: Stands for SQL NULL in the integer columns of thread_event_columns (and of bulk reads).
 NULL = -(2**63)  # the smallest int64
@@ -278,6 +292,8 @@ class TraceWriter(SqliteFileWriter):
         self._next_id = 0
         self._last = 0
         self._whole: set[tuple[int, int]] = set()  # threads written by insert_thread_columns
+        self._labels: dict[int, str] = {}  # pid -> process labels
+        self._flows = 0
 
     @property
     def next_event_id(self) -> int:
@@ -366,6 +382,50 @@ class TraceWriter(SqliteFileWriter):
         self.insert("thread_event_columns", ("pid", "tid", "num_events", "data"), [(pid, tid, count, stream)])
         self._whole.add((pid, tid))
 
+    def insert_small_threads(
+        self,
+        pids: np.ndarray,
+        tids: np.ndarray,
+        ids: np.ndarray,
+        parents: np.ndarray,
+        labels: list,
+        channels: np.ndarray,
+        timestamps: np.ndarray,
+        durations: np.ndarray,
+        args: Iterable[tuple[int, str]] = (),
+    ) -> None:
+        """Insert all the events of many small threads at once, as `insert_thread_columns` does for
+        one (the columns of every thread, with each event's pid and tid), but without their
+        thread_event_columns streams: a reader loads such a thread from table events. For converters
+        of traces with many threads of few events each, where a stream per thread costs more than it saves."""
+        count = len(ids)
+        if not count:
+            return
+        whole = self._whole
+        register = self._registry.thread
+        for key in dict.fromkeys(zip(pids.tolist(), tids.tolist())):  # int64 values: ids in range
+            if key in whole:
+                self._check_not_whole(*key)
+            register(*key)
+            whole.add(key)
+        complete = (durations != NULL).astype(np.int8)
+        ends = np.where(complete == 1, timestamps + durations, timestamps)
+        self._last = max(self._last, int(ends.max()))
+        values = np.empty((count, 9), dtype=object)
+        values[:, 0] = pids
+        values[:, 1] = tids
+        values[:, 2] = ids
+        values[:, 3] = parents
+        values[parents == NULL, 3] = None
+        values[:, 4] = labels
+        values[:, 5] = channels
+        values[:, 6] = timestamps
+        values[:, 7] = durations
+        values[complete == 0, 7] = None
+        values[:, 8] = complete
+        self.insert_flat("events", _EVENT_COLUMNS, values.ravel().tolist())
+        self.insert_flat("event_args", ("event", "args"), list(itertools.chain.from_iterable(args)))
+
     def _check_not_whole(self, pid: int, tid: int) -> None:
         if (pid, tid) in self._whole:
             raise InvalidInputError(f"{self.path!r}: the events of thread {pid}/{tid} were already written whole")
@@ -378,6 +438,20 @@ class TraceWriter(SqliteFileWriter):
         self._registry.process(
             pid, str(name), None if sort_index is None else _check_id(sort_index, "sort_index", self.path)
         )
+
+    def set_process_labels(self, pid: int, labels: str) -> None:
+        """Label a process (Chrome trace process_labels, e.g. "GPU 0")."""
+        pid = _check_id(pid, "pid", self.path)
+        self._registry.process(pid)
+        self._labels[pid] = str(labels)
+
+    def add_flows(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Add flows, each ``(flow_id, category, name, source event id or None, target event id or None,
+        source_pid, source_tid, source_timestamp, target_pid, target_tid, target_timestamp)``; row ids
+        follow in the order given."""
+        numbered = [(self._flows + offset, *row) for offset, row in enumerate(rows)]
+        self.insert("flows", _FLOW_COLUMNS, numbered)
+        self._flows += len(numbered)
 
     def add_thread(self, pid: int, tid: int, name: str = "", sort_index: int | None = None) -> None:
         """Name a thread (threads of events are added without a name otherwise)."""
@@ -630,8 +704,8 @@ class TraceWriter(SqliteFileWriter):
         registry = self._registry
         self.insert(
             "processes",
-            ("pid", "name", "sort_index"),
-            [(pid, name, index) for pid, (name, index) in sorted(registry.processes.items())],
+            ("pid", "name", "sort_index", "labels"),
+            [(pid, name, index, self._labels.get(pid)) for pid, (name, index) in sorted(registry.processes.items())],
         )
         self.insert(
             "threads",

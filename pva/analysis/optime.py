@@ -1,7 +1,10 @@
 """Operator time cost (after SigmaStar's get_op_time_cost.py, seed 001): who spends the execution time.
 
-Time is attributed per execution step: a step's time is its longest extent over the IPUs
-(cyclesTo.max - cyclesFrom.min). An OnTileExecute step's time is split between the vertex types
+Time is attributed per execution step, each cycle of the run counted once (`counted_once`): where
+steps overlap, on one IPU or across IPUs (a Sync of idle tiles spanning other tiles' exchange and
+compute), a cycle goes to the step of the highest rank covering it: compute, then exchange, then
+stream copies, then sync (`STEP_RANK`), and among steps of one rank to the one that started last.
+The parts add up to the cycles during which some step ran. An OnTileExecute step's time is split between the vertex types
 of its compute set in proportion to their measured cycles (vertex instrumentation) or, without
 them, to their estimated cycles; exchange, stream-copy and sync steps count as operators of
 their own kind. When debug information is given, operator types come from the debug contexts'
@@ -11,7 +14,10 @@ their own kind. When debug information is given, operator types come from the de
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import defaultdict
+
+import numpy as np
 
 from formats.pop.reader import ProfileReader
 
@@ -30,6 +36,76 @@ _STEP_KIND = {
     "GlobalExchange": "GlobalExchange",
     "Sync": "Sync",
 }
+
+
+#: Which step a cycle goes to where steps overlap: the highest rank (unlisted types rank as exchange).
+STEP_RANK = {
+    "OnTileExecute": 3,
+    "Sync": 0,
+    "StreamCopyBegin": 1,
+    "StreamCopyMid": 1,
+    "StreamCopyEnd": 1,
+    "StreamCopy": 1,
+}
+_EXCHANGE_RANK = 2
+
+
+def step_rank(kind: str) -> int:
+    """The rank of a step type where steps overlap (`STEP_RANK`)."""
+    return STEP_RANK.get(kind, _EXCHANGE_RANK)
+
+
+def counted_once(starts: np.ndarray, ends: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The cycles of each interval when every cycle covered is counted once: a cycle covered by
+    several goes to the highest rank, then to the one that started last, then to the first given."""
+    count = len(starts)
+    found = np.zeros(count, dtype=np.int64)
+    if not count:
+        return found
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.maximum(np.asarray(ends, dtype=np.int64), starts)
+    order = np.lexsort((np.arange(count), starts)).tolist()
+    start_list, end_list, rank_list = starts.tolist(), ends.tolist(), np.asarray(ranks).tolist()
+    times = np.unique(np.concatenate([starts, ends])).tolist()
+    heap: list[tuple[int, int, int]] = []
+    taken = [0] * count
+    at = 0
+    for time, following in zip(times, times[1:]):
+        while at < count and start_list[order[at]] <= time:
+            k = order[at]
+            heapq.heappush(heap, (-rank_list[k], -start_list[k], k))
+            at += 1
+        while heap and end_list[heap[0][2]] <= time:
+            heapq.heappop(heap)
+        if heap:
+            taken[heap[0][2]] += following - time
+    found[:] = taken
+    return found
+
+
+def step_cycles_counted_once(reader: ProfileReader, kinds: dict[int, str]) -> dict[int, int]:
+    """Step id -> its cycles of the run, every cycle counted once over all IPUs (`counted_once`)."""
+    rows = reader.step_intervals()
+    if not rows:
+        return {}
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
+    ranks = np.array([step_rank(kinds.get(step, "")) for step in table[:, 1].tolist()], dtype=np.int64)
+    cycles = counted_once(table[:, 2], table[:, 3], ranks)
+    found: dict[int, int] = defaultdict(int)
+    for step, value in zip(table[:, 1].tolist(), cycles.tolist()):
+        found[step] += value
+    return dict(found)
+
+
+def run_time_by_type(reader: ProfileReader) -> dict[str, int]:
+    """Cycles of the run by step type (exchange, sync and stream copies grouped as in total mode,
+    compute as OnTileExecute), every cycle counted once as `operator_times` counts it."""
+    kinds = {step: as_text(kind) for step, kind, *_ in reader.steps_labelled(MAX_NAME)}
+    found: dict[str, int] = defaultdict(int)
+    for step, cycles in step_cycles_counted_once(reader, kinds).items():
+        kind = kinds.get(step, "")
+        found[_STEP_KIND.get(kind, kind)] += cycles
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,9 +194,9 @@ def operator_times(
     """
     if mode not in ("total", "each"):
         raise ValueError(f"mode must be 'total' or 'each', got {mode!r}")
-    times = dict(reader.step_lengths())
     measured, estimated = _vertex_weights(reader)
     steps = [row[:6] for row in reader.steps_labelled(MAX_NAME)]
+    times = step_cycles_counted_once(reader, {step: as_text(kind) for step, kind, *_ in steps})
     by_type: dict[str, float] = defaultdict(float)
     by_operator: dict[tuple, list] = {}
     for step, kind, program, cs, name, sync_type in steps:

@@ -569,6 +569,13 @@ def _execution_lines(d: _Data, s: _Style, show_steps: bool, totals_layout: bool 
         inst_width = max(len(f"({count} instances):") for _, count, _ in by_type)
         for name, count, cycles in by_type:
             yield f"    {name:<{width}} {f'({count} instances):':>{inst_width}} {_n(cycles):>12}"
+    run_time = _run_time(r)
+    if run_time["total_cycles"]:
+        yield ""
+        yield "  Run time by step type (each cycle once; overlaps go to compute, then exchange, stream copy, sync):"
+        width = max(len(name) for name in run_time["by_type"])
+        for name, cycles in run_time["by_type"].items():
+            yield f"    {name:<{width}} {_n(cycles):>12} ({_pct(cycles / run_time['total_cycles'])})"
     if show_steps:
         yield ""
         yield from _step_lines(d, s)
@@ -801,10 +808,19 @@ def summary_data(reader: ProfileReader) -> dict:
             kind: (int(v) if all(d.recorded("cycle_totals", c) for c in kind_columns[kind]) else None)
             for kind, v in zip(kind_columns, totals)
         },
+        "run_time": _run_time(reader),
         "cycles_by_vertex_type": [{"vertex_type": n, "instances": c, "cycles": cy} for n, c, cy in by_vertex],
         "cycles_by_vertex_type_estimated": estimated,
     }
     return data
+
+
+def _run_time(reader: ProfileReader) -> dict:
+    """The run's cycles by step type, each counted once (pva optime's figures, pva.analysis.optime)."""
+    from .optime import run_time_by_type
+
+    by_type = run_time_by_type(reader)
+    return {"total_cycles": sum(by_type.values()), "by_type": by_type}
 
 
 def _max_tile(d: _Data, mem: np.ndarray, column: int) -> dict:

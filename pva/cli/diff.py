@@ -14,7 +14,8 @@ def register(sub) -> None:
         description=(
             "Compare two reports side by side: target, memory in total, per category and per IPU, liveness peak, "
             "execution cycles, steps per program type, and estimated and measured cycles per compute set (matched "
-            "by name). Rows are sorted by absolute change. A figure that grew by more than --threshold percent is "
+            "by name). Two traces (trace files or Chrome / PyTorch profiler traces) are compared by traced time, "
+            "span, events, flows and the self time of each operator (event name). Rows are sorted by absolute change. A figure that grew by more than --threshold percent is "
             "flagged as a regression, and then the exit status is 1 (for CI)."
         ),
         epilog="Example: pva diff baseline/profile.pop new/profile.pop --threshold 2 || echo 'regression'",
@@ -45,8 +46,13 @@ def _fmt(value) -> str:
 
 
 def run(args) -> int:
-    with pva.openReport(args.a) as a, pva.openReport(args.b) as b:
-        differences = pva.compare(a, b)
+    if pva.isTrace(args.a) and pva.isTrace(args.b):
+        from ..analysis import trace_commands
+
+        differences = trace_commands.differences(args.a, args.b)
+    else:
+        with pva.openReport(args.a) as a, pva.openReport(args.b) as b:
+            differences = pva.compare(a, b)
     threshold = args.threshold / 100
     shown = [d for d in differences if args.all or d.change is None or d.change != 0]
     flagged = [d for d in shown if d.is_regression(threshold)]

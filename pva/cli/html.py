@@ -27,7 +27,8 @@ def register(sub) -> None:
             "tiles, per IPU; liveness over the program steps with the peak and its largest variables; a zoomable "
             "execution timeline per IPU; cycles by vertex type and by compute set (sortable tables); the program "
             "tree. Large reports are downsampled for display and the page says so. With --compare and two reports, "
-            "they are shown side by side and their differences are highlighted."
+            "they are shown side by side and their differences are highlighted. For a trace: a zoomable timeline "
+            "of every thread with its flows, and the trace summary's tables."
         ),
         epilog="Examples: pva html profile.pop -o report.html; pva html a.pop b.pop --compare -o compare.html",
     )
@@ -77,6 +78,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if not args.compare and len(args.reports) == 1 and pva.isTrace(args.reports[0]):
+        from ..analysis import trace_commands
+
+        args.report = args.reports[0]
+        return trace_commands.html(args)
     if args.compare and len(args.reports) != 2:
         raise InvalidInputError(f"--compare needs exactly two reports (A and B), got {len(args.reports)}")
     if not args.compare and len(args.reports) != 1:

@@ -13,10 +13,16 @@ def register(sub) -> None:
     parser = sub.add_parser(
         "info",
         help="show a report's format, producer, target and graph counts",
-        description="Show what a report is: its file format and producer, the target, graph counts and size.",
+        description=(
+            "Show what a report is: its file format and producer, the target, graph counts and size. For a trace: "
+            "its processes, threads, events, flows, time span and units."
+        ),
         epilog="Example: pva info profile.pop --json",
     )
-    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument(
+        "report",
+        help="a profile.pop file, or a trace (a .pvti trace file, or a Chrome / PyTorch profiler trace .json or .json.gz)",
+    )
     add_json_flag(parser)
     parser.set_defaults(run=run)
 
@@ -79,6 +85,10 @@ def collect(path: str) -> dict:
 
 
 def run(args) -> int:
+    if pva.isTrace(args.report):
+        from ..analysis import trace_commands
+
+        return trace_commands.info(args)
     info = collect(args.report)
     if args.json:
         print_json(info)

@@ -18,11 +18,19 @@ def register(sub) -> None:
             "of each operator type in descending order; in each mode, every operator (compute set or exchange "
             "program) in the order it first ran. Types are the op_type of the programs' debug contexts when "
             "debug information is present (debug.cbor beside the report, or --debug), else vertex types; exchange "
-            "and sync steps count under their own kind."
+            "and sync steps count under their own kind. Shares divide the run's time with each cycle counted once: "
+            "where steps overlap (on one IPU, as a Sync of idle tiles spans other tiles' exchange and compute, or "
+            "across IPUs) a cycle goes to compute, then exchange, then stream copy, then sync, and among steps of "
+            "one kind to the one that started last. For a trace, an event is an operator and its type is its name (or "
+            "args[KEY] with --type-arg); shares are of the traced time (the busy time of all threads) by self "
+            "time, so nested events count once and the shares add up to 100%%."
         ),
         epilog="Example: pva optime profile.pop --mode each | head -20",
     )
-    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument(
+        "report",
+        help="a profile.pop file, or a trace (a .pvti trace file, or a Chrome / PyTorch profiler trace .json or .json.gz)",
+    )
     parser.add_argument("--mode", choices=("total", "each"), default="total", help="total (default) or each")
     parser.add_argument(
         "--debug",
@@ -30,11 +38,20 @@ def register(sub) -> None:
         help="debug information for operator types (default: debug.cbor beside the report, if any)",
     )
     parser.add_argument("--no-debug", action="store_true", help="ignore debug information: types are vertex types")
+    parser.add_argument(
+        "--type-arg",
+        metavar="KEY",
+        help="for a trace: take an event's operator type from args[KEY] where it has one (default: its name)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
+    if pva.isTrace(args.report):
+        from ..analysis import trace_commands
+
+        return trace_commands.optime(args)
     debug = None
     if not args.no_debug:
         debug = args.debug

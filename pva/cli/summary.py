@@ -16,11 +16,16 @@ def register(sub) -> None:
         description=(
             "Print the profile summary in the layout of Poplar's printProfileSummary: target, graph, memory usage "
             "(with and without gaps, by region, by data type, vertex data), the by-tile histogram, variable storage "
-            "liveness and execution. Colour follows --colours, CLICOLOR, CLICOLOR_FORCE and NO_COLOR."
+            "liveness and execution. Colour follows --colours, CLICOLOR, CLICOLOR_FORCE and NO_COLOR. For a trace: "
+            "busy time per process and thread, the events with the most total and self time (--top), and the share "
+            "of the traced time per category."
         ),
         epilog="Example: pva summary profile.pop --show-execution-steps | less -R",
     )
-    parser.add_argument("report", help="a profile.pop file")
+    parser.add_argument(
+        "report",
+        help="a profile.pop file, or a trace (a .pvti trace file, or a Chrome / PyTorch profiler trace .json or .json.gz)",
+    )
     parser.add_argument("--show-var-storage", action="store_true", help="show liveness for each program step")
     parser.add_argument("--show-optimizations", action="store_true", help="show compile optimisation metrics")
     parser.add_argument("--show-execution-steps", action="store_true", help="show every execution step")
@@ -37,11 +42,16 @@ def register(sub) -> None:
         default="auto",
         help="colour the output (default: when writing to a terminal)",
     )
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="for a trace: events listed (default 10)")
     parser.add_argument("--json", action="store_true", help="print the summary figures as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
+    if pva.isTrace(args.report):
+        from ..analysis import trace_commands
+
+        return trace_commands.summary(args)
     with pva.openReport(args.report) as report:
         if args.json:
             print_json(report.summary())

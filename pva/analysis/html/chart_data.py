@@ -15,6 +15,7 @@ import numpy as np
 from formats.pop.reader import ProfileReader
 
 from ..chart_options import Limits
+from ..optime import counted_once, step_rank
 from ..summary import summary_data
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
@@ -382,7 +383,8 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
             part[:, 2] - t0, part[:, 3] - t0, type_index[pos], part[:, 1], limits.timeline_resolution
         )
         merged_any |= start.size < part.shape[0]
-        cycles_by_type = np.bincount(type_index[pos], weights=(part[:, 3] - part[:, 2]), minlength=len(types))
+        once = counted_once(part[:, 2], part[:, 3], np.array([step_rank(name) for name in types])[type_index[pos]])
+        cycles_by_type = np.bincount(type_index[pos], weights=once, minlength=len(types))
         result_ipus.append(
             {
                 "ipu": int(ipu),

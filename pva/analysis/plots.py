@@ -20,6 +20,7 @@ from .html.chart_data import (
     memory,
     report_title,
     timeline,
+    timeline_shares,
     vertex_types,
 )
 from .html.output import atomic_file, check_output
@@ -228,6 +229,29 @@ def plot_liveness(
     return figure
 
 
+#: Where a timeline row's lanes sit, as (offset from the row's centre, height) in rows.
+PATH_LANE = (-0.42, 0.56)
+OVERLAPPED_LANE = (0.18, 0.22)
+
+
+def _draw_lane(ax, lane: dict, row: int, where: tuple[float, float], colours: list[str], alpha: float) -> set[int]:
+    """One lane's segments as bars, one collection per program type; returns the types drawn."""
+    start = np.asarray(lane["start"], dtype=np.float64)
+    duration = np.asarray(lane["end"], dtype=np.float64) - start
+    kinds = np.asarray(lane["kind"])
+    for k in np.unique(kinds).tolist():
+        mask = kinds == k
+        ax.broken_barh(
+            np.column_stack([start[mask], duration[mask]]),
+            (row + where[0], where[1]),
+            facecolors=colours[int(k)],
+            alpha=alpha,
+            linewidth=0,
+            gid=f"timeline-{'path' if where == PATH_LANE else 'overlapped'}-{row}-{int(k)}",
+        )
+    return {int(k) for k in kinds.tolist()}
+
+
 def plot_timeline(
     reader: ProfileReader,
     *,
@@ -237,37 +261,41 @@ def plot_timeline(
     limits: Limits = Limits(timeline_resolution=4096),
     title: str | None = None,
 ):
-    """Execution steps per IPU on a cycle axis, coloured by program type."""
+    """Execution steps per IPU on a cycle axis, coloured by program type, in two lanes per IPU.
+
+    The upper lane is the IPU's path (each cycle to one step, work before waiting: see
+    pva.analysis.timeline), so each type's share of it is its share of the run; the thin lower lane
+    shows, lighter, the steps overlapped by the path's (a Sync of idle tiles under a compute set).
+    """
     from matplotlib.patches import Patch
 
     tl = timeline(reader, limits)
     if tl is None:
         raise _no_data(reader.path, "timeline", "no execution profile")
     rows = tl["ipus"]
-    figure = _figure(width, height or 1.6 + 0.55 * len(rows), dpi)
+    figure = _figure(width, height or 1.8 + 0.7 * len(rows), dpi)
     ax = figure.subplots()
-    used = set()
+    used: set[int] = set()
     for r, row in enumerate(rows):
-        start = np.asarray(row["start"], dtype=np.float64)
-        duration = np.asarray(row["end"], dtype=np.float64) - start
-        kinds = np.asarray(row["kind"])
-        for k in np.unique(kinds):
-            mask = kinds == k
-            ax.broken_barh(
-                np.column_stack([start[mask], np.maximum(duration[mask], tl["span"] / 4000)]),
-                (r - 0.4, 0.8),
-                facecolors=tl["colours"][int(k)],
-                linewidth=0,
-            )
-            used.add(int(k))
-    ax.set_yticks(range(len(rows)), [f"IPU {row['ipu']}" for row in rows])
+        used |= _draw_lane(ax, row, r, PATH_LANE, tl["colours"], 1.0)
+        used |= _draw_lane(ax, row["overlapped"], r, OVERLAPPED_LANE, tl["colours"], 0.55)
+    ticks = [r + PATH_LANE[0] + PATH_LANE[1] / 2 for r in range(len(rows))]
+    ax.set_yticks(ticks, [f"IPU {row['ipu']}" for row in rows])
+    ax.set_yticks(
+        [r + OVERLAPPED_LANE[0] + OVERLAPPED_LANE[1] / 2 for r in range(len(rows))],
+        ["overlapped"] * len(rows),
+        minor=True,
+        fontsize=7,
+    )
+    ax.tick_params(axis="y", which="minor", length=0)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, tl["span"])
     clock = f" (clock {tl['clock_frequency'] / 1e6:,.0f} MHz)" if tl["clock_frequency"] else ""
     ax.set_xlabel(f"cycles from the first step{clock}")
+    shares = dict(timeline_shares(tl))
     figure.legend(
         [Patch(color=tl["colours"][k]) for k in sorted(used)],
-        [tl["types"][k] for k in sorted(used)],
+        [f"{tl['types'][k]} ({shares.get(tl['types'][k], 0.0):.1f}%)" for k in sorted(used)],
         loc="outside lower center",
         ncols=min(7, len(used)),
         fontsize=8,

@@ -16,6 +16,7 @@ from formats.pop.reader import ProfileReader
 
 from ..chart_options import Limits
 from ..summary import summary_data
+from ..timeline import WAITING_TYPES, lanes, merge_short
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
 CATEGORY_COLOURS = (
@@ -317,39 +318,22 @@ def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int 
 # -- execution timeline ---------------------------------------------------------------------
 
 
-def _merge_segments(
-    start: np.ndarray, end: np.ndarray, kind: np.ndarray, step: np.ndarray, resolution: int
-) -> tuple[np.ndarray, ...]:
-    """Merge runs of short steps that fall in the same 1/resolution of the time span.
-
-    Returns (start, end, kind, step, count): a merged segment takes the kind and step of its
-    longest member. Steps at least one slot long are never merged.
-    """
-    n = start.size
-    ones = np.ones(n, dtype=np.int64)
-    if resolution <= 0 or n <= resolution:
-        return start, end, kind, step, ones
-    t_min = int(start.min())
-    span = max(1, int(end.max()) - t_min)
-    width = span / resolution
-    duration = end - start
-    long = duration >= width
-    slot = np.floor((start - t_min) / width).astype(np.int64)
-    new = np.ones(n, dtype=bool)
-    new[1:] = long[1:] | long[:-1] | (slot[1:] != slot[:-1])
-    first = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
-    order = np.lexsort((-duration, group))
-    longest = order[first]
-    return (start[first], np.maximum.reduceat(end, first), kind[longest], step[longest], np.diff(np.append(first, n)))
+def _lane(segments: tuple[np.ndarray, ...], kinds: np.ndarray, steps: np.ndarray, resolution: int, span: int) -> dict:
+    """One lane's segments (start, end, kind, step, count), short ones merged to `resolution` per span."""
+    seg_start, seg_end, index = segments
+    start, end, kind, step, count = merge_short(seg_start, seg_end, kinds[index], steps[index], resolution, 0, span)
+    return {"start": start, "end": end, "kind": kind, "step": step, "count": count}
 
 
 def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
-    """Execution steps per IPU as segments on a cycle axis, coloured by program type.
+    """Execution steps per IPU on a cycle axis, coloured by program type, in the two lanes of pva.analysis.timeline.
 
     Times are cycles from the earliest step start over all IPUs (cycles_base + all_cycles_from_min
-    to cycles_base + all_cycles_to_max). With more steps per IPU than `limits.timeline_resolution`,
-    runs of steps shorter than 1/resolution of the span are merged into one segment.
+    to cycles_base + all_cycles_to_max). Each IPU has its `path` (every cycle of its run to one step:
+    work before waiting) and its `overlapped` lane (steps running beside the path's, such as a Sync
+    of idle tiles); `cycles_by_type` is the path's cycles, so they add up to the IPU's busy cycles.
+    With more segments than `limits.timeline_resolution`, runs of segments shorter than 1/resolution
+    of the span are merged into one.
     """
     steps = [
         (sid, kind, label) for sid, kind, _p, _cs, label, _sync, _overlap in reader.steps_labelled(MAX_LABEL, MAX_TYPE)
@@ -359,6 +343,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     ids = np.array([s[0] for s in steps], dtype=np.int64)
     types, type_index = _index_strings(s[1] for s in steps)
     names, name_index = _index_strings(s[2] for s in steps)
+    waiting_type = np.array([t in WAITING_TYPES for t in types], dtype=bool)
     rows = reader.step_intervals()
     if not rows:
         return None
@@ -376,24 +361,25 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     for ipu in np.unique(table[:, 0]).tolist():
         mask = table[:, 0] == ipu
         part, pos = table[mask], position[mask]
-        order = np.lexsort((part[:, 1], part[:, 2]))
-        part, pos = part[order], pos[order]
-        start, end, kind, step, count = _merge_segments(
-            part[:, 2] - t0, part[:, 3] - t0, type_index[pos], part[:, 1], limits.timeline_resolution
-        )
-        merged_any |= start.size < part.shape[0]
-        cycles_by_type = np.bincount(type_index[pos], weights=(part[:, 3] - part[:, 2]), minlength=len(types))
+        kinds = type_index[pos]
+        found = lanes(part[:, 2] - t0, part[:, 3] - t0, waiting_type[kinds])
+        path = _lane(found["path"], kinds, part[:, 1], limits.timeline_resolution, span)
+        overlapped = _lane(found["overlapped"], kinds, part[:, 1], limits.timeline_resolution, span)
+        merged_any |= path["start"].size < found["path"][0].size
+        merged_any |= overlapped["start"].size < found["overlapped"][0].size
+        p_start, p_end, p_index = found["path"]
+        cycles_by_type = np.bincount(kinds[p_index], weights=p_end - p_start, minlength=len(types))
+        first, last = int(part[:, 2].min()) - t0, int(part[:, 3].max()) - t0
         result_ipus.append(
             {
                 "ipu": int(ipu),
-                "start": start,
-                "end": end,
-                "kind": kind,
-                "step": step,
-                "count": count,
+                **path,
+                "overlapped": overlapped,
                 "steps": int(part.shape[0]),
                 "cycles_by_type": np.rint(cycles_by_type).astype(np.int64),
-                "end_cycle": int(part[:, 3].max()) - t0,
+                "first_cycle": first,
+                "end_cycle": last,
+                "idle_cycles": (last - first) - int((p_end - p_start).sum()),
             }
         )
     return {
@@ -411,6 +397,19 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
             0.0 if "target.clock_frequency" in reader.not_recorded() else float(reader.target["clock_frequency"])
         ),
     }
+
+
+def timeline_shares(tl: dict) -> list[tuple[str, float]]:
+    """(type, percent of the IPUs' run cycles on the path) of each type present, and "idle" if any, as drawn."""
+    run = sum(ipu["end_cycle"] - ipu["first_cycle"] for ipu in tl["ipus"]) or 1
+    totals = np.zeros(len(tl["types"]), dtype=np.int64)
+    for ipu in tl["ipus"]:
+        totals += ipu["cycles_by_type"]
+    shares = [(name, 100 * int(totals[i]) / run) for i, name in enumerate(tl["types"]) if totals[i] > 0]
+    idle = sum(ipu["idle_cycles"] for ipu in tl["ipus"])
+    if idle > 0:
+        shares.append(("idle", 100 * idle / run))
+    return shares
 
 
 # -- cycles by vertex type and compute set --------------------------------------------------

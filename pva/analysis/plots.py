@@ -15,7 +15,9 @@ from formats.pop.reader import ProfileReader
 from .chart_options import PLOT_FORMATS, PLOT_KINDS, format_size
 from .html.chart_data import (
     LIMIT_COLOUR,
+    MAX_TITLE_NAME,
     Limits,
+    cut,
     liveness,
     memory,
     report_title,
@@ -71,6 +73,16 @@ def _byte_axis(ax, top: float, count: int = 5) -> None:
     ax.set_ylim(0, top)
 
 
+def _plain(text: str) -> str:
+    """Text that matplotlib draws as it is: its math markup ($...$) turned off."""
+    return text.replace("$", r"\$")
+
+
+def _named(reader: ProfileReader, title: str | None) -> str:
+    """How a chart's title names its report: `title`, or the report's directory and program name; cut for display."""
+    return _plain(cut(title, MAX_TITLE_NAME) if title else report_title(reader))
+
+
 def _edges(first: int, count: int, bucket: int, total: int) -> np.ndarray:
     return np.minimum(first + np.arange(count + 1) * bucket, first + total).astype(np.float64)
 
@@ -115,7 +127,7 @@ def plot_memory(
             if index == mem["gaps"] and not including_gaps:
                 continue
             upper = bottom + values
-            ax.stairs(upper, x, baseline=bottom, fill=True, color=colour, label=name, linewidth=0)
+            ax.stairs(upper, x, baseline=bottom, fill=True, color=colour, label=_plain(cut(name, 60)), linewidth=0)
             bottom = upper
         maxima = np.asarray(ipu[maxima_key])
         if mem["bucket"] > 1:
@@ -150,7 +162,7 @@ def plot_memory(
     )
     note = f" (bars of {mem['bucket']} tiles: mean per tile)" if mem["bucket"] > 1 else ""
     gaps = "including gaps" if including_gaps else "excluding gaps"
-    figure.suptitle(f"Memory per tile, {gaps}: {title or report_title(reader)}{note}", fontsize=11)
+    figure.suptitle(f"Memory per tile, {gaps}: {_named(reader, title)}{note}", fontsize=11)
     return figure
 
 
@@ -207,7 +219,7 @@ def plot_liveness(
     # covers the bars nor runs off the figure.
     right_half = px > (x[0] + x[-1]) / 2
     ax.annotate(
-        f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B",
+        _plain(f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B"),
         (px, 1.0),
         xycoords=("data", "axes fraction"),
         xytext=(-6 if right_half else 6, 4),
@@ -225,7 +237,7 @@ def plot_liveness(
     ax.legend(loc="lower right", fontsize=8)
     note = f" ({live['bucket']} steps per bar, largest shown)" if live["bucket"] > 1 else ""
     what = "Not-always-live memory" if not_always_live_only else "Liveness"
-    ax.set_title(f"{what}: {title or report_title(reader)}{note}", fontsize=11, pad=18)
+    ax.set_title(f"{what}: {_named(reader, title)}{note}", fontsize=11, pad=18)
     return figure
 
 
@@ -295,14 +307,14 @@ def plot_timeline(
     shares = dict(timeline_shares(tl))
     figure.legend(
         [Patch(color=tl["colours"][k]) for k in sorted(used)],
-        [f"{tl['types'][k]} ({shares.get(tl['types'][k], 0.0):.1f}%)" for k in sorted(used)],
+        [_plain(f"{cut(tl['types'][k], 60)} ({shares.get(tl['types'][k], 0.0):.1f}%)") for k in sorted(used)],
         loc="outside lower center",
         ncols=min(7, len(used)),
         fontsize=8,
         frameon=False,
     )
     merged = " (short steps merged)" if tl["downsampled"] else ""
-    ax.set_title(f"Execution timeline: {title or report_title(reader)}{merged}", fontsize=11)
+    ax.set_title(f"Execution timeline: {_named(reader, title)}{merged}", fontsize=11)
     return figure
 
 
@@ -324,7 +336,7 @@ def plot_vertex_types(
     figure = _figure(width, height or 1.2 + 0.32 * len(rows), dpi)
     ax = figure.subplots()
     # Whole names up to 100 characters; longer ones keep their start and end around an ellipsis.
-    names = [r["name"] if len(r["name"]) <= 100 else r["name"][:60] + "\u2026" + r["name"][-39:] for r in rows]
+    names = [_plain(cut(r["name"], 100)) for r in rows]
     cycles = [r["cycles"] for r in rows]
     bars = ax.barh(range(len(rows)), cycles, color="#4e79a7")
     ax.bar_label(bars, [f"{c:,} ({r['percent']:.1f}%)" for c, r in zip(cycles, rows)], padding=3, fontsize=8)
@@ -335,7 +347,7 @@ def plot_vertex_types(
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.0f}"))
     ax.set_xlabel("cycles" + (" (estimated)" if vt["estimated"] else ""))
     shown = f"largest {len(rows)} of {len(vt['rows'])}" if len(vt["rows"]) > len(rows) else f"{len(rows)}"
-    ax.set_title(f"Cycles by vertex type ({shown}): {title or report_title(reader)}", fontsize=11)
+    ax.set_title(f"Cycles by vertex type ({shown}): {_named(reader, title)}", fontsize=11)
     return figure
 
 

@@ -56,6 +56,20 @@ TYPE_COLOURS = {
 FALLBACK_COLOURS = ("#e15759", "#76b7b2", "#9d7660", "#f1ce63", "#499894", "#d37295", "#a0cbe8")
 
 
+#: Characters of a name shown in a chart, a title or a table; longer names keep their start and end.
+MAX_NAME = 200
+#: Characters of a report's name in a chart's title.
+MAX_TITLE_NAME = 80
+
+
+def cut(text: str, limit: int = MAX_NAME) -> str:
+    """`text` for display: whole up to `limit` characters, else its start and end around an ellipsis."""
+    if len(text) <= limit:
+        return text
+    head = (limit * 3) // 5
+    return text[:head] + "\u2026" + text[len(text) - (limit - head - 1) :]
+
+
 def type_colour(name: str, index: int = 0) -> str:
     """The colour of a Program.Type name."""
     return TYPE_COLOURS.get(name) or FALLBACK_COLOURS[index % len(FALLBACK_COLOURS)]
@@ -113,7 +127,8 @@ def report_title(reader: ProfileReader) -> str:
     directory = os.path.basename(os.path.dirname(path))
     where = directory if name == "profile.pop" and directory else name
     program = reader.metadata.get("program_name", "")
-    return f"{where} ({program})" if program and program != where else where
+    where, shown = cut(where, MAX_TITLE_NAME), cut(program, MAX_TITLE_NAME)
+    return f"{where} ({shown})" if program and program != where else where
 
 
 def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
@@ -266,13 +281,13 @@ def _program_label(reader: ProfileReader, program: int | None) -> tuple[str, str
     if program is None:
         return "", ""
     row = reader.program_label(program)
-    return (row[0], row[1]) if row else ("", "")
+    return (cut(row[0], MAX_TYPE), cut(row[1])) if row else ("", "")
 
 
 def peak_variables(reader: ProfileReader, step: int, limit: int) -> list[tuple[str, int]]:
     """The largest not-always-live variables live in a liveness step: (name, bytes over all tiles)."""
     rows = reader.live_variables_at_step(step, limit)
-    return [(name, int(size)) for name, size in rows]
+    return [(cut(name), int(size)) for name, size in rows]
 
 
 def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int | None = None) -> dict | None:
@@ -389,7 +404,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
         "step_ids": ids,
         "step_names": name_index,
-        "names": [str(x) for x in names],
+        "names": [cut(str(x)) for x in names],
         "resolution": limits.timeline_resolution,
         "downsampled": merged_any,
         "ipus": result_ipus,
@@ -425,7 +440,7 @@ def vertex_types(figures: dict) -> dict | None:
         "estimated": bool(figures["execution"]["cycles_by_vertex_type_estimated"]),
         "rows": [
             {
-                "name": r["vertex_type"],
+                "name": cut(r["vertex_type"]),
                 "instances": r["instances"],
                 "cycles": r["cycles"],
                 "percent": 100 * r["cycles"] / total,
@@ -456,7 +471,7 @@ def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | Non
         rows.append(
             {
                 "id": cs,
-                "name": name,
+                "name": cut(name),
                 "vertices": vertices,
                 "executions": executions,
                 "cycles": int(cycles or 0),
@@ -553,7 +568,7 @@ def program_tree(reader: ProfileReader) -> dict | None:
         "types": [str(x) for x in types],
         "colours": [text_colour(str(x), i) for i, x in enumerate(types)],
         "type": type_index,
-        "labels": [str(x) for x in labels],
+        "labels": [cut(str(x)) for x in labels],
         "label": label_index,
         "children_count": counts,
         "children": child,

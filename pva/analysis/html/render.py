@@ -15,7 +15,7 @@ from formats import __version__
 
 from ..chart_options import format_size
 from ..compare import Difference
-from .chart_data import timeline_shares
+from .chart_data import cut, timeline_shares
 
 #: Inline data larger than this (bytes of JSON) is stored deflated and base64-encoded.
 COMPRESS_ABOVE = 1_000_000
@@ -587,10 +587,10 @@ def _differences_block(differences: list[Difference], threshold: float) -> str:
                     if float(v).is_integer() or abs(v) > 100
                     else f'<td class="num" data-value="{v}">{v:,.3g}</td>'
                 )
-            return f'<td class="name">{_e(v)}</td>'
+            return f'<td class="name">{_e(cut(str(v)))}</td>'
 
         rows.append(
-            f'<tr class="{kind}"><td>{_e(d.section)}</td><td class="name">{_e(d.item)}</td>{cell(d.a)}'
+            f'<tr class="{kind}"><td>{_e(d.section)}</td><td class="name">{_e(cut(d.item))}</td>{cell(d.a)}'
             f'{cell(d.b)}<td class="num" data-value="{d.change or 0}">{change}</td>'
             f'<td class="num" data-value="{0 if d.relative is None else d.relative}">{rel}</td>'
             f"<td>{'REGRESSION' if regression else ''}</td></tr>"
@@ -663,6 +663,7 @@ def render_page(
     sources = [d["summary"].get("name") or d["summary"]["source"] for d in datasets]
     if title is None:
         title = f"pva comparison: {sources[0]} vs {sources[1]}" if compare else f"pva report: {sources[0]}"
+    title = cut(title)
     labels = [f"A: {sources[0]}", f"B: {sources[1]}"] if compare else [""]
 
     def columns(make) -> str:

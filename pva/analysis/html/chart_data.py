@@ -241,6 +241,7 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         oom_counts = np.add.reduceat(oom[lo:hi].astype(np.int64), np.arange(0, per_ipu, size))
         oom_tiles = np.flatnonzero(oom[lo:hi]) + lo
         peak = int(np.argmax(including[lo:hi])) + lo
+        peak_excluding = int(np.argmax(excluding)) + lo
         result_ipus.append(
             {
                 "ipu": ipu,
@@ -255,6 +256,8 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
                 "oom_tiles": oom_tiles[:50],
                 "peak_tile": peak,
                 "peak_bytes": int(including[peak]),
+                "peak_tile_excluding": peak_excluding,
+                "peak_bytes_excluding": int(excluding[peak_excluding - lo]),
                 "total": int(including[lo:hi].sum()),
             }
         )

@@ -382,9 +382,13 @@ def _memory_block(r: int, data: dict) -> str:
     per_ipu = mem["tiles_per_ipu"]
     for ipu in mem["ipus"]:
         lo = ipu["first_tile"]
+        # the largest tile as the gaps toggle counts it: excluding gaps (the default) or including them
         caption = (
-            f"IPU {ipu['ipu']}: tiles {_int(lo)}&ndash;{_int(lo + per_ipu - 1)}; largest tile {ipu['peak_tile']} "
-            f"with {_int(ipu['peak_bytes'])} B; "
+            f"IPU {ipu['ipu']}: tiles {_int(lo)}&ndash;{_int(lo + per_ipu - 1)}; "
+            f'<span class="caption-gaps" data-gaps="excluding">largest tile {ipu["peak_tile_excluding"]} with '
+            f"{_int(ipu['peak_bytes_excluding'])} B excluding gaps</span>"
+            f'<span class="caption-gaps" data-gaps="including" hidden>largest tile {ipu["peak_tile"]} with '
+            f"{_int(ipu['peak_bytes'])} B including gaps</span>; "
         )
         if ipu["oom_count"]:
             listed = ", ".join(str(int(t)) for t in ipu["oom_tiles"])

@@ -888,6 +888,7 @@
     toggle(".toolbar.memory-gaps", "gaps", () => memoryGaps, (v) => {
       memoryGaps = v;
       document.querySelectorAll(".legend-gaps").forEach((span) => { span.hidden = v !== "including"; });
+      document.querySelectorAll(".caption-gaps").forEach((span) => { span.hidden = span.dataset.gaps !== v; });
     }, "memory");
     each('canvas[data-chart="liveness"]', (c) => {
       livenessChart(c, reports[+c.dataset.report].liveness, shared);

@@ -62,8 +62,9 @@ MAX_NAME = 200
 MAX_TITLE_NAME = 80
 
 
-def cut(text: str, limit: int = MAX_NAME) -> str:
-    """`text` for display: whole up to `limit` characters, else its start and end around an ellipsis."""
+def cut(text: str | None, limit: int = MAX_NAME) -> str:
+    """`text` for display: whole up to `limit` characters, else its start and end around an ellipsis ("" for None)."""
+    text = "" if text is None else str(text)
     if len(text) <= limit:
         return text
     head = (limit * 3) // 5

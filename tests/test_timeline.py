@@ -168,3 +168,25 @@ def test_the_html_page_fills_each_kind_for_its_share_of_the_run(matmul, tmp_path
     # the legend gives the same shares
     legend = re.findall(r"(OnTileExecute|DoExchange|Sync) \((\d+\.\d)%\)", page)
     assert dict(legend) == {"OnTileExecute": "57.8", "DoExchange": "34.1", "Sync": "7.6"}
+
+
+@pytest.mark.parametrize("preset", ["matmul", "mnist-mlp", "bert-encoder", "large", "conv", "tutorial3"])
+def test_the_drawn_shares_add_up_to_the_run_on_presets(preset, tmp_path):
+    from test_simulator_presets import SMALL
+
+    from formats.pop.reader import ProfileReader
+    from pva.analysis.html import chart_data
+    from simulator.presets import run_preset
+
+    run_preset(preset, SMALL[preset], str(tmp_path), timestamp="2024-01-01T00:00:00Z")
+    reader = ProfileReader(str(tmp_path / "profile.pop"))
+    try:
+        tl = chart_data.timeline(reader)
+    finally:
+        reader.close()
+    assert sum(share for _name, share in chart_data.timeline_shares(tl)) == pytest.approx(100.0)
+    for ipu in tl["ipus"]:
+        run = ipu["end_cycle"] - ipu["first_cycle"]
+        assert int(ipu["cycles_by_type"].sum()) + ipu["idle_cycles"] == run
+        # the path's segments never overlap
+        assert np.all(ipu["start"][1:] >= ipu["end"][:-1])

@@ -305,11 +305,16 @@ def plot_timeline(
     clock = f" (clock {tl['clock_frequency'] / 1e6:,.0f} MHz)" if tl["clock_frequency"] else ""
     ax.set_xlabel(f"cycles from the first step{clock}")
     shares = dict(timeline_shares(tl))
+    handles = [Patch(color=tl["colours"][k]) for k in sorted(used)]
+    labels = [_plain(f"{cut(tl['types'][k], 60)} ({shares.get(tl['types'][k], 0.0):.1f}%)") for k in sorted(used)]
+    if "idle" in shares:  # cycles of an IPU's run with no step
+        handles.append(Patch(facecolor="white", edgecolor="#8c959f"))
+        labels.append(f"idle ({shares['idle']:.1f}%)")
     figure.legend(
-        [Patch(color=tl["colours"][k]) for k in sorted(used)],
-        [_plain(f"{cut(tl['types'][k], 60)} ({shares.get(tl['types'][k], 0.0):.1f}%)") for k in sorted(used)],
+        handles,
+        labels,
         loc="outside lower center",
-        ncols=min(7, len(used)),
+        ncols=min(7, len(handles)),
         fontsize=8,
         frameon=False,
     )

@@ -460,6 +460,8 @@ def _timeline_block(r: int, data: dict) -> str:
         return _empty("No execution profile: the report holds compilation information only.")
     shares = dict(timeline_shares(tl))
     present = [(f"{name} ({shares.get(name, 0.0):.1f}%)", tl["colours"][i]) for i, name in enumerate(tl["types"])]
+    if "idle" in shares:  # cycles of an IPU's run with no step
+        present.append((f"idle ({shares['idle']:.1f}%)", "#ffffff"))
     parts = [
         f'<figure><div class="toolbar"><button data-action="zoom-in" title="zoom in">+</button>'
         f'<button data-action="zoom-out" title="zoom out">&minus;</button><button data-action="reset">Reset</button>'

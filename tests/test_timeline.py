@@ -40,24 +40,25 @@ def test_partition_gives_each_point_to_the_highest_rank():
 
 def test_a_sync_spanning_work_owns_only_the_cycles_nothing_else_runs_in():
     # exchange 531-1929, compute 1929-4904, Sync of idle tiles 532-5017 (the matmul's steps 7 to 9)
-    found = lanes([531, 1929, 532], [1929, 4904, 5017], [False, False, True])
+    found = lanes([531, 1929, 532], [1929, 4904, 5017], [2, 3, 0])
     path = list(zip(*(a.tolist() for a in found["path"])))
     assert path == [(531, 1929, 0), (1929, 4904, 1), (4904, 5017, 2)]
     assert list(zip(*(a.tolist() for a in found["overlapped"]))) == [(532, 4904, 2)]
 
 
-def test_work_overlapping_work_goes_to_the_later_step():
-    found = lanes([0, 50], [100, 150], [False, False])
+def test_compute_owns_a_cycle_before_exchange_and_a_later_step_before_an_earlier_one():
+    found = lanes([0, 50], [100, 150], [2, 2])
     assert list(zip(*(a.tolist() for a in found["path"]))) == [(0, 50, 0), (50, 150, 1)]
     assert list(zip(*(a.tolist() for a in found["overlapped"]))) == [(50, 100, 0)]
+    found = lanes([0, 50], [100, 150], [3, 2])  # an exchange starting under a compute set
+    assert list(zip(*(a.tolist() for a in found["path"]))) == [(0, 100, 0), (100, 150, 1)]
 
 
 def test_the_path_covers_every_busy_cycle_once():
     rng = np.random.default_rng(7)
     start = rng.integers(0, 10_000, 400)
     end = start + rng.integers(0, 300, 400)
-    waiting = rng.random(400) < 0.3
-    found = lanes(start, end, waiting)
+    found = lanes(start, end, rng.integers(0, 4, 400))
     ps, pe, _pi = found["path"]
     assert np.all(ps[1:] >= pe[:-1])
     busy = np.zeros(10_400, dtype=bool)
@@ -84,7 +85,8 @@ def matmul(tmp_path_factory):
 
 
 def _expected_shares(path: Path) -> dict[str, float]:
-    """Each type's share of the run's cycles, from plain SQL: Sync steps painted first, work over them."""
+    """Each type's share of the run's cycles, from plain SQL: steps painted sync first, compute last, each rank in
+    order of start, so a cycle shows the highest-ranked, latest step covering it."""
     with sqlite3.connect(path) as db:
         rows = db.execute(
             "SELECT s.type, b.cycles_base + b.all_cycles_from_min, b.cycles_base + b.all_cycles_to_max "
@@ -92,10 +94,9 @@ def _expected_shares(path: Path) -> dict[str, float]:
         ).fetchall()
     t0, t1 = min(r[1] for r in rows), max(r[2] for r in rows)
     owner = np.full(t1 - t0, "", dtype=object)
-    for waiting in (True, False):
-        for kind, start, end in sorted(rows, key=lambda r: r[1]):
-            if (kind == "Sync") == waiting:
-                owner[start - t0 : end - t0] = kind
+    rank = {"Sync": 0, "StreamCopyBegin": 1, "StreamCopyMid": 1, "StreamCopyEnd": 1, "OnTileExecute": 3}
+    for kind, start, end in sorted(rows, key=lambda r: (rank.get(r[0], 2), r[1])):
+        owner[start - t0 : end - t0] = kind
     kinds, counts = np.unique(owner, return_counts=True)
     return {str(k): 100 * int(c) / owner.size for k, c in zip(kinds, counts)}
 

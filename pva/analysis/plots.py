@@ -275,7 +275,7 @@ def plot_timeline(
 ):
     """Execution steps per IPU on a cycle axis, coloured by program type, in two lanes per IPU.
 
-    The upper lane is the IPU's path (each cycle to one step, work before waiting: see
+    The upper lane is the IPU's path (each cycle to one step, compute before exchange, stream copies and sync: see
     pva.analysis.timeline), so each type's share of it is its share of the run; the thin lower lane
     shows, lighter, the steps overlapped by the path's (a Sync of idle tiles under a compute set).
     """

@@ -3,10 +3,11 @@
 Steps on one IPU may overlap: a Sync of idle tiles spans other tiles' exchange and compute. Each
 IPU therefore gets two lanes of non-overlapping segments:
 
-- the *path*: at each cycle, the one step that owns it. Work (any type but a sync) owns a cycle
-  before waiting (Sync, SyncAns) does; among steps of the same class the one that started last owns
-  it. Every cycle of the IPU's run is on the path once, so the path's cycles by type are the
-  shares of the run's time, and nothing drawn on it hides another type's time;
+- the *path*: at each cycle, the one step that owns it: the step of the highest rank covering it
+  (compute, then exchange, then stream copies, then sync: `STEP_RANK`, the rule by which
+  `pva optime` counts each cycle once), and among steps of one rank the one that started last.
+  Every cycle of the IPU's run is on the path once, so the path's cycles by type are the shares
+  of the run's time, and nothing drawn on it hides another type's time;
 - the *overlapped* lane: the time of steps that run beside the path's owner (for example the
   idle tiles' Sync under a compute set), drawn apart so it hides nothing either.
 """
@@ -17,8 +18,21 @@ import heapq
 
 import numpy as np
 
-#: Program types that wait rather than work: they own a cycle only when no other step runs in it.
-WAITING_TYPES = frozenset({"Sync", "SyncAns"})
+#: Which step owns a cycle where steps overlap: the highest rank; types not listed rank as exchange.
+STEP_RANK = {
+    "OnTileExecute": 3,
+    "Sync": 0,
+    "StreamCopyBegin": 1,
+    "StreamCopyMid": 1,
+    "StreamCopyEnd": 1,
+    "StreamCopy": 1,
+}
+EXCHANGE_RANK = 2
+
+
+def step_rank(kind: str) -> int:
+    """The rank of a program type where steps overlap (`STEP_RANK`)."""
+    return STEP_RANK.get(kind, EXCHANGE_RANK)
 
 
 def _sweep(start: np.ndarray, end: np.ndarray, rank: np.ndarray, members: np.ndarray) -> list[tuple[int, int, int]]:
@@ -76,9 +90,9 @@ def partition(start: np.ndarray, end: np.ndarray, rank: np.ndarray) -> tuple[np.
     return ps[order], pe[order], pi[order]
 
 
-def _ranks(start: np.ndarray, waiting: np.ndarray) -> np.ndarray:
-    """Distinct ranks: work above waiting, then the later start, then the later position."""
-    order = np.lexsort((np.arange(start.size), start, ~waiting))
+def _ranks(start: np.ndarray, kind_rank: np.ndarray) -> np.ndarray:
+    """Distinct ranks: the type's rank, then the later start, then the later position."""
+    order = np.lexsort((np.arange(start.size), start, kind_rank))
     rank = np.empty(start.size, dtype=np.int64)
     rank[order] = np.arange(start.size)
     return rank
@@ -107,16 +121,15 @@ def _subtract(start: np.ndarray, end: np.ndarray, owned_s, owned_e, owned_i) -> 
     return los[free], his[free], idx[free]
 
 
-def lanes(start, end, waiting) -> dict:
-    """The path and overlapped lanes of one IPU's steps (cycles; `waiting` marks Sync-like steps).
+def lanes(start, end, kind_rank) -> dict:
+    """The path and overlapped lanes of one IPU's steps (cycles; `kind_rank` is each step's `step_rank`).
 
     Returns {"path": (start, end, index), "overlapped": (start, end, index)}: arrays of segments in time
     order, `index` pointing into the steps given.
     """
     start = np.asarray(start, dtype=np.int64)
     end = np.maximum(np.asarray(end, dtype=np.int64), start)
-    waiting = np.asarray(waiting, dtype=bool)
-    rank = _ranks(start, waiting)
+    rank = _ranks(start, np.asarray(kind_rank, dtype=np.int64))
     path = partition(start, end, rank)
     hs, he, hi = _subtract(start, end, *path)
     # pieces of different steps hidden at the same time: the lane shows the highest-ranked of them

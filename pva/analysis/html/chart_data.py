@@ -16,7 +16,7 @@ from formats.pop.reader import ProfileReader
 
 from ..chart_options import Limits
 from ..summary import summary_data
-from ..timeline import WAITING_TYPES, lanes, merge_short
+from ..timeline import lanes, merge_short, step_rank
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
 CATEGORY_COLOURS = (
@@ -349,7 +349,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
 
     Times are cycles from the earliest step start over all IPUs (cycles_base + all_cycles_from_min
     to cycles_base + all_cycles_to_max). Each IPU has its `path` (every cycle of its run to one step:
-    work before waiting) and its `overlapped` lane (steps running beside the path's, such as a Sync
+    compute, then exchange, stream copies, sync) and its `overlapped` lane (steps running beside the path's, such as a Sync
     of idle tiles); `cycles_by_type` is the path's cycles, so they add up to the IPU's busy cycles.
     With more segments than `limits.timeline_resolution`, runs of segments shorter than 1/resolution
     of the span are merged into one.
@@ -362,7 +362,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     ids = np.array([s[0] for s in steps], dtype=np.int64)
     types, type_index = _index_strings(s[1] for s in steps)
     names, name_index = _index_strings(s[2] for s in steps)
-    waiting_type = np.array([t in WAITING_TYPES for t in types], dtype=bool)
+    type_rank = np.array([step_rank(t) for t in types], dtype=np.int64)
     rows = reader.step_intervals()
     if not rows:
         return None
@@ -381,7 +381,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         mask = table[:, 0] == ipu
         part, pos = table[mask], position[mask]
         kinds = type_index[pos]
-        found = lanes(part[:, 2] - t0, part[:, 3] - t0, waiting_type[kinds])
+        found = lanes(part[:, 2] - t0, part[:, 3] - t0, type_rank[kinds])
         path = _lane(found["path"], kinds, part[:, 1], limits.timeline_resolution, span)
         overlapped = _lane(found["overlapped"], kinds, part[:, 1], limits.timeline_resolution, span)
         merged_any |= path["start"].size < found["path"][0].size

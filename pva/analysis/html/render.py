@@ -638,8 +638,8 @@ _SECTIONS = (
         "timeline",
         "Execution timeline",
         _timeline_block,
-        "Execution steps on each IPU, coloured by program type. The upper lane gives each cycle to one step (work "
-        "before a Sync), so each type's share of it, in the legend, is its share of the run; the thin lane below "
+        "Execution steps on each IPU, coloured by program type. The upper lane gives each cycle to one step (compute "
+        "before exchange, stream copies and sync), so each type's share of it, in the legend, is its share of the run; the thin lane below "
         "shows the steps running beside it, such as the Sync of idle tiles.",
     ),
     ("vertex-types", "Cycles by vertex type", _vertex_block, "Cycles spent in each vertex type, summed over steps."),

@@ -11,7 +11,7 @@ import pva
 from formats.cerebras.importer import SAMPLE, convert_cerebras, parse_compile_report, read_compile_report
 from formats.errors import InvalidInputError, NotAReportError
 
-SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "samples"
+SAMPLES = pathlib.Path(__file__).resolve().parent / "data" / "samples"
 
 #: The documentation's example (2.0.3 rendering, with +---+ rules and the blank first row).
 DOCUMENTED = """Estimated Overall Performance
@@ -44,7 +44,6 @@ Compute Utilization:          74%
 """
 
 
-@pytest.mark.skipif(not SAMPLES.is_dir(), reason="the shared samples are not next to the repository")
 def test_real_head_parses():
     report = read_compile_report(SAMPLES / "cerebras_compile_report_HEAD7__alcf-unet-severstal.txt")
     o = report.overall

@@ -31,4 +31,23 @@ def test_tables_fit_the_terminal(sample, capsys, monkeypatch):
     assert " ".join(text).startswith("Programs of every Program.Type")
     assert main(["tables", sample.path, "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
-    assert rows["programs"]["description"] == " ".join(text)
+    assert rows["programs"]["description"].startswith(" ".join(text).removesuffix(" ..."))
+
+
+def test_tables_at_80_columns_keep_names_whole_and_stay_short(sample, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["tables", sample.path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert main(["tables", sample.path, "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    words = {w.rstrip(".,;:") for e in entries for w in e["description"].split()} | {"..."} | {""}
+    description_at = lines[0].index("description")
+    for line in lines[2:-1]:
+        # every word of a description line is a word of a description: no name is broken
+        assert {w.rstrip(".,;:") for w in line[description_at:].split()} <= words, line
+        # a line wider than the terminal holds one word longer than the description column
+        if len(line) > 80:
+            assert len(line[description_at:].split()) == 1, line
+    assert "instrumentation_external_exch" not in "\n".join(lines)
+    assert len(lines) <= 2 * len(entries) + 3
+    assert lines[-1] == "(descriptions cut to their first clause; --format json gives them whole)"

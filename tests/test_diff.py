@@ -66,3 +66,36 @@ def test_exit_status_and_threshold(sample, changed, capsys):
 def test_a_figure_appearing_from_zero_is_a_regression():
     assert Difference("memory", "tiles out of memory", 0, 2).is_regression(0.05)
     assert not Difference("memory", "tiles out of memory", 2, 0).is_regression(0.05)
+
+
+def test_poplar_version_and_instrumentation_differences_are_shown(sample, tmp_path, capsys):
+    path = tmp_path / "b.pop"
+    shutil.copyfile(sample.path, path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT OR REPLACE INTO metadata VALUES ('poplar_version', '3.4.0 (b7b3c4e8c2)')")
+        conn.execute("INSERT OR REPLACE INTO metadata VALUES ('instrumentation_external_exchange', 'Tile')")
+    conn.close()
+    a, b = ProfileReader(sample.path), ProfileReader(str(path))
+    before = dict(a.metadata)
+    diffs = [d for d in compare(a, b) if d.section == "report"]
+    a.close()
+    b.close()
+    assert before["instrumentation_external_exchange"] != "Tile"
+    assert [(d.item, d.a, d.b) for d in diffs] == [
+        ("Poplar version", before["poplar_version"], "3.4.0 (b7b3c4e8c2)"),
+        ("instrumentation of external exchange", before["instrumentation_external_exchange"], "Tile"),
+    ]
+    assert main(["diff", sample.path, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "report:" in out and "3.4.0 (b7b3c4e8c2)" in out and "no differences" not in out
+
+
+def test_a_compute_set_measured_as_estimated_is_one_row(simulated):
+    reader = ProfileReader(str(simulated / "profile.pop"))
+    diffs = [d for d in compare(reader, reader) if d.section == "compute set cycles"]
+    reader.close()
+    values = {d.item: (d.a, d.b) for d in diffs}
+    assert any(item.endswith(" (estimated = measured)") for item in values)
+    for item, figures in values.items():
+        if item.endswith(" (estimated)"):
+            assert values.get(item.replace(" (estimated)", " (measured)"), figures) != figures, item

@@ -634,3 +634,28 @@ def test_cli_bad_output_path(sample, tmp_path):
     assert "does not exist" in result.stderr and result.stderr.count("\n") == 1
     result = _pva("html", sample.path, "-o", str(tmp_path))
     assert result.returncode == 2 and "found a directory" in result.stderr
+
+
+def test_the_memory_caption_gives_the_largest_tile_as_the_gaps_toggle_counts_it(simulated):
+    import re
+    import sqlite3
+
+    path = simulated / "profile.pop"
+    with sqlite3.connect(path) as db:
+        tiles = db.execute("SELECT tiles_per_ipu FROM target").fetchone()[0]
+        tile, excluding = db.execute(
+            "SELECT tile, total FROM memory_by_tile WHERE tile < ? ORDER BY total DESC, tile LIMIT 1", (tiles,)
+        ).fetchone()
+        including = db.execute(
+            "SELECT max(total_including_gaps) FROM memory_by_tile WHERE tile < ?", (tiles,)
+        ).fetchone()[0]
+    db.close()
+    page = html_report([str(path)])
+    shown = re.search(r'<span class="caption-gaps" data-gaps="excluding">largest tile (\d+) with ([\d,]+) B', page)
+    assert (int(shown.group(1)), int(shown.group(2).replace(",", ""))) == (tile, excluding)
+    hidden = re.search(
+        r'<span class="caption-gaps" data-gaps="including" hidden>largest tile \d+ with ([\d,]+) B', page
+    )
+    assert int(hidden.group(1).replace(",", "")) == including != excluding
+    # the page starts with excluding gaps selected, and the script swaps the two with the toggle
+    assert 'let memoryGaps = "excluding";' in page and "span.hidden = span.dataset.gaps !== v;" in page

@@ -1,8 +1,12 @@
-"""pop -> legacy (JSON and CBOR) -> pop on every simulator preset: `pva check` passes and the key
-figures survive (the legacy format holds one simulation, so several runs come back as one)."""
+"""pop -> legacy (JSON and CBOR) -> pop on every simulator preset: `pva check` passes, the key
+figures survive, and so does everything `pva info --json` and `pva summary` print (what the v1
+format has no place for travels in its `pva` objects)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import subprocess
 import sys
 
@@ -12,6 +16,7 @@ from formats.exporters.legacy import export_legacy
 from formats.legacy import convert_legacy
 from formats.pop.check import check_report
 from formats.pop.reader import ProfileReader
+from pva.cli import main
 from simulator.presets import PRESETS, run_preset
 
 #: Small knobs so each preset simulates in a second or two; the rest keep their defaults.
@@ -101,3 +106,99 @@ def test_pva_check_passes_after_the_command_line_round_trip(tmp_path):
         done = subprocess.run([sys.executable, "-m", "pva", *args], capture_output=True, text=True, check=False)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
     assert done.stdout.strip().endswith("back.pop: ok")
+
+
+def _printed(*args) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([str(a) for a in args]) == 0
+    return out.getvalue()
+
+
+def _summary_sections(path) -> dict[str, list[str]]:
+    """`pva summary` as its sections: heading line -> the lines below it."""
+    sections: dict[str, list[str]] = {}
+    heading = ""
+    for line in _printed("summary", path).splitlines():
+        if line and not line.startswith(" "):
+            heading = line
+            sections[heading] = []
+        else:
+            sections.setdefault(heading, []).append(line)
+    return sections
+
+
+@pytest.mark.parametrize("encoding", ["json", "cbor"])
+def test_info_and_summary_survive_the_round_trip(simulated_preset, tmp_path, encoding):
+    written = export_legacy(simulated_preset, tmp_path / "legacy", encoding=encoding, combined=False)
+    back = tmp_path / "back.pop"
+    convert_legacy(written, back)
+    before, after = (
+        json.loads(_printed("info", "--json", simulated_preset)),
+        json.loads(_printed("info", "--json", back)),
+    )
+    for key in ("path", "file_size"):
+        before.pop(key), after.pop(key)
+    assert after == before
+    assert after["poplar_version"] == "3.1.0 (simulator)" and after["producer"] == "pva simulator"
+    assert after["instrumentation"] == {"compute": "Tile", "external_exchange": "Tile"}
+    sections_before, sections_after = _summary_sections(simulated_preset), _summary_sections(back)
+    assert list(sections_after) == list(sections_before)
+    for heading, lines in sections_before.items():
+        assert sections_after[heading] == lines, heading
+    assert any("Always-live variables:" in line for lines in sections_after.values() for line in lines)
+
+
+def test_diff_names_what_the_legacy_format_did_not_keep(simulated_preset, tmp_path):
+    written = export_legacy(simulated_preset, tmp_path / "legacy", encoding="json", combined=False)
+    back = tmp_path / "back.pop"
+    convert_legacy(written, back)
+    import pva
+
+    with pva.openReport(str(simulated_preset)) as a, pva.openReport(str(back)) as b:
+        differences = pva.compare(a, b)
+    report = {d.item: (d.a, d.b) for d in differences if d.section == "report"}
+    assert report == {"source format": ("profile.pop", "legacy Poplar v1 profile (JSON)")}
+    contents = {d.item: (d.a, d.b) for d in differences if d.section == "contents"}
+    assert contents["table compilation_parameters"][1] == "none"
+    assert contents["table vars_info"][1] == "none"
+    assert not any(d.is_regression(0.05) for d in differences)
+
+
+@pytest.fixture(scope="module")
+def legacy_mnist(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("mnist")
+    run_preset("mnist-mlp", {"tiles-per-ipu": 16, **KNOBS["mnist-mlp"]}, str(directory), timestamp=1_700_000_000.0)
+    export_legacy(directory / "profile.pop", directory / "legacy", encoding="json", combined=False)
+    return directory / "legacy"
+
+
+@pytest.mark.parametrize(
+    "document, change, where",
+    [
+        (
+            "graph",
+            lambda d: d["pva"]["alwaysLiveVariables"]["tile"].__setitem__(0, 10**6),
+            "alwaysLiveVariables.tile[0]",
+        ),
+        ("graph", lambda d: d["pva"]["alwaysLiveVariables"]["var"].__setitem__(0, 10**6), "alwaysLiveVariables.var[0]"),
+        ("graph", lambda d: d["pva"]["alwaysLiveVariables"]["names"].pop(), "alwaysLiveVariables.names"),
+        ("graph", lambda d: d["pva"]["metadata"].__setitem__("poplar_version", 3), "metadata.poplar_version"),
+        ("execution", lambda d: d["pva"]["runs"]["numSteps"].__setitem__(0, 10**9), "$.pva.runs"),
+        ("execution", lambda d: d["pva"]["runCycles"]["ipu"].__setitem__(0, 7), "$.pva.runCycles"),
+        ("execution", lambda d: d["pva"]["cycleTotals"]["run"].__setitem__(0, 99), "$.pva.cycleTotals"),
+    ],
+)
+def test_a_damaged_pva_object_is_refused_naming_it(legacy_mnist, tmp_path, document, change, where):
+    from formats.errors import InvalidInputError
+
+    paths = {name: tmp_path / f"{name}.json" for name in ("graph", "execution")}
+    for name, path in paths.items():
+        doc = json.loads((legacy_mnist / f"{name}.json").read_text())
+        if name == document:
+            change(doc)
+        path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError) as caught:
+        convert_legacy([paths["graph"], paths["execution"]], tmp_path / "back.pop")
+    assert str(paths[document]) in str(caught.value) and where in str(caught.value)
+    assert not (tmp_path / "back.pop").exists()

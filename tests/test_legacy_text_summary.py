@@ -13,8 +13,6 @@ from formats.convert import convert
 from formats.errors import InvalidInputError, NotAReportError
 from formats.legacy.text_summary import parse_profile_summary, parse_value, read_profile_summary, summary_target
 
-SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "samples"
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="the shared samples are not next to the repository")
 #: Redistributable samples kept in the repository (see tests/data/samples/README.md).
 KEPT = pathlib.Path(__file__).resolve().parent / "data" / "samples"
 
@@ -61,10 +59,9 @@ def test_adder_example_graph_summary():
     assert by_tile["Maximum (Excluding Gaps)"].number == 5780 and by_tile["notes"][-1] == "0 tile(s) out of memory"
 
 
-@needs_samples
 def test_execution_summaries_of_both_wordings():
     (older,) = read_profile_summary(
-        SAMPLES / "graphcore_printProfileSummary_execution__examples-tut7-matrix-vector_doc2020-04.txt"
+        KEPT / "graphcore_printProfileSummary_execution__examples-tut7-matrix-vector_doc2020-04.txt"
     )
     assert older.value("Execution", "Total cycles").number == 8190756
     assert older.value("Execution", "Total global exchange cycles").number is None
@@ -74,7 +71,7 @@ def test_execution_summaries_of_both_wordings():
         "cycles": parse_value("5,250,000"),
     }
     runs = read_profile_summary(
-        SAMPLES / "graphcore_printProfileSummary_execution__lbm-graphcore_halo-exchange-results.txt"
+        KEPT / "graphcore_printProfileSummary_execution__lbm-graphcore_halo-exchange-results.txt"
     )
     assert [r.name for r in runs] == [
         "explicitOneTensor",
@@ -86,7 +83,7 @@ def test_execution_summaries_of_both_wordings():
     assert runs[1].value("Execution", "Total cycles").number == 147570
     assert runs[0].value("Execution", "Tile average sync cycles").note == "(99.9% of total)"
     labelled = read_profile_summary(
-        SAMPLES / "graphcore_printProfileSummary_execution__lbm-graphcore_exchange-vs-compute.txt"
+        KEPT / "graphcore_printProfileSummary_execution__lbm-graphcore_exchange-vs-compute.txt"
     )
     assert [(r.name, r.value("", "Total cycles").number) for r in labelled] == [
         ("float", 126351372),
@@ -107,10 +104,9 @@ def test_elided_out_of_memory_fragment():
     )
 
 
-@needs_samples
 def test_every_sample_converts_or_is_refused_by_name(tmp_path):
     outcomes = {}
-    for path in sorted(SAMPLES.glob("graphcore_printProfileSummary_*.txt")):
+    for path in sorted(KEPT.glob("graphcore_printProfileSummary_*.txt")):
         try:
             convert([path], tmp_path / "p.pop")
             outcomes[path.name] = "report"

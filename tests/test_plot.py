@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -152,3 +153,53 @@ def test_command_line_end_to_end(sample, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     _assert_chart(out, 1200, 150, 300)
+
+
+LONG = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def long_names(tmp_path_factory, simulated):
+    """The simulated report with a 1 MB program name, and every program, compute set and vertex type named at 1 MB."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path_factory.mktemp("long") / "profile.pop"
+    shutil.copy(simulated / "profile.pop", path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE metadata SET value = printf('%.*c', ?, 'p') WHERE key = 'program_name'", (LONG,))
+        db.execute("UPDATE programs SET name = printf('%.*c', ?, 'q') || id", (LONG,))
+        db.execute("UPDATE compute_sets SET name = printf('%.*c', ?, 'c') || compute_set", (LONG,))
+        db.execute("UPDATE vertex_types SET name = printf('%.*c', ?, 'v') || name", (LONG,))
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_long_names_are_cut_for_display_in_plots(long_names, kind):
+    from matplotlib.text import Text
+
+    from pva.analysis import plots
+    from pva.analysis.report_source import opened
+
+    plotter = {"vertex-types": plots.plot_vertex_types}.get(kind) or getattr(plots, f"plot_{kind}")
+    with opened(str(long_names)) as reader:
+        figure = plotter(reader, title=None)
+    texts = [t.get_text() for t in figure.findobj(Text)]
+    assert max(len(t) for t in texts) <= 300
+    title = next(t for t in texts if "profile.pop" in t or "long" in t)
+    assert "p" * 40 in title and "\u2026" in title
+    # a user's own long title, with math markup, is cut and drawn as text
+    with opened(str(long_names)) as reader:
+        figure = plotter(reader, title="$\\frac{$" + "t" * LONG)
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    assert max(len(t.get_text()) for t in figure.findobj(Text)) <= 300
+
+
+def test_long_names_are_cut_for_display_in_html(long_names, simulated):
+    from pva.analysis.html import html_report
+
+    page = html_report([str(long_names), str(simulated / "profile.pop")], compress=False)
+    assert len(page) < 600_000 and "q" * 300 not in page and "c" * 300 not in page and "p" * 300 not in page
+    assert "c" * 100 + "\u2026" in page

@@ -40,3 +40,17 @@ def test_the_tour_runs_as_written(tmp_path):
 
 def test_the_tour_is_short_enough_to_read():
     assert len(tour_commands()) <= 20
+
+
+def test_command_1_installs_the_extras_the_tour_needs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    command_1 = next(line for line in text.splitlines() if line.startswith("python3 -m venv") and "simulate" in line)
+    installed = set(re.search(r'pip install "\.\[([a-z,]+)\]"', command_1).group(1).split(","))
+    # the commands that import an optional dependency, and the extra of pyproject.toml that brings it
+    needs = {"query": "query", "plot": "plot"}
+    used = {shlex.split(c)[1] for c in tour_commands() if c.startswith("pva ")}
+    assert {needs[c] for c in used if c in needs} <= installed
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert installed <= set(extras)

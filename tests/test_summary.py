@@ -139,7 +139,7 @@ def test_colour_escape_codes_only_when_enabled(sample, capsys, monkeypatch):
 
 
 def test_histogram_layout_matches_poplar_samples():
-    # the adder example of ../shared/samples: 1,215 tiles with 4 KB and one with 5 KB
+    # the adder example of tests/data/samples: 1,215 tiles with 4 KB and one with 5 KB
     totals = np.array([4 * 1024 + 500] * 1215 + [5 * 1024 + 100])
     assert histogram_lines(totals) == [
         "         4 - 5 ****************************************  1,215",

@@ -44,6 +44,9 @@ DERIVED = (
     "$.simulation.cycles",
     "$.simulation.tileCycles.*",
     "$.simulation.steps[*].*",
+    # what a profile.pop holds and v1 has no place for (docs/formats.md)
+    "$.pva",
+    "$.pva.*",
 )
 
 

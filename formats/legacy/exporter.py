@@ -137,7 +137,79 @@ def _graph_profile(rep: _Report) -> dict:
         r.column("SELECT program FROM function_programs ORDER BY position"), dtype=np.int64
     )
     doc["memory"] = _memory(rep, num_vt)
+    carried = _carried_graph(rep)
+    if carried:
+        doc["pva"] = carried
     return doc
+
+
+def _carried_metadata(meta: dict, num_steps: int) -> dict[str, str]:
+    """The metadata a conversion of the v1 profiles written would not give back by itself."""
+    derived: dict[str, str] = {"poplar_version": "", "report_unstable": "0"}
+    if meta.get("producer") == "pva convert":
+        derived.update(producer="pva convert", producer_version=str(meta.get("producer_version")))
+        derived["created"] = str(meta.get("created"))
+    mode = _profiler_mode(meta, num_steps)
+    if mode in M.PROFILER_MODES:
+        derived["instrumentation_compute"], derived["instrumentation_external_exchange"] = M.PROFILER_MODES[mode]
+    return {
+        k: str(meta[k]) for k in M.CARRIED_METADATA if meta.get(k) is not None and str(meta[k]) != derived.get(k, "")
+    }
+
+
+def _carried_graph(rep: _Report) -> dict:
+    """$.pva of the graph profile: the metadata and always-live variables a v1 profile has no place for."""
+    r = rep.r
+    carried: dict[str, Any] = {}
+    metadata = _carried_metadata(r.metadata, r.query_row("SELECT count(*) FROM steps")[0])
+    if metadata:
+        carried["metadata"] = metadata
+    rows = r.query("SELECT var, tile, bytes FROM always_live_vars ORDER BY var, tile")
+    if rows:
+        names = r.query(
+            "SELECT id, name FROM variables WHERE id IN (SELECT DISTINCT var FROM always_live_vars) ORDER BY id"
+        )
+        table = np.array(rows, dtype=np.int64).reshape(len(rows), 3)
+        carried["alwaysLiveVariables"] = {
+            "ids": np.array([i for i, _n in names], dtype=np.int64),
+            "names": [n for _i, n in names],
+            "var": table[:, 0],
+            "tile": table[:, 1],
+            "bytes": table[:, 2],
+        }
+    return carried
+
+
+def _carried_execution(rep: _Report, total_cycles: int, num_steps: int) -> dict:
+    """$.pva of the execution profile: the runs, which a v1 profile has no place for (empty if one plain run)."""
+    r = rep.r
+    runs = r.query("SELECT id, name, microseconds_start, microseconds_end, first_step, num_steps FROM runs ORDER BY id")
+    cycles = r.query('SELECT run, ipu, start, "end" FROM run_cycles_by_ipu ORDER BY run, ipu')
+    ipus = int(r.target["ipus_per_replica"])
+    if runs == [(0, "", 0, 0, 0, num_steps)] and cycles == [(0, ipu, 0, total_cycles) for ipu in range(ipus)]:
+        return {}
+    columns = ("run", "ipu", *M.CYCLE_TOTAL_COLUMNS)
+    totals = np.array(r.query(f"SELECT {', '.join(columns)} FROM cycle_totals ORDER BY run, ipu"), dtype=np.int64)
+    numbers = np.array([row[2:] for row in runs], dtype=np.int64).reshape(len(runs), 4)
+    spans = np.array(cycles, dtype=np.int64).reshape(len(cycles), 4)
+    if ipus > 1 and len(runs):
+        # A v1 step's span is device-wide, and so is each run's, on every IPU.
+        lows = np.full(len(runs), np.iinfo(np.int64).max, dtype=np.int64)
+        highs = np.zeros(len(runs), dtype=np.int64)
+        np.minimum.at(lows, spans[:, 0], spans[:, 2])
+        np.maximum.at(highs, spans[:, 0], spans[:, 3])
+        spans[:, 2], spans[:, 3] = lows[spans[:, 0]], highs[spans[:, 0]]
+    return {
+        "runs": {
+            "names": [row[1] for row in runs],
+            "microsecondsStart": numbers[:, 0],
+            "microsecondsEnd": numbers[:, 1],
+            "firstStep": numbers[:, 2],
+            "numSteps": numbers[:, 3],
+        },
+        "runCycles": {"run": spans[:, 0], "ipu": spans[:, 1], "start": spans[:, 2], "end": spans[:, 3]},
+        "cycleTotals": dict(zip(("run", "ipu", *M.CYCLE_TOTAL_COLUMNS), totals.reshape(-1, len(columns)).T)),
+    }
 
 
 def _compute_sets(rep: _Report, num_vt: int) -> dict:
@@ -342,21 +414,26 @@ def _memory(rep: _Report, num_vt: int) -> dict:
     return memory
 
 
+def _profiler_mode(meta: dict, num_steps: int) -> str | None:
+    """The profilerMode of the execution profile written, or None if none is."""
+    mode = meta.get("legacy_profiler_mode")
+    if mode is not None or not num_steps:
+        return mode
+    return {
+        "Tile": "COMPUTE_SETS",
+        "Device": "SINGLE_TILE_COMPUTE_SETS",
+        "Ipu": "SINGLE_TILE_COMPUTE_SETS",
+        "Vertex": "VERTICES",
+    }.get(meta.get("instrumentation_compute", "Off"), "IPU_MODEL")
+
+
 def _execution_profile(rep: _Report) -> dict | None:
     r = rep.r
     meta = r.metadata
     num_steps = r.query_row("SELECT count(*) FROM steps")[0]
-    mode = meta.get("legacy_profiler_mode")
+    mode = _profiler_mode(meta, num_steps)
     if mode is None:
-        if not num_steps:
-            return None
-        compute = meta.get("instrumentation_compute", "Off")
-        mode = {
-            "Tile": "COMPUTE_SETS",
-            "Device": "SINGLE_TILE_COMPUTE_SETS",
-            "Ipu": "SINGLE_TILE_COMPUTE_SETS",
-            "Vertex": "VERTICES",
-        }.get(compute, "IPU_MODEL")
+        return None
     doc: dict[str, Any] = {"profilerMode": mode}
     matrix = r.matrix("compute_set_cycles_by_tile")
     if matrix is not None:
@@ -385,6 +462,9 @@ def _execution_profile(rep: _Report) -> dict | None:
             doc[key] = _rows_with_gaps(rep, cycles, order)
     if num_steps or r.query_row("SELECT count(*) FROM runs")[0]:
         doc["simulation"] = _simulation(rep)
+        carried = _carried_execution(rep, int(doc["simulation"]["cycles"]), num_steps)
+        if carried:
+            doc["pva"] = carried
     return doc
 
 

@@ -98,6 +98,8 @@ class LegacyImporter:
         self.exchange_counts: dict[str, int] = {}
         self.cs_cycles_by_tile: list | None = None
         self.not_recorded: list[str] = []
+        self.step_runs: np.ndarray | None = None
+        self.run_starts: dict[tuple[int, int], int] = {}
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -166,7 +168,91 @@ class LegacyImporter:
         self.memory()
         if self.x is not None:
             self.execution()
+        self.carried_graph()
         self.w.set_metadata(not_recorded=json.dumps(self.not_recorded))
+
+    # -- what pva's export carries in $.pva -----------------------------------------------
+
+    def carried_graph(self) -> None:
+        """The metadata and always-live variables of $.pva, checked against the graph profile."""
+        carried = self.section(self.g, "pva")
+        metadata = self.section(carried, "metadata")
+        known = {k: str(v) for k, v in metadata.items() if k in M.CARRIED_METADATA}
+        if known:
+            self.w.set_metadata(**known)
+        live = carried.get("alwaysLiveVariables")
+        if not isinstance(live, dict):
+            return
+        parts = ["pva", "alwaysLiveVariables"]
+        ids, names = ints(live["ids"]), live["names"]
+        self.check_length(names, ids.size, parts + ["names"], "one name per id")
+        if np.unique(ids).size != ids.size:
+            raise self.fail(parts + ["ids"], "expected distinct variable ids, found repeats")
+        var, tile, size = ints(live["var"]), ints(live["tile"]), ints(live["bytes"])
+        self.check_length(live["tile"], var.size, parts + ["tile"], "one tile per entry of var")
+        self.check_length(live["bytes"], var.size, parts + ["bytes"], "one size per entry of var")
+        listed = np.isin(var, ids)
+        if not listed.all():
+            bad = int(np.argmax(~listed))
+            raise self.fail(parts + ["var", bad], f"expected a variable of ids, found {int(var[bad])}")
+        if tile.size and int(tile.max()) >= self.num_tiles:
+            bad = int(np.argmax(tile >= self.num_tiles))
+            raise self.fail(parts + ["tile", bad], f"expected a tile below {self.num_tiles:,}, found {int(tile[bad])}")
+        pairs = var.astype(np.uint64) * np.uint64(max(1, self.num_tiles)) + tile.astype(np.uint64)
+        if np.unique(pairs).size != pairs.size:
+            raise self.fail(parts, "expected one entry per variable and tile, found repeats")
+        self.w.insert("variables", ("id", "name"), zip(ids.tolist(), names))
+        self.w.insert("always_live_vars", ("var", "tile", "bytes"), zip(var.tolist(), tile.tolist(), size.tolist()))
+
+    def carried_cycle_totals(self, num_runs: int) -> list[tuple] | None:
+        """cycle_totals rows of the execution profile's $.pva, one per run and IPU at most."""
+        totals = self.section(self.x, "pva").get("cycleTotals")
+        if not isinstance(totals, dict):
+            return None
+        columns = [ints(totals[k]) for k in ("run", "ipu", *M.CYCLE_TOTAL_COLUMNS)]
+        for key in ("ipu", *M.CYCLE_TOTAL_COLUMNS):
+            self.check_length(totals[key], columns[0].size, ["pva", "cycleTotals", key], "one per entry of run", True)
+        run, ipu = columns[0], columns[1]
+        if run.size and (int(run.max()) >= num_runs or int(ipu.max()) >= self._num_ipus()):
+            raise self.fail(
+                ["pva", "cycleTotals"], f"expected runs below {num_runs} and IPUs below {self._num_ipus()}", True
+            )
+        if np.unique(run.astype(np.uint64) * np.uint64(1 << 20) + ipu.astype(np.uint64)).size != run.size:
+            raise self.fail(["pva", "cycleTotals"], "expected one entry per run and IPU, found repeats", True)
+        return list(zip(*(c.tolist() for c in columns)))
+
+    def carried_runs(self, num_steps: int) -> tuple[list[tuple], list[tuple]] | None:
+        """(runs rows, run_cycles_by_ipu rows) of the execution profile's $.pva, checked against its steps."""
+        carried = self.section(self.x, "pva")
+        runs, cycles = carried.get("runs"), carried.get("runCycles")
+        if not isinstance(runs, dict) or not isinstance(cycles, dict):
+            return None
+        parts: list[str | int] = ["pva", "runs"]
+        first, count = ints(runs["firstStep"]), ints(runs["numSteps"])
+        starts, ends = ints(runs["microsecondsStart"]), ints(runs["microsecondsEnd"])
+        for key in ("names", "microsecondsStart", "microsecondsEnd", "numSteps"):
+            self.check_length(runs[key], first.size, parts + [key], "one per run", True)
+        expected = np.concatenate([[0], np.cumsum(count)[:-1]]) if count.size else count
+        if not np.array_equal(first, expected) or int(count.sum()) != num_steps:
+            raise self.fail(parts, f"expected runs that take the {num_steps:,} steps in order, one after another", True)
+        where: list[str | int] = ["pva", "runCycles"]
+        run, ipu, lo, hi = (ints(cycles[k]) for k in ("run", "ipu", "start", "end"))
+        for key in ("ipu", "start", "end"):
+            self.check_length(cycles[key], run.size, where + [key], "one per entry of run", True)
+        if run.size and (int(run.max()) >= first.size or int(ipu.max()) >= self._num_ipus()):
+            raise self.fail(where, f"expected runs below {first.size} and IPUs below {self._num_ipus()}", True)
+        if np.unique(run.astype(np.uint64) * np.uint64(1 << 20) + ipu.astype(np.uint64)).size != run.size:
+            raise self.fail(where, "expected one entry per run and IPU, found repeats", True)
+        if self._num_ipus() > 1 and run.size:
+            # A v1 step's span is device-wide: so is each run's, on every IPU.
+            lows = np.full(first.size, np.iinfo(np.int64).max, dtype=np.int64)
+            highs = np.zeros(first.size, dtype=np.int64)
+            np.minimum.at(lows, run, lo.astype(np.int64))
+            np.maximum.at(highs, run, hi.astype(np.int64))
+            lo, hi = lows[run], highs[run]
+        names = [str(n) for n in runs["names"]]
+        run_rows = list(zip(range(first.size), names, starts.tolist(), ends.tolist(), first.tolist(), count.tolist()))
+        return run_rows, list(zip(run.tolist(), ipu.tolist(), lo.tolist(), hi.tolist()))
 
     # -- graph profile --------------------------------------------------------------------
 
@@ -756,10 +842,17 @@ class LegacyImporter:
         steps = simulation.get("steps") or []
         num_ipus = self._num_ipus()
         total = as_int(simulation.get("cycles"))
-        self.w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "", 0, len(steps))])
-        self.w.insert(
-            "run_cycles_by_ipu", ("run", "ipu", "start", "end"), [(0, ipu, 0, total) for ipu in range(num_ipus)]
-        )
+        carried = self.carried_runs(len(steps))
+        if carried is None:
+            self.w.insert("runs", ("id", "name", "first_step", "num_steps"), [(0, "", 0, len(steps))])
+            cycles = [(0, ipu, 0, total) for ipu in range(num_ipus)]
+        else:
+            columns = ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps")
+            self.w.insert("runs", columns, carried[0])
+            cycles = carried[1]
+            self.step_runs = np.repeat(np.arange(len(carried[0])), [row[5] for row in carried[0]])
+            self.run_starts = {(run, ipu): start for run, ipu, start, _end in cycles}
+        self.w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"), cycles)
         tile_cycles = simulation.get("tileCycles")
         if isinstance(tile_cycles, dict):
             values = {column: as_int(tile_cycles.get(key)) for key, column in M.TILE_CYCLES.items()}
@@ -778,7 +871,10 @@ class LegacyImporter:
                 + shared
             )
         by_type = self._steps(steps)
-        if isinstance(tile_cycles, dict):
+        totals = self.carried_cycle_totals(len(carried[0])) if carried is not None else None
+        if totals is not None:
+            self.w.insert("cycle_totals", ("run", "ipu", *M.CYCLE_TOTAL_COLUMNS), totals)
+        elif isinstance(tile_cycles, dict):
             self._cycle_totals(values, shared, total_cycles, by_type, num_ipus)
 
     def _cycle_totals(
@@ -896,8 +992,9 @@ class LegacyImporter:
                 # Poplar's Sync steps hold only syncType: their cycles are in tileCycles.sync alone.
                 untimed_sync = True
                 self.not_recorded.append("steps_by_ipu.cycles[Sync]")
+            run = int(self.step_runs[index]) if self.step_runs is not None else 0
             step_rows.append(
-                (index, 0, pva_type, program, cs, name, step.get("syncType"), as_int(step.get("cyclesOverlapped")))
+                (index, run, pva_type, program, cs, name, step.get("syncType"), as_int(step.get("cyclesOverlapped")))
             )
             cycles = as_int(step.get("cycles"))
             first = as_int(step.get("cyclesFrom"))
@@ -916,7 +1013,6 @@ class LegacyImporter:
                 # Ipu.cycles sums the step's cycles over tiles; the legacy step has the longest tile's
                 # cycles and tileBalance = (sum over tiles) / (cycles * tiles), which gives the sum.
                 tile_cycles = round(float(step.get("tileBalance", 0.0)) * cycles * self.num_tiles)
-            spans = (0, first, first, first, last, last, last, first, first, first, last, last, last)
             thread = float(step.get("threadBalance", 0.0))
             data_balance = float(step.get("dataBalance", 0.0))
             if num_ipus > 1 and vector is not None:
@@ -941,7 +1037,7 @@ class LegacyImporter:
                             1,
                             total,
                             active,
-                            *spans,
+                            *self._spans(run, ipu, first, last),
                             top,
                             *balances,
                             data if ipu == 0 else 0,
@@ -959,7 +1055,7 @@ class LegacyImporter:
                         1,
                         tile_cycles,
                         as_int(step.get("activeTiles")),
-                        *spans,
+                        *self._spans(run, 0, first, last),
                         cycles,
                         thread,
                         float(step.get("tileBalance", 0.0)),
@@ -981,6 +1077,12 @@ class LegacyImporter:
             matrix.append(np.vstack(pending))
         self._flush_steps(step_rows, ipu_rows)
         return by_type
+
+    def _spans(self, run: int, ipu: int, first: int, last: int) -> tuple[int, ...]:
+        """cycles_base and the step's from/to columns: cycles from the start of its run on the IPU."""
+        base = self.run_starts.get((run, ipu), 0)
+        first, last = first - base, last - base
+        return (base, first, first, first, last, last, last, first, first, first, last, last, last)
 
     def _flush_steps(self, step_rows: list, ipu_rows: list) -> None:
         self.w.insert(

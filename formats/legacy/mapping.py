@@ -173,3 +173,31 @@ def guess_architecture(tiles_per_ipu: int, bytes_per_tile: int, clock: float) ->
     if tiles_per_ipu == 1472 or bytes_per_tile == 638976:
         return "Ipu21" if clock >= 1.75e9 else "Ipu2"
     return "Unknown"
+
+
+#: Metadata of a report that a v1 profile has no place for; the export carries it in $.pva.metadata.
+CARRIED_METADATA = (
+    "poplar_version",
+    "producer",
+    "producer_version",
+    "created",
+    "program_name",
+    "compilation_timestamp",
+    "debug_info_id",
+    "instrumentation_compute",
+    "instrumentation_external_exchange",
+    "report_unstable",
+)
+
+#: Columns of cycle_totals (besides run and ipu) the export carries in $.pva.cycleTotals when there are runs.
+CYCLE_TOTAL_COLUMNS = (
+    "active_compute",
+    "compute",
+    "inter_ipu_exchange",
+    "stream_copy_begin",
+    "stream_copy",
+    "stream_copy_end",
+    "internal_exchange",
+    "sync",
+    "total",
+)

@@ -11,6 +11,7 @@ from .report_source import query_layer
 
 #: Sections in the order they are printed; in all of them a larger number is worse.
 SECTIONS = (
+    "report",
     "target",
     "memory",
     "memory by category",
@@ -19,7 +20,11 @@ SECTIONS = (
     "execution",
     "steps by program type",
     "compute set cycles",
+    "contents",
 )
+
+#: Tables that every report has, whatever its source: left out of the "contents" section.
+_FILE_TABLES = frozenset({"metadata", "matrices", "matrix_chunks", "extras"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,10 +54,39 @@ class Difference:
 
     def is_regression(self, threshold: float) -> bool:
         """Whether the figure grew by more than `threshold` (a fraction), or appeared from zero."""
-        if self.section == "target" or self.change is None or self.change <= 0:
+        if self.section in ("report", "target") or self.change is None or self.change <= 0:
             return False
         rel = self.relative
         return rel is None or rel > threshold
+
+
+def _report(reader: ProfileReader) -> dict[str, str]:
+    """What a report says of itself: its source, producer, Poplar version, program and instrumentation."""
+    meta = reader.metadata
+    return {
+        "source format": meta.get("source_format") or "profile.pop",
+        "producer": " ".join(v for v in (meta.get("producer"), meta.get("producer_version")) if v),
+        "Poplar version": meta.get("poplar_version") or "",
+        "program": meta.get("program_name") or "",
+        "instrumentation of compute": meta.get("instrumentation_compute") or "",
+        "instrumentation of external exchange": meta.get("instrumentation_external_exchange") or "",
+        "figures not recorded": ", ".join(sorted(reader.not_recorded())),
+    }
+
+
+def _contents(a: ProfileReader, b: ProfileReader) -> list[Difference]:
+    """Tables and per-tile matrices that one report holds and the other has empty or lacks."""
+    rows = []
+    for kind, held_a, held_b in (
+        ("table", a.table_counts(), b.table_counts()),
+        ("matrix", {m[0]: m[1] for m in a.matrix_storage()}, {m[0]: m[1] for m in b.matrix_storage()}),
+    ):
+        for name in sorted(set(held_a) | set(held_b)):
+            count_a, count_b = held_a.get(name) or 0, held_b.get(name) or 0
+            if name not in _FILE_TABLES and bool(count_a) != bool(count_b):
+                text_a, text_b = (f"{n:,} rows" if n else "none" for n in (count_a, count_b))
+                rows.append(Difference("contents", f"{kind} {name}", text_a, text_b))
+    return rows
 
 
 def _target(reader: ProfileReader) -> dict[str, float | str]:
@@ -125,6 +159,24 @@ def _compute_set_cycles(reader: ProfileReader) -> dict[str, int]:
     return result
 
 
+def _one_row_where_equal(rows: list[Difference]) -> list[Difference]:
+    """A compute set whose estimate equals its measurement in both reports as one row, not two alike."""
+    by_item = {d.item: d for d in rows}
+    out = []
+    for d in rows:
+        name = d.item.removesuffix(" (estimated)")
+        twin = by_item.get(f"{name} (measured)")
+        if d.item.endswith(" (estimated)") and twin is not None and (twin.a, twin.b) == (d.a, d.b):
+            out.append(dataclasses.replace(d, item=f"{name} (estimated = measured)"))
+        elif not (d.item.endswith(" (measured)") and by_item.get(f"{d.item[: -len(' (measured)')]} (estimated)")):
+            out.append(d)
+        else:
+            estimate = by_item[f"{d.item[: -len(' (measured)')]} (estimated)"]
+            if (estimate.a, estimate.b) != (d.a, d.b):
+                out.append(d)
+    return out
+
+
 _COLLECTORS = {
     "memory": (_memory, "B"),
     "memory by category": (_memory_by_category, "B"),
@@ -140,11 +192,15 @@ def compare(a, b) -> list[Difference]:
     """Every compared figure of reports a and b, sections in order, each sorted by absolute change (largest first)."""
     a, b = query_layer(a), query_layer(b)
     result: list[Difference] = []
+    ra, rb = _report(a), _report(b)
+    result += [Difference("report", key, ra[key], rb[key]) for key in ra if ra[key] != rb[key]]
     ta, tb = _target(a), _target(b)
     result += [Difference("target", key, ta[key], tb[key]) for key in ta if ta[key] != tb[key]]
     for section, (collect, unit) in _COLLECTORS.items():
         va, vb = collect(a), collect(b)
         rows = [Difference(section, key, va.get(key, 0), vb.get(key, 0), unit) for key in sorted(set(va) | set(vb))]
+        if section == "compute set cycles":
+            rows = _one_row_where_equal(rows)
         rows.sort(key=lambda d: (-abs(d.change or 0), d.item))
         result += rows
-    return result
+    return result + _contents(a, b)

@@ -22,6 +22,7 @@ import numpy as np
 from formats.pop.reader import ProfileReader
 
 from ..lists_and_enums import as_text
+from .timeline import step_rank
 
 #: Characters of an operator name shown (longer ones are cut).
 MAX_NAME = 1000
@@ -36,23 +37,6 @@ _STEP_KIND = {
     "GlobalExchange": "GlobalExchange",
     "Sync": "Sync",
 }
-
-
-#: Which step a cycle goes to where steps overlap: the highest rank (unlisted types rank as exchange).
-STEP_RANK = {
-    "OnTileExecute": 3,
-    "Sync": 0,
-    "StreamCopyBegin": 1,
-    "StreamCopyMid": 1,
-    "StreamCopyEnd": 1,
-    "StreamCopy": 1,
-}
-_EXCHANGE_RANK = 2
-
-
-def step_rank(kind: str) -> int:
-    """The rank of a step type where steps overlap (`STEP_RANK`)."""
-    return STEP_RANK.get(kind, _EXCHANGE_RANK)
 
 
 def counted_once(starts: np.ndarray, ends: np.ndarray, ranks: np.ndarray) -> np.ndarray:

@@ -15,11 +15,14 @@ from formats.pop.reader import ProfileReader
 from .chart_options import PLOT_FORMATS, PLOT_KINDS, format_size
 from .html.chart_data import (
     LIMIT_COLOUR,
+    MAX_TITLE_NAME,
     Limits,
+    cut,
     liveness,
     memory,
     report_title,
     timeline,
+    timeline_shares,
     vertex_types,
 )
 from .html.output import atomic_file, check_output
@@ -70,6 +73,16 @@ def _byte_axis(ax, top: float, count: int = 5) -> None:
     ax.set_ylim(0, top)
 
 
+def _plain(text: str) -> str:
+    """Text that matplotlib draws as it is: its math markup ($...$) turned off."""
+    return text.replace("$", r"\$")
+
+
+def _named(reader: ProfileReader, title: str | None) -> str:
+    """How a chart's title names its report: `title`, or the report's directory and program name; cut for display."""
+    return _plain(cut(title, MAX_TITLE_NAME) if title else report_title(reader))
+
+
 def _edges(first: int, count: int, bucket: int, total: int) -> np.ndarray:
     return np.minimum(first + np.arange(count + 1) * bucket, first + total).astype(np.float64)
 
@@ -114,7 +127,7 @@ def plot_memory(
             if index == mem["gaps"] and not including_gaps:
                 continue
             upper = bottom + values
-            ax.stairs(upper, x, baseline=bottom, fill=True, color=colour, label=name, linewidth=0)
+            ax.stairs(upper, x, baseline=bottom, fill=True, color=colour, label=_plain(cut(name, 60)), linewidth=0)
             bottom = upper
         maxima = np.asarray(ipu[maxima_key])
         if mem["bucket"] > 1:
@@ -149,7 +162,7 @@ def plot_memory(
     )
     note = f" (bars of {mem['bucket']} tiles: mean per tile)" if mem["bucket"] > 1 else ""
     gaps = "including gaps" if including_gaps else "excluding gaps"
-    figure.suptitle(f"Memory per tile, {gaps}: {title or report_title(reader)}{note}", fontsize=11)
+    figure.suptitle(f"Memory per tile, {gaps}: {_named(reader, title)}{note}", fontsize=11)
     return figure
 
 
@@ -206,7 +219,7 @@ def plot_liveness(
     # covers the bars nor runs off the figure.
     right_half = px > (x[0] + x[-1]) / 2
     ax.annotate(
-        f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B",
+        _plain(f"peak: step {peak['step']:,}{' (' + where + ')' if where else ''}: {int(peak_value):,} B"),
         (px, 1.0),
         xycoords=("data", "axes fraction"),
         xytext=(-6 if right_half else 6, 4),
@@ -224,8 +237,31 @@ def plot_liveness(
     ax.legend(loc="lower right", fontsize=8)
     note = f" ({live['bucket']} steps per bar, largest shown)" if live["bucket"] > 1 else ""
     what = "Not-always-live memory" if not_always_live_only else "Liveness"
-    ax.set_title(f"{what}: {title or report_title(reader)}{note}", fontsize=11, pad=18)
+    ax.set_title(f"{what}: {_named(reader, title)}{note}", fontsize=11, pad=18)
     return figure
+
+
+#: Where a timeline row's lanes sit, as (offset from the row's centre, height) in rows.
+PATH_LANE = (-0.42, 0.56)
+OVERLAPPED_LANE = (0.18, 0.22)
+
+
+def _draw_lane(ax, lane: dict, row: int, where: tuple[float, float], colours: list[str], alpha: float) -> set[int]:
+    """One lane's segments as bars, one collection per program type; returns the types drawn."""
+    start = np.asarray(lane["start"], dtype=np.float64)
+    duration = np.asarray(lane["end"], dtype=np.float64) - start
+    kinds = np.asarray(lane["kind"])
+    for k in np.unique(kinds).tolist():
+        mask = kinds == k
+        ax.broken_barh(
+            np.column_stack([start[mask], duration[mask]]),
+            (row + where[0], where[1]),
+            facecolors=colours[int(k)],
+            alpha=alpha,
+            linewidth=0,
+            gid=f"timeline-{'path' if where == PATH_LANE else 'overlapped'}-{row}-{int(k)}",
+        )
+    return {int(k) for k in kinds.tolist()}
 
 
 def plot_timeline(
@@ -237,44 +273,53 @@ def plot_timeline(
     limits: Limits = Limits(timeline_resolution=4096),
     title: str | None = None,
 ):
-    """Execution steps per IPU on a cycle axis, coloured by program type."""
+    """Execution steps per IPU on a cycle axis, coloured by program type, in two lanes per IPU.
+
+    The upper lane is the IPU's path (each cycle to one step, compute before exchange, stream copies and sync: see
+    pva.analysis.timeline), so each type's share of it is its share of the run; the thin lower lane
+    shows, lighter, the steps overlapped by the path's (a Sync of idle tiles under a compute set).
+    """
     from matplotlib.patches import Patch
 
     tl = timeline(reader, limits)
     if tl is None:
         raise _no_data(reader.path, "timeline", "no execution profile")
     rows = tl["ipus"]
-    figure = _figure(width, height or 1.6 + 0.55 * len(rows), dpi)
+    figure = _figure(width, height or 1.8 + 0.7 * len(rows), dpi)
     ax = figure.subplots()
-    used = set()
+    used: set[int] = set()
     for r, row in enumerate(rows):
-        start = np.asarray(row["start"], dtype=np.float64)
-        duration = np.asarray(row["end"], dtype=np.float64) - start
-        kinds = np.asarray(row["kind"])
-        for k in np.unique(kinds):
-            mask = kinds == k
-            ax.broken_barh(
-                np.column_stack([start[mask], np.maximum(duration[mask], tl["span"] / 4000)]),
-                (r - 0.4, 0.8),
-                facecolors=tl["colours"][int(k)],
-                linewidth=0,
-            )
-            used.add(int(k))
-    ax.set_yticks(range(len(rows)), [f"IPU {row['ipu']}" for row in rows])
+        used |= _draw_lane(ax, row, r, PATH_LANE, tl["colours"], 1.0)
+        used |= _draw_lane(ax, row["overlapped"], r, OVERLAPPED_LANE, tl["colours"], 0.55)
+    ticks = [r + PATH_LANE[0] + PATH_LANE[1] / 2 for r in range(len(rows))]
+    ax.set_yticks(ticks, [f"IPU {row['ipu']}" for row in rows])
+    ax.set_yticks(
+        [r + OVERLAPPED_LANE[0] + OVERLAPPED_LANE[1] / 2 for r in range(len(rows))],
+        ["overlapped"] * len(rows),
+        minor=True,
+        fontsize=7,
+    )
+    ax.tick_params(axis="y", which="minor", length=0)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, tl["span"])
     clock = f" (clock {tl['clock_frequency'] / 1e6:,.0f} MHz)" if tl["clock_frequency"] else ""
     ax.set_xlabel(f"cycles from the first step{clock}")
+    shares = dict(timeline_shares(tl))
+    handles = [Patch(color=tl["colours"][k]) for k in sorted(used)]
+    labels = [_plain(f"{cut(tl['types'][k], 60)} ({shares.get(tl['types'][k], 0.0):.1f}%)") for k in sorted(used)]
+    if "idle" in shares:  # cycles of an IPU's run with no step
+        handles.append(Patch(facecolor="white", edgecolor="#8c959f"))
+        labels.append(f"idle ({shares['idle']:.1f}%)")
     figure.legend(
-        [Patch(color=tl["colours"][k]) for k in sorted(used)],
-        [tl["types"][k] for k in sorted(used)],
+        handles,
+        labels,
         loc="outside lower center",
-        ncols=min(7, len(used)),
+        ncols=min(7, len(handles)),
         fontsize=8,
         frameon=False,
     )
     merged = " (short steps merged)" if tl["downsampled"] else ""
-    ax.set_title(f"Execution timeline: {title or report_title(reader)}{merged}", fontsize=11)
+    ax.set_title(f"Execution timeline: {_named(reader, title)}{merged}", fontsize=11)
     return figure
 
 
@@ -296,7 +341,7 @@ def plot_vertex_types(
     figure = _figure(width, height or 1.2 + 0.32 * len(rows), dpi)
     ax = figure.subplots()
     # Whole names up to 100 characters; longer ones keep their start and end around an ellipsis.
-    names = [r["name"] if len(r["name"]) <= 100 else r["name"][:60] + "\u2026" + r["name"][-39:] for r in rows]
+    names = [_plain(cut(r["name"], 100)) for r in rows]
     cycles = [r["cycles"] for r in rows]
     bars = ax.barh(range(len(rows)), cycles, color="#4e79a7")
     ax.bar_label(bars, [f"{c:,} ({r['percent']:.1f}%)" for c, r in zip(cycles, rows)], padding=3, fontsize=8)
@@ -307,7 +352,7 @@ def plot_vertex_types(
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:,.0f}"))
     ax.set_xlabel("cycles" + (" (estimated)" if vt["estimated"] else ""))
     shown = f"largest {len(rows)} of {len(vt['rows'])}" if len(vt["rows"]) > len(rows) else f"{len(rows)}"
-    ax.set_title(f"Cycles by vertex type ({shown}): {title or report_title(reader)}", fontsize=11)
+    ax.set_title(f"Cycles by vertex type ({shown}): {_named(reader, title)}", fontsize=11)
     return figure
 
 

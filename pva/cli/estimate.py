@@ -15,7 +15,7 @@ def register(sub) -> None:
             "Estimate throughput from a compilation report and write it in the layout of Cerebras' "
             "compile_report.txt: overall Samples/s, Compute and Transmission Samples/s, Active PEs, Compute "
             "Utilization, and a table per kernel. Kernels are compute sets, PEs are tiles, transmission is the "
-            "exchanges before each compute set; see the README for the delta-T rules."
+            "exchanges before each compute set; the delta-T rules are in docs/cli.md, under pva estimate."
         ),
         epilog="Example: pva estimate profile.pop -o out/ && cat out/compile_report.txt",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -90,8 +91,15 @@ def _listing(as_json: bool) -> int:
         print(f"{name}: {summary}")
         for k in knobs:
             choices = f" ({'|'.join(map(str, k.choices))})" if k.choices else ""
-            print(f"    --{k.name:<16} {k.help}{choices}; default {k.default}")
+            print(f"    --{k.name:<16} {k.help}{choices}; {_default(k.default)}")
     return 0
+
+
+def _default(value) -> str:
+    """How --list shows a knob's default: the value, or "no default (unset)" when it is empty."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "no default (unset)"
+    return f"default {value}"
 
 
 def _joined_values(words: list[str], known: dict[str, bool]) -> list[str]:
@@ -132,6 +140,60 @@ def _knobs(args, presets) -> dict[str, str]:
     return {name: value for name, value in vars(values).items() if value is not None}
 
 
+def _previous_trace(directory: str) -> str | None:
+    """The host trace the simulator wrote beside the report now in `directory`, if there is one.
+
+    It is the .pvti named, in libpvti's style, for the creation time of that report, which must be
+    a report of pva's simulator; a trace of any other name, or one that is not a trace, is not ours.
+    """
+    import datetime
+    import re
+
+    import pva
+    from simulator.hosttrace import trace_file_name
+
+    try:
+        with pva.openReport(os.path.join(directory, "profile.pop")) as report:
+            producer, created = report.metadata.get("producer"), report.metadata.get("created")
+        moment = datetime.datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp()
+    except (PvaError, ValueError, OSError):
+        return None
+    if producer != "pva simulator":
+        return None
+    prefix = trace_file_name(moment, 0).removesuffix("_0.pvti")
+    for name in sorted(os.listdir(directory)):
+        if re.fullmatch(re.escape(prefix) + r"_\d+\.pvti", name):
+            try:
+                pva.openTrace(os.path.join(directory, name)).close()
+            except PvaError:
+                continue
+            return name
+    return None
+
+
+def _written_files(engine, directory: str | None, previous_trace: str | None) -> list[str]:
+    """The reports this run wrote in `directory`; the previous run's trace is removed once the new one is there."""
+    from simulator.hosttrace import trace_file_name
+
+    if directory is None:
+        return []
+    options = engine.options
+    trace = trace_file_name(engine.timestamp.timestamp())
+    names = [
+        name
+        for name, wanted in (
+            ("profile.pop", options.graph_profile or options.execution_profile),
+            ("debug.cbor", options.debug_info),
+            (trace, True),
+        )
+        if wanted and os.path.isfile(os.path.join(directory, name))
+    ]
+    if previous_trace and previous_trace != trace and trace in names:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, previous_trace))
+    return sorted(names)
+
+
 def run(args) -> int:
     if args.list:
         return _listing(args.json)
@@ -157,6 +219,7 @@ def run(args) -> int:
             "directory to write the reports to (or nothing there)",
             directory,
         )
+    previous_trace = _previous_trace(directory)
     engine = run_preset(
         args.preset,
         knobs,
@@ -175,7 +238,7 @@ def run(args) -> int:
     summary = {
         "preset": args.preset,
         "directory": written,
-        "files": sorted(os.listdir(written)) if written and os.path.isdir(written) else [],
+        "files": _written_files(engine, written, previous_trace if written == directory else None),
         "programs": len(exe.progs),
         "compute_sets": len(exe.compute_sets),
         "runs": engine.run_count,

@@ -11,6 +11,8 @@ from ._tables import add_format_options, write_rows
 
 #: Narrowest the description column is wrapped to, however narrow the terminal.
 MIN_DESCRIPTION = 24
+#: Lines of a table's description in the listing (the first clause; --format json gives it whole).
+LISTING_LINES = 2
 
 
 def register(sub) -> None:
@@ -18,7 +20,8 @@ def register(sub) -> None:
         "tables",
         help="list a report's tables with row counts and descriptions",
         description="List the SQL tables of a report with their row counts and descriptions (from schemas/), "
-        "then the per-tile matrices stored as Arrow data. Descriptions are wrapped to the terminal width.",
+        "then the per-tile matrices stored as Arrow data. The table shows the first clause of each description, "
+        "wrapped between words to the terminal width; --format json or csv gives them whole.",
         epilog="Example: pva tables profile.pop --json",
     )
     parser.add_argument("report", help="a profile.pop file")
@@ -27,8 +30,18 @@ def register(sub) -> None:
     parser.set_defaults(run=run)
 
 
-def wrap_last_column(header: tuple[str, ...], rows: list[tuple], width: int) -> list[tuple]:
-    """Rows whose last cell is wrapped so that each line of their table fits in `width` characters.
+def first_clause(text: str) -> str:
+    """A description's first clause: up to its first colon, semicolon or full stop."""
+    cut = min((i for i in (text.find(": "), text.find("; "), text.find(". ")) if i >= 10), default=-1)
+    return text if cut < 0 else text[:cut]
+
+
+def wrap_last_column(
+    header: tuple[str, ...], rows: list[tuple], width: int, max_lines: int | None = None
+) -> list[tuple]:
+    """Rows whose last cell is wrapped between words so that each line of their table fits in `width`
+    characters (a word longer than the column keeps its line); at most `max_lines` lines a cell, the
+    last ending in an ellipsis when cut.
 
     A wrapped cell continues on following rows whose other cells are empty.
     """
@@ -39,7 +52,12 @@ def wrap_last_column(header: tuple[str, ...], rows: list[tuple], width: int) -> 
     room = max(MIN_DESCRIPTION, width - used)
     wrapped = []
     for row in rows:
-        lines = textwrap.wrap(str(row[-1]), room) or [""]
+        text = str(row[-1])
+        lines = textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [""]
+        if max_lines is not None and len(lines) > max_lines:
+            lines = textwrap.wrap(
+                text, room, break_long_words=False, break_on_hyphens=False, max_lines=max_lines, placeholder=" ..."
+            )
         wrapped.append((*row[:-1], lines[0]))
         wrapped += [(*("" for _ in row[:-1]), line) for line in lines[1:]]
     return wrapped
@@ -53,6 +71,13 @@ def run(args) -> int:
         else:
             header, rows = ("kind", "name", "rows", "description"), report.table_info()
     if args.format == "table":
-        rows = wrap_last_column(header, rows, shutil.get_terminal_size().columns)
+        width = shutil.get_terminal_size().columns
+        if args.columns:
+            rows = wrap_last_column(header, rows, width)
+        else:
+            rows = [(*row[:-1], first_clause(str(row[-1]))) for row in rows]
+            rows = wrap_last_column(header, rows, width, LISTING_LINES)
     write_rows(header, rows, args.format)
+    if args.format == "table" and not args.columns:
+        print("(descriptions cut to their first clause; --format json gives them whole)")
     return 0

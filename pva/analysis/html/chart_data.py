@@ -15,8 +15,8 @@ import numpy as np
 from formats.pop.reader import ProfileReader
 
 from ..chart_options import Limits
-from ..optime import counted_once, step_rank
 from ..summary import summary_data
+from ..timeline import lanes, merge_short, step_rank
 
 #: Colours of storage categories, in stacking order (Tableau 10); "other" and "gaps" follow.
 CATEGORY_COLOURS = (
@@ -54,6 +54,21 @@ TYPE_COLOURS = {
     "WriteUndef": "#ff9da7",
 }
 FALLBACK_COLOURS = ("#e15759", "#76b7b2", "#9d7660", "#f1ce63", "#499894", "#d37295", "#a0cbe8")
+
+
+#: Characters of a name shown in a chart, a title or a table; longer names keep their start and end.
+MAX_NAME = 200
+#: Characters of a report's name in a chart's title.
+MAX_TITLE_NAME = 80
+
+
+def cut(text: str | None, limit: int = MAX_NAME) -> str:
+    """`text` for display: whole up to `limit` characters, else its start and end around an ellipsis ("" for None)."""
+    text = "" if text is None else str(text)
+    if len(text) <= limit:
+        return text
+    head = (limit * 3) // 5
+    return text[:head] + "\u2026" + text[len(text) - (limit - head - 1) :]
 
 
 def type_colour(name: str, index: int = 0) -> str:
@@ -113,7 +128,8 @@ def report_title(reader: ProfileReader) -> str:
     directory = os.path.basename(os.path.dirname(path))
     where = directory if name == "profile.pop" and directory else name
     program = reader.metadata.get("program_name", "")
-    return f"{where} ({program})" if program and program != where else where
+    where, shown = cut(where, MAX_TITLE_NAME), cut(program, MAX_TITLE_NAME)
+    return f"{where} ({shown})" if program and program != where else where
 
 
 def summary(reader: ProfileReader, figures: dict | None = None) -> dict:
@@ -226,6 +242,7 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         oom_counts = np.add.reduceat(oom[lo:hi].astype(np.int64), np.arange(0, per_ipu, size))
         oom_tiles = np.flatnonzero(oom[lo:hi]) + lo
         peak = int(np.argmax(including[lo:hi])) + lo
+        peak_excluding = int(np.argmax(excluding)) + lo
         result_ipus.append(
             {
                 "ipu": ipu,
@@ -240,6 +257,8 @@ def memory(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
                 "oom_tiles": oom_tiles[:50],
                 "peak_tile": peak,
                 "peak_bytes": int(including[peak]),
+                "peak_tile_excluding": peak_excluding,
+                "peak_bytes_excluding": int(excluding[peak_excluding - lo]),
                 "total": int(including[lo:hi].sum()),
             }
         )
@@ -266,13 +285,13 @@ def _program_label(reader: ProfileReader, program: int | None) -> tuple[str, str
     if program is None:
         return "", ""
     row = reader.program_label(program)
-    return (row[0], row[1]) if row else ("", "")
+    return (cut(row[0], MAX_TYPE), cut(row[1])) if row else ("", "")
 
 
 def peak_variables(reader: ProfileReader, step: int, limit: int) -> list[tuple[str, int]]:
     """The largest not-always-live variables live in a liveness step: (name, bytes over all tiles)."""
     rows = reader.live_variables_at_step(step, limit)
-    return [(name, int(size)) for name, size in rows]
+    return [(cut(name), int(size)) for name, size in rows]
 
 
 def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int | None = None) -> dict | None:
@@ -318,39 +337,22 @@ def liveness(reader: ProfileReader, limits: Limits = Limits(), always_live: int 
 # -- execution timeline ---------------------------------------------------------------------
 
 
-def _merge_segments(
-    start: np.ndarray, end: np.ndarray, kind: np.ndarray, step: np.ndarray, resolution: int
-) -> tuple[np.ndarray, ...]:
-    """Merge runs of short steps that fall in the same 1/resolution of the time span.
-
-    Returns (start, end, kind, step, count): a merged segment takes the kind and step of its
-    longest member. Steps at least one slot long are never merged.
-    """
-    n = start.size
-    ones = np.ones(n, dtype=np.int64)
-    if resolution <= 0 or n <= resolution:
-        return start, end, kind, step, ones
-    t_min = int(start.min())
-    span = max(1, int(end.max()) - t_min)
-    width = span / resolution
-    duration = end - start
-    long = duration >= width
-    slot = np.floor((start - t_min) / width).astype(np.int64)
-    new = np.ones(n, dtype=bool)
-    new[1:] = long[1:] | long[:-1] | (slot[1:] != slot[:-1])
-    first = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
-    order = np.lexsort((-duration, group))
-    longest = order[first]
-    return (start[first], np.maximum.reduceat(end, first), kind[longest], step[longest], np.diff(np.append(first, n)))
+def _lane(segments: tuple[np.ndarray, ...], kinds: np.ndarray, steps: np.ndarray, resolution: int, span: int) -> dict:
+    """One lane's segments (start, end, kind, step, count), short ones merged to `resolution` per span."""
+    seg_start, seg_end, index = segments
+    start, end, kind, step, count = merge_short(seg_start, seg_end, kinds[index], steps[index], resolution, 0, span)
+    return {"start": start, "end": end, "kind": kind, "step": step, "count": count}
 
 
 def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
-    """Execution steps per IPU as segments on a cycle axis, coloured by program type.
+    """Execution steps per IPU on a cycle axis, coloured by program type, in the two lanes of pva.analysis.timeline.
 
     Times are cycles from the earliest step start over all IPUs (cycles_base + all_cycles_from_min
-    to cycles_base + all_cycles_to_max). With more steps per IPU than `limits.timeline_resolution`,
-    runs of steps shorter than 1/resolution of the span are merged into one segment.
+    to cycles_base + all_cycles_to_max). Each IPU has its `path` (every cycle of its run to one step:
+    compute, then exchange, stream copies, sync) and its `overlapped` lane (steps running beside the path's, such as a Sync
+    of idle tiles); `cycles_by_type` is the path's cycles, so they add up to the IPU's busy cycles.
+    With more segments than `limits.timeline_resolution`, runs of segments shorter than 1/resolution
+    of the span are merged into one.
     """
     steps = [
         (sid, kind, label) for sid, kind, _p, _cs, label, _sync, _overlap in reader.steps_labelled(MAX_LABEL, MAX_TYPE)
@@ -360,6 +362,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     ids = np.array([s[0] for s in steps], dtype=np.int64)
     types, type_index = _index_strings(s[1] for s in steps)
     names, name_index = _index_strings(s[2] for s in steps)
+    type_rank = np.array([step_rank(t) for t in types], dtype=np.int64)
     rows = reader.step_intervals()
     if not rows:
         return None
@@ -377,25 +380,25 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
     for ipu in np.unique(table[:, 0]).tolist():
         mask = table[:, 0] == ipu
         part, pos = table[mask], position[mask]
-        order = np.lexsort((part[:, 1], part[:, 2]))
-        part, pos = part[order], pos[order]
-        start, end, kind, step, count = _merge_segments(
-            part[:, 2] - t0, part[:, 3] - t0, type_index[pos], part[:, 1], limits.timeline_resolution
-        )
-        merged_any |= start.size < part.shape[0]
-        once = counted_once(part[:, 2], part[:, 3], np.array([step_rank(name) for name in types])[type_index[pos]])
-        cycles_by_type = np.bincount(type_index[pos], weights=once, minlength=len(types))
+        kinds = type_index[pos]
+        found = lanes(part[:, 2] - t0, part[:, 3] - t0, type_rank[kinds])
+        path = _lane(found["path"], kinds, part[:, 1], limits.timeline_resolution, span)
+        overlapped = _lane(found["overlapped"], kinds, part[:, 1], limits.timeline_resolution, span)
+        merged_any |= path["start"].size < found["path"][0].size
+        merged_any |= overlapped["start"].size < found["overlapped"][0].size
+        p_start, p_end, p_index = found["path"]
+        cycles_by_type = np.bincount(kinds[p_index], weights=p_end - p_start, minlength=len(types))
+        first, last = int(part[:, 2].min()) - t0, int(part[:, 3].max()) - t0
         result_ipus.append(
             {
                 "ipu": int(ipu),
-                "start": start,
-                "end": end,
-                "kind": kind,
-                "step": step,
-                "count": count,
+                **path,
+                "overlapped": overlapped,
                 "steps": int(part.shape[0]),
                 "cycles_by_type": np.rint(cycles_by_type).astype(np.int64),
-                "end_cycle": int(part[:, 3].max()) - t0,
+                "first_cycle": first,
+                "end_cycle": last,
+                "idle_cycles": (last - first) - int((p_end - p_start).sum()),
             }
         )
     return {
@@ -405,7 +408,7 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
         "colours": [type_colour(str(x), i) for i, x in enumerate(types)],
         "step_ids": ids,
         "step_names": name_index,
-        "names": [str(x) for x in names],
+        "names": [cut(str(x)) for x in names],
         "resolution": limits.timeline_resolution,
         "downsampled": merged_any,
         "ipus": result_ipus,
@@ -413,6 +416,19 @@ def timeline(reader: ProfileReader, limits: Limits = Limits()) -> dict | None:
             0.0 if "target.clock_frequency" in reader.not_recorded() else float(reader.target["clock_frequency"])
         ),
     }
+
+
+def timeline_shares(tl: dict) -> list[tuple[str, float]]:
+    """(type, percent of the IPUs' run cycles on the path) of each type present, and "idle" if any, as drawn."""
+    run = sum(ipu["end_cycle"] - ipu["first_cycle"] for ipu in tl["ipus"]) or 1
+    totals = np.zeros(len(tl["types"]), dtype=np.int64)
+    for ipu in tl["ipus"]:
+        totals += ipu["cycles_by_type"]
+    shares = [(name, 100 * int(totals[i]) / run) for i, name in enumerate(tl["types"]) if totals[i] > 0]
+    idle = sum(ipu["idle_cycles"] for ipu in tl["ipus"])
+    if idle > 0:
+        shares.append(("idle", 100 * idle / run))
+    return shares
 
 
 # -- cycles by vertex type and compute set --------------------------------------------------
@@ -428,7 +444,7 @@ def vertex_types(figures: dict) -> dict | None:
         "estimated": bool(figures["execution"]["cycles_by_vertex_type_estimated"]),
         "rows": [
             {
-                "name": r["vertex_type"],
+                "name": cut(r["vertex_type"]),
                 "instances": r["instances"],
                 "cycles": r["cycles"],
                 "percent": 100 * r["cycles"] / total,
@@ -459,7 +475,7 @@ def compute_sets(reader: ProfileReader, limits: Limits = Limits()) -> dict | Non
         rows.append(
             {
                 "id": cs,
-                "name": name,
+                "name": cut(name),
                 "vertices": vertices,
                 "executions": executions,
                 "cycles": int(cycles or 0),
@@ -556,7 +572,7 @@ def program_tree(reader: ProfileReader) -> dict | None:
         "types": [str(x) for x in types],
         "colours": [text_colour(str(x), i) for i, x in enumerate(types)],
         "type": type_index,
-        "labels": [str(x) for x in labels],
+        "labels": [cut(str(x)) for x in labels],
         "label": label_index,
         "children_count": counts,
         "children": child,

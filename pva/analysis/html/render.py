@@ -15,6 +15,7 @@ from formats import __version__
 
 from ..chart_options import format_size
 from ..compare import Difference
+from .chart_data import cut, timeline_shares
 
 #: Inline data larger than this (bytes of JSON) is stored deflated and base64-encoded.
 COMPRESS_ABOVE = 1_000_000
@@ -72,6 +73,17 @@ def _delta(values: np.ndarray) -> np.ndarray:
     return np.diff(values, prepend=0) if values.size else values
 
 
+def _lane_payload(lane: dict) -> dict:
+    """One timeline lane as the page script reads it: starts and steps as deltas, durations, kinds, counts."""
+    return {
+        "start": _delta(lane["start"]),
+        "dur": lane["end"] - lane["start"],
+        "kind": lane["kind"],
+        "step": _delta(lane["step"]),
+        "count": None if bool((lane["count"] == 1).all()) else lane["count"],
+    }
+
+
 def _payload(data: dict) -> dict:
     """What the page script needs of one report's chart data (compact encodings)."""
     out: dict = {"memory": data["memory"], "liveness": None, "timeline": None, "vertex_types": None, "programs": None}
@@ -96,15 +108,7 @@ def _payload(data: dict) -> dict:
             "first_step_id": int(ids[0]) if ids.size else 0,
             "step_ids": None if dense else ids,
             "ipus": [
-                {
-                    "ipu": r["ipu"],
-                    "steps": r["steps"],
-                    "start": _delta(r["start"]),
-                    "dur": r["end"] - r["start"],
-                    "kind": r["kind"],
-                    "step": _delta(r["step"]),
-                    "count": None if bool((r["count"] == 1).all()) else r["count"],
-                }
+                {"ipu": r["ipu"], "steps": r["steps"], **_lane_payload(r), "overlapped": _lane_payload(r["overlapped"])}
                 for r in tl["ipus"]
             ],
         }
@@ -378,9 +382,13 @@ def _memory_block(r: int, data: dict) -> str:
     per_ipu = mem["tiles_per_ipu"]
     for ipu in mem["ipus"]:
         lo = ipu["first_tile"]
+        # the largest tile as the gaps toggle counts it: excluding gaps (the default) or including them
         caption = (
-            f"IPU {ipu['ipu']}: tiles {_int(lo)}&ndash;{_int(lo + per_ipu - 1)}; largest tile {ipu['peak_tile']} "
-            f"with {_int(ipu['peak_bytes'])} B; "
+            f"IPU {ipu['ipu']}: tiles {_int(lo)}&ndash;{_int(lo + per_ipu - 1)}; "
+            f'<span class="caption-gaps" data-gaps="excluding">largest tile {ipu["peak_tile_excluding"]} with '
+            f"{_int(ipu['peak_bytes_excluding'])} B excluding gaps</span>"
+            f'<span class="caption-gaps" data-gaps="including" hidden>largest tile {ipu["peak_tile"]} with '
+            f"{_int(ipu['peak_bytes'])} B including gaps</span>; "
         )
         if ipu["oom_count"]:
             listed = ", ".join(str(int(t)) for t in ipu["oom_tiles"])
@@ -450,13 +458,10 @@ def _timeline_block(r: int, data: dict) -> str:
     tl = data["timeline"]
     if tl is None:
         return _empty("No execution profile: the report holds compilation information only.")
-    totals = np.zeros(len(tl["types"]), dtype=np.int64)
-    for ipu in tl["ipus"]:
-        totals += ipu["cycles_by_type"]
-    present = [
-        (f"{name} ({100 * totals[i] / max(1, totals.sum()):.1f}%)", tl["colours"][i])
-        for i, name in enumerate(tl["types"])
-    ]
+    shares = dict(timeline_shares(tl))
+    present = [(f"{name} ({shares.get(name, 0.0):.1f}%)", tl["colours"][i]) for i, name in enumerate(tl["types"])]
+    if "idle" in shares:  # cycles of an IPU's run with no step
+        present.append((f"idle ({shares['idle']:.1f}%)", "#ffffff"))
     parts = [
         f'<figure><div class="toolbar"><button data-action="zoom-in" title="zoom in">+</button>'
         f'<button data-action="zoom-out" title="zoom out">&minus;</button><button data-action="reset">Reset</button>'
@@ -588,10 +593,10 @@ def _differences_block(differences: list[Difference], threshold: float) -> str:
                     if float(v).is_integer() or abs(v) > 100
                     else f'<td class="num" data-value="{v}">{v:,.3g}</td>'
                 )
-            return f'<td class="name">{_e(v)}</td>'
+            return f'<td class="name">{_e(cut(str(v)))}</td>'
 
         rows.append(
-            f'<tr class="{kind}"><td>{_e(d.section)}</td><td class="name">{_e(d.item)}</td>{cell(d.a)}'
+            f'<tr class="{kind}"><td>{_e(d.section)}</td><td class="name">{_e(cut(d.item))}</td>{cell(d.a)}'
             f'{cell(d.b)}<td class="num" data-value="{d.change or 0}">{change}</td>'
             f'<td class="num" data-value="{0 if d.relative is None else d.relative}">{rel}</td>'
             f"<td>{'REGRESSION' if regression else ''}</td></tr>"
@@ -629,7 +634,14 @@ _SECTIONS = (
         "Live memory over all tiles of one replica at each program step: always-live memory plus the not-always-live "
         "variables live at that step.",
     ),
-    ("timeline", "Execution timeline", _timeline_block, "Execution steps on each IPU, coloured by program type."),
+    (
+        "timeline",
+        "Execution timeline",
+        _timeline_block,
+        "Execution steps on each IPU, coloured by program type. The upper lane gives each cycle to one step (compute "
+        "before exchange, stream copies and sync), so each type's share of it, in the legend, is its share of the run; the thin lane below "
+        "shows the steps running beside it, such as the Sync of idle tiles.",
+    ),
     ("vertex-types", "Cycles by vertex type", _vertex_block, "Cycles spent in each vertex type, summed over steps."),
     (
         "compute-sets",
@@ -657,6 +669,7 @@ def render_page(
     sources = [d["summary"].get("name") or d["summary"]["source"] for d in datasets]
     if title is None:
         title = f"pva comparison: {sources[0]} vs {sources[1]}" if compare else f"pva report: {sources[0]}"
+    title = cut(title)
     labels = [f"A: {sources[0]}", f"B: {sources[1]}"] if compare else [""]
 
     def columns(make) -> str:

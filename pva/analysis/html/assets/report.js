@@ -339,18 +339,27 @@
 
   // -- execution timeline -----------------------------------------------------------------
 
+  function decodeLane(lane) {
+    const n = lane.dur.length;
+    const start = new Float64Array(n), step = new Float64Array(n);
+    let s = 0, k = 0, maxDur = 0;
+    for (let i = 0; i < n; i++) {
+      s += lane.start[i]; start[i] = s;
+      k += lane.step[i]; step[i] = k;
+      if (lane.dur[i] > maxDur) maxDur = lane.dur[i];
+    }
+    return { start: start, dur: lane.dur, kind: lane.kind, step: step, count: lane.count || null, maxDur: maxDur };
+  }
+
+  // Each IPU has two lanes of segments that never overlap (pva.analysis.timeline): its path, where each
+  // cycle belongs to one step, and below it, lighter, the steps running beside the path's.
   function decodeTimeline(tl) {
     return tl.ipus.map((row) => {
-      const n = row.dur.length;
-      const start = new Float64Array(n), step = new Float64Array(n);
-      let s = 0, k = 0, maxDur = 0;
-      for (let i = 0; i < n; i++) {
-        s += row.start[i]; start[i] = s;
-        k += row.step[i]; step[i] = k;
-        if (row.dur[i] > maxDur) maxDur = row.dur[i];
-      }
-      return { ipu: row.ipu, start: start, dur: row.dur, kind: row.kind, step: step, count: row.count || null,
-               maxDur: maxDur, steps: row.steps };
+      const path = decodeLane(row);
+      path.ipu = row.ipu; path.steps = row.steps;
+      path.overlapped = decodeLane(row.overlapped);
+      path.overlapped.ipu = row.ipu;
+      return path;
     });
   }
 
@@ -362,12 +371,47 @@
 
   function timelineChart(canvas, tl, span, toolbar) {
     const rows = decodeTimeline(tl);
-    const rowH = 26, top = 26, left = 62;
-    canvas.dataset.height = String(top + rows.length * (rowH + 6) + 8);
+    const rowH = 26, laneH = 8, laneGap = 2, pitch = rowH + laneGap + laneH + 8, top = 26, left = 62;
+    canvas.dataset.height = String(top + rows.length * pitch + 8);
     const full = { lo: 0, hi: Math.max(1, span) };
     let view = { lo: full.lo, hi: full.hi };
     let geometry = null;
     const readout = toolbar ? toolbar.querySelector(".zoom-readout") : null;
+
+    // Draws one lane; segments under a pixel are gathered into that pixel, coloured by the longest.
+    function drawLane(ctx, box, k, lane, y, h) {
+      let marks = 0;
+      const first = Math.max(0, lowerBound(lane.start, view.lo - lane.maxDur));
+      let curPx = -1, curBest = -1, curKind = 0;
+      const flush = () => {
+        if (curPx < 0) return;
+        ctx.fillStyle = tl.colours[curKind];
+        ctx.fillRect(curPx, y, 1, h);
+        marks++;
+        curPx = -1;
+      };
+      for (let i = first; i < lane.start.length; i++) {
+        const s = lane.start[i];
+        if (s > view.hi) break;
+        const e = s + lane.dur[i];
+        if (e < view.lo) continue;
+        let x0 = box.x + (s - view.lo) * k, x1 = box.x + (e - view.lo) * k;
+        if (x0 < box.x) x0 = box.x;
+        if (x1 > box.x + box.w) x1 = box.x + box.w;
+        if (x1 - x0 >= 1) {
+          flush();
+          ctx.fillStyle = tl.colours[lane.kind[i]];
+          ctx.fillRect(x0, y, x1 - x0, h);
+          marks++;
+        } else {
+          const px = Math.floor(x0);
+          if (px !== curPx) { flush(); curPx = px; curBest = lane.dur[i]; curKind = lane.kind[i]; }
+          else if (lane.dur[i] > curBest) { curBest = lane.dur[i]; curKind = lane.kind[i]; }
+        }
+      }
+      flush();
+      return marks;
+    }
 
     function draw() {
       const { ctx, width, height } = prepare(canvas);
@@ -383,39 +427,14 @@
       }
       let marks = 0;
       rows.forEach((row, r) => {
-        const y = top + r * (rowH + 6) + 3;
+        const y = top + r * pitch + 3;
         ctx.fillStyle = "#24292f";
         ctx.textAlign = "left";
         ctx.fillText("IPU " + row.ipu, 6, y + rowH / 2);
-        const first = Math.max(0, lowerBound(row.start, view.lo - row.maxDur));
-        let curPx = -1, curBest = -1, curKind = 0;
-        const flush = () => {
-          if (curPx < 0) return;
-          ctx.fillStyle = tl.colours[curKind];
-          ctx.fillRect(curPx, y, 1, rowH);
-          marks++;
-          curPx = -1;
-        };
-        for (let i = first; i < row.start.length; i++) {
-          const s = row.start[i];
-          if (s > view.hi) break;
-          const e = s + row.dur[i];
-          if (e < view.lo) continue;
-          let x0 = box.x + (s - view.lo) * k, x1 = box.x + (e - view.lo) * k;
-          if (x0 < box.x) x0 = box.x;
-          if (x1 > box.x + box.w) x1 = box.x + box.w;
-          if (x1 - x0 >= 1) {
-            flush();
-            ctx.fillStyle = tl.colours[row.kind[i]];
-            ctx.fillRect(x0, y, x1 - x0, rowH);
-            marks++;
-          } else {
-            const px = Math.floor(x0);
-            if (px !== curPx) { flush(); curPx = px; curBest = row.dur[i]; curKind = row.kind[i]; }
-            else if (row.dur[i] > curBest) { curBest = row.dur[i]; curKind = row.kind[i]; }
-          }
-        }
-        flush();
+        marks += drawLane(ctx, box, k, row, y, rowH);
+        ctx.globalAlpha = 0.55;
+        marks += drawLane(ctx, box, k, row.overlapped, y + rowH + laneGap, laneH);
+        ctx.globalAlpha = 1;
       });
       canvas.dataset.marks = String(marks);
       canvas.dataset.viewLo = String(Math.round(view.lo));
@@ -452,9 +471,9 @@
     function find(ev) {
       const box = geometry.box;
       const x = localX(canvas, ev), yy = localY(canvas, ev);
-      const r = Math.floor((yy - top) / (rowH + 6));
+      const r = Math.floor((yy - top) / pitch);
       if (r < 0 || r >= rows.length || x < box.x) return null;
-      const row = rows[r];
+      const row = (yy - top - r * pitch) > rowH + 3 ? rows[r].overlapped : rows[r];
       const t = view.lo + (x - box.x) / geometry.k;
       const tol = 1.5 / geometry.k;
       let i = lowerBound(row.start, t + tol) - 1;
@@ -499,6 +518,7 @@
       const lines = count > 1
         ? [count + " steps merged for display (mostly " + kind + "); longest: step " + stepId + (name ? " " + name : "")]
         : ["Step " + stepId + ": " + kind + (name ? "\n" + name : "")];
+      if (row.steps === undefined) lines.push("running beside the steps of the lane above (overlapped)");
       lines.push("IPU " + row.ipu + ", cycles " + fmtInt(s) + " \u2013 " + fmtInt(e) + " (" + fmtInt(e - s) + " cycles" +
                  (tl.clock_frequency > 0 ? ", " + ((e - s) / tl.clock_frequency * 1e6).toFixed(3) + " \u00b5s" : "") + ")");
       showTip(ev, lines.join("\n"));
@@ -868,6 +888,7 @@
     toggle(".toolbar.memory-gaps", "gaps", () => memoryGaps, (v) => {
       memoryGaps = v;
       document.querySelectorAll(".legend-gaps").forEach((span) => { span.hidden = v !== "including"; });
+      document.querySelectorAll(".caption-gaps").forEach((span) => { span.hidden = span.dataset.gaps !== v; });
     }, "memory");
     each('canvas[data-chart="liveness"]', (c) => {
       livenessChart(c, reports[+c.dataset.report].liveness, shared);

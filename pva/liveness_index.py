@@ -6,13 +6,15 @@ its lowered variables and the live intervals of their classes are read once; the
 of every step as a step function: the steps where the bytes change, and the bytes from each on. A
 loop over steps and tiles then bisects a short list instead of asking SQLite once per call.
 
-Memory: per tile or variable asked for, three int64 per lowered variable it holds and a few
-numbers per live interval of its classes, never steps x tiles.
+Memory: per tile or variable asked for, two int64 per change of its bytes (at most two per live
+interval of its classes); the lowered variables themselves, for listing them, of the last
+`_TILES_HELD` tiles only. Never steps x tiles.
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
+#: Tiles whose lowered variables are kept for listing the variables live in a step.
+_TILES_HELD = 256
 #: Lists of a tile's live variables kept, one per tile and span of steps between changes.
 VARIABLE_LISTS_KEPT = 1 << 14
 #: Steps whose IPUs' bytes are read step by step before every step's are read at once.
@@ -51,9 +55,14 @@ class _Held(NamedTuple):
     groups: np.ndarray  # index into keys of each piece
     keys: list[tuple[Any, Any]]  # (unlowered id, a piece's name) or (None, name)
     intervals: _Intervals  # the live intervals of the held classes
-    points: list[int]  # steps where the bytes change, ascending
-    values: list[int]  # the bytes from each point on (0 before the first)
     changes: list[int]  # steps where any piece becomes live or dies, ascending
+
+
+class _Bytes(NamedTuple):
+    """The not-always-live bytes of a tile or variable as a step function."""
+
+    points: array  # steps where the bytes change, ascending
+    values: array  # the bytes from each point on (0 before the first)
 
 
 class LivenessIndex:
@@ -63,8 +72,9 @@ class LivenessIndex:
         self._reader = reader
         self._steps = num_steps
         self._sized = sized
-        self._tiles: dict[int, _Held] = {}
-        self._held: dict[tuple, _Held] = {}
+        self._tiles: dict[int, _Bytes] = {}
+        self._others: dict[tuple, _Bytes] = {}
+        self._held: OrderedDict[int, _Held] = OrderedDict()
         self._lists: OrderedDict[tuple[int, int], tuple] = OrderedDict()
         self._ipus: dict[Any, dict[Any, Any]] = {}
         self._ipu_steps_asked = 0
@@ -72,9 +82,11 @@ class LivenessIndex:
 
     def tile_bytes(self, step: int, tile: int) -> int:
         """Not-always-live bytes on a tile (of one replica) in a step."""
-        held = self._tiles.get(tile) or self._hold_tile(tile)
-        at = bisect.bisect_right(held.points, step)
-        return held.values[at - 1] if at else 0
+        found = self._tiles.get(tile)
+        if found is None:
+            found = self._tiles[tile] = self._step_function(self._reader.not_always_live_pieces(tile=tile))
+        at = bisect.bisect_right(found.points, step)
+        return found.values[at - 1] if at else 0
 
     def tiles_bytes(self, step: int, lo: int, hi: int) -> int:
         """Not-always-live bytes on tiles lo..hi-1 in a step."""
@@ -109,7 +121,11 @@ class LivenessIndex:
         """The variables live but not always live on a tile in a step, as `sized` makes them from
         (unlowered id or None, name, bytes): pieces of one unlowered variable summed, pieces without
         one summed by name. Kept for the last `VARIABLE_LISTS_KEPT` tiles and spans of steps."""
-        held = self._tiles.get(tile) or self._hold_tile(tile)
+        held = self._held.get(tile)
+        if held is None:
+            held = self._held[tile] = self._grouped(self._reader.not_always_live_pieces(tile=tile))
+            if len(self._held) > _TILES_HELD:
+                self._held.popitem(last=False)
         key = (tile, bisect.bisect_right(held.changes, step))
         found = self._lists.get(key)
         if found is None:
@@ -145,22 +161,26 @@ class LivenessIndex:
     # -- what one tile or variable holds --
 
     def _bytes(self, key: tuple, step: int) -> int:
-        held = self._held.get(key) or self._hold(key)
-        at = bisect.bisect_right(held.points, step)
-        return held.values[at - 1] if at else 0
+        found = self._others.get(key)
+        if found is None:
+            kind, value = key
+            if kind == "var":
+                rows = self._reader.not_always_live_pieces(var_id=value)
+            else:
+                rows = self._reader.not_always_live_pieces(name=value)
+            found = self._others[key] = self._step_function(rows)
+        at = bisect.bisect_right(found.points, step)
+        return found.values[at - 1] if at else 0
 
-    def _hold_tile(self, tile: int) -> _Held:
-        held = self._tiles[tile] = self._grouped(self._reader.not_always_live_pieces(tile=tile))
-        return held
-
-    def _hold(self, key: tuple) -> _Held:
-        kind, value = key
-        if kind == "var":
-            rows = self._reader.not_always_live_pieces(var_id=value)
-        else:
-            rows = self._reader.not_always_live_pieces(name=value)
-        held = self._held[key] = self._grouped(rows)
-        return held
+    def _step_function(self, rows: list[tuple]) -> _Bytes:
+        """The bytes of the pieces `rows` in every step, as the steps where they change."""
+        sizes, raw = self._columns(rows)
+        ids, classes = np.unique(raw, return_inverse=True)
+        weights = np.zeros(len(ids), dtype=np.int64)
+        np.add.at(weights, classes.reshape(-1), sizes)
+        _, intervals = self._intervals_of(ids)
+        points, values = _step_function(intervals, weights)
+        return _Bytes(array("q", points), array("q", values))
 
     def _grouped(self, rows: list[tuple]) -> _Held:
         sizes, raw = self._columns(rows)
@@ -176,12 +196,9 @@ class LivenessIndex:
         for row in rows:  # the name given for an unlowered variable's pieces is one of theirs
             if row[2] is not None:
                 names[keys[(row[2], None)]] = (row[2], row[3])
-        weights = np.zeros(len(ids), dtype=np.int64)
-        np.add.at(weights, classes, sizes)
         _, intervals = self._intervals_of(ids)
-        points, values = _step_function(intervals, weights)
         changes = np.unique(np.concatenate([intervals.starts, intervals.ends])).tolist()
-        return _Held(sizes, classes, len(ids), groups, names, intervals, points, values, changes)
+        return _Held(sizes, classes, len(ids), groups, names, intervals, changes)
 
     def _columns(self, rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
         """The bytes and the equivalence class of each piece."""
@@ -262,7 +279,7 @@ def _ranks(repeats: np.ndarray) -> np.ndarray:
     return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - repeats, repeats)
 
 
-def _step_function(intervals: _Intervals, weights: np.ndarray) -> tuple[list[int], list[int]]:
+def _step_function(intervals: _Intervals, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The steps where the sum of the live classes' weights changes, and the sum from each on."""
     each = weights[intervals.classes]
     positions = np.concatenate([intervals.starts, intervals.ends])
@@ -271,4 +288,4 @@ def _step_function(intervals: _Intervals, weights: np.ndarray) -> tuple[list[int
     positions, sums = positions[order], np.cumsum(deltas[order])
     last = np.ones(len(positions), dtype=bool)  # the last change at each position holds from there
     last[:-1] = positions[1:] != positions[:-1]
-    return positions[last].tolist(), sums[last].tolist()
+    return positions[last], sums[last]

@@ -14,7 +14,7 @@ from .errors import InconsistentReportError
 from .lists_and_enums import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .liveness import LivenessProgramStep
 from .model_errors import NotPresentError
-from .programs import ProgramTable
+from .program_table import ProgramTable
 from .tile_memory import (
     CATEGORIES,
     CATEGORY_FIELDS,

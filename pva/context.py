@@ -71,7 +71,7 @@ class ReportContext:
 
     @functools.cached_property
     def program_table(self) -> Any:
-        """Every program of the report (pva.programs.ProgramTable)."""
+        """Every program of the report (pva.program_table.ProgramTable)."""
         return self._parts["program_table"]()
 
     @functools.cached_property

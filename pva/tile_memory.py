@@ -10,7 +10,7 @@ from formats.lazy_import import lazy_module
 from formats.pop.categories import CATEGORY_DESCRIPTIONS
 
 from .errors import InconsistentReportError
-from .lists_and_enums import PvaList
+from .lists_and_enums import PvaList, refuse_pickle
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +39,8 @@ class MemoryTables:
         self.tiles_per_replica = tiles_per_replica
         self.vertex_type = vertex_type
         self.columns = MemoryColumns(reader, tiles_per_replica)
+
+    __reduce_ex__ = refuse_pickle
 
     @functools.cached_property
     def category_names(self) -> list[str]:

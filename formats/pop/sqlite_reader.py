@@ -7,9 +7,11 @@ import pathlib
 import sqlite3
 import struct
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..atomic import hold_input, release_input
 from ..detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from ..errors import (
     ClosedReportError,
@@ -146,6 +148,8 @@ class SqliteFile:
                 self.path,
             )
         major, minor = split_user_version(self.header.user_version)
+        hold_input(pinned)  # no output of this process replaces a file open for reading
+        self._release = weakref.finalize(self, release_input, pinned)
         try:
             self.conn.execute("PRAGMA query_only=1")
             self.conn.execute("PRAGMA trusted_schema=0")
@@ -155,12 +159,14 @@ class SqliteFile:
             self.tables = self._check_tables(schema)
         except _DAMAGE as exc:
             self.conn.close()
+            self._release()
             damage = self.damaged(exc)
             if damage is None:
                 raise
             raise damage from None
         except BaseException:
             self.conn.close()
+            self._release()
             raise
 
     # -- opening checks ---------------------------------------------------------------------
@@ -353,5 +359,6 @@ class SqliteFile:
     def close(self) -> None:
         """Close the connection; later queries raise ClosedReportError."""
         with self._lock:
+            self._release()
             self.closed = True
             self.conn.close()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import InconsistentReportError
 from ..lazy_import import lazy_module
 from .arrow_chunks import decode_chunk
+from .categories import CATEGORIES, MAX_CATEGORIES
 from .query import ReportQueries
 from .schema import (
     PROFILE_APPLICATION_ID,
@@ -248,7 +249,15 @@ class ProfileReader(ReportQueries):
             if value < 0:
                 raise InconsistentReportError(f"{self.path!r}: graph.{key} is negative ({value})", self.path)
         self._check_graph_counts()
+        self._check_category_count()
         self._matrices: dict[str, MatrixReader] | None = None
+
+    def _check_category_count(self) -> None:
+        """Refuse more memory categories than the format allows (each is 6 columns of a per-tile matrix);
+        reads at most that many rows, whatever the table holds."""
+        beyond = self.file.query_one("SELECT 1 FROM var_categories LIMIT 1 OFFSET ?", (MAX_CATEGORIES,))
+        if beyond is not None:
+            self._num_categories()
 
     def _check_graph_counts(self) -> None:
         """The graph's counts must agree with the rows they count (a count is shown to users as is)."""
@@ -361,7 +370,7 @@ class ProfileReader(ReportQueries):
                     expected = self.target["tiles_per_replica"]
                 else:
                     if categories is None:
-                        (categories,) = self.query_row("SELECT count(*) FROM var_categories")
+                        categories = self._num_categories()
                     expected = 6 * categories
                 if num_cols != expected:
                     raise InconsistentReportError(
@@ -389,11 +398,21 @@ class ProfileReader(ReportQueries):
             self._matrices = found
         return self._matrices
 
+    def _num_categories(self) -> int:
+        """The memory categories the report declares; refused beyond the format's bound (before any matrix is read)."""
+        (count,) = self.query_row("SELECT count(*) FROM var_categories")
+        if count > MAX_CATEGORIES:
+            raise InconsistentReportError(
+                f"{self.path!r}: table var_categories declares {count} memory categories; expected at most "
+                f"{MAX_CATEGORIES} (Poplar's {len(CATEGORIES)} and those a later Poplar adds)",
+                self.path,
+            )
+        return int(count)
+
     def _row_bound(self, name: str) -> int:
         """The most rows matrix `name` may have: the rows of the table its rows belong to."""
         if name == "memory_category_by_tile":
-            (rows,) = self.query_row("SELECT count(*) FROM memory_by_tile")
-            return max(int(rows), self.target["tiles_per_replica"])
+            return max(self.target["tiles_per_replica"], self.target["num_tiles"])  # one row per tile
         if name.startswith("program_") and name.endswith("_by_tile"):
             kind = name[len("program_") : -len("_by_tile")]
             (rows,) = self.query_row(_PROGRAM_VECTOR_BOUND, (kind, kind))

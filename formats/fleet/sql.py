@@ -235,13 +235,17 @@ class _LooseReport:
             self.arrow = adbc_connect(path)
             self._metadata: dict | None = None  # read when the catalogue asks for it
             try:
-                rows = self._rows("SELECT * FROM target")
+                # every table is read by the names of its stored columns: a generated column planted in the
+                # file (not in table_info) is never evaluated
+                self._columns = {
+                    t: [r["name"] for r in self._rows(f"SELECT name FROM pragma_table_info('{t}')")]
+                    for t in {"target", *tables}
+                }
+                names = ", ".join(f'"{c}"' for c in self._columns["target"])
+                rows = self._rows(f"SELECT {names} FROM target")
                 if len(rows) != 1:
                     raise ValueError("target")
                 self.target = rows[0]
-                self._columns = {
-                    t: [r["name"] for r in self._rows(f"SELECT name FROM pragma_table_info('{t}')")] for t in tables
-                }
             except BaseException:
                 self.close()
                 raise

@@ -80,6 +80,20 @@ def planted_generated_columns(
     return path
 
 
+def unevaluable_column(source: str | os.PathLike[str], dest: str | os.PathLike[str], table: str = "target") -> str:
+    """A VIRTUAL generated column calling a function no reader has: any statement that evaluates it fails,
+    so a reader that never evaluates planted columns reads the file as it reads the original."""
+    path = _copy(source, dest)
+    conn = sqlite3.connect(path)
+    try:
+        conn.create_function("planted_boom", 0, lambda: 1, deterministic=True)
+        conn.execute(f'ALTER TABLE "{table}" ADD COLUMN planted INTEGER GENERATED ALWAYS AS (planted_boom()) VIRTUAL')
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
 def planted_view_and_trigger(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> str:
     """A view named like no table of the format and a trigger on a table (a reader never runs either)."""
     path = _copy(source, dest)

@@ -124,3 +124,31 @@ def long_union_query(terms: int) -> str:
 def write_text(path: str | os.PathLike[str], text: str) -> str:
     pathlib.Path(path).write_text(text, encoding="utf-8")
     return os.fspath(path)
+
+
+def doubling_dag(source: str | os.PathLike[str], dest: str | os.PathLike[str], levels: int) -> str:
+    """A program DAG of `levels` Sequences, each with the next one as both of its children, over the
+    report's control programs: 2 MB at most, but 2^levels runs of the program when unfolded."""
+    path = _copy(source, dest)
+    conn = sqlite3.connect(path)
+    try:
+        roots = [r[0] for r in conn.execute("SELECT program FROM control_programs ORDER BY position")]
+        (top,) = conn.execute("SELECT max(id) FROM programs").fetchone()
+        base = top + 1
+        conn.execute("INSERT INTO programs (id, type, name) VALUES (?, 'Sequence', 'original')", (base + levels,))
+        conn.executemany(
+            "INSERT INTO program_children (parent, position, child) VALUES (?, ?, ?)",
+            [(base + levels, i, r) for i, r in enumerate(roots)],
+        )
+        for level in range(levels):
+            conn.execute("INSERT INTO programs (id, type, name) VALUES (?, 'Sequence', ?)", (base + level, f"l{level}"))
+            conn.executemany(
+                "INSERT INTO program_children (parent, position, child) VALUES (?, ?, ?)",
+                [(base + level, 0, base + level + 1), (base + level, 1, base + level + 1)],
+            )
+        conn.execute("DELETE FROM control_programs")
+        conn.execute("INSERT INTO control_programs (position, program) VALUES (0, ?)", (base,))
+        conn.commit()
+    finally:
+        conn.close()
+    return path

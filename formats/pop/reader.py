@@ -28,8 +28,11 @@ else:
     np = lazy_module("numpy")
     pa = lazy_module("pyarrow")
 
-#: Bytes of a file SQLite may memory-map (it caps this at its compile-time limit, 2 GB by default).
-MMAP_BYTES = 1 << 40
+#: Bytes of a file SQLite may memory-map: none. A mapped file that shrinks while it is read (another
+#: process truncates or rewrites it in place) kills the reader with SIGBUS; read() sees a short read,
+#: which SQLite reports and the reader turns into a CorruptReportError (exit 2). Reading matrix chunks
+#: through read() costs about a third more time than through a map, with the pages in the page cache.
+MMAP_BYTES = 0
 
 
 #: Largest graph count believed (2^48: far beyond the memory of any machine's graph).
@@ -224,9 +227,7 @@ class ProfileReader(ReportQueries):
             schema=profile_schema(),
             other_kinds={TRACE_APPLICATION_ID: "a pva trace file; open it with pva.openTrace"},
         )
-        # Matrix chunks are large BLOBs on overflow pages: read through a memory map they load
-        # several times faster than with a read() per page. The connection is read-only.
-        self.file.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        self.file.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")  # no map: see MMAP_BYTES
         self.path = self.file.path
         self.metadata = self.file.metadata
         self.version = self.file.version

@@ -152,6 +152,7 @@ class SqliteFile:
         self._release = weakref.finalize(self, release_input, pinned)
         try:
             self.conn.execute("PRAGMA query_only=1")
+            self.conn.execute("PRAGMA mmap_size=0")  # a mapped file that shrinks under the reader is SIGBUS
             self.conn.execute("PRAGMA trusted_schema=0")
             self.conn.execute("PRAGMA cell_size_check=1")
             self.metadata = self._read_metadata()

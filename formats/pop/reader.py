@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -292,9 +293,19 @@ class ProfileReader(ReportQueries):
                     f"{type(value).__name__} {value!r:.60}",
                     self.path,
                 )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InconsistentReportError(
+                    f"{self.path!r}: {table}.{column.name} should be a finite number, found {value!r}", self.path
+                )
 
     def _check_target(self) -> None:
         t = self.target
+        if not t.get("clock_frequency", 1.0) > 0:
+            raise InconsistentReportError(
+                f"{self.path!r}: target.clock_frequency should be a positive frequency [Hz], found "
+                f"{t['clock_frequency']!r}",
+                self.path,
+            )
         for key in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica", "tiles_per_replica"):
             value = t.get(key)
             if not isinstance(value, int) or value < 1 or value > 1 << 24:

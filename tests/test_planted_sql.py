@@ -85,3 +85,20 @@ def test_check_type_checks_text_columns(sample, tmp_path, capsys):
     conn.close()
     assert main(["check", str(path)]) == 1
     assert "table compute_sets: column name has 1 non-text value(s) [schema]" in capsys.readouterr().out
+
+
+def test_a_collation_sqlite_does_not_have_is_refused_at_open(sample, tmp_path, capsys):
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "collation.pop"
+    shutil.copyfile(sample.path, path)
+    conn = sqlite3.connect(path)
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'programs'").fetchone()
+    conn.execute("PRAGMA writable_schema = ON")
+    bogus = sql.replace("name TEXT NOT NULL DEFAULT ''", "name TEXT NOT NULL DEFAULT '' COLLATE bogus", 1)
+    conn.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'programs'", (bogus,))
+    conn.commit()
+    conn.close()
+    assert main(["diff", str(path), sample.path]) == 2
+    assert "'programs' uses collation 'bogus'; expected one of SQLite's" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import sqlite3
 import struct
 import threading
@@ -68,6 +69,11 @@ def is_damage(exc: BaseException) -> bool:
             return "malformed" in str(exc) or "not a database" in str(exc)
         return code & 0xFF in _DAMAGE_CODES
     return False
+
+
+#: A COLLATE clause of a schema's SQL, and the collations every SQLite has.
+_COLLATE = re.compile(r"\bCOLLATE\s+(\"[^\"]*\"|'[^']*'|`[^`]*`|\[[^\]]*\]|\w+)", re.IGNORECASE)
+_BUILTIN_COLLATIONS = frozenset({"binary", "nocase", "rtrim"})
 
 
 class SqliteHeader:
@@ -273,7 +279,20 @@ class SqliteFile:
             )
         return meta_major, meta_minor
 
+    def _check_collations(self) -> None:
+        """Refuse a schema naming a collation SQLite does not have (every query ordering by it would fail)."""
+        for name, sql in self.query("SELECT name, sql FROM sqlite_master WHERE sql LIKE '%collate%'"):
+            for match in _COLLATE.finditer(sql or ""):
+                collation = match.group(1).strip("\"'`[]")
+                if collation.lower() not in _BUILTIN_COLLATIONS:
+                    raise CorruptReportError(
+                        f"{self.path!r}: {name!r} uses collation {collation!r}; expected one of SQLite's "
+                        f"(BINARY, NOCASE, RTRIM)",
+                        self.path,
+                    )
+
     def _check_tables(self, schema: Schema) -> dict[str, tuple[str, ...]]:
+        self._check_collations()
         kinds = dict(self.query("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"))
         tables: dict[str, tuple[str, ...]] = {}
         for name, spec in schema.tables.items():

@@ -3,9 +3,12 @@ of the query itself (its text, and the plan its common table expressions expand 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..errors import InvalidInputError
 
@@ -60,3 +63,12 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def end_process(message: str, status: int = 2) -> NoReturn:
+    """Write `message` to standard error and end the process at once: what a command line does when the
+    engine holds the main thread past a limit and ignores the interrupt (`Limits.on_stuck`)."""
+    sys.stdout.flush()
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    os._exit(status)

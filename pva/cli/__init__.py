@@ -81,13 +81,15 @@ def build_parser(only: str | None = None) -> _Parser:
     return parser
 
 
+#: A usage naming the option -o (a command that writes a file or directory).
+_WRITES_OUTPUT = re.compile(r"[\s\[]-o\s")
 #: Arguments that name the input files of a command: no output of the command replaces them.
 _INPUT_ARGUMENTS = ("report", "reports", "inputs", "a", "b")
 
 
 def _add_force(command: argparse.ArgumentParser) -> None:
     """Give every command that writes a file named by -o the --force that lets it replace a file pva did not write."""
-    if any("-o" in action.option_strings for action in command._actions):
+    if _WRITES_OUTPUT.search(command.format_usage()):
         command.add_argument(
             "--force",
             action="store_true",

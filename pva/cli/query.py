@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
-from ..analysis.fleet_query import SUGGEST_DATASET_REPORTS, Limits, run_query
+from ..analysis.fleet_query import SUGGEST_DATASET_REPORTS, Limits, end_process, run_query
 from ..errors import PvaError
 from ..file_operations import QUERY_EXAMPLE
 from ._tables import add_format_options, write_rows
@@ -56,14 +55,10 @@ def _stuck(args):
     def stop(reason: str) -> None:
         limit = f"time limit of {args.timeout:g} s" if reason == "time" else f"memory limit of {args.memory_limit}"
         option = "--timeout" if reason == "time" else "--memory-limit"
-        sys.stdout.flush()
-        print(
+        end_process(
             f"pva query: error: {args.directory!r}: the query ran past its {limit} while DuckDB planned or ran it "
-            f"and would not stop; raise it with {option} or simplify the query",
-            file=sys.stderr,
-            flush=True,
+            f"and would not stop; raise it with {option} or simplify the query"
         )
-        os._exit(2)
 
     return stop
 

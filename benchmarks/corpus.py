@@ -51,7 +51,7 @@ SIZES = {
 }
 
 #: Sources whose changes change the bytes of a generated report.
-_REPORT_SOURCES = (
+REPORT_SOURCES = (
     "schemas",
     "simulator",
     "formats/pop/writer.py",
@@ -149,7 +149,7 @@ print(json.dumps({"seconds": time.perf_counter() - start,
 def corpus(size: str, log=print) -> Corpus:
     """The cached report of a size, simulated if missing or made by other sources."""
     knobs = resolved_knobs(size)
-    key = source_hash(_REPORT_SOURCES, {"preset": PRESET, "knobs": knobs, "timestamp": TIMESTAMP})
+    key = source_hash(REPORT_SOURCES, {"preset": PRESET, "knobs": knobs, "timestamp": TIMESTAMP})
     directory = CACHE / f"{size}-{key}"
     info_path = directory / "info.json"
     if not info_path.exists():

@@ -600,6 +600,7 @@ MEASUREMENTS = (
     "chrome-export",
     "chrome-import",
     "growth",
+    "client-patterns",
 )
 
 
@@ -620,6 +621,7 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
         "chrome-export": measure_chrome_export,
         "chrome-import": measure_chrome_import,
     }
+    from .bench_client_patterns import measure_client_patterns
     from .bench_debug import measure_debug_contexts
     from .bench_query import measure_fleet, measure_query_reports
 
@@ -629,6 +631,7 @@ def run(ctx: Context, only: set[str]) -> list[Row]:
             "fleet": measure_fleet,
             "debug-contexts": measure_debug_contexts,
             "growth": measure_growth,
+            "client-patterns": measure_client_patterns,
         }
     )
     json_runs = None

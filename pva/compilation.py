@@ -7,7 +7,6 @@ import json
 from typing import TYPE_CHECKING
 
 from formats.lazy_import import lazy_module
-from formats.pop.categories import CATEGORY_DESCRIPTIONS
 
 from .context import ReportContext
 from .debug import DebugContext, DebugInfo
@@ -16,6 +15,14 @@ from .lists_and_enums import EngineOption, PvaEnum, PvaList, refuse_pickle
 from .liveness import LivenessProgramStep
 from .model_errors import NotPresentError
 from .programs import ProgramTable
+from .tile_memory import (
+    CATEGORIES,
+    CATEGORY_FIELDS,
+    MEMORY_FIELDS,
+    Memory,
+    MemoryColumns,
+    MemoryTables,
+)
 from .variables import (
     LoweredVariables,
     Variable,
@@ -35,21 +42,14 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "CATEGORIES",
-    "Categories",
-    "CategoryMemory",
     "CompilationReport",
     "ComputeSet",
     "Graph",
     "IPU",
-    "Memory",
-    "MemoryOverlap",
-    "MemoryWithAndWithoutGaps",
     "Replica",
     "Target",
     "Tile",
     "VertexInstances",
-    "VertexMemory",
     "VertexType",
 ]
 
@@ -259,197 +259,6 @@ class Replica:
         return f"<Replica {self._id}: IPUs {self._id * per}..{(self._id + 1) * per - 1}>"
 
 
-# -- memory ---------------------------------------------------------------------------------
-
-
-class MemoryWithAndWithoutGaps:
-    """Memory of a region with and without the gaps left by allocation constraints."""
-
-    __slots__ = ("excludingGaps", "includingGaps")
-
-    def __init__(self, excludingGaps: int, includingGaps: int) -> None:
-        self.excludingGaps = excludingGaps
-        self.includingGaps = includingGaps
-
-    def __repr__(self) -> str:
-        return f"<MemoryWithAndWithoutGaps excluding {self.excludingGaps:,} B, including {self.includingGaps:,} B>"
-
-
-class MemoryOverlap:
-    """Memory of a category and region split into overlapped and non-overlapped bytes."""
-
-    __slots__ = ("nonOverlapped", "overlapped")
-
-    def __init__(self, nonOverlapped: int, overlapped: int) -> None:
-        self.nonOverlapped = nonOverlapped
-        self.overlapped = overlapped
-
-    @property
-    def total(self) -> int:
-        """Overlapped plus non-overlapped bytes."""
-        return self.nonOverlapped + self.overlapped
-
-    def __repr__(self) -> str:
-        return f"<MemoryOverlap {self.nonOverlapped:,} B not overlapped, {self.overlapped:,} B overlapped>"
-
-
-class CategoryMemory:
-    """Memory of one category by region (interleaved, non-interleaved, overflowed)."""
-
-    __slots__ = ("interleaved", "nonInterleaved", "overflowed")
-
-    def __init__(self, interleaved: MemoryOverlap, nonInterleaved: MemoryOverlap, overflowed: MemoryOverlap) -> None:
-        self.interleaved = interleaved
-        self.nonInterleaved = nonInterleaved
-        self.overflowed = overflowed
-
-    @property
-    def total(self) -> int:
-        """Bytes in all three regions."""
-        return self.interleaved.total + self.nonInterleaved.total + self.overflowed.total
-
-    def __repr__(self) -> str:
-        return f"<CategoryMemory {self.total:,} B>"
-
-
-#: Memory categories in libpva order, with their descriptions (seed 004, Categories).
-CATEGORIES = CATEGORY_DESCRIPTIONS
-
-_ZERO_OVERLAP = MemoryOverlap(0, 0)
-_ZERO_CATEGORY = CategoryMemory(_ZERO_OVERLAP, _ZERO_OVERLAP, _ZERO_OVERLAP)
-
-
-class Categories:
-    """Memory of one tile by storage category (libpva Categories); one property per category."""
-
-    __slots__ = ("_c", "_tile")
-
-    def __init__(self, compilation: CompilationReport, tile: int) -> None:
-        self._c = compilation
-        self._tile = tile
-
-    def _category(self, name: str) -> CategoryMemory:
-        matrix, columns = self._c._category_memory
-        base = columns.get(name)
-        if base is None or matrix is None:
-            return _ZERO_CATEGORY
-        row = matrix[self._tile]
-        v = row[base : base + 6].tolist()
-        return CategoryMemory(MemoryOverlap(v[0], v[1]), MemoryOverlap(v[2], v[3]), MemoryOverlap(v[4], v[5]))
-
-    def __repr__(self) -> str:
-        matrix, columns = self._c._category_memory
-        if matrix is None:
-            return f"<Categories of tile {self._tile}: none recorded>"
-        row = matrix[self._tile]
-        totals = sorted(((int(row[b : b + 6].sum()), n) for n, b in columns.items()), reverse=True)
-        top = ", ".join(f"{n} {v:,} B" for v, n in totals[:3] if v)
-        return f"<Categories of tile {self._tile}: {top or 'all 0 B'}>"
-
-
-def _category_property(name: str, doc: str) -> property:
-    return property(lambda self: self._category(name), doc=doc)
-
-
-for _name, _doc in CATEGORIES.items():
-    setattr(Categories, _name, _category_property(_name, _doc))
-
-
-class VertexMemory:
-    """Memory of one vertex type on one tile (libpva VertexMemory)."""
-
-    __slots__ = (
-        "_c",
-        "_type",
-        "codeBytes",
-        "copyPtrBytes",
-        "descriptorBytes",
-        "edgePtrBytes",
-        "paddingBytes",
-        "vertexDataBytes",
-    )
-
-    def __init__(self, compilation, vertex_type, code, copy_ptr, descriptor, edge_ptr, padding, vertex_data):
-        self._c = compilation
-        self._type = vertex_type
-        self.codeBytes = code
-        self.copyPtrBytes = copy_ptr
-        self.descriptorBytes = descriptor
-        self.edgePtrBytes = edge_ptr
-        self.paddingBytes = padding
-        self.vertexDataBytes = vertex_data
-
-    @property
-    def type(self) -> VertexType:
-        """The vertex type."""
-        return self._c._vertex_type(self._type)
-
-    def __repr__(self) -> str:
-        return f"<VertexMemory {self.type.name}: code {self.codeBytes:,} B, data {self.vertexDataBytes:,} B>"
-
-
-class Memory:
-    """Memory use of one tile (libpva Memory)."""
-
-    __slots__ = ("_c", "_tile")
-
-    def __init__(self, compilation: CompilationReport, tile: int) -> None:
-        self._c = compilation
-        self._tile = tile  # index within one replica
-
-    def _pair(self, excluding: str, including: str) -> MemoryWithAndWithoutGaps:
-        columns = self._c._memory_columns
-        return MemoryWithAndWithoutGaps(columns[excluding][self._tile], columns[including][self._tile])
-
-    @property
-    def total(self) -> MemoryWithAndWithoutGaps:
-        """Total memory of the tile."""
-        return self._pair("total", "total_including_gaps")
-
-    @property
-    def interleaved(self) -> MemoryWithAndWithoutGaps:
-        """Memory in the interleaved region."""
-        return self._pair("interleaved", "interleaved_including_gaps")
-
-    @property
-    def nonInterleaved(self) -> MemoryWithAndWithoutGaps:
-        """Memory in the non-interleaved region."""
-        return self._pair("non_interleaved", "non_interleaved_including_gaps")
-
-    @property
-    def overflowed(self) -> MemoryWithAndWithoutGaps:
-        """Memory beyond the tile's capacity."""
-        return self._pair("overflowed", "overflowed_including_gaps")
-
-    @property
-    def alwaysLiveBytes(self) -> int:
-        """Always-live memory of the tile."""
-        return self._c._memory_columns["always_live_bytes"][self._tile]
-
-    @property
-    def notAlwaysLiveBytes(self) -> int:
-        """Peak not-always-live memory of the tile."""
-        return self._c._memory_columns["not_always_live_bytes"][self._tile]
-
-    @property
-    def category(self) -> Categories:
-        """Memory by storage category."""
-        return Categories(self._c, self._tile)
-
-    @property
-    def vertices(self) -> PvaList:
-        """Memory of each vertex type used on this tile."""
-        rows = self._c._reader.vertex_memory_of_tile(self._tile)
-        return PvaList(VertexMemory(self._c, *row) for row in rows)
-
-    def __repr__(self) -> str:
-        columns = self._c._memory_columns
-        return (
-            f"<Memory of tile {self._tile}: {columns['total_including_gaps'][self._tile]:,} B including gaps, "
-            f"{columns['always_live_bytes'][self._tile]:,} B always live>"
-        )
-
-
 class Tile:
     """One tile (libpva Tile)."""
 
@@ -541,7 +350,8 @@ class VertexInstances:
     @property
     def countByTile(self) -> TileVector:
         """Instances on each tile; empty if not recorded."""
-        return TileVector(self._c._reader.matrix_row("vertex_count_by_tile", self._count_row))
+        name, row = "vertex_count_by_tile", self._count_row
+        return self._c._context.vectors.get((name, row), lambda: self._c._reader.matrix_row(name, row))
 
     def __repr__(self) -> str:
         return f"<VertexInstances {self.count:,} x {self.type.name}>"
@@ -570,7 +380,8 @@ class ComputeSet:
     @property
     def estimatedCyclesByTile(self) -> TileVector:
         """Estimated cycles on each tile; empty if estimates are unavailable."""
-        return TileVector(self._c._reader.matrix_row("compute_set_estimated_cycles_by_tile", self._estimate_row))
+        name, row = "compute_set_estimated_cycles_by_tile", self._estimate_row
+        return self._c._context.vectors.get((name, row), lambda: self._c._reader.matrix_row(name, row))
 
     @property
     def vars(self) -> PvaList:
@@ -606,79 +417,10 @@ class ComputeSet:
 # -- the report -----------------------------------------------------------------------------
 
 #: memoryArray fields: tile.memory attribute paths and their memory_by_tile columns.
-MEMORY_FIELDS = {
-    "total.includingGaps": "total_including_gaps",
-    "total.excludingGaps": "total",
-    "interleaved.includingGaps": "interleaved_including_gaps",
-    "interleaved.excludingGaps": "interleaved",
-    "nonInterleaved.includingGaps": "non_interleaved_including_gaps",
-    "nonInterleaved.excludingGaps": "non_interleaved",
-    "overflowed.includingGaps": "overflowed_including_gaps",
-    "overflowed.excludingGaps": "overflowed",
-    "alwaysLiveBytes": "always_live_bytes",
-    "notAlwaysLiveBytes": "not_always_live_bytes",
-}
-
-#: categoryMemoryArray fields: CategoryMemory attribute paths and their columns in a category's 6.
-CATEGORY_FIELDS = {
-    "total": (0, 1, 2, 3, 4, 5),
-    "interleaved.total": (0, 1),
-    "interleaved.nonOverlapped": (0,),
-    "interleaved.overlapped": (1,),
-    "nonInterleaved.total": (2, 3),
-    "nonInterleaved.nonOverlapped": (2,),
-    "nonInterleaved.overlapped": (3,),
-    "overflowed.total": (4, 5),
-    "overflowed.nonOverlapped": (4,),
-    "overflowed.overlapped": (5,),
-}
-
-
-class _MemoryColumns(dict):
-    """Columns of memory_by_tile as lists indexed by tile, each read with one query on first use."""
-
-    def __init__(self, compilation: CompilationReport) -> None:
-        super().__init__()
-        self._c = compilation
-
-    def __missing__(self, column: str) -> list[int]:
-        if column not in _MEMORY_COLUMN_NAMES:
-            raise KeyError(column)
-        reader = self._c._reader
-        count = self._c.target.tilesPerReplica
-        wanted = [column] + ([_MEMORY_PARTNERS[column]] if column in _MEMORY_PARTNERS else [])
-        wanted = [c for c in wanted if c not in self]
-        rows_count, low, high = reader.memory_by_tile_extent()
-        if rows_count == count and low == 0 and high == count - 1:  # tile is the primary key: dense
-            rows = reader.memory_by_tile_columns(wanted)
-            for name, column_values in zip(wanted, zip(*rows)):
-                self[name] = list(column_values)
-        else:
-            found = {name: [0] * count for name in wanted}
-            for tile, *values in reader.memory_by_tile_columns(wanted, with_tile=True):
-                if not isinstance(tile, int) or not 0 <= tile < count:
-                    raise InconsistentReportError(
-                        f"{reader.path!r}: memory_by_tile has tile {tile!r}; the report has {count} tiles per replica",
-                        reader.path,
-                    )
-                for name, value in zip(wanted, values):
-                    found[name][tile] = value
-            self.update(found)
-        return self[column]
-
-
-#: Memory columns read together (excluding and including gaps of one region).
-_MEMORY_PARTNERS = {}
-for _excluding, _including in (
-    ("total", "total_including_gaps"),
-    ("interleaved", "interleaved_including_gaps"),
-    ("non_interleaved", "non_interleaved_including_gaps"),
-    ("overflowed", "overflowed_including_gaps"),
-    ("always_live_bytes", "not_always_live_bytes"),
-):
-    _MEMORY_PARTNERS[_excluding] = _including
-    _MEMORY_PARTNERS[_including] = _excluding
-_MEMORY_COLUMN_NAMES = frozenset(MEMORY_FIELDS.values())
+#: Variables looked up by id one by one before every variable is read at once.
+_VARIABLES_ASKED = 4096
+#: Tiles asked for their always-live variables one by one before every tile's are read at once.
+_ALWAYS_LIVE_TILES_ASKED = 16
 
 
 class CompilationReport:
@@ -687,7 +429,10 @@ class CompilationReport:
     def __init__(self, reader: ProfileReader, report) -> None:
         self._reader = reader
         self._report = report
-        self._context = context = ReportContext(reader, report, self.target, Tile, IPU)
+        self._always_live_by_tile: dict[int, list] | None = None
+        self._always_live_asked: set[int] = set()
+        self._variables_asked: dict[int, Variable] = {}
+        self._context = context = ReportContext(reader, report, lambda: self.target, Tile, IPU)
         context.install(
             program_table=lambda: ProgramTable(context),
             compute_sets=lambda: self._compute_sets,
@@ -822,8 +567,20 @@ class CompilationReport:
     def alwaysLiveVariablesForTile(self, tileId) -> PvaList:
         """Always-live variables on one tile (an id or a Tile) with their size there, by name."""
         tile = self._replica_tile(tileId)
-        rows = self._reader.always_live_variables_on_tile(tile)
-        return self._sized_variables((var, None, size) for var, size in rows)
+        return self._sized_variables((var, None, size) for var, size in self._always_live_rows(tile))
+
+    def _always_live_rows(self, tile: int) -> list:
+        """(variable, bytes) always live on a tile: asked tile by tile at first, then, once a loop
+        has asked for `_ALWAYS_LIVE_TILES_ASKED` tiles, read for every tile at once."""
+        by_tile = self._always_live_by_tile
+        if by_tile is None:
+            self._always_live_asked.add(tile)
+            if len(self._always_live_asked) <= _ALWAYS_LIVE_TILES_ASKED:
+                return self._reader.always_live_variables_on_tile(tile)
+            by_tile = self._always_live_by_tile = {}
+            for row_tile, var, size in self._reader.always_live_variables_by_tile():
+                by_tile.setdefault(row_tile, []).append((var, size))
+        return by_tile.get(tile, [])
 
     @functools.cached_property
     def _liveness_steps(self) -> list[LivenessProgramStep]:
@@ -943,6 +700,18 @@ class CompilationReport:
         values = matrix[:, [base + c for c in columns]].sum(axis=1, dtype=np.uint64)
         return self._per_tile(values)
 
+    def notAlwaysLiveMemoryArray(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Not-always-live bytes of liveness steps start..stop-1 on every tile of a replica, as a
+        (steps, tiles) uint64 array (pva addition): row k, column t is
+        ``livenessProgramSteps[start + k].notAlwaysLiveMemoryForTile(t).bytes`` for tiles with
+        liveness information. It holds 8 bytes per step and tile: ask for a range on a large report.
+        """
+        count = len(self._liveness_steps)
+        first, last, _ = slice(start, stop).indices(count)
+        last = max(first, last)
+        matrix = self._context.liveness_index.matrix(first, last, self.target.tilesPerReplica)
+        return read_only(matrix.astype(np.uint64))
+
     def vertexCountArray(self) -> np.ndarray:
         """Vertices on every tile over all compute sets, as a uint64 array by tile id (pva addition)."""
         rows = self._reader.vertex_count_rows()
@@ -995,7 +764,14 @@ class CompilationReport:
     def _variable(self, var_id: int) -> Variable:
         if var_id < 0:
             return Variable(self._context, var_id, self._artificial_variable_name(var_id))
-        found = self._variables_by_id.get(var_id)
+        if "_variables_by_id" in self.__dict__ or len(self._variables_asked) >= _VARIABLES_ASKED:
+            found = self._variables_by_id.get(var_id)
+        else:  # a few variables asked for: by id, without reading every variable's name
+            found = self._variables_asked.get(var_id)
+            if found is None:
+                name = self._reader.variable_name(var_id)
+                if name is not None:
+                    found = self._variables_asked[var_id] = Variable(self._context, var_id, name)
         if found is None:
             raise InconsistentReportError(
                 f"{self._reader.path!r}: variable {var_id} is referenced but not in table variables", self._reader.path
@@ -1049,12 +825,17 @@ class CompilationReport:
         return found
 
     @functools.cached_property
-    def _memory_columns(self) -> _MemoryColumns:
-        return _MemoryColumns(self)
+    def _memory(self) -> MemoryTables:
+        return MemoryTables(self._reader, self.target.tilesPerReplica, self._vertex_type)
+
+    @property
+    def _memory_columns(self) -> MemoryColumns:
+        return self._memory.columns
 
     @functools.cached_property
     def _memories(self) -> list[Memory]:
-        per_replica = [Memory(self, t) for t in range(self.target.tilesPerReplica)]
+        tables = self._memory
+        per_replica = [Memory(tables, t) for t in range(self.target.tilesPerReplica)]
         return per_replica * self.target.numReplicas
 
     @functools.cached_property
@@ -1072,23 +853,13 @@ class CompilationReport:
             clocks[tile] = float(clock)
         return delays, clocks
 
-    @functools.cached_property
+    @property
     def _category_names(self) -> list[str]:
-        return self._reader.category_names()
+        return self._memory.category_names
 
-    @functools.cached_property
+    @property
     def _category_memory(self) -> tuple[np.ndarray | None, dict[str, int]]:
-        columns = {name: 6 * index for index, name in enumerate(self._category_names)}
-        matrix = self._reader.matrix("memory_category_by_tile")
-        if matrix is None:
-            return None, columns
-        if matrix.num_rows != self.target.tilesPerReplica:
-            raise InconsistentReportError(
-                f"{self._reader.path!r}: memory_category_by_tile has {matrix.num_rows} rows; expected one per tile "
-                f"({self.target.tilesPerReplica})",
-                self._reader.path,
-            )
-        return matrix.rows(), columns
+        return self._memory.category_matrix
 
     @functools.cached_property
     def _vertex_types(self) -> dict[int, VertexType]:

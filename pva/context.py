@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from formats.lazy_import import lazy_module
 
-from .lists_and_enums import PvaList
+from .lists_and_enums import PvaList, refuse_pickle
+from .liveness_index import LivenessIndex
 from .model_errors import NoSuchObjectError
+from .vectors import VectorCache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,13 +34,16 @@ class ReportContext:
     ) -> None:
         self.reader = reader
         self.report = report
-        self.target = target  # pva.compilation.Target
+        self._target = target
         self._tile_type = tile_type
         self._ipu_type = ipu_type
         self._parts: dict[str, Callable[[], Any]] = {}
+        self.vectors = VectorCache()  # per-tile vectors read recently
         self.variable: Callable[[int], Any] = self._not_installed
         self.sized_variables: Callable[[Iterable], PvaList] = self._not_installed
         self.category: Callable[[int], Any] = self._not_installed
+
+    __reduce_ex__ = refuse_pickle
 
     def install(
         self,
@@ -95,6 +100,9 @@ class ReportContext:
 
     def replica_tile(self, tile: Any) -> int:
         """A tile id (or Tile) checked against the target and mapped into one replica."""
+        limits = self._tile_limits
+        if type(tile) is int and 0 <= tile < limits[0]:  # the common case, first
+            return tile % limits[1]
         if isinstance(tile, self._tile_type):
             tile = tile.tileId
         if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
@@ -122,6 +130,20 @@ class ReportContext:
                 self.reader.path,
             )
         return ipu % target.ipusPerReplica
+
+    @functools.cached_property
+    def target(self) -> Any:
+        """The report's pva.compilation.Target."""
+        return self._target()
+
+    @functools.cached_property
+    def _tile_limits(self) -> tuple[Any, Any]:
+        return self.target.numTiles, self.target.tilesPerReplica
+
+    @functools.cached_property
+    def liveness_index(self) -> LivenessIndex:
+        """Not-always-live bytes of every step by tile and by variable (pva.liveness_index)."""
+        return LivenessIndex(self.reader, self.reader.liveness_step_count(), lambda rows: self.sized_variables(rows))
 
     @functools.cached_property
     def liveness_tiles(self) -> frozenset[int]:

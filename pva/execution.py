@@ -9,7 +9,6 @@ see `ExecutionReport.cyclesByTileArray`, `cyclesByTileTable`, `cyclesByTileTotal
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import functools
 import os
@@ -24,6 +23,7 @@ from formats.lazy_import import lazy_module
 from . import compilation as _compilation
 from .errors import InconsistentReportError
 from .lists_and_enums import EngineOption, PvaList, refuse_pickle
+from .vectors import VectorCache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -523,7 +523,8 @@ class ComputeSet(_compilation.ComputeSet):
         """Cycles of this compute set in this step on every tile."""
         if self._cycles_row is None:
             return self._e._step_cycles_by_tile(self._step)
-        return PvaList(self._e._reader.matrix_row(_STEP_CS_MATRIX, self._cycles_row).tolist())
+        row, reader = self._cycles_row, self._e._reader
+        return self._e._vectors.get((_STEP_CS_MATRIX, row), lambda: reader.matrix_row(_STEP_CS_MATRIX, row))
 
     @property
     def vertices(self) -> PvaList:
@@ -659,8 +660,7 @@ class ExecutionReport:
         self._reader = reader
         self._report = report
         self._num_ipus = int(reader.target["num_ipus"])
-        self._row_cache: collections.OrderedDict[int, list] = collections.OrderedDict()
-        self._row_cache_size = 0
+        self._vectors = VectorCache(_ROW_CACHE_VALUES)
 
     __reduce_ex__ = refuse_pickle
 
@@ -898,23 +898,11 @@ class ExecutionReport:
         return found
 
     def _step_cycles_by_tile(self, step: int) -> PvaList:
-        """A step's per-tile cycles; recently used rows are kept as lists (up to _ROW_CACHE_VALUES
-        values), so loops that index ``step.cyclesByTile[t]`` tile by tile do not decode a row each time."""
-        cache = self._row_cache
-        found = cache.get(step)
-        if found is not None:
-            cache.move_to_end(step)
-            return PvaList(found)
+        """A step's per-tile cycles (recently read rows are handed out again while unmodified)."""
         matrix = self._cycles_matrix()
         if matrix is None:
             return PvaList()
-        values = matrix.row(step).tolist()
-        cache[step] = values
-        self._row_cache_size += len(values)
-        while self._row_cache_size > _ROW_CACHE_VALUES and len(cache) > 1:
-            _old, dropped = cache.popitem(last=False)
-            self._row_cache_size -= len(dropped)
-        return PvaList(values)
+        return self._vectors.get(("step", step), lambda: matrix.row(step))
 
     @functools.cached_property
     def _compute_set_names(self) -> dict[int, tuple[str, Any]]:

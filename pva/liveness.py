@@ -86,26 +86,28 @@ class LivenessProgramStep:
                 f"{shown if shown else 'none'}{' ...' if len(self._c.liveness_tiles) > 10 else ''}",
                 path,
             )
-        size = self._c.reader.not_always_live_bytes(self._index, tiles=(tile, tile + 1))
-        return NotAlwaysLiveMemory(size, lambda: self._variables((tile, tile + 1)))
+        index = self._c.liveness_index
+        step = self._index
+        return NotAlwaysLiveMemory(index.tile_bytes(step, tile), lambda: PvaList(index.tile_variables(step, tile)))
 
     def notAlwaysLiveMemoryForIpu(self, ipuId) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one IPU (an id or an IPU) of a replica."""
         ipu = self._c.replica_ipu(ipuId)
-        size = self._c.reader.liveness_bytes_of_ipu(self._index, ipu)
+        index = self._c.liveness_index
+        size = index.ipu_bytes(self._index, ipu)
         per_ipu = self._c.target.tilesPerIpu
         lo, hi = ipu * per_ipu, (ipu + 1) * per_ipu
         if size is None:
-            size = self._c.reader.not_always_live_bytes(self._index, tiles=(lo, hi))
+            size = index.tiles_bytes(self._index, lo, hi)
         return NotAlwaysLiveMemory(size, lambda: self._variables((lo, hi)))
 
     def notAlwaysLiveBytesForVariable(self, var) -> int:
         """Bytes of a variable (a Variable or its id) that are live, not always live, in this step."""
         var_id = var._id if isinstance(var, Variable) else var
-        reader = self._c.reader
+        index = self._c.liveness_index
         if var_id < 0:
-            return reader.not_always_live_bytes_named(self._index, self._c.artificial_variable_name(var_id))
-        return reader.not_always_live_bytes_of_variable(self._index, var_id)
+            return index.named_bytes(self._index, self._c.artificial_variable_name(var_id))
+        return index.variable_bytes(self._index, var_id)
 
     def _variables(self, tiles: tuple[int, int] | None) -> PvaList:
         return self._c.sized_variables(self._c.reader.not_always_live_variables(self._index, tiles=tiles))

@@ -602,6 +602,9 @@ PROGRAM_CLASSES: dict[Program.Type, type[Program]] = {
 
 
 #: Program.Type and class of each type name stored in the programs table.
+#: Programs' vectors looked up one by one before every program's matrix rows are read at once.
+_VECTOR_LOOKUPS = 256
+
 _TYPE_BY_NAME = dict(Program.Type.__members__)
 _CLASS_BY_NAME = {name: PROGRAM_CLASSES.get(type_, Program) for name, type_ in _TYPE_BY_NAME.items()}
 #: Set one slot of a program without a Python frame (the slots Program.__init__ sets).
@@ -699,6 +702,7 @@ class ProgramTable:
         self._details: list[tuple] | None = None
         self._children: dict[int, list[int]] | None = None
         self._vectors: dict[tuple[int, str], int] | None = None
+        self._vector_lookups = 0
 
     def _position(self, program_id) -> int | None:
         """The index in `all` of the program with an id, or None."""
@@ -772,19 +776,24 @@ class ProgramTable:
         """The children of a program, in order."""
         return self.list_of(self._children_map().get(program_id, ()))
 
-    def _vector_rows(self) -> dict[tuple[int, str], int]:
+    def _vector_row(self, program_id: int, kind: str) -> int | None:
+        """The matrix row of a program's vector: looked up one by one at first, then, once
+        `_VECTOR_LOOKUPS` have been asked for, every program's read at once."""
         if self._vectors is None:
+            self._vector_lookups += 1
+            if self._vector_lookups <= _VECTOR_LOOKUPS:
+                return self._c.reader.program_vector_row(program_id, kind)
             self._vectors = {(program, k): row for program, k, row in self._c.reader.program_vector_rows()}
-        return self._vectors
+        return self._vectors.get((program_id, kind))
 
     def array(self, program_id: int, kind: str) -> np.ndarray:
         """A per-tile vector of a program as uint64; empty when not recorded."""
-        row = self._vector_rows().get((program_id, kind))
+        row = self._vector_row(program_id, kind)
         return self._c.reader.matrix_row(f"program_{kind}_by_tile", row)
 
     def vector(self, program_id: int, kind: str) -> TileVector:
         """A per-tile vector of a program as a list; empty when not recorded."""
-        return TileVector(self.array(program_id, kind))
+        return self._c.vectors.get(("program", program_id, kind), lambda: self.array(program_id, kind))
 
     def vars_of(self, program_id: int) -> PvaList:
         """Lowered variables used by a program, by id."""

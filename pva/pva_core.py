@@ -22,6 +22,8 @@ from .programs import *  # noqa: F403
 from .programs import __all__ as _programs
 from .report import *  # noqa: F403
 from .report import __all__ as _report
+from .tile_memory import *  # noqa: F403
+from .tile_memory import __all__ as _tile_memory
 from .trace import *  # noqa: F403
 from .trace import __all__ as _trace
 from .variables import *  # noqa: F403
@@ -37,6 +39,7 @@ __all__ = [
     *_operations,
     *_programs,
     *_report,
+    *_tile_memory,
     *_trace,
     *_variables,
 ]

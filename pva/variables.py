@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import InconsistentReportError
 from .lists_and_enums import PvaList
@@ -147,21 +147,32 @@ class LoweredVariable:
     Its row holds formats.pop.query.compilation.LOWERED_VARIABLE_COLUMNS in order.
     """
 
-    __slots__ = ("_lv", "_row")
+    __slots__ = ("_lv", "_full", "_brief", "_batch")
 
-    def __init__(self, lowered: LoweredVariables, row: tuple) -> None:
+    def __init__(self, lowered: LoweredVariables, row: tuple | None, brief: tuple = (), batch: _TileRows | None = None):
         self._lv = lowered
-        self._row = row
+        self._full = row
+        self._brief = brief if row is None else (row[0], row[1], row[3])  # id, tile, bytes
+        self._batch = batch
+
+    @property
+    def _row(self) -> tuple:
+        """The whole row, read with those of the other variables of its tile on first use."""
+        row = self._full
+        if row is None:
+            assert self._batch is not None  # given whenever the row is not
+            row = self._full = self._batch.row(self._brief[0])
+        return row
 
     @property
     def _id(self) -> int:
         """The id of this lowered variable."""
-        return self._row[0]
+        return self._brief[0]
 
     @property
     def tileId(self) -> int:
         """The tile the variable is on."""
-        return self._row[1]
+        return self._brief[1]
 
     @property
     def name(self) -> str:
@@ -171,7 +182,7 @@ class LoweredVariable:
     @property
     def bytes(self) -> int:
         """Size in bytes."""
-        return self._row[3]
+        return self._brief[2]
 
     @property
     def alignment(self) -> int:
@@ -222,10 +233,10 @@ class LoweredVariable:
         return self._lv._c.variable(var_id)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, LoweredVariable) and other._row[0] == self._row[0]
+        return isinstance(other, LoweredVariable) and other._brief[0] == self._brief[0]
 
     def __hash__(self) -> int:
-        return hash(("LoweredVariable", self._row[0]))
+        return hash(("LoweredVariable", self._brief[0]))
 
     def __repr__(self) -> str:
         live = " always live" if self._row[9] else ""
@@ -250,6 +261,22 @@ for _name, _index, _doc in (
     setattr(LoweredVariable, _name, _flag(_index, _doc))
 
 
+class _TileRows:
+    """The rows of the lowered variables of one tile, read together when one of them is first needed."""
+
+    __slots__ = ("_reader", "_tile", "_rows")
+
+    def __init__(self, reader: Any, tile: int) -> None:
+        self._reader = reader
+        self._tile = tile
+        self._rows: dict[int, tuple] | None = None
+
+    def row(self, var_id: int) -> tuple:
+        if self._rows is None:
+            self._rows = {row[0]: row for row in self._reader.lowered_variables_on_tile(self._tile)}
+        return self._rows[var_id]
+
+
 class LoweredVariables:
     """Lowered variables by tile and by unlowered variable (libpva LoweredVariables)."""
 
@@ -263,8 +290,9 @@ class LoweredVariables:
     def forTile(self, tileId) -> PvaList:
         """The lowered variables on a tile (an id or a Tile), in allocation order."""
         tile = self._c.replica_tile(tileId)
-        rows = self._c.reader.lowered_variables_on_tile(tile)
-        return PvaList(LoweredVariable(self, row) for row in rows)
+        briefs = self._c.reader.lowered_variable_briefs_on_tile(tile)
+        batch = _TileRows(self._c.reader, tile)
+        return PvaList(LoweredVariable(self, None, brief, batch) for brief in briefs)
 
     def forVar(self, var) -> PvaList:
         """The lowered pieces of an unlowered variable (a Variable or its id), by id."""

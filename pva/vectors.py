@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 from formats.lazy_import import lazy_module
@@ -76,3 +78,34 @@ def read_only(array: np.ndarray) -> np.ndarray:
     """The array, marked read-only (cached arrays are shared between calls)."""
     array.setflags(write=False)
     return array
+
+
+class VectorCache:
+    """Per-tile vectors read recently, handed out again while nobody has modified them.
+
+    A loop that indexes ``step.cyclesByTile[t]`` tile by tile then reads the row once instead of
+    once per tile. A list its caller modified is the caller's own: the next read gives a fresh one.
+    """
+
+    def __init__(self, max_values: int = 1 << 22) -> None:
+        self._vectors: OrderedDict[Hashable, tuple[TileVector, int]] = OrderedDict()
+        self._values = 0
+        self._max = max_values
+
+    def get(self, key: Hashable, load: Callable[[], np.ndarray]) -> TileVector:
+        """The vector cached under `key`, or `load()`'s array as a new one."""
+        vectors = self._vectors
+        found = vectors.get(key)
+        if found is not None:
+            if found[0]._array is not None:  # unmodified
+                vectors.move_to_end(key)
+                return found[0]
+            del vectors[key]
+            self._values -= found[1]
+        vector = TileVector(load())
+        vectors[key] = (vector, len(vector))
+        self._values += len(vector)
+        while self._values > self._max and len(vectors) > 1:
+            _, (_, size) = vectors.popitem(last=False)
+            self._values -= size
+        return vector

@@ -534,7 +534,7 @@ CREATE TABLE matrix_chunks (
 -- Indexes the reader relies on.
 CREATE UNIQUE INDEX matrix_chunks_by_row ON matrix_chunks (matrix, first_row);
 CREATE INDEX compute_set_vertices_by_cs ON compute_set_vertices (compute_set);
-CREATE INDEX vars_info_by_tile ON vars_info (tile, alloc_order);
+CREATE INDEX vars_info_by_tile ON vars_info (tile, alloc_order, id, size_bytes);
 CREATE INDEX vars_info_by_var ON vars_info (unlowered_var);
 CREATE INDEX vars_info_by_class ON vars_info (equivalence_class);
 CREATE INDEX equivalence_class_steps_by_start ON equivalence_class_steps (start);

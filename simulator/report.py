@@ -54,18 +54,10 @@ class ProfiledRun(Protocol):
 POPLAR_VERSION = "3.1.0 (simulator)"
 PRODUCER = "pva simulator"
 
-#: steps_by_ipu's columns in the schema's order, the order of each row written.
-_STEPS_BY_IPU = profile_schema().tables["steps_by_ipu"].column_names
-_ACTIVITIES = (
-    "active_compute",
-    "compute",
-    "inter_ipu_exchange",
-    "stream_copy_begin",
-    "stream_copy",
-    "stream_copy_end",
-    "internal_exchange",
-    "sync",
-)
+#: The figures of steps_by_ipu on a replica that was not profiled.
+_UNPROFILED = dict.fromkeys(profile_schema().tables["steps_by_ipu"].column_names[2:], 0)
+#: The activities cycle_totals sums per run and IPU: its columns between the run and IPU and the total.
+_ACTIVITIES = profile_schema().tables["cycle_totals"].column_names[2:-1]
 _FLUSH_STEPS = 512
 
 
@@ -92,14 +84,14 @@ class ExecutionSink:
         self.level = engine.options.compute
         self.step_id = 0
         self.run_id = 0
-        self.runs: list[tuple] = []
+        self.runs: list[dict] = []
         self.run_cycles: list[tuple] = []
         self.run_params: list[tuple] = []
-        self.totals: list[tuple] = []
-        self._steps: list[tuple] = []
-        self._by_ipu: list[tuple] = []
+        self.totals: list[dict] = []
+        self._steps: list[dict] = []
+        self._by_ipu: list[dict] = []
         self._cs_rows: list[tuple] = []
-        self._vertex_rows: list[tuple] = []
+        self._vertex_rows: list[dict] = []
         self._matrix = np.zeros((_FLUSH_STEPS, self.total_tiles), dtype=np.int64)
         self._fill = 0
         self._microseconds = 0
@@ -131,7 +123,6 @@ class ExecutionSink:
             active = np.full(self.num_ipus, T)
         ov = np.minimum(overlap, span)
         frm = clock - self._base - ov
-        to_max = frm + span
         # the measured per-tile row of one replica
         row = np.zeros(self.n, dtype=np.int64)
         cyc = tpl.cycles
@@ -151,60 +142,20 @@ class ExecutionSink:
             measured_max = row.reshape(self.num_ipus, T).max(axis=1)
         sid = self.step_id
         self._steps.append(
-            (
-                sid,
-                self.run_id,
-                tpl.type,
-                tpl.program,
-                tpl.cs,
-                tpl.name,
-                tpl.sync if tpl.type == "Sync" else None,
-                int(overlap),
-            )
+            {
+                "id": sid,
+                "run": self.run_id,
+                "type": tpl.type,
+                "program": tpl.program,
+                "compute_set": tpl.cs,
+                "name": tpl.name,
+                "sync_type": tpl.sync if tpl.type == "Sync" else None,
+                "cycles_overlapped": int(overlap),
+            }
         )
-        base = self._base
         is_compute = tpl.type == "OnTileExecute"
-        thread = stats["thread"]
-        for j in range(self.num_ipus):
-            s = int(span[j])
-            f = int(frm[j])
-            total = int(measured_sums[j])
-            act = int(measured_active[j])
-            tile_balance = total / (s * T) if s else 0.0
-            active_balance = total / (s * act) if s and act else 0.0
-            a_to_min = f + int(act_min[j]) if active[j] else f
-            a_to_avg = f + int(act_mean[j]) if active[j] else f
-            values = (
-                1,
-                total,
-                act,
-                int(base[j]),
-                f,
-                f,
-                f,
-                f + int(mins[j]),
-                int(to_max[j]),
-                f + int(means[j]),
-                f,
-                f,
-                f,
-                a_to_min,
-                int(to_max[j]),
-                a_to_avg,
-                int(measured_max[j]),
-                round(float(thread[j]), 6) if is_compute else 0.0,
-                round(tile_balance, 6),
-                round(active_balance, 6),
-                int(stats["data_in"][j]),
-                int(stats["data_out"][j]),
-                round(float(stats["data_balance"][j]), 6),
-            )
-            for r in range(self.replicas):
-                ipu = r * self.num_ipus + j
-                if self.profiled[r]:
-                    self._by_ipu.append((sid, ipu) + values)
-                else:
-                    self._by_ipu.append((sid, ipu, 0) + (0,) * 16 + (0.0, 0.0, 0.0, 0, 0, 0.0))
+        lows = {"all": mins, "all_mean": means, "active": act_min, "active_mean": act_mean}
+        self._ipu_rows(sid, span, frm, measured_sums, measured_active, measured_max, lows, active, stats, is_compute)
         for r in range(self.replicas):
             if self.profiled[r]:
                 self._matrix[self._fill, r * self.n : (r + 1) * self.n] = row
@@ -215,7 +166,15 @@ class ExecutionSink:
             self._cs_rows.append((sid, 0, tpl.cs, None))
             if self.level == "Vertex":
                 for type_id, count, cycles in tpl.vertex_rows:
-                    self._vertex_rows.append((sid, tpl.cs, type_id, count, cycles))
+                    self._vertex_rows.append(
+                        {
+                            "step_id": sid,
+                            "compute_set": tpl.cs,
+                            "vertex_type": type_id,
+                            "count": count,
+                            "cycles": cycles,
+                        }
+                    )
             self._activity["active_compute"] += stats.get("active_sum", 0)
         activity = _ACTIVITY_OF[tpl.type]
         self._activity[activity] += measured_sums
@@ -224,6 +183,42 @@ class ExecutionSink:
         if self._fill == _FLUSH_STEPS:
             self.flush()
 
+    def _ipu_rows(self, sid, span, frm, sums, active_tiles, tile_max, lows, active, stats, is_compute) -> None:
+        """The steps_by_ipu rows of a step: each IPU's figures, zeros on replicas not profiled."""
+        T = self.tiles_per_ipu
+        to_max = frm + span
+        for j in range(self.num_ipus):
+            s, f = int(span[j]), int(frm[j])
+            total, act = int(sums[j]), int(active_tiles[j])
+            figures = {
+                "profiled": 1,
+                "cycles": total,
+                "active_tiles": act,
+                "cycles_base": int(self._base[j]),
+                "all_cycles_from_min": f,
+                "all_cycles_from_max": f,
+                "all_cycles_from_avg": f,
+                "all_cycles_to_min": f + int(lows["all"][j]),
+                "all_cycles_to_max": int(to_max[j]),
+                "all_cycles_to_avg": f + int(lows["all_mean"][j]),
+                "active_cycles_from_min": f,
+                "active_cycles_from_max": f,
+                "active_cycles_from_avg": f,
+                "active_cycles_to_min": f + int(lows["active"][j]) if active[j] else f,
+                "active_cycles_to_max": int(to_max[j]),
+                "active_cycles_to_avg": f + int(lows["active_mean"][j]) if active[j] else f,
+                "tile_cycles_max": int(tile_max[j]),
+                "thread_balance": round(float(stats["thread"][j]), 6) if is_compute else 0.0,
+                "tile_balance": round(total / (s * T) if s else 0.0, 6),
+                "active_tile_balance": round(total / (s * act) if s and act else 0.0, 6),
+                "data_in": int(stats["data_in"][j]),
+                "data_out": int(stats["data_out"][j]),
+                "data_balance": round(float(stats["data_balance"][j]), 6),
+            }
+            for r in range(self.replicas):
+                ipu = r * self.num_ipus + j
+                self._by_ipu.append({"step_id": sid, "ipu": ipu, **(figures if self.profiled[r] else _UNPROFILED)})
+
     def end_run(self, clock: np.ndarray) -> None:
         engine = self.engine
         clock_hz = engine.graph.target.clockFrequency
@@ -231,7 +226,16 @@ class ExecutionSink:
         start = self._microseconds
         end = start + int(np.ceil(cycles / clock_hz * 1e6))
         self._microseconds = end + 40
-        self.runs.append((self.run_id, self._run_name, start, end, self._run_first, self.step_id - self._run_first))
+        self.runs.append(
+            {
+                "id": self.run_id,
+                "name": self._run_name,
+                "microseconds_start": start,
+                "microseconds_end": end,
+                "first_step": self._run_first,
+                "num_steps": self.step_id - self._run_first,
+            }
+        )
         for r in range(self.replicas):
             if not self.profiled[r]:
                 continue
@@ -240,29 +244,23 @@ class ExecutionSink:
                 self.run_cycles.append((self.run_id, ipu, int(self._base[j]), int(clock[j])))
                 act = {a: int(self._activity[a][j]) for a in _ACTIVITIES}
                 total = sum(v for k, v in act.items() if k != "active_compute")
-                self.totals.append((self.run_id, ipu) + tuple(act[a] for a in _ACTIVITIES) + (total,))
+                self.totals.append({"run": self.run_id, "ipu": ipu, **act, "total": total})
         self.run_id += 1
         self.flush()
 
     def flush(self) -> None:
         w = self.writer
         if self._steps:
-            w.insert(
-                "steps",
-                ("id", "run", "type", "program", "compute_set", "name", "sync_type", "cycles_overlapped"),
-                self._steps,
-            )
+            w.insert_rows("steps", self._steps)
             self._steps = []
         if self._by_ipu:
-            w.insert("steps_by_ipu", _STEPS_BY_IPU, self._by_ipu)
+            w.insert_rows("steps_by_ipu", self._by_ipu)
             self._by_ipu = []
         if self._cs_rows:
             w.insert("step_compute_sets", ("step_id", "position", "compute_set", "cycles_row"), self._cs_rows)
             self._cs_rows = []
         if self._vertex_rows:
-            w.insert(
-                "step_vertex_cycles", ("step_id", "compute_set", "vertex_type", "count", "cycles"), self._vertex_rows
-            )
+            w.insert_rows("step_vertex_cycles", self._vertex_rows)
             self._vertex_rows = []
         if self._fill:
             w.matrix("step_cycles_by_tile").append(self._matrix[: self._fill])
@@ -271,10 +269,10 @@ class ExecutionSink:
     def finish(self) -> None:
         self.flush()
         w = self.writer
-        w.insert("runs", ("id", "name", "microseconds_start", "microseconds_end", "first_step", "num_steps"), self.runs)
+        w.insert_rows("runs", self.runs)
         w.insert("run_cycles_by_ipu", ("run", "ipu", "start", "end"), self.run_cycles)
         w.insert("run_parameters", ("run", "name", "value"), self.run_params)
-        w.insert("cycle_totals", ("run", "ipu") + _ACTIVITIES + ("total",), self.totals)
+        w.insert_rows("cycle_totals", self.totals)
 
 
 _ACTIVITY_OF = {
@@ -413,11 +411,38 @@ class _Rows:
 
 
 def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
+    """The compilation report of an engine: target, graph, parameters, compute sets, programs,
+    debug references, variables, memory and liveness."""
+    exe = engine.exe
+    state = cast("GraphState", exe.state)
+    assert exe.liveness is not None and exe.memory is not None and exe.types is not None and exe.classes is not None
+    n = exe.n_tiles
+    _write_target_and_graph(w, engine)
+    _write_parameters(w, engine)
+    w.insert(
+        "var_categories",
+        ("id", "name", "description"),
+        [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)],
+    )
+    w.insert(
+        "vertex_types",
+        ("id", "name", "size", "source"),
+        [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)],
+    )
+    _write_compute_sets(w, exe, n)
+    _write_programs(w, exe, n)
+    _write_debug_refs(w, exe)
+    names = [v.name for v in state.vars] + list(exe.classes.synthetic)
+    w.insert("variables", ("id", "name"), list(enumerate(names)))
+    _write_lowered(w, exe)
+    _write_memory(w, exe, n)
+    _write_liveness(w, exe, n)
+
+
+def _write_target_and_graph(w: ProfileWriter, engine: ProfiledRun) -> None:
     exe = engine.exe
     state = cast("GraphState", exe.state)
     target = cast("Target", exe.target)
-    assert exe.liveness is not None and exe.memory is not None and exe.types is not None and exe.classes is not None
-    n = exe.n_tiles
     opts = engine.options
     w.set_metadata(instrumentation_compute=opts.compute, instrumentation_external_exchange=opts.external_exchange)
     w.set_target(
@@ -438,6 +463,14 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         num_vars=len(state.vars),
         num_vertices=num_vertices,
     )
+
+
+def _write_parameters(w: ProfileWriter, engine: ProfiledRun) -> None:
+    """The optimisation metrics, the engine's options and the target's parameters."""
+    exe = engine.exe
+    state = cast("GraphState", exe.state)
+    target = cast("Target", exe.target)
+    assert exe.liveness is not None and exe.memory is not None
     mem = exe.memory
     lv = cast("LoweredVars", exe.lowered)
     metrics = {
@@ -446,10 +479,10 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         "numOverlapLanes": float(mem.num_lanes),
         "numPrograms": float(len(exe.progs)),
         "numCompilerComputeSets": float(sum(1 for cs in exe.compute_sets if cs.origin == "compiler")),
-        "maxTileBytesIncludingGaps": float(mem.by_tile["total_including_gaps"].max() if n else 0),
+        "maxTileBytesIncludingGaps": float(mem.by_tile["total_including_gaps"].max() if exe.n_tiles else 0),
     }
     w.insert("optimisation_metrics", ("name", "value"), sorted(metrics.items()))
-    w.insert("compilation_parameters", ("name", "value"), sorted(opts.as_text().items()))
+    w.insert("compilation_parameters", ("name", "value"), sorted(engine.options.as_text().items()))
     a = target.arch
     params = {
         "architecture": a.name,
@@ -465,35 +498,43 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         "ipusPerReplica": exe.num_ipus,
     }
     w.insert("target_parameters", ("name", "value"), sorted((k, str(v)) for k, v in params.items()))
-    w.insert(
-        "var_categories",
-        ("id", "name", "description"),
-        [(i, name, DESCRIPTIONS[name]) for i, name in enumerate(CATEGORIES)],
-    )
-    w.insert(
-        "vertex_types",
-        ("id", "name", "size", "source"),
-        [(i, t.name, t.state_bytes, t.source) for i, t in enumerate(exe.types.types)],
-    )
 
-    # compute sets
+
+def _write_compute_sets(w: ProfileWriter, exe: Executable, n: int) -> None:
+    """Compute sets with their per-tile estimates, their vertices and the variables they use."""
+    lv = cast("LoweredVars", exe.lowered)
     est = _Rows(w, "compute_set_estimated_cycles_by_tile", n)
     act = _Rows(w, "compute_set_active_cycles_by_tile", n)
     counts = _Rows(w, "vertex_count_by_tile", n)
-    cs_rows: list[tuple] = []
-    vertex_rows: list[tuple] = []
+    cs_rows: list[dict] = []
+    vertex_rows: list[dict] = []
     cs_vars: list[tuple[int, int]] = []
     msg_by_cs: dict[int, list[int]] = {}
     for (cs_id, _), cls in exe.message_classes.items():
         msg_by_cs.setdefault(cs_id, []).append(cls)
     for info in exe.cs_infos:
         assert info is not None, "the compiler analysed every compute set"
-        er = est.add_sparse(info.cycles)
-        ar = act.add_sparse(info.active)
-        cs_rows.append((info.id, info.name, info.num_vertices, er, ar, info.cycles.max, info.cycles.total))
+        cs_rows.append(
+            {
+                "compute_set": info.id,
+                "name": info.name,
+                "num_vertices": info.num_vertices,
+                "estimated_cycles_row": est.add_sparse(info.cycles),
+                "active_cycles_row": act.add_sparse(info.active),
+                "estimated_cycles_max": info.cycles.max,
+                "estimated_cycles_total": info.cycles.total,
+            }
+        )
         for v in info.vertices:
             vertex_rows.append(
-                (len(vertex_rows), info.id, v.type_id, v.count, v.cycles, counts.add_sparse(v.count_by_tile))
+                {
+                    "id": len(vertex_rows),
+                    "compute_set": info.id,
+                    "vertex_type": v.type_id,
+                    "count": v.count,
+                    "estimated_cycles": v.cycles,
+                    "count_by_tile_row": counts.add_sparse(v.count_by_tile),
+                }
             )
         ids = [lv.user_ids(info.lv_keys)] if info.lv_keys.size else []
         for cls in msg_by_cs.get(info.id, ()):
@@ -502,29 +543,14 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
             cs_vars.extend((info.id, int(v)) for v in np.unique(np.concatenate(ids)).tolist())
     for rows in (est, act, counts):
         rows.flush()
-    w.insert(
-        "compute_sets",
-        (
-            "compute_set",
-            "name",
-            "num_vertices",
-            "estimated_cycles_row",
-            "active_cycles_row",
-            "estimated_cycles_max",
-            "estimated_cycles_total",
-        ),
-        cs_rows,
-    )
-    w.insert(
-        "compute_set_vertices",
-        ("id", "compute_set", "vertex_type", "count", "estimated_cycles", "count_by_tile_row"),
-        vertex_rows,
-    )
+    w.insert_rows("compute_sets", cs_rows)
+    w.insert_rows("compute_set_vertices", vertex_rows)
     w.insert("compute_set_vars", ("compute_set", "var"), cs_vars)
-    del cs_vars
 
-    _write_programs(w, exe, n)
 
+def _write_debug_refs(w: ProfileWriter, exe: Executable) -> None:
+    """Which debug context each program, compute set and variable comes from."""
+    state = cast("GraphState", exe.state)
     refs = set()
     for p in exe.progs:
         for ctx in p.debug:
@@ -535,12 +561,6 @@ def write_compilation(w: ProfileWriter, engine: ProfiledRun) -> None:
         refs.add(("variable", var.id, var.debug))
     w.insert("debug_context_refs", ("kind", "object", "debug_context"), sorted(refs))
 
-    names = [v.name for v in state.vars] + list(exe.classes.synthetic)
-    w.insert("variables", ("id", "name"), list(enumerate(names)))
-    _write_lowered(w, exe)
-    _write_memory(w, exe, n)
-    _write_liveness(w, exe, n)
-
 
 def _class_piece_ids(exe, cls: int) -> np.ndarray:
     b = exe.classes.bytes(cls)
@@ -550,34 +570,22 @@ def _class_piece_ids(exe, cls: int) -> np.ndarray:
 
 def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
     progs = exe.progs
-    rows = [
-        (
-            p.id,
-            p.type,
-            p.name,
-            p.cs,
-            p.repeat,
-            p.sync if p.type in ("Sync", "GlobalExchange") else None,
-            p.sct,
-            p.call,
-            None,
-        )
-        for p in progs
-    ]
-    w.insert(
+    w.insert_rows(
         "programs",
         (
-            "id",
-            "type",
-            "name",
-            "compute_set",
-            "repeat_count",
-            "sync_type",
-            "stream_copy_type",
-            "call_target",
-            "num_tiles",
+            {
+                "id": p.id,
+                "type": p.type,
+                "name": p.name,
+                "compute_set": p.cs,
+                "repeat_count": p.repeat,
+                "sync_type": p.sync if p.type in ("Sync", "GlobalExchange") else None,
+                "stream_copy_type": p.sct,
+                "call_target": p.call,
+                "num_tiles": None,
+            }
+            for p in progs
         ),
-        rows,
     )
     w.insert(
         "program_children",
@@ -587,13 +595,20 @@ def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
     assert exe.root is not None
     w.insert("control_programs", ("position", "program"), [(0, exe.root.id)])
     w.insert("function_programs", ("position", "program"), [(i, f.id) for i, f in enumerate(exe.functions)])
-    vectors: list[tuple] = []
+    vectors: list[dict] = []
     code_rows = _Rows(w, "program_control_code_by_tile", n)
 
     def emit(prog_id: int, kind: str, rows: _Rows, vec: np.ndarray) -> None:
         row = rows.add(vec)
         vectors.append(
-            (prog_id, kind, row, int(vec.sum()), int(vec.min()) if vec.size else 0, int(vec.max()) if vec.size else 0)
+            {
+                "program": prog_id,
+                "kind": kind,
+                "row": row,
+                "total": int(vec.sum()),
+                "min": int(vec.min()) if vec.size else 0,
+                "max": int(vec.max()) if vec.size else 0,
+            }
         )
 
     # cumulative control code, children before parents
@@ -635,7 +650,7 @@ def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
             emit(p.id, "sync_cycles", matrices["sync_cycles"], plan.sync.dense())
     for matrix in matrices.values():
         matrix.flush()
-    w.insert("program_vectors", ("program", "kind", "row", "total", "min", "max"), vectors)
+    w.insert_rows("program_vectors", vectors)
     lv = cast("LoweredVars", exe.lowered)
     program_vars: list[tuple[int, int]] = []
     for p in progs:
@@ -656,52 +671,29 @@ def _write_lowered(w: ProfileWriter, exe) -> None:
     lv = exe.lowered
     mem = exe.memory
     names = lv.names
-    cols = [
-        np.arange(len(lv)),
-        lv["tile"],
-        lv["name_id"],
-        lv["size"],
-        lv["align"],
-        mem.offset,
-        lv["category"],
-        lv["constant"],
-        lv["always_live"],
-        lv["executable"],
-        lv["vertex_code"],
-        lv["lowest_256k"],
-        lv["start_section"],
-        lv["in_interleaved"],
-        lv["accessed"],
-        lv["eq_class"],
-        lv["unlowered"],
-        mem.alloc_order,
-    ]
-    step = 200_000
-    columns = (
-        "id",
-        "tile",
-        "name",
-        "size_bytes",
-        "alignment",
-        "offset",
-        "category",
-        "allocated",
-        "constant",
-        "always_live",
-        "executable",
-        "vertex_code",
-        "lowest_256k",
-        "start_section",
-        "in_interleaved_mem",
-        "accessed_in_vertex",
-        "equivalence_class",
-        "unlowered_var",
-        "alloc_order",
+    w.insert_columns(
+        "vars_info",  # every piece is allocated: the column's default
+        {
+            "id": np.arange(len(lv)),
+            "tile": lv["tile"],
+            "name": [names[i] for i in lv["name_id"].tolist()],
+            "size_bytes": lv["size"],
+            "alignment": lv["align"],
+            "offset": mem.offset,
+            "category": lv["category"],
+            "constant": lv["constant"],
+            "always_live": lv["always_live"],
+            "executable": lv["executable"],
+            "vertex_code": lv["vertex_code"],
+            "lowest_256k": lv["lowest_256k"],
+            "start_section": lv["start_section"],
+            "in_interleaved_mem": lv["in_interleaved"],
+            "accessed_in_vertex": lv["accessed"],
+            "equivalence_class": lv["eq_class"],
+            "unlowered_var": lv["unlowered"],
+            "alloc_order": mem.alloc_order,
+        },
     )
-    for lo in range(0, len(lv), step):
-        part = [c[lo : lo + step].tolist() for c in cols]
-        rows = ((r[0], r[1], names[r[2]], r[3], r[4], r[5], r[6], 1, *r[7:]) for r in zip(*part))
-        w.insert("vars_info", columns, rows)
     always = exe.classes.always_live
     intervals = sorted(i for i in exe.liveness.intervals if not always[i[0]])
     w.insert("equivalence_class_steps", ("class", "start", "end"), intervals)
@@ -709,21 +701,7 @@ def _write_lowered(w: ProfileWriter, exe) -> None:
 
 def _write_memory(w: ProfileWriter, exe, n: int) -> None:
     mem = exe.memory
-    t = mem.by_tile
-    columns = (
-        "total",
-        "total_including_gaps",
-        "interleaved",
-        "interleaved_including_gaps",
-        "non_interleaved",
-        "non_interleaved_including_gaps",
-        "overflowed",
-        "overflowed_including_gaps",
-        "always_live_bytes",
-        "not_always_live_bytes",
-    )
-    data = [np.arange(n)] + [t[c] for c in columns]
-    w.insert("memory_by_tile", ("tile",) + columns, zip(*(d.tolist() for d in data)))
+    w.insert_columns("memory_by_tile", {"tile": np.arange(n), **mem.by_tile})
     w.matrix("memory_category_by_tile").append(mem.category_matrix)
     rows = []
     matrix = mem.category_matrix
@@ -732,46 +710,46 @@ def _write_memory(w: ProfileWriter, exe, n: int) -> None:
             for overlapped in (0, 1):
                 column = matrix[:, 6 * c + 2 * ri + overlapped]
                 if column.any():
-                    rows.append((c, region, overlapped, int(column.sum()), int(column.max())))
-    w.insert("memory_by_category", ("category", "region", "overlapped", "total", "max"), rows)
+                    rows.append(
+                        {
+                            "category": c,
+                            "region": region,
+                            "overlapped": overlapped,
+                            "total": int(column.sum()),
+                            "max": int(column.max()),
+                        }
+                    )
+    w.insert_rows("memory_by_category", rows)
     vm = []
     for type_id, (vtype, memory) in enumerate(zip(exe.types.types, exe.types.memory)):
         used = np.flatnonzero(memory["count"])
         for tile in used.tolist():
             vm.append(
-                (
-                    tile,
-                    type_id,
-                    vtype.code_bytes,
-                    int(memory["copy_ptr"][tile]),
-                    int(memory["descriptor"][tile]),
-                    int(memory["edge_ptr"][tile]),
-                    int(memory["padding"][tile]),
-                    int(memory["vertex_data"][tile]),
-                )
+                {
+                    "tile": tile,
+                    "vertex_type": type_id,
+                    "code_bytes": vtype.code_bytes,
+                    "copy_ptr_bytes": int(memory["copy_ptr"][tile]),
+                    "descriptor_bytes": int(memory["descriptor"][tile]),
+                    "edge_ptr_bytes": int(memory["edge_ptr"][tile]),
+                    "padding_bytes": int(memory["padding"][tile]),
+                    "vertex_data_bytes": int(memory["vertex_data"][tile]),
+                }
             )
-    w.insert(
-        "vertex_memory",
-        (
-            "tile",
-            "vertex_type",
-            "code_bytes",
-            "copy_ptr_bytes",
-            "descriptor_bytes",
-            "edge_ptr_bytes",
-            "padding_bytes",
-            "vertex_data_bytes",
-        ),
-        vm,
-    )
+    w.insert_rows("vertex_memory", vm)
 
 
 def _write_liveness(w: ProfileWriter, exe, n: int) -> None:
     live = exe.liveness
-    w.insert(
+    w.insert_columns(
         "liveness_steps",
-        ("id", "program", "parent", "depth", "not_always_live_bytes"),
-        zip(range(live.num_steps), live.step_program, live.step_parent, live.step_depth, live.step_bytes),
+        {
+            "id": range(live.num_steps),
+            "program": live.step_program,
+            "parent": live.step_parent,
+            "depth": live.step_depth,
+            "not_always_live_bytes": live.step_bytes,
+        },
     )
     num_ipus = exe.num_ipus
     w.insert(

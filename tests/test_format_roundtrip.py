@@ -248,3 +248,37 @@ def test_row_references_point_at_the_vectors_written_for_them(sample):
     control = reader.query("SELECT program, row FROM program_vectors WHERE kind = 'control_code' ORDER BY program")
     assert [row for _p, row in control] == list(range(18))
     reader.close()
+
+
+def test_rows_as_mappings_and_columns_take_the_schema_defaults(tmp_path):
+    from formats.errors import InvalidInputError
+    from formats.pop.writer import ProfileWriter
+
+    path = tmp_path / "rows.pop"
+    with ProfileWriter(path) as w:
+        w.set_target(num_ipus=1, tiles_per_ipu=2, bytes_per_tile=1024, clock_frequency=1e9)
+        w.insert_rows("variables", [{"id": 0, "name": "a"}, {"name": "b", "id": 1}])
+        w.insert_columns(
+            "vars_info",
+            {
+                "id": np.arange(3),
+                "tile": [0, 1, 1],
+                "name": ["p", "q", "r"],
+                "size_bytes": np.array([4, 8, 16]),
+                "category": [0, 0, 0],
+            },
+        )
+        with pytest.raises(InvalidInputError, match="has no column.*sizes"):
+            w.insert_rows("vars_info", [{"id": 9, "sizes": 1}])
+        with pytest.raises(ValueError, match="different lengths"):
+            w.insert_columns("variables", {"id": [5, 6], "name": ["x"]})
+    connection = sqlite3.connect(path)
+    try:
+        assert connection.execute("SELECT id, name FROM variables ORDER BY id").fetchall() == [(0, "a"), (1, "b")]
+        rows = connection.execute(
+            "SELECT id, tile, name, size_bytes, alignment, allocated, always_live FROM vars_info ORDER BY id"
+        ).fetchall()
+    finally:
+        connection.close()
+    # alignment, allocated and always_live were left out: their DEFAULTs (4, 1, 0)
+    assert rows == [(0, 0, "p", 4, 4, 1, 0), (1, 1, "q", 8, 4, 1, 0), (2, 1, "r", 16, 4, 1, 0)]

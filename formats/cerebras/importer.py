@@ -279,47 +279,30 @@ def convert_cerebras(path: str | os.PathLike[str], output: str | os.PathLike[str
         )
         writer.set_graph(num_compute_sets=len(report.kernels), num_edges=0, num_vars=0, num_vertices=0)
         writer.insert("compute_sets", ("compute_set", "name"), [(i, k.name) for i, k in enumerate(report.kernels)])
-        rows: list[tuple[int, str | None, int | None, float, float, float, int | None, int | None, int]]
-        rows = [
-            (
-                0,
-                None,
-                None,
-                o.samples_per_second,
-                o.compute_samples_per_second,
-                o.transmission_samples_per_second,
-                None,
-                o.active_pes_percent,
-                o.compute_utilization_percent,
-            )
-        ]
-        rows += [
-            (
-                i + 1,
-                k.name,
-                i,
-                k.samples_per_second,
-                k.compute_samples_per_second,
-                k.transmission_samples_per_second,
-                k.active_pes,
-                None,
-                k.compute_utilization_percent,
-            )
+        overall = {  # the whole model: no kernel, no compute set
+            "id": 0,
+            "kernel": None,
+            "compute_set": None,
+            "samples_per_second": o.samples_per_second,
+            "compute_samples_per_second": o.compute_samples_per_second,
+            "transmission_samples_per_second": o.transmission_samples_per_second,
+            "active_pes": None,
+            "active_pes_percent": o.active_pes_percent,
+            "compute_utilization_percent": o.compute_utilization_percent,
+        }
+        kernels = [
+            {
+                "id": i + 1,
+                "kernel": k.name,
+                "compute_set": i,
+                "samples_per_second": k.samples_per_second,
+                "compute_samples_per_second": k.compute_samples_per_second,
+                "transmission_samples_per_second": k.transmission_samples_per_second,
+                "active_pes": k.active_pes,
+                "active_pes_percent": None,
+                "compute_utilization_percent": k.compute_utilization_percent,
+            }
             for i, k in enumerate(report.kernels)
         ]
-        writer.insert(
-            "compile_estimates",
-            (
-                "id",
-                "kernel",
-                "compute_set",
-                "samples_per_second",
-                "compute_samples_per_second",
-                "transmission_samples_per_second",
-                "active_pes",
-                "active_pes_percent",
-                "compute_utilization_percent",
-            ),
-            rows,
-        )
+        writer.insert_rows("compile_estimates", [overall, *kernels])
     return report

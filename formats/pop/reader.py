@@ -253,6 +253,7 @@ class ProfileReader(ReportQueries):
         self._check_graph_counts()
         self._check_category_count()
         self._matrices: dict[str, MatrixReader] | None = None
+        self._bounded: set[str] = set()
 
     def _check_category_count(self) -> None:
         """Refuse more memory categories than the format allows (each is 6 columns of a per-tile matrix);
@@ -399,13 +400,6 @@ class ProfileReader(ReportQueries):
                         f"{self.path!r}: matrix {name!r} has invalid sizes ({num_rows} rows, {rows_per_chunk} per chunk)",
                         self.path,
                     )
-                bound = self._row_bound(name)
-                if num_rows > bound:
-                    raise InconsistentReportError(
-                        f"{self.path!r}: matrix {name!r} declares {num_rows} rows; expected at most {bound}, "
-                        f"the rows of the table it belongs to ({declared[name]['rows'].split(':')[0]})",
-                        self.path,
-                    )
                 found[name] = MatrixReader(self, name, num_rows, num_cols, rows_per_chunk)
             self._matrices = found
         return self._matrices
@@ -420,6 +414,22 @@ class ProfileReader(ReportQueries):
                 self.path,
             )
         return int(count)
+
+    def _checked_matrix(self, name: str) -> MatrixReader | None:
+        """A matrix whose declared rows were checked against the table they belong to (on first use:
+        each check counts a table's rows)."""
+        matrix = self._load_matrices().get(name)
+        if matrix is not None and name not in self._bounded:
+            bound = self._row_bound(name)
+            if matrix.num_rows > bound:
+                rows = profile_matrices()["matrices"][name]["rows"].split(":")[0]
+                raise InconsistentReportError(
+                    f"{self.path!r}: matrix {name!r} declares {matrix.num_rows} rows; expected at most {bound}, "
+                    f"the rows of the table it belongs to ({rows})",
+                    self.path,
+                )
+            self._bounded.add(name)
+        return matrix
 
     def _row_bound(self, name: str) -> int:
         """The most rows matrix `name` may have: the rows of the table its rows belong to."""
@@ -441,7 +451,7 @@ class ProfileReader(ReportQueries):
 
     def matrix(self, name: str) -> MatrixReader | None:
         """The named per-tile matrix, or None if the report has none."""
-        return self._load_matrices().get(name)
+        return self._checked_matrix(name)
 
     def matrix_row(self, name: str, row: int | None) -> np.ndarray:
         """One matrix row as uint64, or an empty array when `row` is None or the matrix is absent."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import itertools
+import operator
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..atomic import AtomicOutput, output_error
@@ -101,6 +103,32 @@ class SqliteFileWriter:
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         """Insert many rows, each a sequence of values for `columns`, in one statement."""
         self.insert_with(self._insert_sql(table, columns), table, rows)
+
+    def insert_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Insert many rows, each a mapping of column name to value; every row names the columns the
+        first does (columns named by none take the schema's defaults)."""
+        rows = iter(rows)
+        first = next(rows, None)
+        if first is None:
+            return
+        columns = tuple(first)
+        values = operator.itemgetter(*columns)
+        single = len(columns) == 1
+        chained = itertools.chain((first,), rows)
+        self.insert(table, columns, (((values(r),) if single else values(r)) for r in chained))
+
+    def insert_columns(self, table: str, columns: Mapping[str, Any], batch: int = 200_000) -> None:
+        """Insert rows given column by column: a mapping of column name to its values (lists or numpy
+        arrays, all of one length); columns left out take the schema's defaults."""
+        names = tuple(columns)
+        lengths = {len(values) for values in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of {table!r} of different lengths: {sorted(lengths)}")
+        count = lengths.pop() if lengths else 0
+        sql = self._insert_sql(table, names)
+        for lo in range(0, count, batch):
+            part = [_as_list(values[lo : lo + batch]) for values in columns.values()]
+            self.insert_with(sql, table, zip(*part))
 
     def insert_with(self, sql: str, table: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run `sql`, an INSERT of ours into `table` (literal values and parameters), for many rows."""
@@ -222,3 +250,9 @@ class SqliteFileWriter:
             self.close()
         else:
             self.abort()
+
+
+def _as_list(values: Any) -> list:
+    """A column's values as Python objects (numpy arrays converted in one call)."""
+    tolist = getattr(values, "tolist", None)
+    return tolist() if tolist is not None else list(values)

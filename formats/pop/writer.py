@@ -88,10 +88,18 @@ class MatrixWriter:
     def _write(self, rows: np.ndarray) -> None:
         first_row = self._written
         codec, raw_size, data = encode_chunk(self.name, first_row, rows, self._compression)
-        self._owner.insert(
+        self._owner.insert_rows(
             "matrix_chunks",
-            ("matrix", "first_row", "num_rows", "codec", "raw_size", "data"),
-            [(self.name, first_row, rows.shape[0], codec, raw_size, data)],
+            [
+                {
+                    "matrix": self.name,
+                    "first_row": first_row,
+                    "num_rows": rows.shape[0],
+                    "codec": codec,
+                    "raw_size": raw_size,
+                    "data": data,
+                }
+            ],
         )
         self._written += rows.shape[0]
 
@@ -211,13 +219,15 @@ class ProfileWriter(SqliteFileWriter):
                 f"got {len(delays)}"
             )
         clock = float(clock_frequency)
-        self.insert(
+        self.insert_columns(
             "tiles",
-            ("id", "ipu", "tile_in_ipu", "relative_sync_delay", "clock_frequency"),
-            (
-                (t, t // tiles_per_ipu, t % tiles_per_ipu, int(delays[t % tiles_per_ipu]), clock)
-                for t in range(num_tiles)
-            ),
+            {
+                "id": range(num_tiles),
+                "ipu": [t // tiles_per_ipu for t in range(num_tiles)],
+                "tile_in_ipu": [t % tiles_per_ipu for t in range(num_tiles)],
+                "relative_sync_delay": [int(delays[t % tiles_per_ipu]) for t in range(num_tiles)],
+                "clock_frequency": [clock] * num_tiles,
+            },
         )
         self.target = row
         return row
@@ -272,10 +282,18 @@ class ProfileWriter(SqliteFileWriter):
             )
         vector = np.asarray(values)
         row = self.matrix(f"program_{kind}_by_tile").append(vector)
-        self.insert(
+        self.insert_rows(
             "program_vectors",
-            ("program", "kind", "row", "total", "min", "max"),
-            [(program, kind, row, int(vector.sum()), int(vector.min()), int(vector.max()))],
+            [
+                {
+                    "program": program,
+                    "kind": kind,
+                    "row": row,
+                    "total": int(vector.sum()),
+                    "min": int(vector.min()),
+                    "max": int(vector.max()),
+                }
+            ],
         )
         return row
 

@@ -68,7 +68,7 @@ def _non_linearity(grad: bool):
             return None
         if grad:
 
-            def cost(work, n, target):
+            def grad_cost(work, n, target):
                 return _same(
                     np.broadcast_to(
                         non_linearity_grad_cycles(dtype, work_array(work, "elems", n), target.arch.data_path_width),
@@ -86,7 +86,7 @@ def _non_linearity(grad: bool):
                 supervisor=True,
                 code_bytes=524,
                 library="popnn",
-                cost=cost,
+                cost=grad_cost,
             )
 
         def cost(work, n, target):

@@ -46,7 +46,7 @@ def members(cls: type) -> list[tuple[str, str]]:
                 signature = str(inspect.signature(bound)).replace("(self, ", "(").replace("(self)", "()")
             except (TypeError, ValueError):
                 signature = "(...)"
-            out.append((name + signature, _first_paragraph(getattr(bound, "__doc__", ""))))
+            out.append((name + signature, _first_paragraph(inspect.getdoc(bound))))
     return out
 
 

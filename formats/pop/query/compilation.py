@@ -195,6 +195,11 @@ class CompilationQueries:
         """(parent, child) of every program edge, by parent then position."""
         return self.file.iterate("SELECT parent, child FROM program_children ORDER BY parent, position")
 
+    def program_vector_row(self, program: int, kind: str) -> Any:
+        """The matrix row of one per-tile vector of a program, or None when not recorded."""
+        row = self.file.query_one("SELECT row FROM program_vectors WHERE program = ? AND kind = ?", (program, kind))
+        return None if row is None else row[0]
+
     def program_vector_rows(self) -> Iterator[tuple[Any, Any, Any]]:
         """(program, kind, matrix row) of every per-tile vector of a program."""
         return self.file.iterate("SELECT program, kind, row FROM program_vectors")
@@ -219,6 +224,11 @@ class CompilationQueries:
         """(id, name) of every unlowered variable, by id."""
         return self.file.query("SELECT id, name FROM variables ORDER BY id")
 
+    def variable_name(self, var_id: int) -> Any:
+        """The name of an unlowered variable, or None when there is no such variable."""
+        row = self.file.query_one("SELECT name FROM variables WHERE id = ?", (var_id,))
+        return None if row is None else row[0]
+
     def artificial_variable_names(self) -> list:
         """Distinct names of the lowered variables without an unlowered variable, sorted."""
         return self.file.column("SELECT DISTINCT name FROM vars_info WHERE unlowered_var IS NULL ORDER BY name")
@@ -241,6 +251,12 @@ class CompilationQueries:
         """Rows (LOWERED_VARIABLE_COLUMNS) of the lowered variables on a tile, in allocation order."""
         return self.file.query(f"{_LOWERED} WHERE tile = ? ORDER BY alloc_order, id", (tile,))
 
+    def lowered_variable_briefs_on_tile(self, tile: int) -> list[tuple]:
+        """(id, tile, bytes) of the lowered variables on a tile, in allocation order."""
+        return self.file.query(
+            "SELECT id, tile, size_bytes FROM vars_info WHERE tile = ? ORDER BY alloc_order, id", (tile,)
+        )
+
     def lowered_variables_of_variable(self, var_id: int) -> list[tuple]:
         """Rows (LOWERED_VARIABLE_COLUMNS) of the lowered pieces of an unlowered variable, by id."""
         return self.file.query(f"{_LOWERED} WHERE unlowered_var = ? ORDER BY id", (var_id,))
@@ -258,6 +274,19 @@ class CompilationQueries:
         return self.file.column(
             "SELECT other FROM lowered_var_constraints WHERE var = ? AND kind = ? ORDER BY other", (var_id, kind)
         )
+
+    def equivalence_class_steps_of(self, classes: Sequence[int]) -> list[tuple[Any, Any, Any]]:
+        """(class, first step, step after the last) of the live intervals of some classes (given in
+        ascending order), by class then start."""
+        found: list[tuple[Any, Any, Any]] = []
+        for start in range(0, len(classes), _IDS_PER_QUERY):
+            chunk = list(classes[start : start + _IDS_PER_QUERY])
+            marks = ", ".join("?" * len(chunk))
+            found += self.file.query(
+                f'SELECT class, start, "end" FROM equivalence_class_steps WHERE class IN ({marks}) ORDER BY class, start',
+                chunk,
+            )
+        return found
 
     def equivalence_class_steps(self) -> Iterator[tuple[Any, Any, Any]]:
         """(class, first step, step after the last) of every live interval, by class then start."""
@@ -277,9 +306,18 @@ class CompilationQueries:
         """(variable id or None, bytes) of the always-live variables on a tile."""
         return self.file.query("SELECT var, bytes FROM always_live_vars WHERE tile = ?", (tile,))
 
+    def always_live_variables_by_tile(self) -> Iterator[tuple[Any, Any, Any]]:
+        """(tile, variable id or None, bytes) of every always-live variable, in table order."""
+        return self.file.iterate("SELECT tile, var, bytes FROM always_live_vars")
+
     def liveness_steps(self) -> list[tuple[Any, Any, Any]]:
         """(step, program, not-always-live bytes) of every liveness program step, by step."""
         return self.file.query("SELECT id, program, not_always_live_bytes FROM liveness_steps ORDER BY id")
+
+    def liveness_step_count(self) -> int:
+        """The number of liveness program steps."""
+        row = self.file.query_one("SELECT count(*) FROM liveness_steps")
+        return int(row[0]) if row else 0
 
     def liveness_tiles(self) -> list:
         """The tiles with per-tile liveness information."""
@@ -317,6 +355,36 @@ class CompilationQueries:
             f"AND {_LIVE}",
             (step, name),
         )[0]
+
+    def not_always_live_pieces(
+        self, *, tile: int | None = None, var_id: int | None = None, name: str | None = None
+    ) -> list[tuple[Any, Any, Any, Any]]:
+        """(bytes, equivalence class, unlowered id or None, name) of the allocated lowered variables that are
+        not always live: those on a tile, those of an unlowered variable, or those called `name` without one."""
+        params: tuple[Any, ...]
+        if tile is not None:
+            where, params = "tile = ?", (tile,)
+        elif var_id is not None:
+            where, params = "unlowered_var = ?", (var_id,)
+        elif name is not None:
+            where, params = "unlowered_var IS NULL AND name = ?", (name,)
+        else:
+            raise TypeError("not_always_live_pieces needs a tile, var_id or name")
+        return self.file.query(
+            f"SELECT size_bytes, equivalence_class, unlowered_var, name FROM vars_info "
+            f"WHERE {where} AND allocated = 1 AND always_live = 0",
+            params,
+        )
+
+    def every_not_always_live_piece(self) -> Iterator[tuple[Any, Any, Any]]:
+        """(tile, equivalence class, bytes) of every allocated lowered variable that is not always live."""
+        return self.file.iterate(
+            "SELECT tile, equivalence_class, size_bytes FROM vars_info WHERE allocated = 1 AND always_live = 0"
+        )
+
+    def liveness_ipu_bytes(self, step: int) -> list[tuple[Any, Any]]:
+        """(IPU, not-always-live bytes) of a step on each IPU recorded."""
+        return self.file.query("SELECT ipu, bytes FROM liveness_step_ipus WHERE step = ?", (step,))
 
     def not_always_live_variables(self, step: int, *, tiles: tuple[int, int] | None = None) -> list[tuple]:
         """(unlowered id or None, lowered name, bytes) live but not always live in a step, on tiles lo..hi-1 or all.

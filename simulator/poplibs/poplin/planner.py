@@ -379,7 +379,7 @@ def plan_matmul(
     tiles = graph.num_tiles
     swapped = bool(swap)
     pm_size, pn_size = (n, m) if swapped else (m, n)
-    grid, estimate, ocpg, icpg, method, serial = _best_grid(
+    problem = ProductProblem(
         target.arch.name,
         target.bytesPerTile,
         tiles,
@@ -389,7 +389,7 @@ def plan_matmul(
         in_type,
         partials_type,
         out_type,
-        tuple(kernel),
+        (kernel[0], kernel[1]),
         methods,
         out_width,
         swap,
@@ -398,6 +398,7 @@ def plan_matmul(
         bound,
         partition,
     )
+    grid, estimate, ocpg, icpg, method, serial = _best_grid(problem)
     m, n = pm_size, pn_size
     pm, pn, pk = (int(x) for x in grid)
     cell = np.arange(pm * pn * pk, dtype=np.int64)
@@ -526,196 +527,67 @@ def product_vertex_cycles(
     return np.broadcast_to(np.asarray(cycles, dtype=np.int64), mb.shape)
 
 
+@dataclass(frozen=True)
+class ProductProblem:
+    """One product (or convolution as a product) to plan on a target; what the plan is cached on.
+
+    m counts output positions in rows of `out_width`; `kernel` is a convolution's kernel, (1, 1)
+    for a product; `swap`, `fc_pass`, `conv_input`, `bound` and `partition` are plan_matmul's."""
+
+    arch_name: str
+    bytes_per_tile: int
+    tiles: int
+    m: int
+    k: int
+    n: int
+    in_type: Type
+    partials_type: Type
+    out_type: Type
+    kernel: tuple[int, int]
+    methods: tuple[str, ...] = ("AMP",)
+    out_width: int = 1
+    swap: bool | None = None
+    fc_pass: str = "NONE"
+    conv_input: tuple[int, ...] | None = None
+    bound: float | None = None
+    partition: tuple[tuple[str, int], ...] | None = None
+
+    @property
+    def conv_kernel(self) -> int:
+        """Kernel positions: 1 for a product."""
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def m_rows(self) -> int:
+        """Output rows: a convolution's positions are split in whole rows, as its cells are (_ConvGrid)."""
+        return -(-self.m // self.out_width)
+
+    @property
+    def is_product(self) -> bool:
+        """A matrix product, not a convolution."""
+        return self.conv_kernel == 1 and self.out_width == 1 and self.conv_input is None
+
+
 @functools.lru_cache(maxsize=4096)
-def _best_grid(
-    arch_name: str,
-    bytes_per_tile: int,
-    tiles: int,
-    m: int,
-    k: int,
-    n: int,
-    in_type: Type,
-    partials_type: Type,
-    out_type: Type,
-    kernel: tuple[int, int],
-    methods: tuple[str, ...] = ("AMP",),
-    out_width: int = 1,
-    swap: bool | None = None,
-    fc_pass: str = "NONE",
-    conv_input: tuple[int, ...] | None = None,
-    bound: float | None = None,
-    partition: tuple[tuple[str, int], ...] | None = None,
-):
+def _best_grid(problem: ProductProblem):
+    """The cheapest grid of a problem within its memory bound: (pm, pn, pk), the estimate, the
+    output- and input-channel grains, the method and the serial split."""
     from ...target import architecture
 
-    arch = architecture(arch_name)
-    conv_kernel = kernel[0] * kernel[1]
-    wpcu = amp.weights_per_conv_unit(in_type.name)
-    # a convolution's positions are split in whole output rows, as its cells are (_ConvGrid)
-    m_rows = -(-m // out_width)
-    pm_c = _minimal_splits(max(1, m_rows), tiles)
-
-    def candidates(n_cols: int) -> dict:
-        """Every grid of each method for the product of n_cols of the n columns, with its estimates."""
-        cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
-
-        def grid(n_grain: int, k_grain: int, k_split: bool):
-            pn_c = _minimal_splits(max(1, -(-n_cols // n_grain)), tiles)
-            pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
-            g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
-            g = g[:, g[0] * g[1] * g[2] <= tiles]
-            mb = np.minimum(m, -(-m_rows // g[0]) * out_width)
-            nb = np.minimum(n_cols, _ceil(_ceil(n_cols, n_grain), g[1]) * n_grain)
-            kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
-            return g, mb, nb, kb
-
-        if "AMP" in methods:
-            # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
-            # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
-            # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
-            # of getInChanGrainSizes and getOutChanGrainSizes)
-            # a matrix product may take input groups narrower than a conv unit's weights, its 1x1
-            # kernel then padded to fill them (amp_weight_height); convolutions take whole weights
-            product = conv_kernel == 1 and out_width == 1 and conv_input is None
-            for icpg, ocpg in itertools.product(
-                in_chans_candidates(arch, in_type) if product else (wpcu,),
-                partial_chans_candidates(arch, in_type, partials_type, conv_kernel),
-            ):
-                g, mb, nb, kb = grid(ocpg, icpg, True)
-                # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
-                if conv_kernel > 1:
-                    # poplin's planner costs every kernel position over the tile's whole rows, padding
-                    # or not (ConvModel.cpp, addPartialCalcCycleEstimate: getConvPartialnx1InnerLoopCycleEstimate)
-                    rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
-                    compute = amp.conv_partial_nx1_cycles(
-                        arch,
-                        in_type.name,
-                        partials_type.name,
-                        rows,
-                        np.full(kernel[1], out_width),
-                        -(-kb // icpg),
-                        -(-nb // ocpg),
-                        zero_elems=mb,
-                    )
-                else:
-                    compute = product_vertex_cycles(arch, "AMP", in_type, partials_type, mb, nb, kb, icpg, ocpg)
-                cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
-        if "HMAC" in methods:
-            # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
-            # and the cheapest for a tile's block is one group of all of it (fewest loop overheads),
-            # output channels in groups of 1 (float partials) or 2 (ConvVertexType.cpp,
-            # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate,
-            # every kernel position over the tile's whole rows; a product's positions are one row)
-            k_grain = 1 if in_type.name == "float" else 2
-            ocpg = amp.hmac_out_chans_per_group(partials_type.name)
-            g, mb, nb, kb = grid(ocpg, k_grain, True)
-            if conv_kernel == 1 and out_width == 1:
-                compute = product_vertex_cycles(arch, "HMAC", in_type, partials_type, mb, nb, kb, kb, ocpg)
-            else:
-                rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
-                cols = np.full(kernel[1], out_width)
-                compute = amp.conv_partial_hmac_cycles(
-                    in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
-                )
-            cands.append((g, ocpg, k_grain, 1, compute))
-        if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
-            # one input channel: poplin offers an outer product, its partials in the input type, the
-            # output positions of a tile split over the workers (ConvVertexType.cpp,
-            # getConvVertexOuterProductCandidates; ConvModel.cpp, addPartialCalcCycleEstimate:
-            # getOuterProductCycleEstimate of ceil(tileOutWidth / numContexts) positions, times the contexts)
-            ocpg = amp.outer_product_chans_per_group(arch, in_type.name)
-            g, mb, nb, kb = grid(ocpg, 1, False)
-            compute = product_vertex_cycles(arch, "OUTER_PRODUCT", in_type, partials_type, mb, nb, kb, 1, ocpg)
-            cands.append((g, ocpg, 1, 2, compute))
-        if not cands:
-            raise GraphError(
-                f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n_cols}] product: poplin offers "
-                "OUTER_PRODUCT for one input channel only, and HMAC for 1x1 kernels"
-            )
-        pm = np.concatenate([c[0][0] for c in cands])
-        pn = np.concatenate([c[0][1] for c in cands])
-        pk = np.concatenate([c[0][2] for c in cands])
-        og = np.concatenate([np.full(c[0].shape[1], c[1]) for c in cands])
-        kg = np.concatenate([np.full(c[0].shape[1], c[2]) for c in cands])
-        method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
-        compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
-        mb = np.minimum(m, -(-m_rows // pm) * out_width)
-        nb = np.minimum(n_cols, _ceil(_ceil(n_cols, og), pn) * og)
-        kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
-        in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
-        costs = _pass_costs(
-            arch,
-            k,
-            mb,
-            nb,
-            kb,
-            pk,
-            method,
-            compute,
-            in_type,
-            partials_type,
-            out_type,
-            conv_kernel,
-            in_elems,
-            pm=pm,
-            pn=pn,
-            k_grain=kg,
-            n_grain=og,
-        )
-        total, memory = costs["total"], costs["memory"]
-        transform_cycles = np.zeros_like(total)
-        if swap is not None:
-            transform_cycles, transform_bytes = transform_cost(
-                arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type, fc_pass
-            )
-            total = total + transform_cycles
-            memory = np.maximum(memory, transform_bytes)
-        return {
-            "pm": pm,
-            "pn": pn,
-            "pk": pk,
-            "og": og,
-            "kg": kg,
-            "method": method,
-            "compute": compute,
-            "mb": mb,
-            "nb": nb,
-            "kb": kb,
-            "total": total,
-            "memory": memory,
-            "transform": transform_cycles,
-            "exchange": costs["exchange"],
-            "reduceExchange": costs["reduceExchange"],
-            "reduceCompute": costs["reduceCompute"],
-            "padding": costs["padding"],
-            "serial": np.full_like(total, n // n_cols),
-        }
-
+    arch = architecture(problem.arch_name)
     # poplin's memory bound (memory_bound): when no grid fits, twice the bound, doubled again until it
     # passes twice the tile's memory, then no bound (ConvPlan.cpp, createPlan: minimizeCycles, then
     # minimizeMemory)
-    bound = memory_bound(None, bytes_per_tile) if bound is None else bound
-    c = candidates(n)
-    if conv_kernel == 1 and out_width == 1 and conv_input is None:
-        c = _with_serial_splits(c, candidates, arch, k, n, tiles, in_type, partials_type, fc_pass)
-    if partition:
-        # poplin's partition constraints fix the solver's split variables; with no plan left
-        # poplin finds no valid plan (ConvPlan.cpp, constrainPartitionVars)
-        keep = c["total"] < np.iinfo(np.int64).max
-        for key, value in partition:
-            keep &= c[key] == value
-        if not keep.any():
-            names = {field: key for key, field in PARTITION_KEYS.items()}
-            fixed = ", ".join(f"{names[field]} {value}" for field, value in partition)
-            raise GraphError(
-                f"no plan of a [{m}, {k}] x [{k}, {n}] product on {tiles:,} tiles has the splits the "
-                f"planConstraints fix ({fixed}): a parallel split must be the fewest parts that give "
-                "its tiles' share of whole rows or channel groups, a serial split must divide the "
-                "output channels, and the splits' product must be at most the tiles"
-            )
-        c = {key: value[keep] for key, value in c.items()}
+    bound = memory_bound(None, problem.bytes_per_tile) if problem.bound is None else problem.bound
+    candidates = functools.partial(_candidates, problem, arch)
+    c = candidates(problem.n)
+    if problem.is_product:
+        p = problem
+        c = _with_serial_splits(c, candidates, arch, p.k, p.n, p.tiles, p.in_type, p.partials_type, p.fc_pass)
+    if problem.partition:
+        c = _constrained(problem, c)
     total, memory = c["total"], c["memory"]
-    fits = memory <= relaxed_bound(memory, bound, bytes_per_tile)
+    fits = memory <= relaxed_bound(memory, bound, problem.bytes_per_tile)
     if fits.any():
         total = np.where(fits, total, np.iinfo(np.int64).max)
     # the cheapest in cycles; among equals the fewest tiles, then poplin's candidate order
@@ -730,6 +602,192 @@ def _best_grid(
         MATMUL_METHODS[int(method[best])],
         int(c["serial"][best]),
     )
+
+
+def _constrained(problem: ProductProblem, c: dict) -> dict:
+    """The candidates with the splits the partition constraints fix; poplin's partition
+    constraints fix the solver's split variables, and with no plan left poplin finds no valid plan
+    (ConvPlan.cpp, constrainPartitionVars)."""
+    keep = c["total"] < np.iinfo(np.int64).max
+    for key, value in problem.partition or ():
+        keep &= c[key] == value
+    if not keep.any():
+        names = {field: key for key, field in PARTITION_KEYS.items()}
+        fixed = ", ".join(f"{names[field]} {value}" for field, value in problem.partition or ())
+        m, k, n = problem.m, problem.k, problem.n
+        raise GraphError(
+            f"no plan of a [{m}, {k}] x [{k}, {n}] product on {problem.tiles:,} tiles has the splits the "
+            f"planConstraints fix ({fixed}): a parallel split must be the fewest parts that give "
+            "its tiles' share of whole rows or channel groups, a serial split must divide the "
+            "output channels, and the splits' product must be at most the tiles"
+        )
+    return {key: value[keep] for key, value in c.items()}
+
+
+def _method_grids(problem: ProductProblem, arch, n_cols: int) -> list[tuple]:
+    """Every grid of each method for the product of n_cols of the n columns, with the vertex's
+    compute estimate: (grids, out-channel grain, in-channel grain, method index, compute)."""
+    m, k, tiles, kernel, out_width = problem.m, problem.k, problem.tiles, problem.kernel, problem.out_width
+    in_type, partials_type, methods = problem.in_type, problem.partials_type, problem.methods
+    conv_kernel, m_rows = problem.conv_kernel, problem.m_rows
+    pm_c = _minimal_splits(max(1, m_rows), tiles)
+    cands = []  # per method: pm, pn, pk, out-channel grain, in-channel grain, method, compute
+
+    def grid(n_grain: int, k_grain: int, k_split: bool):
+        pn_c = _minimal_splits(max(1, -(-n_cols // n_grain)), tiles)
+        pk_c = _minimal_splits(max(1, -(-k // k_grain)), tiles) if k_split else np.array([1])
+        g = np.stack([x.reshape(-1) for x in np.meshgrid(pm_c, pn_c, pk_c, indexing="ij")])
+        g = g[:, g[0] * g[1] * g[2] <= tiles]
+        mb = np.minimum(m, -(-m_rows // g[0]) * out_width)
+        nb = np.minimum(n_cols, _ceil(_ceil(n_cols, n_grain), g[1]) * n_grain)
+        kb = np.minimum(k, _ceil(_ceil(k, k_grain), g[2]) * k_grain)
+        return g, mb, nb, kb
+
+    if "AMP" in methods:
+        cands += _amp_grids(problem, arch, grid)
+    if "HMAC" in methods:
+        # input channels in groups of 2 halves or 1 float; poplin enumerates every inChansPerGroup,
+        # and the cheapest for a tile's block is one group of all of it (fewest loop overheads),
+        # output channels in groups of 1 (float partials) or 2 (ConvVertexType.cpp,
+        # getConvVertexHMACCandidates; the planner's cost: ConvModel.cpp, addPartialCalcCycleEstimate,
+        # every kernel position over the tile's whole rows; a product's positions are one row)
+        k_grain = 1 if in_type.name == "float" else 2
+        ocpg = amp.hmac_out_chans_per_group(partials_type.name)
+        g, mb, nb, kb = grid(ocpg, k_grain, True)
+        if conv_kernel == 1 and out_width == 1:
+            compute = product_vertex_cycles(arch, "HMAC", in_type, partials_type, mb, nb, kb, kb, ocpg)
+        else:
+            rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
+            cols = np.full(kernel[1], out_width)
+            compute = amp.conv_partial_hmac_cycles(
+                in_type.name, partials_type.name, rows, cols, kb, ocpg, 1, -(-nb // ocpg), zero_elems=mb
+            )
+        cands.append((g, ocpg, k_grain, 1, compute))
+    if "OUTER_PRODUCT" in methods and conv_kernel == 1 and k == 1:
+        # one input channel: poplin offers an outer product, its partials in the input type, the
+        # output positions of a tile split over the workers (ConvVertexType.cpp,
+        # getConvVertexOuterProductCandidates; ConvModel.cpp, addPartialCalcCycleEstimate:
+        # getOuterProductCycleEstimate of ceil(tileOutWidth / numContexts) positions, times the contexts)
+        ocpg = amp.outer_product_chans_per_group(arch, in_type.name)
+        g, mb, nb, kb = grid(ocpg, 1, False)
+        compute = product_vertex_cycles(arch, "OUTER_PRODUCT", in_type, partials_type, mb, nb, kb, 1, ocpg)
+        cands.append((g, ocpg, 1, 2, compute))
+    if not cands:
+        raise GraphError(
+            f"no plan by {', '.join(methods)} for a [{m}, {k}] x [{k}, {n_cols}] product: poplin offers "
+            "OUTER_PRODUCT for one input channel only, and HMAC for 1x1 kernels"
+        )
+    return cands
+
+
+def _amp_grids(problem: ProductProblem, arch, grid) -> list[tuple]:
+    """The AMP grids of `_method_grids`, for each pair of input- and output-channel groups poplin offers."""
+    kernel, out_width, in_type, partials_type = (
+        problem.kernel,
+        problem.out_width,
+        problem.in_type,
+        problem.partials_type,
+    )
+    conv_kernel = problem.conv_kernel
+    cands = []
+    # poplin splits the batch by rows and the channels by whole AMP groups: the number of splits of
+    # the input (output) channels is at most their groups of inChansPerGroup (partialChansPerGroup)
+    # (lib/poplin/ConvModel.cpp, constructModel: totalInChanSplit <= numInChanGrains, the grain sizes
+    # of getInChanGrainSizes and getOutChanGrainSizes)
+    # a matrix product may take input groups narrower than a conv unit's weights, its 1x1
+    # kernel then padded to fill them (amp_weight_height); convolutions take whole weights
+    product = problem.is_product
+    for icpg, ocpg in itertools.product(
+        in_chans_candidates(arch, in_type) if product else (amp.weights_per_conv_unit(in_type.name),),
+        partial_chans_candidates(arch, in_type, partials_type, conv_kernel),
+    ):
+        g, mb, nb, kb = grid(ocpg, icpg, True)
+        # the vertex's own estimate (codelets/poplin.py, ported from poplibs' PerformanceEstimation.hpp)
+        if conv_kernel > 1:
+            # poplin's planner costs every kernel position over the tile's whole rows, padding
+            # or not (ConvModel.cpp, addPartialCalcCycleEstimate: getConvPartialnx1InnerLoopCycleEstimate)
+            rows = np.repeat(-(-mb // out_width)[:, None], kernel[0], axis=1)
+            compute = amp.conv_partial_nx1_cycles(
+                arch,
+                in_type.name,
+                partials_type.name,
+                rows,
+                np.full(kernel[1], out_width),
+                -(-kb // icpg),
+                -(-nb // ocpg),
+                zero_elems=mb,
+            )
+        else:
+            compute = product_vertex_cycles(arch, "AMP", in_type, partials_type, mb, nb, kb, icpg, ocpg)
+        cands.append((g, ocpg, icpg, 0, np.broadcast_to(compute, g.shape[1:])))
+    return cands
+
+
+def _candidates(problem: ProductProblem, arch, n_cols: int) -> dict:
+    """Every grid of each method for the product of n_cols of the n columns, with its estimates."""
+    m, k, n, kernel, out_width = problem.m, problem.k, problem.n, problem.kernel, problem.out_width
+    in_type, partials_type, out_type = problem.in_type, problem.partials_type, problem.out_type
+    swap, fc_pass, conv_input = problem.swap, problem.fc_pass, problem.conv_input
+    conv_kernel, m_rows = problem.conv_kernel, problem.m_rows
+    cands = _method_grids(problem, arch, n_cols)
+    pm = np.concatenate([c[0][0] for c in cands])
+    pn = np.concatenate([c[0][1] for c in cands])
+    pk = np.concatenate([c[0][2] for c in cands])
+    og = np.concatenate([np.full(c[0].shape[1], c[1]) for c in cands])
+    kg = np.concatenate([np.full(c[0].shape[1], c[2]) for c in cands])
+    method = np.concatenate([np.full(c[0].shape[1], c[3]) for c in cands])
+    compute = np.concatenate([np.broadcast_to(np.asarray(c[4], dtype=np.int64), c[0].shape[1:]) for c in cands])
+    mb = np.minimum(m, -(-m_rows // pm) * out_width)
+    nb = np.minimum(n_cols, _ceil(_ceil(n_cols, og), pn) * og)
+    kb = np.minimum(k, _ceil(_ceil(k, kg), pk) * kg)
+    in_elems = None if conv_input is None else input_elements(conv_input, kernel, out_width, mb, kb)
+    costs = _pass_costs(
+        arch,
+        k,
+        mb,
+        nb,
+        kb,
+        pk,
+        method,
+        compute,
+        in_type,
+        partials_type,
+        out_type,
+        conv_kernel,
+        in_elems,
+        pm=pm,
+        pn=pn,
+        k_grain=kg,
+        n_grain=og,
+    )
+    total, memory = costs["total"], costs["memory"]
+    transform_cycles = np.zeros_like(total)
+    if swap is not None:
+        transform_cycles, transform_bytes = transform_cost(
+            arch, swap, m, k, n, kg, og, pm * pn * pk, in_type, out_type, fc_pass
+        )
+        total = total + transform_cycles
+        memory = np.maximum(memory, transform_bytes)
+    return {
+        "pm": pm,
+        "pn": pn,
+        "pk": pk,
+        "og": og,
+        "kg": kg,
+        "method": method,
+        "compute": compute,
+        "mb": mb,
+        "nb": nb,
+        "kb": kb,
+        "total": total,
+        "memory": memory,
+        "transform": transform_cycles,
+        "exchange": costs["exchange"],
+        "reduceExchange": costs["reduceExchange"],
+        "reduceCompute": costs["reduceCompute"],
+        "padding": costs["padding"],
+        "serial": np.full_like(total, n // n_cols),
+    }
 
 
 def _with_serial_splits(

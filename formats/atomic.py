@@ -133,6 +133,7 @@ class AtomicOutput:
                         _fsync_dir(os.path.join(root, name))
                 _fsync_dir(self.path)
             else:
+                _mark(self.path)
                 _fsync_path(self.path)
         except OSError as exc:
             raise output_error(exc, self.target) from None
@@ -311,8 +312,28 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_APPLICATION_IDS = (b"PVAR", b"PVAT")
 
 
+#: The extended attribute every file pva commits carries (where the file system keeps them): the mark
+#: of the formats that have no place for one inside (legacy JSON and CBOR, compile_report.txt).
+XATTR_MARK = "user.pva.output"
+
+
+def _mark(path: str) -> None:
+    with contextlib.suppress(OSError, AttributeError):  # a file system without user attributes
+        os.setxattr(path, XATTR_MARK, b"pva")
+
+
+def _xattr_marked(path: str | os.PathLike[str]) -> bool:
+    try:
+        return os.getxattr(path, XATTR_MARK) == b"pva"
+    except (OSError, AttributeError):
+        return False
+
+
 def written_by_pva(path: str | os.PathLike[str]) -> bool:
-    """Whether an existing file is one pva wrote: its format recognised, with pva's marker in it."""
+    """Whether an existing file is one pva wrote: its format recognised, with pva's marker in it (or, for a
+    format without a place for one, in the file's extended attributes)."""
+    if _xattr_marked(path):
+        return True
     try:
         with open(path, "rb") as handle:
             head = handle.read(_MARK_WINDOW)
@@ -343,7 +364,7 @@ def _marked(head: bytes, tail: bytes, path: str) -> bool:
         return re.search(rb"<dc:creator>\s*<cc:Agent>\s*<dc:title>pva</dc:title>", head) is not None
     if text.startswith(b"{"):
         return JSON_MARK.search(head) is not None or JSON_MARK.search(tail) is not None
-    return False  # text formats of other tools (compile_report.txt, CSV) carry no mark: --force replaces them
+    return False  # other formats carry no mark inside: only the extended attribute tells
 
 
 def _hdf5_marked(path: str) -> bool:

@@ -126,3 +126,13 @@ def test_each_pva_format_is_recognised_and_foreign_ones_are_not(report, tmp_path
     for name, data in foreign.items():
         (tmp_path / name).write_bytes(data)
         assert not written_by_pva(tmp_path / name), name
+
+
+def test_a_legacy_export_is_replaced_by_the_next_one_but_a_copy_of_it_is_not(report, tmp_path, capsys):
+    target = str(tmp_path / "legacy.json")
+    assert main(["export", report, "--format", "legacy-json", "-o", target]) == 0
+    assert main(["export", report, "--format", "legacy-json", "-o", target]) == 0  # pva's own: its mark
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(pathlib.Path(target).read_bytes())  # the same bytes, but not a file pva wrote
+    assert main(["export", report, "--format", "legacy-json", "-o", str(copy)]) == 2
+    assert "exists and is not a file pva wrote" in capsys.readouterr().err

@@ -301,9 +301,9 @@ class ProfileReader(ReportQueries):
 
     def _check_target(self) -> None:
         t = self.target
-        if not t.get("clock_frequency", 1.0) > 0:
+        if not t.get("clock_frequency", 0.0) >= 0:  # 0: not recorded
             raise InconsistentReportError(
-                f"{self.path!r}: target.clock_frequency should be a positive frequency [Hz], found "
+                f"{self.path!r}: target.clock_frequency should be a frequency [Hz] (0 when not recorded), found "
                 f"{t['clock_frequency']!r}",
                 self.path,
             )

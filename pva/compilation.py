@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from formats.lazy_import import lazy_module
 
@@ -335,7 +335,7 @@ class VertexInstances:
 
     __slots__ = ("_c", "_type", "count", "estimatedCycles", "_count_row")
 
-    def __init__(self, compilation, vertex_type: int, count: int, estimated_cycles: int, count_row) -> None:
+    def __init__(self, compilation: Any, vertex_type: int, count: int, estimated_cycles: int, count_row: Any) -> None:
         self._c = compilation
         self._type = vertex_type
         self.count = count
@@ -362,7 +362,7 @@ class ComputeSet:
 
     __slots__ = ("_c", "_id", "name", "_estimate_row", "_vertices")
 
-    def __init__(self, compilation: CompilationReport, cs_id: int, name: str, estimate_row) -> None:
+    def __init__(self, compilation: CompilationReport, cs_id: int, name: str, estimate_row: Any) -> None:
         self._c = compilation
         self._id = cs_id
         self.name = name
@@ -418,7 +418,7 @@ class ComputeSet:
 
 #: memoryArray fields: tile.memory attribute paths and their memory_by_tile columns.
 #: Variables looked up by id one by one before every variable is read at once.
-_VARIABLES_ASKED = 4096
+_VARIABLES_ASKED = 256
 #: Tiles asked for their always-live variables one by one before every tile's are read at once.
 _ALWAYS_LIVE_TILES_ASKED = 16
 
@@ -426,7 +426,7 @@ _ALWAYS_LIVE_TILES_ASKED = 16
 class CompilationReport:
     """Information known at the end of graph compilation (libpva CompilationReport)."""
 
-    def __init__(self, reader: ProfileReader, report) -> None:
+    def __init__(self, reader: ProfileReader, report: Any) -> None:
         self._reader = reader
         self._report = report
         self._always_live_by_tile: dict[int, list] | None = None
@@ -564,7 +564,7 @@ class CompilationReport:
         rows = self._reader.always_live_bytes_by_variable()
         return self._sized_variables((var, None, size) for var, size in rows)
 
-    def alwaysLiveVariablesForTile(self, tileId) -> PvaList:
+    def alwaysLiveVariablesForTile(self, tileId: Any) -> PvaList:
         """Always-live variables on one tile (an id or a Tile) with their size there, by name."""
         tile = self._replica_tile(tileId)
         return self._sized_variables((var, None, size) for var, size in self._always_live_rows(tile))
@@ -646,7 +646,7 @@ class CompilationReport:
             )
         return info
 
-    def debugContexts(self, filter=None) -> PvaList:
+    def debugContexts(self, filter: Any = None) -> PvaList:
         """Debug contexts selected by a DebugContext.Filter (or a layer name, or withoutParent), by id.
 
         Raises NotPresentError if isDebugInfoPresent is False.
@@ -659,7 +659,7 @@ class CompilationReport:
         """The debug context with an id; raises NotPresentError if isDebugInfoPresent is False."""
         return self._require_debug().context(id)
 
-    def _debug_contexts_of(self, kind: str, obj) -> PvaList:
+    def _debug_contexts_of(self, kind: str, obj: Any) -> PvaList:
         return self._context.debug_contexts_of(kind, obj)
 
     # -- numpy views (pva additions) --
@@ -677,7 +677,7 @@ class CompilationReport:
             raise ValueError(f"unknown memory field {field!r}; expected one of {', '.join(MEMORY_FIELDS)}")
         return self._per_tile(np.asarray(self._memory_columns[column], dtype=np.uint64))
 
-    def categoryMemoryArray(self, category: str | None = None, field: str = "total"):
+    def categoryMemoryArray(self, category: str | None = None, field: str = "total") -> Any:
         """Memory of a category on every tile as a uint64 array indexed by tile id (pva addition).
 
         `field` is the path below ``tile.memory.category.<category>``: ``"total"`` (default),
@@ -717,7 +717,7 @@ class CompilationReport:
         rows = self._reader.vertex_count_rows()
         return self._per_tile(self._sum_vertex_rows(rows))
 
-    def _sum_vertex_rows(self, rows) -> np.ndarray:
+    def _sum_vertex_rows(self, rows: Any) -> np.ndarray:
         total = np.zeros(self.target.tilesPerReplica, dtype=np.uint64)
         matrix = self._reader.matrix("vertex_count_by_tile")
         if not rows:
@@ -748,10 +748,10 @@ class CompilationReport:
 
     # -- helpers shared by the lightweight objects --
 
-    def _replica_tile(self, tile) -> int:
+    def _replica_tile(self, tile: Any) -> int:
         return self._context.replica_tile(tile)
 
-    def _replica_ipu(self, ipu) -> int:
+    def _replica_ipu(self, ipu: Any) -> int:
         return self._context.replica_ipu(ipu)
 
     @functools.cached_property
@@ -778,7 +778,7 @@ class CompilationReport:
             )
         return found
 
-    def _sized_variables(self, rows) -> PvaList:
+    def _sized_variables(self, rows: Any) -> PvaList:
         """VariableSize objects for (unlowered id or None, lowered name, size) rows, by name then id."""
         out = []
         artificial = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from formats.debug.debug_cbor import INVALID_ID, DebugInfoReader, DebugRecord, DebugRecords, context_json
 
@@ -99,7 +99,7 @@ class DebugLayer(str):
     def __repr__(self) -> str:
         return repr(self.name)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return (DebugLayer, (self.name,))
 
 
@@ -354,7 +354,7 @@ class DebugInfo:
                     queue.append(child)
         return order
 
-    def owned_programs(self, context_ids) -> set[int]:
+    def owned_programs(self, context_ids: Any) -> set[int]:
         """Ids of the programs owned by any of the contexts."""
         by_context = self.refs_by_context["program"]
         owned: set[int] = set()

@@ -257,7 +257,7 @@ class _IpuTable:
 
     __reduce_ex__ = refuse_pickle
 
-    def _load(self, figure: str, name: str, step_types=None) -> list:
+    def _load(self, figure: str, name: str, step_types: Any = None) -> list:
         count, low, high, values = self._reader.step_ipu_figure(
             self._ipu, figure, step_types=step_types, real=name in _FLOAT_COLUMNS
         )
@@ -271,7 +271,7 @@ class _IpuTable:
             )
         return values
 
-    def _set_position(self, count: int, low, high) -> None:
+    def _set_position(self, count: int, low: Any, high: Any) -> None:
         n = self._num_steps
         if count == n and (n == 0 or (low == 0 and high == n - 1)):  # (step_id, ipu) is unique: all present
             self.position: range | list[int] = range(n)
@@ -290,7 +290,7 @@ class _IpuTable:
         position[np.asarray(self._reader.step_ids_of_ipu(self._ipu), dtype=np.int64)] = np.arange(count)
         self.position = position.tolist()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name == "position":
             self.profiled  # noqa: B018 (loading a column sets the positions)
             return self.__dict__["position"]
@@ -412,7 +412,7 @@ def _sum_chunks(matrix: MatrixReader, lo: int, hi: int, total: np.ndarray) -> np
 
 
 def _ipu_value(name: str, doc: str) -> property:
-    def get(self: Ipu):
+    def get(self: Ipu) -> Any:
         return getattr(self._t, name)[self._r]
 
     return property(get, doc=doc)
@@ -497,7 +497,9 @@ class VertexInstances(_compilation.VertexInstances):
 
     __slots__ = ("cycles",)
 
-    def __init__(self, compilation, vertex_type: int, count: int, estimated_cycles: int, count_row, cycles: int):
+    def __init__(
+        self, compilation: Any, vertex_type: int, count: int, estimated_cycles: int, count_row: Any, cycles: int
+    ) -> None:
         super().__init__(compilation, vertex_type, count, estimated_cycles, count_row)
         self.cycles = cycles
 
@@ -511,7 +513,7 @@ class ComputeSet(_compilation.ComputeSet):
     __slots__ = ("_e", "_step", "_cycles_row")
 
     def __init__(
-        self, execution: ExecutionReport, step: int, cs_id: int, name: str, estimate_row, cycles_row: int | None
+        self, execution: ExecutionReport, step: int, cs_id: int, name: str, estimate_row: Any, cycles_row: int | None
     ) -> None:
         super().__init__(execution._report.compilation, cs_id, name, estimate_row)
         self._e = execution
@@ -656,7 +658,7 @@ class ExecutionReport:
     A compile-only report has no runs and no steps, and `totalCycles.total` is 0.
     """
 
-    def __init__(self, reader: ProfileReader, report) -> None:
+    def __init__(self, reader: ProfileReader, report: Any) -> None:
         self._reader = reader
         self._report = report
         self._num_ipus = int(reader.target["num_ipus"])
@@ -718,7 +720,7 @@ class ExecutionReport:
 
     # -- columnar access to per-tile cycles (pva additions) --
 
-    def _step_range(self, run, start: int | None, stop: int | None) -> tuple[int, int]:
+    def _step_range(self, run: Any, start: int | None, stop: int | None) -> tuple[int, int]:
         num_steps = self._num_steps
         if run is None:
             lo, hi = 0, num_steps
@@ -745,7 +747,7 @@ class ExecutionReport:
         return int(self._reader.target["num_tiles"])
 
     def iterCyclesByTile(
-        self, run=None, start: int | None = None, stop: int | None = None
+        self, run: Any = None, start: int | None = None, stop: int | None = None
     ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(firstStep, cycles)`` for the selected steps, one stored chunk at a time.
 
@@ -761,7 +763,7 @@ class ExecutionReport:
         self._check_matrix_rows(matrix)
         yield from matrix.iter_chunks(lo, hi)
 
-    def cyclesByTileArray(self, run=None, start: int | None = None, stop: int | None = None) -> np.ndarray:
+    def cyclesByTileArray(self, run: Any = None, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Cycles of the selected steps on every tile, as one (steps, tiles) uint64 array.
 
         Steps are selected as in `iterCyclesByTile`. Without per-tile data the array has 0 columns.
@@ -773,7 +775,7 @@ class ExecutionReport:
         self._check_matrix_rows(matrix)
         return matrix.rows(lo, hi)
 
-    def cyclesByTileTotals(self, run=None, start: int | None = None, stop: int | None = None) -> np.ndarray:
+    def cyclesByTileTotals(self, run: Any = None, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Cycles on each tile summed over the selected steps, as a uint64 array of one value per tile.
 
         Streams the file chunk by chunk; memory does not grow with the number of steps.
@@ -803,7 +805,7 @@ class ExecutionReport:
             total += part
         return total
 
-    def cyclesByTileTable(self, run=None, start: int | None = None, stop: int | None = None) -> pa.Table:
+    def cyclesByTileTable(self, run: Any = None, start: int | None = None, stop: int | None = None) -> pa.Table:
         """Cycles of the selected steps as an Arrow table: ``step`` (int64) and ``cyclesByTile``
         (fixed-size list of uint64, one value per tile), built chunk by chunk."""
         lo, hi = self._step_range(run, start, stop)
@@ -875,7 +877,7 @@ class ExecutionReport:
         return _StepIpus(self._reader, self._num_steps, self._num_ipus)
 
     @functools.cached_property
-    def _ipus_of(self):
+    def _ipus_of(self) -> Any:
         return self._ipu_columns.ipus_of
 
     @functools.cached_property

@@ -40,7 +40,7 @@ __all__ = [
 EXPORT_FORMATS: dict[str, Exporter] = EXPORTERS
 
 
-def check(path: str | os.PathLike[str], *, quick: bool = False, progress=None) -> list:
+def check(path: str | os.PathLike[str], *, quick: bool = False, progress: Any = None) -> list:
     """Every problem found in a report (an empty list: it is valid); `quick` checks structure and counts only."""
     from formats.pop.check import check_report
 
@@ -54,14 +54,14 @@ def check_notes(path: str | os.PathLike[str]) -> list[str]:
     return notes(path)
 
 
-def convert(inputs: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str], *, progress=None):
+def convert(inputs: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str], *, progress: Any = None) -> Any:
     """Convert legacy Poplar profiles, Chrome traces or Cerebras reports into a pva file; the outcome."""
     from formats.convert import convert as run
 
     return run([os.fspath(p) for p in inputs], output, progress=progress)
 
 
-def export(source: str | os.PathLike[str], fmt: str, output: str | os.PathLike[str], **options) -> list[str]:
+def export(source: str | os.PathLike[str], fmt: str, output: str | os.PathLike[str], **options: Any) -> list[str]:
     """Export a report (or a trace file) in one of EXPORT_FORMATS; the paths written."""
     from formats.exporters import export as run
 
@@ -75,7 +75,7 @@ def sql(
     *,
     timeout: float | None = None,
     memory_limit: int | None = None,
-):
+) -> Any:
     """One read-only statement on a report or a trace file: a result with `.columns`, lazy `.rows` and `close()`."""
     from formats.detect import FileKind, sniff
     from formats.pop.reader import ProfileReader

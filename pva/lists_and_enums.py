@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple, NoReturn, SupportsIndex
+from typing import Any, NamedTuple, NoReturn, SupportsIndex
 
 _print_length = 10
 
@@ -26,7 +26,7 @@ class PvaEnum(enum.IntEnum):
         return format(str(self), spec)
 
     @classmethod
-    def parse(cls, name: str | None, default: str = "Unknown"):
+    def parse(cls, name: str | None, default: str = "Unknown") -> Any:
         """The member called `name`, or the `default` member for None or an unknown name."""
         if name is not None and name in cls.__members__:
             return cls[name]

@@ -8,7 +8,7 @@ always live and whose equivalence class is live in the step, summed per unlowere
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .lists_and_enums import PvaList
 from .model_errors import NotPresentError
@@ -62,7 +62,7 @@ class LivenessProgramStep:
         self._bytes = size
 
     @property
-    def program(self):
+    def program(self) -> Any:
         """The program this step is for."""
         return self._c.program_table.get(self._program)
 
@@ -71,7 +71,7 @@ class LivenessProgramStep:
         """Not-always-live memory of this step over all tiles (of one replica)."""
         return NotAlwaysLiveMemory(self._bytes, lambda: self._variables(None))
 
-    def notAlwaysLiveMemoryForTile(self, tileId) -> NotAlwaysLiveMemory:
+    def notAlwaysLiveMemoryForTile(self, tileId: Any) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one tile (an id or a Tile).
 
         Only tiles of CompilationReport.tilesWithLivenessInfo have it; other tiles raise
@@ -90,7 +90,7 @@ class LivenessProgramStep:
         step = self._index
         return NotAlwaysLiveMemory(index.tile_bytes(step, tile), lambda: PvaList(index.tile_variables(step, tile)))
 
-    def notAlwaysLiveMemoryForIpu(self, ipuId) -> NotAlwaysLiveMemory:
+    def notAlwaysLiveMemoryForIpu(self, ipuId: Any) -> NotAlwaysLiveMemory:
         """Not-always-live memory of this step on one IPU (an id or an IPU) of a replica."""
         ipu = self._c.replica_ipu(ipuId)
         index = self._c.liveness_index
@@ -101,7 +101,7 @@ class LivenessProgramStep:
             size = index.tiles_bytes(self._index, lo, hi)
         return NotAlwaysLiveMemory(size, lambda: self._variables((lo, hi)))
 
-    def notAlwaysLiveBytesForVariable(self, var) -> int:
+    def notAlwaysLiveBytesForVariable(self, var: Any) -> int:
         """Bytes of a variable (a Variable or its id) that are live, not always live, in this step."""
         var_id = var._id if isinstance(var, Variable) else var
         index = self._c.liveness_index

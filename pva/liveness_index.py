@@ -30,8 +30,8 @@ else:
 
 #: Lists of a tile's live variables kept, one per tile and span of steps between changes.
 VARIABLE_LISTS_KEPT = 1 << 14
-#: Steps whose per-IPU bytes are kept.
-_IPU_STEPS_KEPT = 1 << 12
+#: Steps whose IPUs' bytes are read step by step before every step's are read at once.
+_IPU_STEPS_ASKED = 64
 
 
 class _Intervals(NamedTuple):
@@ -66,7 +66,9 @@ class LivenessIndex:
         self._tiles: dict[int, _Held] = {}
         self._held: dict[tuple, _Held] = {}
         self._lists: OrderedDict[tuple[int, int], tuple] = OrderedDict()
-        self._ipus: OrderedDict[int, dict[Any, Any]] = OrderedDict()
+        self._ipus: dict[Any, dict[Any, Any]] = {}
+        self._ipu_steps_asked = 0
+        self._ipus_complete = False
 
     def tile_bytes(self, step: int, tile: int) -> int:
         """Not-always-live bytes on a tile (of one replica) in a step."""
@@ -87,12 +89,20 @@ class LivenessIndex:
         return self._bytes(("name", name), step)
 
     def ipu_bytes(self, step: int, ipu: int) -> Any:
-        """Not-always-live bytes of a step on an IPU as the report records them, or None."""
+        """Not-always-live bytes of a step on an IPU as the report records them, or None: a step's
+        IPUs are read together, and every step's once a loop has asked for `_IPU_STEPS_ASKED`."""
         found = self._ipus.get(step)
         if found is None:
-            found = self._ipus[step] = dict(self._reader.liveness_ipu_bytes(step))
-            if len(self._ipus) > _IPU_STEPS_KEPT:
-                self._ipus.popitem(last=False)
+            if self._ipu_steps_asked < _IPU_STEPS_ASKED:
+                self._ipu_steps_asked += 1
+                found = self._ipus[step] = dict(self._reader.liveness_ipu_bytes(step))
+            else:
+                if not self._ipus_complete:
+                    self._ipus.clear()
+                    for row_step, row_ipu, size in self._reader.every_liveness_ipu_bytes():
+                        self._ipus.setdefault(row_step, {})[row_ipu] = size
+                    self._ipus_complete = True
+                found = self._ipus.get(step, {})
         return found.get(ipu)
 
     def tile_variables(self, step: int, tile: int) -> tuple:

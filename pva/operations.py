@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from typing import Any
 
 from .debug import DebugContext, DebugInfo
 from .lists_and_enums import PvaList
@@ -86,7 +87,7 @@ class OperationAnalysis:
     ...     print(op.name, len(op.programs()), op.firstStepIndex, op.lastStepIndex)
     """
 
-    def __init__(self, report) -> None:
+    def __init__(self, report: Any) -> None:
         compilation = report.compilation
         self._info: DebugInfo = compilation._require_debug()
         self._compilation = compilation

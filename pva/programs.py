@@ -431,7 +431,9 @@ class ImplicitSyncProgram(SyncProgram):
 
     __slots__ = ("_own_name", "_own_row")
 
-    def __init__(self, context: ReportContext, program_id: int | None, type_: Program.Type, name: str, row) -> None:
+    def __init__(
+        self, context: ReportContext, program_id: int | None, type_: Program.Type, name: str, row: Any
+    ) -> None:
         super().__init__(context, program_id, type_)  # type: ignore[arg-type]
         self._own_name = name
         self._own_row = tuple(row)
@@ -704,7 +706,7 @@ class ProgramTable:
         self._vectors: dict[tuple[int, str], int] | None = None
         self._vector_lookups = 0
 
-    def _position(self, program_id) -> int | None:
+    def _position(self, program_id: Any) -> int | None:
         """The index in `all` of the program with an id, or None."""
         if (
             self._dense
@@ -729,7 +731,7 @@ class ProgramTable:
             )
         return self.all[position]
 
-    def list_of(self, ids) -> PvaList:
+    def list_of(self, ids: Any) -> PvaList:
         """Programs for a sequence of ids."""
         get = self.get
         return PvaList(get(i) for i in ids)
@@ -843,7 +845,7 @@ class ProgramTable:
         return result
 
 
-def _expand(root: int, owned: set[int], memo: dict[int, tuple[int, ...]], kids) -> tuple[int, ...]:
+def _expand(root: int, owned: set[int], memo: dict[int, tuple[int, ...]], kids: Any) -> tuple[int, ...]:
     """The owned programs of the tree under `root`, depth first; a program on its own path is skipped."""
     if root in memo:
         return memo[root]

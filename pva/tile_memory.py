@@ -168,7 +168,17 @@ class VertexMemory:
         "vertexDataBytes",
     )
 
-    def __init__(self, tables: MemoryTables, vertex_type, code, copy_ptr, descriptor, edge_ptr, padding, vertex_data):
+    def __init__(
+        self,
+        tables: MemoryTables,
+        vertex_type: Any,
+        code: Any,
+        copy_ptr: Any,
+        descriptor: Any,
+        edge_ptr: Any,
+        padding: Any,
+        vertex_data: Any,
+    ):
         self._c = tables
         self._type = vertex_type
         self.codeBytes = code

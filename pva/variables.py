@@ -287,14 +287,14 @@ class LoweredVariables:
         self._classes: dict[int, EquivalenceClass] | None = None
         self._brief: list[LoweredVariableBrief] | None = None
 
-    def forTile(self, tileId) -> PvaList:
+    def forTile(self, tileId: Any) -> PvaList:
         """The lowered variables on a tile (an id or a Tile), in allocation order."""
         tile = self._c.replica_tile(tileId)
         briefs = self._c.reader.lowered_variable_briefs_on_tile(tile)
         batch = _TileRows(self._c.reader, tile)
         return PvaList(LoweredVariable(self, None, brief, batch) for brief in briefs)
 
-    def forVar(self, var) -> PvaList:
+    def forVar(self, var: Any) -> PvaList:
         """The lowered pieces of an unlowered variable (a Variable or its id), by id."""
         var_id = var._id if isinstance(var, Variable) else var
         if not isinstance(var_id, int):
@@ -330,7 +330,7 @@ class LoweredVariables:
             )
         return LoweredVariable(self, row)
 
-    def _get_many(self, ids) -> PvaList:
+    def _get_many(self, ids: Any) -> PvaList:
         """Lowered variables for ids, in the order given."""
         ids = list(ids)
         found = {row[0]: row for row in self._c.reader.lowered_variables_by_id(ids)}
@@ -366,6 +366,6 @@ class LoweredVariables:
         return f"<LoweredVariables {count:,} on {self._c.target.tilesPerReplica:,} tiles>"
 
 
-def lowered_variables_from_rows(lowered: LoweredVariables, rows) -> PvaList:
+def lowered_variables_from_rows(lowered: LoweredVariables, rows: Any) -> PvaList:
     """LoweredVariable objects for lowered-variable rows of the query layer."""
     return PvaList(LoweredVariable(lowered, row) for row in rows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from formats.lazy_import import lazy_module
 
@@ -34,7 +34,7 @@ class TileVector(PvaList):
         super().__init__(array.tolist())
         self._array = array
 
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self._array
         if array is None:  # the list was modified: follow it
             array = np.asarray(list(self), dtype=np.uint64)
@@ -45,10 +45,10 @@ class TileVector(PvaList):
         return array
 
 
-def _forgetting(name: str):
+def _forgetting(name: str) -> Callable[..., Any]:
     method = getattr(list, name)
 
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         self._array = None
         return method(self, *args, **kwargs)
 

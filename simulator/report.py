@@ -595,6 +595,15 @@ def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
     assert exe.root is not None
     w.insert("control_programs", ("position", "program"), [(0, exe.root.id)])
     w.insert("function_programs", ("position", "program"), [(i, f.id) for i, f in enumerate(exe.functions)])
+    w.insert_rows("program_vectors", _program_vectors(w, exe, n))
+    _write_program_vars(w, exe)
+
+
+def _program_vectors(w: ProfileWriter, exe: Executable, n: int) -> list[dict]:
+    """Each program's per-tile vectors written as matrix rows, and their program_vectors rows: the
+    cumulative control code of every program, and the plans of exchanges and stream copies."""
+    progs = exe.progs
+    assert exe.root is not None
     vectors: list[dict] = []
     code_rows = _Rows(w, "program_control_code_by_tile", n)
 
@@ -650,7 +659,12 @@ def _write_programs(w: ProfileWriter, exe: Executable, n: int) -> None:
             emit(p.id, "sync_cycles", matrices["sync_cycles"], plan.sync.dense())
     for matrix in matrices.values():
         matrix.flush()
-    w.insert_rows("program_vectors", vectors)
+    return vectors
+
+
+def _write_program_vars(w: ProfileWriter, exe: Executable) -> None:
+    """The lowered variables each program uses."""
+    progs = exe.progs
     lv = cast("LoweredVars", exe.lowered)
     program_vars: list[tuple[int, int]] = []
     for p in progs:

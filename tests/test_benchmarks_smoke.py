@@ -42,6 +42,23 @@ MEASUREMENTS = {
     "chrome-export-memory",
     "chrome-import-rate",
     "chrome-import-memory",
+    *(
+        f"client-{pattern}"
+        for pattern in (
+            "nalm-tile-bytes",
+            "nalm-tile-variables",
+            "nalm-ipu",
+            "nalm-variable",
+            "lowered-for-tile",
+            "always-live-for-tile",
+            "tile-categories",
+            "step-cycles-by-tile",
+            "cs-estimated-by-tile",
+            "control-code-by-tile",
+            "code-bytes-by-tile",
+            "count-by-tile",
+        )
+    ),
 }
 #: Figures reported beside a baseline without a target.
 REPORTED = {"sql-aggregate", "fleet-add", "fleet-report-cost"}

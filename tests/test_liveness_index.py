@@ -109,3 +109,10 @@ def test_lowered_variables_of_a_tile_read_lazily_equal_their_rows(preset_paths, 
             assert [(v.name, v.alignment, v.offset, v.allocated, v.hasUnloweredVar) for v in found] == [
                 (r[2], r[4], r[5], bool(r[7]), r[17] is not None) for r in rows
             ]
+
+
+def test_ipus_read_step_by_step_then_at_once_give_the_same_bytes(preset_paths, monkeypatch):
+    import pva.liveness_index
+
+    monkeypatch.setattr(pva.liveness_index, "_IPU_STEPS_ASKED", 2)
+    assert _check_every_answer(preset_paths["bert-encoder"]) > 100

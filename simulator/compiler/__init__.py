@@ -200,42 +200,7 @@ def compile_graph(
     try:
         with phase("lower programs"):
             lowerer = Lowerer(state, target, n, exe.compute_sets, get_info, exe.classes)
-            root_debug = [state.debug.new("controlProgram", "poplar", {"kind": "controlProgram"}, locate=False)]
-            root = lowerer.new("Sequence", "", root_debug)
-            # the control program: read the program id from the host, broadcast it, switch on it
-            program_id = exe.classes.new("programId", "controlId", Sparse([0], [4], n))
-            lowered_user = []
-            for p in user:
-                lowered = lowerer.lower(p)
-                node = lowered[0] if len(lowered) == 1 else lowerer._single(lowered, lowerer._debug(p))
-                lowered_user.append(node)
-            for fn in state.functions:
-                lowerer.lower_function(fn)
-            for cs_id in range(len(exe.compute_sets)):
-                get_info(cs_id)
-            plan = host_plan(target, n, Sparse([0], [4], n), Sparse([], [], n), Sparse([0], [1], n))
-            code = Sparse([0], [8], n)
-            begin = lowerer.new("StreamCopyBegin", "programId", root_debug, plan=plan, code=(0, code))
-            mid = lowerer.new("StreamCopyMid", "programId", root_debug, plan=plan, sct="Host", code=(0, code))
-            end = lowerer.new("StreamCopyEnd", "programId", root_debug, plan=plan, code=(0, code))
-            mid.defs = mid.kills = 1 << program_id
-            mid.classes = [program_id]
-            bcast, bcast_class = lowerer.broadcast(
-                0, 4, 1 << program_id, "switchControlBroadcast/ExchangePre", root_debug, "broadcastProgramId"
-            )
-            switch = lowerer.new(
-                "OnEveryTileSwitch",
-                "",
-                root_debug,
-                code=(8 + 4 * len(user), None),
-                extra=("program", len(user)),
-                uses=1 << bcast_class,
-            )
-            switch.classes = [bcast_class]
-            switch.children = lowered_user
-            root.children = lowerer._with_syncs(
-                [begin, mid, end, lowerer._sync("Internal", root_debug)] + bcast + [switch]
-            )
+            root, lowered_user = _control_program(lowerer, exe, user, get_info)
     finally:
         state.frozen_mapping = None
     lowerer.compact([root] + [lowerer.function_roots[fn.id] for fn in state.functions])
@@ -247,38 +212,93 @@ def compile_graph(
     exe.phases.append(("lower", time.perf_counter() - t0))
 
     with phase("liveness"):
-        always = 0
-        for _kind, tensor in state.host_handles.values():
-            for v in tensor.variable_ids():
-                always |= 1 << v
-        liveness = Liveness(exe.progs, exe.classes.liveness_classes(), n, target.tiles_per_ipu, always)
-        exe.liveness = liveness.run(root)
-        for cls in liveness.promote_always_live():
-            exe.classes.always_live[cls] = True
-
+        _liveness(exe, root)
     with phase("allocate memory"):
-        accessed: set[int] = set()
-        for info in exe.cs_infos:
-            if info is not None:
-                accessed |= info.reads | info.writes
-        items = _always_live_items(exe, instrumentation)
-        exe.lowered, exe.item_classes = build_lowered_vars(exe.classes, n, items, accessed)
-        num_classes = len(exe.classes) + len(exe.item_classes)
-        nal = np.zeros(num_classes, dtype=bool)
-        nal[: len(exe.classes)] = ~np.array(exe.classes.always_live, dtype=bool)
-        inter = np.zeros(num_classes, dtype=np.int64)
-        inter[: len(exe.classes)] = np.array(exe.classes.interleaved, dtype=np.int64)
-        lanes = assign_lanes(exe.lowered, num_classes, exe.liveness.intervals, nal, inter)
-        exe.memory = allocate(
-            exe.lowered,
-            lanes,
-            n,
-            target.bytesPerTile,
-            target.arch.interleaved_memory_start,
-            exe.liveness.peak_by_tile,
-            target.arch.memory_element_bytes,
-        )
+        _allocate(exe, instrumentation)
     return exe
+
+
+def _control_program(lowerer: Lowerer, exe: Executable, user: list, get_info) -> tuple:
+    """The lowered control program (its root) and the lowered user programs: read the program id
+    from the host, broadcast it, switch on it; every compute set analysed."""
+    state, target, classes, n = exe.state, exe.target, exe.classes, exe.n_tiles
+    assert state is not None and target is not None and classes is not None, "set by compile_graph"
+    root_debug = [state.debug.new("controlProgram", "poplar", {"kind": "controlProgram"}, locate=False)]
+    root = lowerer.new("Sequence", "", root_debug)
+    # the control program: read the program id from the host, broadcast it, switch on it
+    program_id = classes.new("programId", "controlId", Sparse([0], [4], n))
+    lowered_user = []
+    for p in user:
+        lowered = lowerer.lower(p)
+        node = lowered[0] if len(lowered) == 1 else lowerer._single(lowered, lowerer._debug(p))
+        lowered_user.append(node)
+    for fn in state.functions:
+        lowerer.lower_function(fn)
+    for cs_id in range(len(exe.compute_sets)):
+        get_info(cs_id)
+    plan = host_plan(target, n, Sparse([0], [4], n), Sparse([], [], n), Sparse([0], [1], n))
+    code = Sparse([0], [8], n)
+    begin = lowerer.new("StreamCopyBegin", "programId", root_debug, plan=plan, code=(0, code))
+    mid = lowerer.new("StreamCopyMid", "programId", root_debug, plan=plan, sct="Host", code=(0, code))
+    end = lowerer.new("StreamCopyEnd", "programId", root_debug, plan=plan, code=(0, code))
+    mid.defs = mid.kills = 1 << program_id
+    mid.classes = [program_id]
+    bcast, bcast_class = lowerer.broadcast(
+        0, 4, 1 << program_id, "switchControlBroadcast/ExchangePre", root_debug, "broadcastProgramId"
+    )
+    switch = lowerer.new(
+        "OnEveryTileSwitch",
+        "",
+        root_debug,
+        code=(8 + 4 * len(user), None),
+        extra=("program", len(user)),
+        uses=1 << bcast_class,
+    )
+    switch.classes = [bcast_class]
+    switch.children = lowered_user
+    root.children = lowerer._with_syncs([begin, mid, end, lowerer._sync("Internal", root_debug)] + bcast + [switch])
+    return root, lowered_user
+
+
+def _liveness(exe: Executable, root) -> None:
+    """The liveness of every class over the program steps; classes live throughout become always live."""
+    state, target, classes, n = exe.state, exe.target, exe.classes, exe.n_tiles
+    assert state is not None and target is not None and classes is not None, "set by compile_graph"
+    always = 0
+    for _kind, tensor in state.host_handles.values():
+        for v in tensor.variable_ids():
+            always |= 1 << v
+    liveness = Liveness(exe.progs, classes.liveness_classes(), n, target.tiles_per_ipu, always)
+    exe.liveness = liveness.run(root)
+    for cls in liveness.promote_always_live():
+        classes.always_live[cls] = True
+
+
+def _allocate(exe: Executable, instrumentation: dict) -> None:
+    """The lowered variables of every tile, their lanes and their memory."""
+    target, classes, live, n = exe.target, exe.classes, exe.liveness, exe.n_tiles
+    assert target is not None and classes is not None and live is not None, "set by compile_graph"
+    accessed: set[int] = set()
+    for info in exe.cs_infos:
+        if info is not None:
+            accessed |= info.reads | info.writes
+    items = _always_live_items(exe, instrumentation)
+    exe.lowered, exe.item_classes = build_lowered_vars(classes, n, items, accessed)
+    num_classes = len(classes) + len(exe.item_classes)
+    nal = np.zeros(num_classes, dtype=bool)
+    nal[: len(classes)] = ~np.array(classes.always_live, dtype=bool)
+    inter = np.zeros(num_classes, dtype=np.int64)
+    inter[: len(classes)] = np.array(classes.interleaved, dtype=np.int64)
+    lanes = assign_lanes(exe.lowered, num_classes, live.intervals, nal, inter)
+    exe.memory = allocate(
+        exe.lowered,
+        lanes,
+        n,
+        target.bytesPerTile,
+        target.arch.interleaved_memory_start,
+        live.peak_by_tile,
+        target.arch.memory_element_bytes,
+    )
 
 
 class _Null:

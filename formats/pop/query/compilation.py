@@ -382,6 +382,10 @@ class CompilationQueries:
             "SELECT tile, equivalence_class, size_bytes FROM vars_info WHERE allocated = 1 AND always_live = 0"
         )
 
+    def every_liveness_ipu_bytes(self) -> Iterator[tuple[Any, Any, Any]]:
+        """(step, IPU, not-always-live bytes) of every step and IPU recorded."""
+        return self.file.iterate("SELECT step, ipu, bytes FROM liveness_step_ipus")
+
     def liveness_ipu_bytes(self, step: int) -> list[tuple[Any, Any]]:
         """(IPU, not-always-live bytes) of a step on each IPU recorded."""
         return self.file.query("SELECT ipu, bytes FROM liveness_step_ipus WHERE step = ?", (step,))

@@ -61,6 +61,7 @@ class AtomicOutput:
                     f"a regular file name (or nothing there)",
                     given,
                 )
+            check_not_input(given)  # -o /dev/stdout >> input.pop: the stream is the input itself
             self.target = self.path = given
             return
         # follow a symbolic link: its target is replaced, the link stays
@@ -277,12 +278,13 @@ def output_rules(*, inputs: Iterable[str | os.PathLike[str]] = (), force: Iterab
         _INPUTS.reset(inputs_token)
 
 
-def check_replaceable(target: str) -> None:
-    """Refuse to replace an existing regular file that is an input, or that pva did not write and is not forced."""
-    try:
-        info = os.stat(target)
-    except OSError:
-        return
+def check_not_input(target: str, info: os.stat_result | None = None) -> None:
+    """Refuse to write to a file (or a stream that is a file) that is an input of this process."""
+    if info is None:
+        try:
+            info = os.stat(target)
+        except OSError:
+            return
     key = (info.st_dev, info.st_ino)
     with _INPUTS_LOCK:
         is_input = key in _OPEN_INPUTS or key in _INPUTS.get()
@@ -291,6 +293,15 @@ def check_replaceable(target: str) -> None:
             f"{target!r}: is an input of this command; refusing to replace it: write the output to another name",
             target,
         )
+
+
+def check_replaceable(target: str) -> None:
+    """Refuse to replace an existing regular file that is an input, or that pva did not write and is not forced."""
+    try:
+        info = os.stat(target)
+    except OSError:
+        return
+    check_not_input(target, info)
     real = os.path.realpath(target)
     if real in _FORCED.get() or os.path.dirname(real) in _FORCED.get() or written_by_pva(target):
         return

@@ -136,3 +136,21 @@ def test_a_legacy_export_is_replaced_by_the_next_one_but_a_copy_of_it_is_not(rep
     copy.write_bytes(pathlib.Path(target).read_bytes())  # the same bytes, but not a file pva wrote
     assert main(["export", report, "--format", "legacy-json", "-o", str(copy)]) == 2
     assert "exists and is not a file pva wrote" in capsys.readouterr().err
+
+
+def test_a_stream_that_is_the_input_is_refused(report):
+    import subprocess
+    import sys
+
+    before = pathlib.Path(report).read_bytes()
+    with open(report, "ab") as appended:
+        child = subprocess.run(
+            [sys.executable, "-m", "pva", "export", report, "--format", "chrome-trace", "-o", "/dev/stdout"],
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert child.returncode == 2 and "is an input of this command" in child.stderr
+    assert pathlib.Path(report).read_bytes() == before

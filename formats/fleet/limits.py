@@ -19,7 +19,7 @@ DEFAULT_MEMORY = "4GB"
 DEFAULT_MAX_QUERY_BYTES = 64 << 10
 #: Most query nodes (selects, set operations, table references) a query may expand to once every common
 #: table expression is inlined where it is referenced.
-DEFAULT_MAX_PLAN_NODES = 20_000
+DEFAULT_MAX_PLAN_NODES = 100_000
 #: Time after an interrupt within which the engine must stop before the query is called stuck [s].
 STUCK_GRACE = 1.0
 

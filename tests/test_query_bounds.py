@@ -105,3 +105,11 @@ def fleet_dir(sample, tmp_path):
     path = str(tmp_path / "fleet")
     pva.dataset.add_reports(path, [sample.path])
     return path
+
+
+def test_a_long_list_of_constants_within_the_text_bound_runs(sample, capsys):
+    values = ",".join(str(i) for i in range(12_000))  # about 64 KB, 12,000 nodes
+    query = f"SELECT count(*) AS n FROM steps WHERE id IN ({values})"
+    assert len(query) < 65_536
+    assert main(["query", sample.path, query, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.split()[0] == "n"

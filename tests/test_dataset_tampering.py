@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
+import hostile_inputs
 import pytest
 
 import pva.dataset
@@ -51,11 +51,7 @@ def test_a_manifest_naming_a_path_is_refused_and_the_other_dataset_kept(sample, 
     pva.dataset.add_reports(attacker, [sample.path])
     if name.startswith("/abs"):
         name = os.path.join(victim, "reports")
-
-    def plant(data):
-        data["tables"][name] = data["tables"]["reports"]
-
-    _tamper(attacker, plant)
+    hostile_inputs.tampered_manifest(attacker, name)
     assert main(["dataset", "add", attacker, sample.path, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "tampered dataset manifest" in err and repr(name) in err and fds.MANIFEST in err
@@ -66,7 +62,7 @@ def test_a_manifest_naming_a_path_is_refused_and_the_other_dataset_kept(sample, 
 def test_a_table_name_the_schema_does_not_have_is_refused(sample, tmp_path):
     data = str(tmp_path / "fleet")
     pva.dataset.add_reports(data, [sample.path])
-    _tamper(data, lambda d: d["tables"].__setitem__("victim", d["tables"]["reports"]))
+    hostile_inputs.tampered_manifest(data, "victim")
     with pytest.raises(PvaError, match="'victim' is not a table of a pva dataset"):
         pva.dataset.add_reports(data, [])
 
@@ -76,8 +72,7 @@ def test_a_table_folder_that_links_into_another_dataset_is_refused(sample, tmp_p
     before = _partitions(victim)
     attacker = str(tmp_path / "attacker")
     pva.dataset.add_reports(attacker, [sample.path])
-    shutil.rmtree(os.path.join(attacker, "steps"))
-    os.symlink(os.path.join(victim, "steps"), os.path.join(attacker, "steps"))
+    hostile_inputs.linked_table(attacker, victim)
     # a no-op add (the report is already there), as in the attack
     assert main(["dataset", "add", attacker, sample.path, "--no-progress"]) == 2
     assert "is a symbolic link; expected the dataset's own folder of table 'steps'" in capsys.readouterr().err

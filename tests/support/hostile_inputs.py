@@ -152,3 +152,23 @@ def doubling_dag(source: str | os.PathLike[str], dest: str | os.PathLike[str], l
     finally:
         conn.close()
     return path
+
+
+def tampered_manifest(dataset: str | os.PathLike[str], name: str, like: str = "reports") -> None:
+    """Add a table `name` (a path such as ``../victim/reports``) to a dataset's manifest, with the
+    columns of table `like`."""
+    import json
+
+    path = os.path.join(os.fspath(dataset), "_pva_dataset.json")
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    data["tables"][name] = data["tables"][like]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+
+
+def linked_table(dataset: str | os.PathLike[str], victim: str | os.PathLike[str], table: str = "steps") -> None:
+    """Replace a dataset's table folder with a symbolic link to the same table of another dataset."""
+    folder = os.path.join(os.fspath(dataset), table)
+    shutil.rmtree(folder)
+    os.symlink(os.path.join(os.fspath(victim), table), folder)

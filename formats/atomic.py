@@ -1,14 +1,17 @@
 """Atomic output: write under a temporary name beside the target, rename when complete.
 
 Never deletes or replaces what pva did not write: a non-empty directory is replaced only when it
-is a previous export of ours (its manifest.json lists every file in it), a FIFO or a character
-device (``-o /dev/stdout``) is written as a stream where the writer can stream, and a symbolic
-link is followed, not replaced.
+is a previous export of ours (its manifest.json lists every file in it), an existing file only
+when it is one pva wrote (its format and pva's marker in it, `written_by_pva`) or one the caller
+names in `output_rules(force=...)`, and never when it is an input of the command (the same device
+and inode as a file `note_input` was given); a FIFO or a character device (``-o /dev/stdout``) is
+written as a stream where the writer can stream, and a symbolic link is followed, not replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import errno
 import json
@@ -19,6 +22,8 @@ import sqlite3
 import stat
 import sys
 import tempfile
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Self
 
 from .errors import InvalidInputError, OutputError, PvaError, ReportNotFoundError
@@ -29,6 +34,8 @@ MANIFEST = "manifest.json"
 _PARTIAL = ".pva-partial"
 #: Largest manifest read when deciding whether a directory is ours.
 _MANIFEST_LIMIT = 64 << 20
+#: Bytes read from each end of an existing file when deciding whether pva wrote it.
+_MARK_WINDOW = 64 << 10
 
 
 class AtomicOutput:
@@ -54,6 +61,7 @@ class AtomicOutput:
                     f"a regular file name (or nothing there)",
                     given,
                 )
+            check_not_input(given)  # -o /dev/stdout >> input.pop: the stream is the input itself
             self.target = self.path = given
             return
         # follow a symbolic link: its target is replaced, the link stays
@@ -106,6 +114,8 @@ class AtomicOutput:
                 f"regular file name to write to (or nothing there)",
                 target,
             )
+        else:
+            check_replaceable(target)
 
     def prepare(self) -> None:
         """Make the temporary output durable (fsync) without making it visible yet."""
@@ -124,6 +134,7 @@ class AtomicOutput:
                         _fsync_dir(os.path.join(root, name))
                 _fsync_dir(self.path)
             else:
+                _mark(self.path)
                 _fsync_path(self.path)
         except OSError as exc:
             raise output_error(exc, self.target) from None
@@ -214,6 +225,172 @@ def commit_together(outputs: list[AtomicOutput]) -> None:
         raise output_error(exc, pending[0].target) from None
     for parent in dict.fromkeys(os.path.dirname(out.target) for out in pending if not out.stream):
         _fsync_dir(parent)
+
+
+# -- which existing files may be replaced ----------------------------------------------------------------------------
+
+#: Files open for reading in this process (device, inode: count of readers), and the inputs of the
+#: commands running (`output_rules`): no output replaces either.
+_OPEN_INPUTS: dict[tuple[int, int], int] = {}
+_INPUTS_LOCK = threading.Lock()
+_INPUTS: contextvars.ContextVar[frozenset[tuple[int, int]]] = contextvars.ContextVar("pva_inputs", default=frozenset())
+_FORCED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("pva_forced_outputs", default=frozenset())
+
+
+def hold_input(info: os.stat_result) -> None:
+    """Record that a file is open for reading (from its `os.fstat`): no output replaces it until released."""
+    with _INPUTS_LOCK:
+        key = (info.st_dev, info.st_ino)
+        _OPEN_INPUTS[key] = _OPEN_INPUTS.get(key, 0) + 1
+
+
+def release_input(info: os.stat_result) -> None:
+    """Undo one `hold_input`."""
+    with _INPUTS_LOCK:
+        key = (info.st_dev, info.st_ino)
+        left = _OPEN_INPUTS.get(key, 0) - 1
+        if left > 0:
+            _OPEN_INPUTS[key] = left
+        else:
+            _OPEN_INPUTS.pop(key, None)
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+
+
+@contextlib.contextmanager
+def output_rules(*, inputs: Iterable[str | os.PathLike[str]] = (), force: Iterable[str] = ()) -> Iterator[None]:
+    """Within the block: the files `inputs` name are never replaced (compared by device and inode), and
+    the files named in `force` may be replaced even when pva did not write them (never an input)."""
+    found = {key for key in map(_identity, inputs) if key is not None}
+    forced = frozenset(os.path.realpath(os.fspath(p)) for p in force if p)
+    inputs_token = _INPUTS.set(_INPUTS.get() | found)
+    forced_token = _FORCED.set(_FORCED.get() | forced)
+    try:
+        yield
+    finally:
+        _FORCED.reset(forced_token)
+        _INPUTS.reset(inputs_token)
+
+
+def check_not_input(target: str, info: os.stat_result | None = None) -> None:
+    """Refuse to write to a file (or a stream that is a file) that is an input of this process."""
+    if info is None:
+        try:
+            info = os.stat(target)
+        except OSError:
+            return
+    key = (info.st_dev, info.st_ino)
+    with _INPUTS_LOCK:
+        is_input = key in _OPEN_INPUTS or key in _INPUTS.get()
+    if is_input:
+        raise InvalidInputError(
+            f"{target!r}: is an input of this command; refusing to replace it: write the output to another name",
+            target,
+        )
+
+
+def check_replaceable(target: str) -> None:
+    """Refuse to replace an existing regular file that is an input, or that pva did not write and is not forced."""
+    try:
+        info = os.stat(target)
+    except OSError:
+        return
+    check_not_input(target, info)
+    real = os.path.realpath(target)
+    if real in _FORCED.get() or os.path.dirname(real) in _FORCED.get() or written_by_pva(target):
+        return
+    raise InvalidInputError(
+        f"{target!r}: exists and is not a file pva wrote (no pva marker in it); refusing to replace it: "
+        f"give a new name, or add --force to replace it",
+        target,
+    )
+
+
+#: The metadata pva writes into a chart image (matplotlib's `savefig(metadata=...)`), by image format.
+IMAGE_MARK = {"png": {"Software": "pva"}, "svg": {"Creator": "pva"}, "pdf": {"Creator": "pva"}}
+#: The mark in an HTML page pva wrote (in its head).
+HTML_MARK = '<meta name="generator" content="pva">'
+#: The field a JSON document pva wrote carries at its top level or in its "otherData".
+JSON_MARK = re.compile(rb'"(?:generator|format|written_by)"\s*:\s*"pva')
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: application_id of the SQLite files pva writes: profile.pop ("PVAR") and the trace file ("PVAT").
+SQLITE_APPLICATION_IDS = (b"PVAR", b"PVAT")
+
+
+#: The extended attribute every file pva commits carries (where the file system keeps them): the mark
+#: of the formats that have no place for one inside (legacy JSON and CBOR, compile_report.txt).
+XATTR_MARK = "user.pva.output"
+
+
+def _mark(path: str) -> None:
+    with contextlib.suppress(OSError, AttributeError):  # a file system without user attributes
+        os.setxattr(path, XATTR_MARK, b"pva")
+
+
+def _xattr_marked(path: str | os.PathLike[str]) -> bool:
+    try:
+        return os.getxattr(path, XATTR_MARK) == b"pva"
+    except (OSError, AttributeError):
+        return False
+
+
+def written_by_pva(path: str | os.PathLike[str]) -> bool:
+    """Whether an existing file is one pva wrote: its format recognised, with pva's marker in it (or, for a
+    format without a place for one, in the file's extended attributes)."""
+    if _xattr_marked(path):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_MARK_WINDOW)
+            size = os.fstat(handle.fileno()).st_size
+            if size > _MARK_WINDOW:
+                handle.seek(max(size - _MARK_WINDOW, _MARK_WINDOW))
+            tail = handle.read(_MARK_WINDOW) if size > _MARK_WINDOW else head
+    except OSError:
+        return False
+    return _marked(head, tail, os.fspath(path))
+
+
+def _marked(head: bytes, tail: bytes, path: str) -> bool:
+    if head.startswith(_SQLITE_MAGIC):
+        return head[68:72] in SQLITE_APPLICATION_IDS
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return b"tEXtSoftware\x00pva" in head
+    if head.startswith(b"%PDF-"):
+        return b"/Creator (pva)" in tail or b"/Creator (pva)" in head
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return _hdf5_marked(path)
+    if head.startswith(b"\xa3") and b"pva_debug_info" in head[:32]:
+        return True  # debug.cbor: a map whose first key names pva's debug format
+    text = head.lstrip()
+    if text.startswith((b"<!DOCTYPE html>", b"<!doctype html>")):
+        return HTML_MARK.encode() in head
+    if text.startswith(b"<?xml") or text.startswith(b"<svg"):
+        return re.search(rb"<dc:creator>\s*<cc:Agent>\s*<dc:title>pva</dc:title>", head) is not None
+    if text.startswith(b"{"):
+        return JSON_MARK.search(head) is not None or JSON_MARK.search(tail) is not None
+    return False  # other formats carry no mark inside: only the extended attribute tells
+
+
+def _hdf5_marked(path: str) -> bool:
+    try:
+        import h5py
+    except ImportError:
+        return False
+    try:
+        with h5py.File(path, "r") as h5:
+            value = h5.attrs.get("format")
+    except Exception:  # a damaged or foreign file is simply not ours
+        return False
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return isinstance(value, str) and value.startswith("pva ")
 
 
 # -- errors of the machine -----------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from formats.atomic import output_rules as output_rules
 from formats.exporters import EXPORTERS, Exporter
 from formats.pop.query.examples import FLEET_QUERY as QUERY_EXAMPLE
 from formats.pop.query.examples import REPORT_SQL as SQL_EXAMPLE
@@ -31,6 +32,7 @@ __all__ = [
     "check_notes",
     "convert",
     "export",
+    "output_rules",
     "sql",
 ]
 

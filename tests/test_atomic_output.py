@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from formats import atomic
-from formats.atomic import AtomicOutput, commit_together
+from formats.atomic import AtomicOutput, commit_together, output_rules
 from formats.errors import InvalidInputError
 
 
@@ -57,13 +57,14 @@ def test_a_failed_commit_removes_the_temporary_output(tmp_path, monkeypatch):
 
 def test_outputs_committed_together_are_all_checked_before_any_is_renamed(tmp_path):
     (tmp_path / "profile.pop").write_bytes(b"old report")
-    first = AtomicOutput(tmp_path / "profile.pop")
-    second = AtomicOutput(tmp_path / "debug.cbor")
-    with open(first.path, "wb") as handle:
-        handle.write(b"new report")
-    (tmp_path / "debug.cbor").mkdir()  # appears after the outputs were started
-    with pytest.raises(InvalidInputError, match="debug.cbor'?: is a directory"):
-        commit_together([first, second])
+    with output_rules(force=[str(tmp_path / "profile.pop")]):  # not a file pva wrote: replaced only if forced
+        first = AtomicOutput(tmp_path / "profile.pop")
+        second = AtomicOutput(tmp_path / "debug.cbor")
+        with open(first.path, "wb") as handle:
+            handle.write(b"new report")
+        (tmp_path / "debug.cbor").mkdir()  # appears after the outputs were started
+        with pytest.raises(InvalidInputError, match="debug.cbor'?: is a directory"):
+            commit_together([first, second])
     assert (tmp_path / "profile.pop").read_bytes() == b"old report"
     first.abort()
     second.abort()

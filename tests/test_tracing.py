@@ -363,6 +363,10 @@ def test_recorder_checks_its_options_and_path(tmp_path):
 def test_recorder_replaces_an_existing_file_and_reprs(tmp_path):
     path = tmp_path / "again.pvti"
     path.write_text("old contents")
+    with pytest.raises(pva.PvaError, match="exists and is not a file pva wrote"):
+        tracing.Recorder(path).close()  # a file pva did not write is never replaced
+    path.unlink()
+    tracing.Recorder(path).close()  # an earlier trace of pva's is
     recorder = tracing.Recorder(path)
     assert repr(recorder) == f"<Recorder {str(path)!r} recording>"
     assert repr(recorder.channel("c")) == f"<Channel 'c' of {str(path)!r}>"

@@ -81,7 +81,9 @@ class ChromeTraceWriter:
         """End the event array and write the other top-level fields."""
         buffer = self._buffer
         buffer += b"\n]"
-        for key, value in (fields or {}).items():
+        fields = dict(fields or {})
+        fields["otherData"] = {**(fields.get("otherData") or {}), "generator": "pva"}  # what pva may replace
+        for key, value in fields.items():
             if key == "traceEvents":
                 continue
             buffer += b"," + dumps(key) + b":" + dumps(value)

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,9 @@ COMPRESSION = "zstd"
 #: Errors of the machine, not of a report: they stop an add (exit 2) instead of skipping a report.
 _MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 _PARTITION = re.compile(r"^report_id=([0-9a-f]{32})$")
+_REPORT_ID = re.compile(r"^[0-9a-f]{32}$")
+#: A table name a manifest may hold: a plain SQL identifier, never a path.
+_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _TYPE_NAMES = {
     pa.int64(): "int64",
     pa.float64(): "float64",
@@ -161,6 +165,9 @@ class Manifest:
     populated: set[str] = field(default_factory=set)
     #: Tables whose files do not all have every column (readers then unify the files' schemas by name).
     varied: set[str] = field(default_factory=set)
+    #: Reports whose partitions a commit under way is moving into the tables: the only partitions an
+    #: interrupted add may leave, and the only ones the next add removes.
+    uncommitted: set[str] = field(default_factory=set)
 
     def schema(self, table: str) -> pa.Schema:
         """The table's columns (without report_id) as an Arrow schema."""
@@ -180,6 +187,7 @@ class Manifest:
                 }
                 for name, cols in self.tables.items()
             },
+            "uncommitted": sorted(self.uncommitted),
         }
 
     @classmethod
@@ -194,13 +202,25 @@ class Manifest:
             )
         manifest = cls()
         try:
+            newer = _newer_format(data.get("report_format"))
             for name, spec in data["tables"].items():
+                _check_table_name(name, path, newer)
                 manifest.tables[name] = [(str(n), _TYPES[t]) for n, t in spec["columns"]]
                 if spec.get("populated"):
                     manifest.populated.add(name)
                 if spec.get("varied"):
                     manifest.varied.add(name)
-        except (KeyError, TypeError, ValueError) as exc:
+            for rid in data.get("uncommitted", []):
+                if not isinstance(rid, str) or not _REPORT_ID.match(rid):
+                    raise InvalidInputError(
+                        f"{path!r}: tampered dataset manifest: uncommitted report {rid!r} is not a report id "
+                        f"(expected 32 hex digits); refusing to touch the dataset",
+                        path,
+                    )
+                manifest.uncommitted.add(rid)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, PvaError):
+                raise
             raise InvalidInputError(f"{path!r}: damaged dataset manifest ({type(exc).__name__}: {exc})", path) from None
         return manifest
 
@@ -224,6 +244,32 @@ class Manifest:
                 changed = True
         self.tables[table] = columns
         return changed
+
+
+def _newer_format(value: object) -> bool:
+    """Whether a manifest's report format is a later version than this pva's (it may name later tables)."""
+    if not isinstance(value, str):
+        return False
+    major, _, minor = value.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return False
+    return (int(major), int(minor)) > PROFILE_FORMAT[:2]
+
+
+def _check_table_name(name: object, path: str, newer: bool) -> None:
+    """Refuse a manifest table that is not a plain table name of the schema (a later version's may be new)."""
+    if not isinstance(name, str) or not _TABLE_NAME.match(name):
+        raise InvalidInputError(
+            f"{path!r}: tampered dataset manifest: table {name!r} is not a plain table name (expected lower-case "
+            f"letters, digits and _); refusing to touch the dataset",
+            path,
+        )
+    if name not in _base_schemas() and not newer:
+        raise InvalidInputError(
+            f"{path!r}: tampered dataset manifest: {name!r} is not a table of a pva dataset of format "
+            f"{PROFILE_FORMAT[0]}.{PROFILE_FORMAT[1]}; refusing to touch the dataset",
+            path,
+        )
 
 
 def is_dataset(path: str | os.PathLike[str]) -> bool:
@@ -331,6 +377,7 @@ class DatasetWriter:
             self._staged: set[str] = set()
             self._table_dirs: set[str] = set()
             self._pending = Manifest(tables=dict(self.manifest.tables))  # the schema with the staged reports
+            self._check_layout()
             self._remove_leftovers()
         except BaseException:
             self._lock.close()
@@ -347,15 +394,38 @@ class DatasetWriter:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _check_layout(self) -> None:
+        """Refuse a dataset whose table folders (or staging folder) are not real directories inside it."""
+        for name in [STAGING, *self.manifest.tables]:
+            path = os.path.join(self.root, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(mode):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+                raise InvalidInputError(
+                    f"{path!r}: is {kind}; expected the dataset's own folder of table {name!r}; "
+                    f"refusing to write to the dataset",
+                    path,
+                )
+
     def _remove_leftovers(self) -> None:
-        """Remove what an interrupted add of ours left: staged and uncommitted partitions."""
-        shutil.rmtree(os.path.join(self.root, STAGING), ignore_errors=True)
+        """Remove what an interrupted add of ours left: staged files, and the partitions of the reports the
+        manifest records as being committed that never were. Nothing else is ever removed."""
+        staging = os.path.join(self.root, STAGING)
+        if os.path.isdir(staging) and not os.path.islink(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+        leftovers = self.manifest.uncommitted - self.committed
         for table in self.manifest.tables:
-            with contextlib.suppress(FileNotFoundError):
-                for entry in os.scandir(os.path.join(self.root, table)):
-                    match = _PARTITION.match(entry.name)
-                    if match and match.group(1) not in self.committed and entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
+            for rid in sorted(leftovers):
+                path = os.path.join(self.root, table, f"report_id={rid}")
+                with contextlib.suppress(FileNotFoundError):
+                    if stat.S_ISDIR(os.lstat(path).st_mode):
+                        shutil.rmtree(path, ignore_errors=True)
+        if self.manifest.uncommitted:
+            self.manifest.uncommitted = set()
+            _write_manifest(self.root, self.manifest)
 
     def add(
         self,
@@ -532,10 +602,9 @@ class DatasetWriter:
         for table in self.manifest.populated:
             if len(evolved.tables[table]) != before.get(table):
                 evolved.varied.add(table)  # columns added after files were written without them
-        changed = evolved.to_json() != self.manifest.to_json()
         _sync(self.root, [os.path.join(self._staged_dir(t, o.report_id), PART) for o, w in group for t in w])
-        if changed:
-            _write_manifest(self.root, evolved)
+        evolved.uncommitted = {outcome.report_id for outcome, _ in group}
+        _write_manifest(self.root, evolved)  # records what the renames below may leave, before the first
         self.manifest = evolved
         self._pending = Manifest(tables=dict(evolved.tables))
         done = []
@@ -554,6 +623,8 @@ class DatasetWriter:
             if progress:
                 progress(outcome)
         _sync(self.root, [os.path.join(self.root, t) for t in self.manifest.populated])
+        self.manifest.uncommitted = set()
+        _write_manifest(self.root, self.manifest)
         return done
 
 

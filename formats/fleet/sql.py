@@ -1,23 +1,28 @@
 """SQL over many reports: DuckDB over a dataset's Parquet files or over loose report files, Spark views
 of a dataset, and the fleet analyses (trend, regressions) as SQL that runs on either engine.
 
-Every query runs with limits: one SELECT (or EXPLAIN) statement, a time limit enforced by a
-watchdog that interrupts the engine, DuckDB's memory limit, no extension installs or loads, and
-file access confined to the dataset directory (none at all over loose reports).
+Every query runs with limits: one SELECT (or EXPLAIN) statement of bounded length and expansion,
+time and memory limits enforced by a watchdog that interrupts the engine (while it plans too),
+DuckDB's memory limit, no extension installs or loads, DuckDB's temporary files in a private
+directory of pva's removed afterwards, and file access confined to the dataset directory (none
+at all over loose reports).
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import functools
 import json
 import os
 import re
+import shutil
 import struct
-import threading
+import tempfile
 import time
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pyarrow as pa
 
@@ -28,6 +33,7 @@ from ..pop.reader import ProfileReader
 from ..pop.schema import PROFILE_FORMAT, split_user_version
 from . import dataset as ds
 from .limits import DEFAULT_LIMITS, Limits, QueryLimitError
+from .query_bounds import Watchdog, check_query_size
 
 #: Rows per streamed batch.
 BATCH_ROWS = 8192
@@ -47,10 +53,24 @@ def _duckdb():
     return duckdb
 
 
-def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
-    """A DuckDB connection with the limits set, reading only under `allowed` directories, then locked."""
+def private_temp_directory() -> str:
+    """A new directory of pva's own, readable by this user only, for DuckDB's temporary files (DuckDB
+    otherwise uses, and allows reading, ``.tmp`` in the working directory)."""
+    return tempfile.mkdtemp(prefix="pva-duckdb-")
+
+
+def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = (), temp_directory: str | None = None):
+    """A DuckDB connection with the limits set, reading only under `allowed` directories, then locked.
+
+    Its temporary files go to `temp_directory` (a `private_temp_directory`; the caller removes it).
+    """
     duckdb = _duckdb()
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "memory_limit": limits.memory}
+    config = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "memory_limit": limits.memory,
+        "temp_directory": temp_directory or _process_temp_directory(),
+    }
     if limits.threads:
         config["threads"] = limits.threads
     try:
@@ -64,6 +84,14 @@ def connect(limits: Limits, allowed: tuple[str, ...] | list[str] = ()):
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+@functools.cache
+def _process_temp_directory() -> str:
+    """The private temporary directory of the connections this process keeps open, removed at exit."""
+    path = private_temp_directory()
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 @functools.lru_cache(maxsize=4)
@@ -235,13 +263,17 @@ class _LooseReport:
             self.arrow = adbc_connect(path)
             self._metadata: dict | None = None  # read when the catalogue asks for it
             try:
-                rows = self._rows("SELECT * FROM target")
+                # every table is read by the names of its stored columns: a generated column planted in the
+                # file (not in table_info) is never evaluated
+                self._columns = {
+                    t: [r["name"] for r in self._rows(f"SELECT name FROM pragma_table_info('{t}')")]
+                    for t in {"target", *tables}
+                }
+                names = ", ".join(f'"{c}"' for c in self._columns["target"])
+                rows = self._rows(f"SELECT {names} FROM target")
                 if len(rows) != 1:
                     raise ValueError("target")
                 self.target = rows[0]
-                self._columns = {
-                    t: [r["name"] for r in self._rows(f"SELECT name FROM pragma_table_info('{t}')")] for t in tables
-                }
             except BaseException:
                 self.close()
                 raise
@@ -334,18 +366,14 @@ class Result:
     Iterating runs under the query's time limit; close() (or exhausting it) stops the watchdog.
     """
 
-    def __init__(self, con, sql: str, where: str, limits: Limits) -> None:
+    def __init__(self, con, sql: str, where: str, limits: Limits, temp_directory: str | None = None) -> None:
         self._duckdb = _duckdb()
         self.where = where
         self.limits = limits
         self._con = con
-        self._timer: threading.Timer | None = None
-        self._expired = False
+        self._temp_directory = temp_directory
         self.started = time.perf_counter()
-        if limits.timeout is not None:
-            self._timer = threading.Timer(limits.timeout, self._expire)
-            self._timer.daemon = True
-            self._timer.start()
+        self._watchdog: Watchdog | None = Watchdog(con, limits)  # from before DuckDB plans the query
         with self._errors():
             relation = con.sql(sql)
             to_reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
@@ -353,32 +381,36 @@ class Result:
         self.schema: pa.Schema = self._reader.schema
         self.columns = list(self.schema.names)
 
-    def _expire(self) -> None:
-        self._expired = True
-        with contextlib.suppress(Exception):
-            self._con.interrupt()
-
     @contextlib.contextmanager
     def _errors(self):
         duckdb = self._duckdb
         try:
             yield
-        except duckdb.OutOfMemoryException:
+        except (duckdb.Error, pa.ArrowException) as exc:
+            reason = self._watchdog.reason if self._watchdog is not None else None
             self.close()
+            self._raise(exc, reason)
+        else:
+            reason = self._watchdog.reason if self._watchdog is not None else None
+            if reason is not None:  # the limit passed while the engine would not be interrupted
+                self.close()
+                self._raise(None, reason)
+
+    def _raise(self, exc: BaseException | None, reason: str | None) -> NoReturn:
+        duckdb = self._duckdb
+        if reason == "memory" or isinstance(exc, duckdb.OutOfMemoryException):
             raise QueryLimitError(
                 f"{self.where!r}: the query needs more than its memory limit of "
                 f"{self.limits.memory}; raise it with --memory-limit",
                 self.where,
             ) from None
-        except (duckdb.Error, pa.ArrowException) as exc:
-            self.close()
-            if self._expired or isinstance(exc, duckdb.InterruptException):
-                raise QueryLimitError(
-                    f"{self.where!r}: the query ran past its time limit of {self.limits.timeout:g} s; "
-                    f"raise it with --timeout",
-                    self.where,
-                ) from None
-            raise InvalidInputError(f"{self.where!r}: query failed: {str(exc).splitlines()[0]}", self.where) from None
+        if reason == "time" or isinstance(exc, duckdb.InterruptException):
+            raise QueryLimitError(
+                f"{self.where!r}: the query ran past its time limit of {self.limits.timeout or 0:g} s; "
+                f"raise it with --timeout",
+                self.where,
+            ) from None
+        raise InvalidInputError(f"{self.where!r}: query failed: {str(exc).splitlines()[0]}", self.where) from None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The rows, one record batch at a time."""
@@ -404,26 +436,36 @@ class Result:
         return pa.Table.from_batches(list(self.batches()), schema=self.schema)
 
     def close(self) -> None:
-        """Stop the watchdog and release the engine."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """Stop the watchdog, release the engine and remove its temporary files."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
         with contextlib.suppress(Exception):
             self._con.close()
+        if self._temp_directory is not None:
+            shutil.rmtree(self._temp_directory, ignore_errors=True)
+            self._temp_directory = None
 
 
 def query_dataset(dataset: str, sql: str, limits: Limits = DEFAULT_LIMITS) -> Result:
     """Run one SELECT over a dataset's tables (each with a first column report_id) on DuckDB."""
     root = os.path.abspath(dataset)
     ds.read_manifest(root)
-    con = connect(limits, [root])
+    temp = private_temp_directory()
+    try:
+        con = connect(limits, [root], temp)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
     try:
         check_statement(con, sql, dataset)
+        check_query_size(con, sql, dataset, limits)
         dataset_views(con, root, sql)
-        return Result(con, sql, dataset, limits)
     except BaseException:
         con.close()
+        shutil.rmtree(temp, ignore_errors=True)
         raise
+    return Result(con, sql, dataset, limits, temp)
 
 
 def query_loose(
@@ -433,6 +475,7 @@ def query_loose(
     con = _loose_database(limits.memory, limits.threads).cursor()
     try:
         check_statement(con, sql, where)
+        check_query_size(con, sql, where, limits)
         stats = loose_views(con, paths, labels, sql)
         return Result(con, sql, where, limits), stats
     except BaseException:

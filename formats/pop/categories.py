@@ -33,5 +33,8 @@ CATEGORY_DESCRIPTIONS = {
 }
 #: The category names, in order.
 CATEGORIES = tuple(CATEGORY_DESCRIPTIONS)
+#: Most categories a report may declare: Poplar's list and room for as many again that a later Poplar
+#: adds (a converter keeps those). It bounds the columns of memory_category_by_tile (6 per category).
+MAX_CATEGORIES = 2 * len(CATEGORIES)
 #: Memory regions, in the column order of matrix memory_category_by_tile.
 MEMORY_REGIONS = ("interleaved", "nonInterleaved", "overflowed")

@@ -85,6 +85,15 @@ def check_report(
             checks = [c for c in _ALL_CHECKS if c[0] in only]
         else:
             checks = _QUICK_CHECKS if quick else _CHECKS
+        if only is None or "planted" in only:
+            generated = _planted(reader, out)
+            if generated:  # SQLite's integrity checks compute every generated column: never run them here
+                checks = [c for c in checks if c[0] not in ("integrity", "quick-integrity")]
+                out.add(
+                    "planted",
+                    "sqlite",
+                    f"integrity check not run: it would evaluate the generated column(s) {', '.join(generated[:5])}",
+                )
         for name, check in checks:
             if callable(progress) and bar is None:
                 progress(name)
@@ -132,6 +141,34 @@ def _without_path(message: str, path: str) -> str:
     return message.removeprefix(prefix)
 
 
+#: The storage classes (SQLite typeof) each declared column type may hold.
+_STORED_TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",), "BLOB": ("blob",)}
+
+
+def _planted(reader: ProfileReader, out: _Collector) -> list[str]:
+    """Flag what no pva writer makes and no pva reader runs: generated columns, views and triggers.
+
+    Returns the generated columns (table.column). Only the schema is read: nothing planted is evaluated.
+    """
+    generated = []
+    for kind, name, table in reader.query("SELECT type, name, tbl_name FROM sqlite_master ORDER BY rowid"):
+        if kind in ("view", "trigger"):
+            where = f" on table {table}" if kind == "trigger" else ""
+            out.add("planted", f"{kind} {name}{where}", "is not part of the format; pva never runs it")
+        elif kind == "table":
+            for column, hidden in reader.query(
+                "SELECT name, hidden FROM pragma_table_xinfo(?) WHERE hidden IN (2, 3)", (name,)
+            ):
+                generated.append(f"{name}.{column}")
+                out.add(
+                    "planted",
+                    f"table {name}",
+                    f"column {column} is a generated ({'VIRTUAL' if hidden == 2 else 'STORED'}) column, not part "
+                    f"of the format; pva never reads it",
+                )
+    return generated
+
+
 def _integrity(reader: ProfileReader, out: _Collector) -> None:
     rows = reader.column("PRAGMA integrity_check(100)")
     if rows != ["ok"]:
@@ -161,13 +198,15 @@ def _schema(reader: ProfileReader, out: _Collector) -> None:
                 nulls = reader.query_row(f'SELECT count(*) FROM "{name}" WHERE "{column.name}" IS NULL')[0]
                 if nulls:
                     out.add("schema", f"table {name}", f"column {column.name} has {nulls} NULL value(s)")
-            if column.type == "INTEGER" and column.name in info:
+            stored = _STORED_TYPES.get(column.type)
+            if stored is not None and column.name in info:
+                allowed = ", ".join(f"'{t}'" for t in stored)
                 bad = reader.query_row(
                     f'SELECT count(*) FROM "{name}" WHERE "{column.name}" IS NOT NULL '
-                    f"AND typeof(\"{column.name}\") != 'integer'"
+                    f'AND typeof("{column.name}") NOT IN ({allowed})'
                 )[0]
                 if bad:
-                    out.add("schema", f"table {name}", f"column {column.name} has {bad} non-integer value(s)")
+                    out.add("schema", f"table {name}", f"column {column.name} has {bad} non-{stored[0]} value(s)")
     for index in schema.indexes:
         if reader.query_one("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (index,)) is None:
             out.add("schema", f"index {index}", "is missing")
@@ -608,5 +647,6 @@ _CHECKS: list[tuple[str, Callable[..., None]]] = [
 ]
 #: Every check by name, with a faster integrity check (pages and records, not index consistency).
 _ALL_CHECKS: list[tuple[str, Callable[..., None]]] = [*_CHECKS, ("quick-integrity", _quick_integrity)]
-#: The checks that the file is sound storage (SQLite pages, schema, matrix chunks), not that its figures agree.
-STRUCTURE_CHECKS = ("quick-integrity", "schema", "matrices")
+#: The checks that the file is sound storage (SQLite pages, schema, matrix chunks, nothing planted), not
+#: that its figures agree.
+STRUCTURE_CHECKS = ("planted", "quick-integrity", "schema", "matrices")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import InconsistentReportError
 from ..lazy_import import lazy_module
 from .arrow_chunks import decode_chunk
+from .categories import CATEGORIES, MAX_CATEGORIES
 from .query import ReportQueries
 from .schema import (
     PROFILE_APPLICATION_ID,
@@ -27,8 +29,11 @@ else:
     np = lazy_module("numpy")
     pa = lazy_module("pyarrow")
 
-#: Bytes of a file SQLite may memory-map (it caps this at its compile-time limit, 2 GB by default).
-MMAP_BYTES = 1 << 40
+#: Bytes of a file SQLite may memory-map: none. A mapped file that shrinks while it is read (another
+#: process truncates or rewrites it in place) kills the reader with SIGBUS; read() sees a short read,
+#: which SQLite reports and the reader turns into a CorruptReportError (exit 2). Reading matrix chunks
+#: through read() costs about a third more time than through a map, with the pages in the page cache.
+MMAP_BYTES = 0
 
 
 #: Largest graph count believed (2^48: far beyond the memory of any machine's graph).
@@ -223,9 +228,7 @@ class ProfileReader(ReportQueries):
             schema=profile_schema(),
             other_kinds={TRACE_APPLICATION_ID: "a pva trace file; open it with pva.openTrace"},
         )
-        # Matrix chunks are large BLOBs on overflow pages: read through a memory map they load
-        # several times faster than with a read() per page. The connection is read-only.
-        self.file.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        self.file.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")  # no map: see MMAP_BYTES
         self.path = self.file.path
         self.metadata = self.file.metadata
         self.version = self.file.version
@@ -248,8 +251,16 @@ class ProfileReader(ReportQueries):
             if value < 0:
                 raise InconsistentReportError(f"{self.path!r}: graph.{key} is negative ({value})", self.path)
         self._check_graph_counts()
+        self._check_category_count()
         self._matrices: dict[str, MatrixReader] | None = None
         self._bounded: set[str] = set()
+
+    def _check_category_count(self) -> None:
+        """Refuse more memory categories than the format allows (each is 6 columns of a per-tile matrix);
+        reads at most that many rows, whatever the table holds."""
+        beyond = self.file.query_one("SELECT 1 FROM var_categories LIMIT 1 OFFSET ?", (MAX_CATEGORIES,))
+        if beyond is not None:
+            self._num_categories()
 
     def _check_graph_counts(self) -> None:
         """The graph's counts must agree with the rows they count (a count is shown to users as is)."""
@@ -283,9 +294,19 @@ class ProfileReader(ReportQueries):
                     f"{type(value).__name__} {value!r:.60}",
                     self.path,
                 )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InconsistentReportError(
+                    f"{self.path!r}: {table}.{column.name} should be a finite number, found {value!r}", self.path
+                )
 
     def _check_target(self) -> None:
         t = self.target
+        if not t.get("clock_frequency", 0.0) >= 0:  # 0: not recorded
+            raise InconsistentReportError(
+                f"{self.path!r}: target.clock_frequency should be a frequency [Hz] (0 when not recorded), found "
+                f"{t['clock_frequency']!r}",
+                self.path,
+            )
         for key in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica", "tiles_per_replica"):
             value = t.get(key)
             if not isinstance(value, int) or value < 1 or value > 1 << 24:
@@ -362,7 +383,7 @@ class ProfileReader(ReportQueries):
                     expected = self.target["tiles_per_replica"]
                 else:
                     if categories is None:
-                        (categories,) = self.query_row("SELECT count(*) FROM var_categories")
+                        categories = self._num_categories()
                     expected = 6 * categories
                 if num_cols != expected:
                     raise InconsistentReportError(
@@ -383,6 +404,17 @@ class ProfileReader(ReportQueries):
             self._matrices = found
         return self._matrices
 
+    def _num_categories(self) -> int:
+        """The memory categories the report declares; refused beyond the format's bound (before any matrix is read)."""
+        (count,) = self.query_row("SELECT count(*) FROM var_categories")
+        if count > MAX_CATEGORIES:
+            raise InconsistentReportError(
+                f"{self.path!r}: table var_categories declares {count} memory categories; expected at most "
+                f"{MAX_CATEGORIES} (Poplar's {len(CATEGORIES)} and those a later Poplar adds)",
+                self.path,
+            )
+        return int(count)
+
     def _checked_matrix(self, name: str) -> MatrixReader | None:
         """A matrix whose declared rows were checked against the table they belong to (on first use:
         each check counts a table's rows)."""
@@ -402,8 +434,7 @@ class ProfileReader(ReportQueries):
     def _row_bound(self, name: str) -> int:
         """The most rows matrix `name` may have: the rows of the table its rows belong to."""
         if name == "memory_category_by_tile":
-            (rows,) = self.query_row("SELECT count(*) FROM memory_by_tile")
-            return max(int(rows), self.target["tiles_per_replica"])
+            return max(self.target["tiles_per_replica"], self.target["num_tiles"])  # one row per tile
         if name.startswith("program_") and name.endswith("_by_tile"):
             kind = name[len("program_") : -len("_by_tile")]
             (rows,) = self.query_row(_PROGRAM_VECTOR_BOUND, (kind, kind))

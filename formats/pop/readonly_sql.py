@@ -110,17 +110,18 @@ def run_readonly(
     allocates for it in this process (a value or string longer than the limit is refused as well).
     Either raises InvalidInputError naming the limit. None means no limit.
     """
-    refused: list[str] = []
+    refused: list[str] = []  # what the authorizer denied, the statement's own action first
+    noted: list[str] = []  # schema bookkeeping allowed (reported only if SQLite then refuses)
 
     def authorize(action, arg1, arg2, _db, _trigger):
         if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _FORBIDDEN_FUNCTIONS:
-            refused.append(f"function {arg2}()")
+            refused.insert(0, f"function {arg2}()")
             return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_PRAGMA:
             name = (arg1 or "").lower()
             if name in _QUERY_PRAGMAS or (name in _GETTER_PRAGMAS and arg2 is None):
                 return sqlite3.SQLITE_OK
-            refused.append(f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else ""))
+            refused.insert(0, f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else ""))
             return sqlite3.SQLITE_DENY
         if action in _ALLOWED:
             return sqlite3.SQLITE_OK
@@ -129,7 +130,7 @@ def run_readonly(
             # Schema bookkeeping is authorised just before the statement's own action (CREATE,
             # DROP, ...): note it and let that action be the one refused. The connection is
             # read-only and query-only as well, so nothing can be written either way.
-            refused.append(description)
+            noted.append(description)
             return sqlite3.SQLITE_OK
         refused.insert(0, description)
         return sqlite3.SQLITE_DENY
@@ -156,9 +157,9 @@ def run_readonly(
         conn.set_progress_handler(progress, 10000)
 
     def failure(exc: Exception) -> Exception:
-        if refused:
+        if refused or (noted and "not authorized" in str(exc)):
             return ReadOnlyError(
-                f"{file.path!r}: refused {refused[0]}: pva sql is read-only (SELECT, WITH and read-only PRAGMAs "
+                f"{file.path!r}: refused {(refused or noted)[0]}: pva sql is read-only (SELECT, WITH and read-only PRAGMAs "
                 f"only; no writes, ATTACH or extension loading)",
                 file.path,
             )
@@ -190,7 +191,8 @@ def run_readonly(
     except (sqlite3.DatabaseError, sqlite3.Warning, MemoryError) as exc:
         finish()
         raise failure(exc) from None
-    conn.set_authorizer(None)
+    # the authorizer stays until the last row: a table-valued PRAGMA (pragma_hard_heap_limit) is
+    # prepared only when a later row reaches it
     columns = [d[0] for d in cursor.description or ()]
 
     def rows() -> Iterator[tuple]:

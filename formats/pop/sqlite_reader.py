@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import sqlite3
 import struct
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..atomic import hold_input, release_input
 from ..detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from ..errors import (
     ClosedReportError,
@@ -66,6 +69,11 @@ def is_damage(exc: BaseException) -> bool:
             return "malformed" in str(exc) or "not a database" in str(exc)
         return code & 0xFF in _DAMAGE_CODES
     return False
+
+
+#: A COLLATE clause of a schema's SQL, and the collations every SQLite has.
+_COLLATE = re.compile(r"\bCOLLATE\s+(\"[^\"]*\"|'[^']*'|`[^`]*`|\[[^\]]*\]|\w+)", re.IGNORECASE)
+_BUILTIN_COLLATIONS = frozenset({"binary", "nocase", "rtrim"})
 
 
 class SqliteHeader:
@@ -146,8 +154,11 @@ class SqliteFile:
                 self.path,
             )
         major, minor = split_user_version(self.header.user_version)
+        hold_input(pinned)  # no output of this process replaces a file open for reading
+        self._release = weakref.finalize(self, release_input, pinned)
         try:
             self.conn.execute("PRAGMA query_only=1")
+            self.conn.execute("PRAGMA mmap_size=0")  # a mapped file that shrinks under the reader is SIGBUS
             self.conn.execute("PRAGMA trusted_schema=0")
             self.conn.execute("PRAGMA cell_size_check=1")
             self.metadata = self._read_metadata()
@@ -155,12 +166,14 @@ class SqliteFile:
             self.tables = self._check_tables(schema)
         except _DAMAGE as exc:
             self.conn.close()
+            self._release()
             damage = self.damaged(exc)
             if damage is None:
                 raise
             raise damage from None
         except BaseException:
             self.conn.close()
+            self._release()
             raise
 
     # -- opening checks ---------------------------------------------------------------------
@@ -266,7 +279,20 @@ class SqliteFile:
             )
         return meta_major, meta_minor
 
+    def _check_collations(self) -> None:
+        """Refuse a schema naming a collation SQLite does not have (every query ordering by it would fail)."""
+        for name, sql in self.query("SELECT name, sql FROM sqlite_master WHERE sql LIKE '%collate%'"):
+            for match in _COLLATE.finditer(sql or ""):
+                collation = match.group(1).strip("\"'`[]")
+                if collation.lower() not in _BUILTIN_COLLATIONS:
+                    raise CorruptReportError(
+                        f"{self.path!r}: {name!r} uses collation {collation!r}; expected one of SQLite's "
+                        f"(BINARY, NOCASE, RTRIM)",
+                        self.path,
+                    )
+
     def _check_tables(self, schema: Schema) -> dict[str, tuple[str, ...]]:
+        self._check_collations()
         kinds = dict(self.query("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"))
         tables: dict[str, tuple[str, ...]] = {}
         for name, spec in schema.tables.items():
@@ -353,5 +379,6 @@ class SqliteFile:
     def close(self) -> None:
         """Close the connection; later queries raise ClosedReportError."""
         with self._lock:
+            self._release()
             self.closed = True
             self.conn.close()

@@ -32,12 +32,10 @@ from collections import defaultdict
 import numpy as np
 
 from formats.atomic import AtomicOutput
-from formats.errors import InconsistentReportError
 from formats.pop.reader import ProfileReader
 
 from ..lists_and_enums import as_text
-
-_EXCHANGES = ("DoExchange", "GlobalExchange", "StreamCopyMid")
+from .estimate_walk import EXCHANGES, Effect, walk
 
 
 @dataclasses.dataclass
@@ -142,41 +140,6 @@ class Estimate:
         return target
 
 
-def _program_sequence(reader: ProfileReader, program_rows: list[tuple]) -> list[tuple[int, int]]:
-    """(program, executions per sample) of every leaf program in execution order."""
-    programs = {pid: (ptype, repeat, target) for pid, ptype, _cs, repeat, target in program_rows}
-    children: dict[int, list[int]] = defaultdict(list)
-    for parent, child in reader.program_child_links():
-        children[parent].append(child)
-    sequence: list[tuple[int, int]] = []
-    on_path: set[int] = set()
-    for root in reader.control_program_ids():
-        work: list[tuple[int, int, bool]] = [(root, 1, False)]
-        while work:
-            program, times, leaving = work.pop()
-            if leaving:
-                on_path.discard(program)
-                continue
-            if program in on_path:
-                raise InconsistentReportError(f"{reader.path!r}: program {program} contains itself", reader.path)
-            info = programs.get(program)
-            if info is None:
-                continue
-            ptype, repeat, target = info
-            if ptype == "Repeat":
-                times *= max(1, repeat or 1)
-            kids = list(children.get(program, ()))
-            if ptype == "Call" and target is not None:
-                kids.append(target)
-            if not kids:
-                sequence.append((program, times))
-                continue
-            on_path.add(program)
-            work.append((program, times, True))
-            work.extend((child, times, False) for child in reversed(kids))
-    return sequence
-
-
 def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     """The Cerebras-style estimate of a report's compiled program."""
     program_rows = reader.program_structure()
@@ -191,49 +154,54 @@ def estimate(reader: ProfileReader, batch_size: int = 1) -> Estimate:
     sent = reader.matrix("program_bytes_sent_by_tile")
     received = reader.matrix("program_bytes_received_by_tile")
     tiles = reader.target["tiles_per_replica"]
-    kernels: dict[int, Kernel] = {}
-    used = np.zeros(tiles, dtype=bool)
-    pending_cycles = 0
-    pending_tiles = np.zeros(tiles, dtype=bool)
-    for program, times in _program_sequence(reader, program_rows):
-        ptype, cs = info.get(program, ("", None))
-        if ptype in _EXCHANGES:
+
+    def leaf(program: int, ptype: str) -> Effect:
+        if ptype in EXCHANGES:
+            cycles, used_tiles = 0, None
             row = vectors.get((program, "estimated_cycles"))
             if row is not None and exchange_cycles is not None:
-                pending_cycles += int(exchange_cycles.row(row).max(initial=0))
+                cycles = int(exchange_cycles.row(row).max(initial=0))
             for kind, matrix in (("bytes_sent", sent), ("bytes_received", received)):
                 row = vectors.get((program, kind))
                 if row is not None and matrix is not None:
-                    pending_tiles |= matrix.row(row) > 0
-            continue
+                    active = matrix.row(row) > 0
+                    used_tiles = active if used_tiles is None else used_tiles | active
+            return Effect(pre=(cycles, used_tiles))
+        cs = info.get(program, ("", None))[1]
         if ptype != "OnTileExecute" or cs not in cs_rows:
-            continue
+            return Effect()
+        return Effect(head=(cs, 1))
+
+    programs = {pid: (ptype, repeat, target) for pid, ptype, _cs, repeat, target in program_rows}
+    children: dict[int, list[int]] = defaultdict(list)
+    for parent, child in reader.program_child_links():
+        children[parent].append(child)
+    runs = walk(reader.control_program_ids(), programs, children, leaf, reader.path).runs()
+    used = np.zeros(tiles, dtype=bool)
+    kernels = []
+    for cs, run in runs.items():
         name, row = cs_rows[cs]
         per_tile = estimates.row(row) if (row is not None and estimates is not None) else np.zeros(tiles, np.uint64)
         compute_tiles = per_tile > 0
         used |= compute_tiles
-        kernel = kernels.get(cs)
-        if kernel is None:
-            kernels[cs] = Kernel(
+        pending = run.first_tiles
+        kernels.append(
+            Kernel(
                 name=as_text(name),
                 compute_dt=int(per_tile.max(initial=0)),
-                transmission_dt=pending_cycles,
-                overlaps=bool(pending_cycles) and not bool((pending_tiles & compute_tiles).any()),
+                transmission_dt=run.max_cycles,
+                overlaps=bool(run.first_cycles) and not (pending is not None and bool((pending & compute_tiles).any())),
                 active_pes=int(compute_tiles.sum()),
                 compute_cycles=int(per_tile.sum()),
-                executions=times,
+                executions=run.executions,
             )
-        else:
-            kernel.executions += times
-            kernel.transmission_dt = max(kernel.transmission_dt, pending_cycles)
-        pending_cycles = 0
-        pending_tiles = np.zeros(tiles, dtype=bool)
+        )
     return Estimate(
         clock=float(reader.target["clock_frequency"]),
         batch_size=batch_size,
         total_pes=tiles,
         active_pes=int(used.sum()),
-        kernels=list(kernels.values()),
+        kernels=kernels,
     )
 
 

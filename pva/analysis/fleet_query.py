@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from formats.errors import InvalidInputError
 from formats.fleet.limits import DEFAULT_LIMITS, Limits
+from formats.fleet.limits import end_process as end_process  # for the command line at a stuck limit
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from formats.atomic import IMAGE_MARK
 from formats.errors import InvalidInputError, PvaError
 from formats.pop.reader import ProfileReader
 
@@ -401,5 +402,7 @@ def write_plot(
             extra["not_always_live_only"] = not_always_live_only
         figure = _PLOTTERS[kind](reader, width=width, height=height, dpi=dpi, **extra)
     with atomic_file(target) as temporary:
-        figure.savefig(temporary, format=FORMATS[extension], dpi=dpi, facecolor="white")
+        figure.savefig(
+            temporary, format=FORMATS[extension], dpi=dpi, facecolor="white", metadata=IMAGE_MARK[FORMATS[extension]]
+        )
     return os.path.getsize(target)

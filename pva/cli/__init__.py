@@ -76,7 +76,38 @@ def build_parser(only: str | None = None) -> _Parser:
     for name in [only] if only in COMMANDS else command_modules():
         importlib.import_module(f"pva.cli.{name}").register(sub)
     parser.commands = dict(sub.choices)
+    for command in parser.commands.values():
+        _add_force(command)
     return parser
+
+
+#: A usage naming the option -o (a command that writes a file or directory).
+_WRITES_OUTPUT = re.compile(r"[\s\[]-o\s")
+#: Arguments that name the input files of a command: no output of the command replaces them.
+_INPUT_ARGUMENTS = ("report", "reports", "inputs", "a", "b")
+
+
+def _add_force(command: argparse.ArgumentParser) -> None:
+    """Give every command that writes a file named by -o the --force that lets it replace a file pva did not write."""
+    if _WRITES_OUTPUT.search(command.format_usage()):
+        command.add_argument(
+            "--force",
+            action="store_true",
+            help="replace the -o file even if pva did not write it (never one of the inputs)",
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command under the output rules: its inputs are never replaced; --force names its -o file."""
+    from ..file_operations import output_rules
+
+    inputs: list[str] = []
+    for name in _INPUT_ARGUMENTS:
+        value = getattr(args, name, None)
+        inputs.extend([value] if isinstance(value, str) else value if isinstance(value, list) else [])
+    forced = [args.output] if getattr(args, "force", False) and getattr(args, "output", None) else []
+    with output_rules(inputs=inputs, force=forced):
+        return int(args.run(args) or EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        return int(args.run(args) or EXIT_OK)
+        return _run(args)
     except PvaError as exc:
         print(f"pva {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..analysis.fleet_query import SUGGEST_DATASET_REPORTS, Limits, run_query
+from ..analysis.fleet_query import SUGGEST_DATASET_REPORTS, Limits, end_process, run_query
 from ..errors import PvaError
 from ..file_operations import QUERY_EXAMPLE
 from ._tables import add_format_options, write_rows
@@ -49,10 +49,24 @@ def register(sub) -> None:
     parser.set_defaults(run=run)
 
 
+def _stuck(args):
+    """What to do when DuckDB ignores the interrupt at a limit (it does while it plans): end the process."""
+
+    def stop(reason: str) -> None:
+        limit = f"time limit of {args.timeout:g} s" if reason == "time" else f"memory limit of {args.memory_limit}"
+        option = "--timeout" if reason == "time" else "--memory-limit"
+        end_process(
+            f"pva query: error: {args.directory!r}: the query ran past its {limit} while DuckDB planned or ran it "
+            f"and would not stop; raise it with {option} or simplify the query"
+        )
+
+    return stop
+
+
 def run(args) -> int:
     if args.timeout < 0:
         raise _LimitArgumentError(f"--timeout {args.timeout:g}: expected a number of seconds >= 0")
-    limits = Limits(timeout=args.timeout or None, memory=args.memory_limit)
+    limits = Limits(timeout=args.timeout or None, memory=args.memory_limit, on_stuck=_stuck(args))
     started = time.perf_counter()
     result, stats = run_query(args.directory, args.query, limits)
     try:

@@ -708,6 +708,7 @@ def render_page(
             '<html lang="en">',
             "<head>",
             '<meta charset="utf-8">',
+            '<meta name="generator" content="pva">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
             "style-src 'unsafe-inline'; img-src data:\">",

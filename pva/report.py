@@ -241,6 +241,11 @@ class Report:
             f"{self.poplarVersion.string or 'unknown'}, {target['num_tiles']:,} tiles>"
         )
 
+    def _repr_html_(self) -> str:
+        from .notebook import report_html  # how a notebook shows the report
+
+        return report_html(self)
+
     # -- analyses and facts of the file: pva additions, PEP 8 names ----------------------------
     # Each analysis module is imported when first used, so that importing pva stays cheap.
 

@@ -235,7 +235,11 @@ class RowStream(_Stream):
     def _schema(self) -> pa.Schema:
         if self._head is None:
             self._head_rows = self._chunk()
-            self._head = rows_to_batch(self.columns, self._head_rows, self._where)
+            try:
+                self._head = rows_to_batch(self.columns, self._head_rows, self._where)
+            except BaseException:
+                self.close()
+                raise
         return self._head.schema
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
@@ -244,12 +248,17 @@ class RowStream(_Stream):
         self._head_rows = []
         if head.num_rows:
             yield head
-        while chunk := self._chunk():
-            yield rows_to_batch(self.columns, chunk, self._where, head.schema)
+        try:
+            while chunk := self._chunk():
+                yield rows_to_batch(self.columns, chunk, self._where, head.schema)
+        except BaseException:
+            self.close()  # the query's statement is released while its report is still open
+            raise
 
     def close(self) -> None:
-        """Stop reading: the rows not read yet are dropped."""
+        """Stop reading: the rows not read yet are dropped and the query's statement is released."""
         self.rows.close()  # type: ignore[attr-defined]
+        self._result.rows.close()  # type: ignore[attr-defined]
         self._result.close()
 
     def _repr_html_(self) -> str:

@@ -332,7 +332,8 @@ def _liveness_part(reader) -> list[str]:
 def _execution_part(reader, figures: dict) -> list[str]:
     if not figures["execution"]["runs"]:
         return []
-    parts = [_heading("Tile-cycles by kind"), cycles_chart(figures["execution"]["tile_cycles"])]
+    chart = cycles_chart(figures["execution"]["tile_cycles"])
+    parts = [_heading("Tile-cycles by kind"), chart] if chart else []
     parts.append(compute_sets_table(chart_data.compute_sets(reader, Limits(max_table_rows=TOP_COMPUTE_SETS))))
     return parts
 

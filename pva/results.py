@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from formats.errors import InvalidInputError, PvaError
+from formats.gcpause import gc_paused
 from formats.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def _arrow_errors() -> tuple[type[Exception], ...]:
     return (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 
 
-def _column_array(values: list, name: str, where: str, arrow_type: pa.DataType | None) -> pa.Array:
+def _column_array(values: Sequence, name: str, where: str, arrow_type: pa.DataType | None) -> pa.Array:
     """One column's values as an Arrow array (of `arrow_type`, or inferred); mixed types raise InvalidInputError."""
     try:
         return pa.array(values, type=arrow_type)
@@ -82,13 +83,14 @@ def _column_array(values: list, name: str, where: str, arrow_type: pa.DataType |
 def rows_to_batch(columns: Sequence[str], rows: Sequence[tuple], where: str, schema: pa.Schema | None = None):
     """Rows of a query as one Arrow record batch: of `schema`, or with each column's type inferred."""
     names = unique_names(columns)
-    values: list[Any] = list(zip(*rows)) if rows else [() for _ in names]
-    if len(values) != len(names):
-        raise InvalidInputError(f"{where!r}: rows have {len(values)} values, expected {len(names)}", where)
-    arrays = [
-        _column_array(list(column), name, where, None if schema is None else schema.field(i).type)
-        for i, (name, column) in enumerate(zip(names, values))
-    ]
+    with gc_paused():  # the columns are made of many small objects, none of them in a cycle
+        values: list[Any] = list(zip(*rows)) if rows else [() for _ in names]
+        if len(values) != len(names):
+            raise InvalidInputError(f"{where!r}: rows have {len(values)} values, expected {len(names)}", where)
+        arrays = [
+            _column_array(column, name, where, None if schema is None else schema.field(i).type)
+            for i, (name, column) in enumerate(zip(names, values))
+        ]
     if schema is None:
         return pa.RecordBatch.from_arrays(arrays, names=names)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

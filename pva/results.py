@@ -28,8 +28,6 @@ __all__ = ["ArrowStream", "MissingExtraError", "RowStream", "Rows", "rows_to_arr
 
 #: Rows of a query per Arrow record batch of a stream (the first batch also fixes the column types).
 BATCH_ROWS = 8192
-#: Tables of a report that `report_duckdb` leaves out unless named: the Arrow chunks of the per-tile matrices.
-_STORAGE_TABLES = frozenset({"matrix_chunks"})
 
 
 class MissingExtraError(PvaError, ImportError):
@@ -311,21 +309,32 @@ class ArrowStream(_Stream):
 def report_duckdb(reader, tables: Iterable[str] | None = None):
     """A DuckDB connection (in memory, no file access) holding tables of a report as Arrow tables.
 
-    Every table but the matrices' Arrow chunks when `tables` is None; each is read whole, once.
+    Every table but the matrices' storage when `tables` is None; each is read whole, once, with
+    the column types of the format's Arrow schema.
     """
+    from formats.fleet.dataset import read_table, report_tables
+    from formats.pop.arrow_sqlite import adbc_connect
+    from formats.pop.schema import profile_schema
+
     duckdb = require("duckdb", "query", "report.duckdb()")
-    available = dict(reader.file.tables)
+    present = dict(reader.file.tables)
+    known = [t for t in profile_schema().tables if t in present]
     if tables is None:
-        names = [t for t in available if t not in _STORAGE_TABLES]
+        names = [t for t in report_tables() if t in present]
     else:
         names = [tables] if isinstance(tables, str) else list(tables)
-        unknown = [t for t in names if t not in available]
+        unknown = [t for t in names if t not in known]
         if unknown:
             raise InvalidInputError(
-                f"{reader.path!r}: no table {unknown[0]!r} in the report; expected one of {', '.join(available)}",
+                f"{reader.path!r}: no table {unknown[0]!r} in the report; expected one of {', '.join(known)}",
                 reader.path,
             )
-    data = {name: _table_arrow(reader, name, available[name]) for name in names}
+    arrow = adbc_connect(reader.path)  # None without the ADBC driver: read through sqlite3
+    try:
+        data = {name: read_table(reader, arrow, name, list(present[name])) for name in names}
+    finally:
+        if arrow is not None:
+            arrow.close()
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
         for name, table in data.items():
@@ -336,23 +345,3 @@ def report_duckdb(reader, tables: Iterable[str] | None = None):
         con.close()
         raise
     return con
-
-
-def _table_arrow(reader, table: str, columns: Sequence[str]) -> pa.Table:
-    """One table of a report as Arrow, read in native code where the ADBC driver is installed."""
-    from formats.pop.arrow_sqlite import adbc_connect
-
-    quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
-    select = f'SELECT {quoted} FROM "{table}"'
-    arrow = adbc_connect(reader.path)
-    if arrow is not None:
-        from adbc_driver_manager import Error as AdbcError
-
-        try:
-            return arrow.arrow(select)
-        except (AdbcError, pa.ArrowException):
-            pass  # a column of values of several types, which the driver refuses: read it through sqlite3
-        finally:
-            arrow.close()
-    result = reader.sql(select)
-    return rows_to_arrow(result.columns, list(result.rows), reader.path)

@@ -41,6 +41,17 @@ def test_sql_rows_stay_a_list_of_tuples_with_columns(report):
     assert count == 11
 
 
+def test_sql_rows_copy_and_pickle_with_their_columns(report):
+    import copy
+    import json
+    import pickle
+
+    rows = report.sql(COMPUTE_SETS)
+    for again in (copy.copy(rows), copy.deepcopy(rows), pickle.loads(pickle.dumps(rows))):
+        assert again == EXPECTED and again.columns == rows.columns
+    assert json.loads(json.dumps(rows)) == [list(row) for row in EXPECTED]
+
+
 def test_sql_rows_to_arrow_pandas_polars(report):
     rows = report.sql(COMPUTE_SETS)
     table = rows.to_arrow()

@@ -150,7 +150,9 @@ CELLS = [
 ]
 
 
-def test_a_notebook_shows_the_report(simulated, tmp_path):
+def test_a_notebook_shows_the_report(simulated, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # the kernel's connection file
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # the kernel's history
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")

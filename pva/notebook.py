@@ -284,9 +284,11 @@ def _memory_facts(card: dict, figures: dict) -> list[tuple[str, str]]:
             ("out of memory", f'<b style="color: {chart_data.LIMIT_COLOUR}">{m["tiles_out_of_memory"]:,} tiles</b>')
         )
     live = figures["liveness"]
-    pairs.append(
-        ("peak live memory", f"{_bytes(live['max_live_bytes'])} ({_bytes(live['always_live_bytes'])} always live)")
-    )
+    if live["max_live_bytes"]:
+        peak = f"{_bytes(live['max_live_bytes'])} ({_bytes(live['always_live_bytes'])} always live)"
+    else:
+        peak = "no liveness recorded"
+    pairs.append(("peak live memory", peak))
     return pairs
 
 
@@ -348,7 +350,8 @@ def report_html(report: Any) -> str:
     reader = query_layer(report)
     try:
         figures, card = _figures(reader)
-        producer = " · ".join(_e(v) for v in (card["producer"], f"Poplar {card['poplar_version']}") if v.strip())
+        poplar = f"Poplar {card['poplar_version']}" if card["poplar_version"] else ""
+        producer = " · ".join(_e(v) for v in (card["producer"], poplar) if v)
         facts = [("target", _target_line(card)), *_graph_facts(figures), *_memory_facts(card, figures)]
         facts += _execution_facts(figures)
         parts = [_note(producer), _facts(facts)]

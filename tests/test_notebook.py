@@ -131,6 +131,23 @@ def test_a_report_of_many_tiles_stays_small(tmp_path):
     assert "5,888 items (Tile)" in tiles and tiles.count("<tr>") == 10
 
 
+def test_a_report_converted_from_a_text_summary(tmp_path):
+    """Poplar's printProfileSummary text has figures for the whole device, and no liveness or execution."""
+    import pathlib
+
+    from formats.convert import convert
+
+    sample = pathlib.Path(__file__).parent / "data" / "samples"
+    convert([sample / "graphcore_printProfileSummary_graph__tf-docs_adder-example_SDK0.9.txt"], tmp_path / "p.pop")
+    with pva.openReport(tmp_path / "p.pop") as report:
+        page = report._repr_html_()
+    offline(page)
+    assert "1 IPU(s) × 1,216 tiles = 1,216 tiles, 262,144 B" in page
+    assert "tile 0: 49,184 B (48.0 kB) (18.8% of a tile)" in page
+    assert "no liveness recorded" in page and "no execution profile (compile-only report)" in page
+    assert "Poplar" not in page  # the text names no Poplar version
+
+
 def test_a_closed_report(sample):
     report = pva.openReport(sample.path)
     report.close()

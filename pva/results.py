@@ -1,9 +1,11 @@
 """Query results as dataframes: rows with column names that pyarrow, pandas, polars and DuckDB read.
 
 `Report.sql` returns `Rows` (a list of tuples), `Report.sql_stream` a `RowStream`, fleet queries an
-`ArrowStream`. Each exposes the Arrow PyCapsule stream interface (``__arrow_c_stream__``), so
-``pyarrow.table(x)``, ``polars.DataFrame(x)`` and DuckDB read it, and ``to_arrow()``,
-``to_pandas()`` and ``to_polars()``. pandas and polars are optional: ``pip install 'pva[dataframes]'``.
+`ArrowStream`. Each has ``to_arrow()``, ``to_pandas()`` and ``to_polars()`` (pandas and polars are
+optional: ``pip install 'pva[dataframes]'``) and the Arrow PyCapsule stream interface
+(``__arrow_c_stream__``): ``pyarrow.table(x)``, ``polars.DataFrame(x)`` and DuckDB read a stream
+through it. `Rows` stays a list, which those read as a list of values before they look for the
+interface: hand them ``rows.to_arrow()``.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Rows(list, _Frames):
         return rows_to_arrow(self.columns, self, self._where)
 
     def __arrow_c_stream__(self, requested_schema: object = None) -> object:
-        """The Arrow PyCapsule stream of the rows (pyarrow.table, polars.DataFrame and DuckDB read it)."""
+        """The Arrow PyCapsule stream of the rows, for readers that ask for it (pyarrow.RecordBatchReader.from_stream)."""
         return self.to_arrow().__arrow_c_stream__(requested_schema)
 
     def _repr_html_(self) -> str:

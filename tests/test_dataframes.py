@@ -196,6 +196,16 @@ def test_report_duckdb_holds_the_report_tables(report, sample):
     assert _digest(sample.path) == before
 
 
+def test_report_duckdb_without_the_adbc_driver_reads_the_same(report, monkeypatch):
+    import formats.pop.arrow_sqlite
+
+    query = "SELECT * FROM steps_by_ipu ORDER BY step_id, ipu"
+    native = report.duckdb(["steps_by_ipu"]).sql(query).fetchall()
+    monkeypatch.setattr(formats.pop.arrow_sqlite, "adbc_connect", lambda path: None)
+    assert report.duckdb(["steps_by_ipu"]).sql(query).fetchall() == native
+    assert len(native) == report.row_count("steps_by_ipu") == 22
+
+
 def test_report_duckdb_named_tables(report):
     con = report.duckdb(["compute_sets"])
     assert con.sql("SELECT name FROM compute_sets ORDER BY compute_set").fetchall() == [(n,) for _i, n, _v in EXPECTED]

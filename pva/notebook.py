@@ -139,7 +139,8 @@ def memory_chart(memory: dict) -> str:
     if not bars:
         return ""
     top = _memory_scale(limit, largest)
-    plot_h, base, left, gap = CHART_HEIGHT - 24, CHART_HEIGHT - 14, 4, 6
+    plot_h, base, left = CHART_HEIGHT - 24, CHART_HEIGHT - 14, 4
+    gap = 6 if len(ipus) <= 16 else 0  # many IPUs: their bars side by side
     width = (CHART_WIDTH - left - gap * (len(ipus) - 1)) / bars
     parts, x = [], float(left)
     bucket, per_ipu = int(memory["bucket"]), int(memory["tiles_per_ipu"])
@@ -156,7 +157,8 @@ def memory_chart(memory: dict) -> str:
                 f'fill="{colour}"><title>{tiles}: largest tile {int(tile)} holds {int(value):,} B</title></rect>'
             )
             x += width
-        parts.append(f'<text x="{start:.1f}" y="{CHART_HEIGHT - 3}" fill="currentColor">IPU {ipu["ipu"]}</text>')
+        if x - start >= 36:  # room for its label
+            parts.append(f'<text x="{start:.1f}" y="{CHART_HEIGHT - 3}" fill="currentColor">IPU {ipu["ipu"]}</text>')
         x += gap
     if limit <= top:
         y = base - plot_h * limit / top

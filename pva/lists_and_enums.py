@@ -46,7 +46,7 @@ class PvaList(list):
         return f"[{', '.join(parts)}]"
 
     def _repr_html_(self) -> str:
-        from .notebook import list_html  # how a notebook shows the list: its length and first items
+        from .notebook_tables import list_html  # how a notebook shows the list: its length and first items
 
         return list_html(self, _print_length)
 

@@ -1,16 +1,15 @@
 """How pva objects show in a notebook: a short HTML summary with small inline SVG charts.
 
-Reports, compilation and execution reports, traces, lists and query results define
-``_repr_html_`` through these functions. The HTML is self-contained: no script, no style sheet and
-no network resource, only inline styles and SVG. Its size is bounded whatever the report's size:
-the charts have at most MEMORY_BARS bars and LIVENESS_POINTS points, the tables a few rows.
+Reports, compilation reports and execution reports define ``_repr_html_`` through these
+functions (lists, query results and traces through pva.notebook_tables). The HTML is
+self-contained: no script, no style sheet and no network resource, only inline styles and SVG.
+Its size is bounded whatever the report's size: the charts have at most MEMORY_BARS bars and
+LIVENESS_POINTS points, the tables a few rows.
 """
 
 from __future__ import annotations
 
-import html
 import os
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from formats.errors import PvaError
@@ -19,6 +18,17 @@ from .analysis.chart_options import Limits, format_size
 from .analysis.html import chart_data
 from .analysis.report_source import query_layer
 from .analysis.summary import summary_data
+from .notebook_tables import (
+    escape,
+    html_box,
+    html_facts,
+    html_failed,
+    html_heading,
+    html_note,
+    html_table,
+    number,
+    percent,
+)
 
 #: Bars of the memory chart over all IPUs of a replica (tiles are grouped when there are more).
 MEMORY_BARS = 128
@@ -26,18 +36,9 @@ MEMORY_BARS = 128
 LIVENESS_POINTS = 200
 #: Compute sets in the table of the largest.
 TOP_COMPUTE_SETS = 5
-#: Rows of a query result shown.
-QUERY_ROWS = 10
-#: Characters of a name or value shown in a table cell (longer ones are cut).
-MAX_CELL = 80
 #: Width and height of a chart, in CSS pixels.
 CHART_WIDTH, CHART_HEIGHT = 640, 110
 
-_BOX = "font-family: sans-serif; font-size: 13px; line-height: 1.35; max-width: 680px"
-_TABLE = "border-collapse: collapse; margin: 4px 0 8px 0"
-_CELL = "padding: 1px 10px 1px 0; text-align: left; vertical-align: top"
-_NUMBER = "padding: 1px 10px 1px 0; text-align: right; font-variant-numeric: tabular-nums"
-_MUTED = "opacity: 0.7"
 
 #: Colours of the cycle split by kind, those of the step types in `pva html`'s timeline.
 _KIND_COLOURS = {
@@ -52,17 +53,6 @@ _KIND_COLOURS = {
 # -- small pieces ---------------------------------------------------------------------------
 
 
-def _e(value: object) -> str:
-    text = "" if value is None else str(value)
-    if len(text) > MAX_CELL:
-        text = text[: MAX_CELL - 1] + "…"
-    return html.escape(text, quote=True)
-
-
-def _int(value: object) -> str:
-    return "not recorded" if value is None else f"{int(value):,}"  # type: ignore[call-overload]
-
-
 def _bytes(value: object) -> str:
     if value is None:
         return "not recorded"
@@ -70,55 +60,12 @@ def _bytes(value: object) -> str:
     return f"{number:,} B" if abs(number) < 1024 else f"{number:,} B ({format_size(number)})"
 
 
-def _percent(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def _box(title: str, parts: Sequence[str]) -> str:
-    body = "".join(parts)
-    return (
-        f'<div class="pva" style="{_BOX}"><div style="font-weight: bold; margin-bottom: 4px">{title}</div>{body}</div>'
-    )
-
-
-def _heading(text: str) -> str:
-    return f'<div style="font-weight: bold; margin-top: 6px">{_e(text)}</div>'
-
-
-def _facts(pairs: Sequence[tuple[str, str]]) -> str:
-    """A two-column table of labels and values (values are HTML)."""
-    rows = "".join(
-        f'<tr><th style="{_CELL}; font-weight: normal; {_MUTED}">{_e(k)}</th><td style="{_CELL}">{v}</td></tr>'
-        for k, v in pairs
-    )
-    return f'<table style="{_TABLE}">{rows}</table>'
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool] | None = None) -> str:
-    """A table with a header row; cells are HTML; `numeric` columns are right-aligned."""
-    numeric = numeric or [False] * len(header)
-    head = "".join(f'<th style="{_NUMBER if n else _CELL}">{_e(h)}</th>' for h, n in zip(header, numeric))
-    body = "".join(
-        "<tr>" + "".join(f'<td style="{_NUMBER if n else _CELL}">{c}</td>' for c, n in zip(row, numeric)) + "</tr>"
-        for row in rows
-    )
-    return f'<div style="overflow-x: auto"><table style="{_TABLE}"><thead><tr style="border-bottom: 1px solid #999">{head}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def _note(text: str) -> str:
-    return f'<div style="{_MUTED}">{text}</div>'
-
-
 def _svg(body: str, label: str, height: int = CHART_HEIGHT) -> str:
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(label)}" width="{CHART_WIDTH}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(label)}" width="{CHART_WIDTH}" '
         f'height="{height}" viewBox="0 0 {CHART_WIDTH} {height}" style="display: block; margin: 2px 0 6px 0" '
         f'font-family="sans-serif" font-size="10">{body}</svg>'
     )
-
-
-def _failed(what: str, error: PvaError) -> str:
-    return _box(_e(what), [_note(f"cannot be summarised: {_e(error)}")])
 
 
 # -- charts ---------------------------------------------------------------------------------
@@ -171,7 +118,7 @@ def memory_chart(memory: dict) -> str:
         y, label = 10.0, f"largest tile {format_size(largest)}; tile memory {format_size(limit)} is above the chart"
     parts.append(
         f'<text x="{CHART_WIDTH - 4}" y="{max(y - 3, 9):.1f}" text-anchor="end" '
-        f'fill="{chart_data.LIMIT_COLOUR}">{_e(label)}</text>'
+        f'fill="{chart_data.LIMIT_COLOUR}">{escape(label)}</text>'
     )
     return _svg("".join(parts), "memory by tile")
 
@@ -221,12 +168,12 @@ def cycles_chart(tile_cycles: dict) -> str:
         if w > 0:
             parts.append(
                 f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="14" fill="{_KIND_COLOURS[kind]}">'
-                f"<title>{label}: {value:,} tile-cycles ({_percent(value, whole)})</title></rect>"
+                f"<title>{label}: {value:,} tile-cycles ({percent(value, whole)})</title></rect>"
             )
         x += w
     legend, lx = [], 0.0
     for kind, value in kinds:
-        text = f"{kind.replace('_', ' ')} {_percent(value, whole)}"
+        text = f"{kind.replace('_', ' ')} {percent(value, whole)}"
         legend.append(
             f'<rect x="{lx:.1f}" y="22" width="9" height="9" fill="{_KIND_COLOURS[kind]}"/>'
             f'<text x="{lx + 12:.1f}" y="30" fill="currentColor">{text}</text>'
@@ -249,12 +196,12 @@ def compute_sets_table(sets: dict | None) -> str:
     if not sets or not sets["rows"]:
         return ""
     rows = [
-        [_e(r["name"]), _int(r["cycles"]), f"{r['percent']:.1f}%", _share_bar(r["percent"])]
+        [escape(r["name"]), number(r["cycles"]), f"{r['percent']:.1f}%", _share_bar(r["percent"])]
         for r in sets["rows"][:TOP_COMPUTE_SETS]
     ]
     source = "measured" if sets["measured"] else "estimated"
-    heading = _heading(f"Top compute sets by cycles ({source}; {sets['total_rows']:,} in all)")
-    return heading + _table(["compute set", "cycles", "share", ""], rows, [False, True, True, False])
+    heading = html_heading(f"Top compute sets by cycles ({source}; {sets['total_rows']:,} in all)")
+    return heading + html_table(["compute set", "cycles", "share", ""], rows, [False, True, True, False])
 
 
 # -- the figures a user looks for first -----------------------------------------------------
@@ -264,8 +211,8 @@ def _target_line(card: dict) -> str:
     t = card["target"]
     clock = "" if t["clock_frequency"] is None else f", {t['clock_frequency'] / 1e6:,.0f} MHz"
     return (
-        f"{_e(t['type'])} {_e(t['architecture'])}: {_int(t['num_ipus'])} IPU(s) × {_int(t['tiles_per_ipu'])} tiles "
-        f"= {_int(t['num_tiles'])} tiles, {_bytes(t['bytes_per_tile'])} per tile{clock}"
+        f"{escape(t['type'])} {escape(t['architecture'])}: {number(t['num_ipus'])} IPU(s) × {number(t['tiles_per_ipu'])} tiles "
+        f"= {number(t['num_tiles'])} tiles, {_bytes(t['bytes_per_tile'])} per tile{clock}"
     )
 
 
@@ -275,11 +222,11 @@ def _memory_facts(card: dict, figures: dict) -> list[tuple[str, str]]:
     used = m["including_gaps"]
     largest = m["max_tile_including_gaps"] or {}
     pairs = [
-        ("memory used", f"{_bytes(used)}, {_percent(used or 0, capacity)} of {_bytes(capacity)}"),
+        ("memory used", f"{_bytes(used)}, {percent(used or 0, capacity)} of {_bytes(capacity)}"),
         ("excluding gaps", _bytes(m["excluding_gaps"])),
     ]
     if largest.get("tile") is not None:
-        share = _percent(largest["bytes"], t["bytes_per_tile"] or 0)
+        share = percent(largest["bytes"], t["bytes_per_tile"] or 0)
         pairs.append(("largest tile", f"tile {largest['tile']:,}: {_bytes(largest['bytes'])} ({share} of a tile)"))
     if m["tiles_out_of_memory"]:
         pairs.append(
@@ -308,7 +255,7 @@ def _execution_facts(figures: dict) -> list[tuple[str, str]]:
 def _graph_facts(figures: dict) -> list[tuple[str, str]]:
     g = figures["graph"]
     keys = (("num_vertices", "vertices"), ("num_compute_sets", "compute sets"), ("num_vars", "variables"))
-    found = [f"{_int(g[k])} {label}" for k, label in keys if k in g]
+    found = [f"{number(g[k])} {label}" for k, label in keys if k in g]
     return [("graph", ", ".join(found))] if found else []
 
 
@@ -323,21 +270,21 @@ def _memory_part(reader) -> list[str]:
     if memory is None:
         return []
     grouped = f", {memory['bucket']:,} tiles a bar" if memory["downsampled"] else ""
-    return [_heading(f"Memory by tile (largest tile of each bar, including gaps{grouped})"), memory_chart(memory)]
+    return [html_heading(f"Memory by tile (largest tile of each bar, including gaps{grouped})"), memory_chart(memory)]
 
 
 def _liveness_part(reader) -> list[str]:
     live = chart_data.liveness(reader, Limits(max_liveness_points=LIVENESS_POINTS, peak_variables=1))
     if live is None:
         return []
-    return [_heading("Live memory by liveness step"), liveness_chart(live)]
+    return [html_heading("Live memory by liveness step"), liveness_chart(live)]
 
 
 def _execution_part(reader, figures: dict) -> list[str]:
     if not figures["execution"]["runs"]:
         return []
     chart = cycles_chart(figures["execution"]["tile_cycles"])
-    parts = [_heading("Tile-cycles by kind"), chart] if chart else []
+    parts = [html_heading("Tile-cycles by kind"), chart] if chart else []
     parts.append(compute_sets_table(chart_data.compute_sets(reader, Limits(max_table_rows=TOP_COMPUTE_SETS))))
     return parts
 
@@ -348,133 +295,43 @@ def _execution_part(reader, figures: dict) -> list[str]:
 def report_html(report: Any) -> str:
     """A Report: source, target, memory, cycles, charts of memory, liveness and cycles, top compute sets."""
     if report.closed:
-        return _box(f"Report {_e(os.path.basename(report.path))} (closed)", [])
+        return html_box(f"Report {escape(os.path.basename(report.path))} (closed)", [])
     reader = query_layer(report)
     try:
         figures, card = _figures(reader)
         poplar = f"Poplar {card['poplar_version']}" if card["poplar_version"] else ""
-        producer = " · ".join(_e(v) for v in (card["producer"], poplar) if v)
+        producer = " · ".join(escape(v) for v in (card["producer"], poplar) if v)
         facts = [("target", _target_line(card)), *_graph_facts(figures), *_memory_facts(card, figures)]
         facts += _execution_facts(figures)
-        parts = [_note(producer), _facts(facts)]
+        parts = [html_note(producer), html_facts(facts)]
         parts += _memory_part(reader) + _liveness_part(reader) + _execution_part(reader, figures)
     except PvaError as exc:
-        return _failed(f"Report {os.path.basename(report.path)}", exc)
-    return _box(f"Report {_e(card['name'])}", parts)
+        return html_failed(f"Report {os.path.basename(report.path)}", exc)
+    return html_box(f"Report {escape(card['name'])}", parts)
 
 
 def compilation_html(compilation: Any) -> str:
     """A CompilationReport: target, graph, memory and liveness, with their charts."""
     reader = query_layer(compilation)
     if reader.file.closed:
-        return _box("CompilationReport (closed)", [])
+        return html_box("CompilationReport (closed)", [])
     try:
         figures, card = _figures(reader)
         facts = [("target", _target_line(card)), *_graph_facts(figures), *_memory_facts(card, figures)]
-        parts = [_facts(facts), *_memory_part(reader), *_liveness_part(reader)]
+        parts = [html_facts(facts), *_memory_part(reader), *_liveness_part(reader)]
     except PvaError as exc:
-        return _failed("CompilationReport", exc)
-    return _box(f"CompilationReport of {_e(card['name'])}", parts)
+        return html_failed("CompilationReport", exc)
+    return html_box(f"CompilationReport of {escape(card['name'])}", parts)
 
 
 def execution_html(execution: Any) -> str:
     """An ExecutionReport: cycles, runs and steps, the split of tile-cycles, the top compute sets."""
     reader = query_layer(execution)
     if reader.file.closed:
-        return _box("ExecutionReport (closed)", [])
+        return html_box("ExecutionReport (closed)", [])
     try:
         figures, card = _figures(reader)
-        parts = [_facts(_execution_facts(figures)), *_execution_part(reader, figures)]
+        parts = [html_facts(_execution_facts(figures)), *_execution_part(reader, figures)]
     except PvaError as exc:
-        return _failed("ExecutionReport", exc)
-    return _box(f"ExecutionReport of {_e(card['name'])}", parts)
-
-
-def trace_html(trace: Any, rows: int = 10) -> str:
-    """A TraceReport: completeness, and its processes with their threads (the first `rows`)."""
-    name = _e(os.path.basename(trace.path))
-    try:
-        processes = list(trace.processes)
-        state = "complete" if trace.isComplete else "incomplete: the recorder did not close it"
-        table = [
-            [_int(p.pid), _e(p.name), _int(len(p.threads)), _e(", ".join(t.name or str(t.tid) for t in p.threads))]
-            for p in processes[:rows]
-        ]
-    except PvaError as exc:
-        return _failed(f"TraceReport {trace.path}", exc)
-    threads = sum(len(p.threads) for p in processes)
-    more = [_note(f"… and {len(processes) - rows:,} more processes")] if len(processes) > rows else []
-    parts = [
-        _facts([("recording", state), ("processes", f"{len(processes):,}, {threads:,} threads")]),
-        _table(["pid", "process", "threads", "thread names"], table, [True, False, True, False]),
-        *more,
-    ]
-    return _box(f"TraceReport {name}", parts)
-
-
-# -- lists and query results ----------------------------------------------------------------
-
-#: Columns shown for the items of a list, by the name of a class of the item: (heading, value).
-_ITEM_COLUMNS: dict[str, tuple[tuple[str, Callable[[Any], object], bool], ...]] = {
-    "Tile": (
-        ("memory incl. gaps (B)", lambda t: f"{t.memory.total.includingGaps:,}", True),
-        ("excl. gaps (B)", lambda t: f"{t.memory.total.excludingGaps:,}", True),
-    ),
-    "Program": (("name", lambda p: p.name, False),),
-    "ExecutionStep": (("cycles (longest IPU)", lambda s: f"{max((i.cycles for i in s.ipus), default=0):,}", True),),
-}
-
-
-def _item_columns(items: Sequence[Any]) -> tuple[tuple[str, Callable[[Any], object], bool], ...]:
-    """The columns for the items: those of a class every item shares, else none."""
-    for cls in type(items[0]).__mro__:
-        columns = _ITEM_COLUMNS.get(cls.__name__)
-        if columns and all(cls.__name__ in {c.__name__ for c in type(i).__mro__} for i in items):
-            return columns
-    return ()
-
-
-def list_html(items: Sequence[Any], shown: int) -> str:
-    """A list of pva objects: its length and a table of its first `shown` items."""
-    count = len(items)
-    head = list(items[: max(0, shown)])
-    kinds = sorted({type(i).__name__ for i in head})
-    title = f"{count:,} item{'s' if count != 1 else ''}" + (f" ({', '.join(kinds)})" if kinds else "")
-    if not head:
-        return _box(_e(title), [])
-    columns = _item_columns(head)
-    try:
-        rows = [[_int(k), _e(repr(item))] + [_e(get(item)) for _h, get, _n in columns] for k, item in enumerate(head)]
-    except PvaError as exc:
-        return _failed(title, exc)
-    header = ["#", "item"] + [h for h, _g, _n in columns]
-    numeric = [True, False] + [n for _h, _g, n in columns]
-    more = [_note(f"… and {count - len(head):,} more (Report.listPrintLength sets how many are shown)")]
-    return _box(_e(title), [_table(header, rows, numeric), *(more if count > len(head) else [])])
-
-
-def _cell(value: object) -> str:
-    if isinstance(value, bytes):
-        return _e(f"<{len(value):,} bytes>")
-    if isinstance(value, float):
-        return _e(f"{value:,.6g}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return _e(value)
-
-
-def rows_html(columns: Sequence[str], rows: Sequence[tuple], count: int) -> str:
-    """The rows of a query: its size and a table of the first QUERY_ROWS rows."""
-    head = list(rows[:QUERY_ROWS])
-    numeric = [
-        bool(head) and all(isinstance(r[i], (int, float)) or r[i] is None for r in head) for i in range(len(columns))
-    ]
-    table = _table(list(columns), [[_cell(v) for v in row] for row in head], numeric)
-    title = f"{count:,} row{'s' if count != 1 else ''} × {len(columns):,} column{'s' if len(columns) != 1 else ''}"
-    more = [_note(f"… and {count - len(head):,} more rows (to_pandas() or to_polars() for all of them)")]
-    return _box(_e(title), [table, *(more if count > len(head) else [])])
-
-
-def stream_html(columns: Sequence[str], note: str) -> str:
-    """A streamed query result, which is not read to be shown: its columns."""
-    return _box(f"query of {len(columns):,} columns", [_note(_e(", ".join(columns))), _note(_e(note))])
+        return html_failed("ExecutionReport", exc)
+    return html_box(f"ExecutionReport of {escape(card['name'])}", parts)

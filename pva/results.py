@@ -84,7 +84,7 @@ class Rows(list, _Frames):
         return self.to_arrow().__arrow_c_stream__(requested_schema)
 
     def _repr_html_(self) -> str:
-        from .notebook import rows_html
+        from .notebook_tables import rows_html
 
         return rows_html(self.columns, self, len(self))
 
@@ -206,7 +206,7 @@ class RowStream(_Stream):
         self._result.close()
 
     def _repr_html_(self) -> str:
-        from .notebook import stream_html
+        from .notebook_tables import stream_html
 
         return stream_html(self.columns, "rows read when asked for: iterate .rows, or to_arrow(), to_pandas()")
 
@@ -242,7 +242,7 @@ class ArrowStream(_Stream):
         self._close()
 
     def _repr_html_(self) -> str:
-        from .notebook import stream_html
+        from .notebook_tables import stream_html
 
         return stream_html(self.columns, "Arrow batches read when asked for: to_arrow(), to_pandas(), to_polars()")
 

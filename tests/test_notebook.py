@@ -8,7 +8,7 @@ import re
 import pytest
 
 import pva
-from pva import notebook
+from pva import notebook, notebook_tables
 
 #: Every element and attribute name of the HTML and SVG the notebook module writes (no script, no link).
 ALLOWED_TAGS = {
@@ -40,7 +40,7 @@ def test_report_shows_the_first_figures_and_charts(sample):
     offline(page)
     assert "IpuModel Ipu2: 2 IPU(s) × 4 tiles = 8 tiles" in page and tiles == 8
     assert f"tile {tile}: {size:,} B" in page and (tile, size) == (6, 19_546)
-    assert f'memory used</th><td style="{notebook._CELL}">{total:,} B' in page and total == 120_083
+    assert f'memory used</th><td style="{notebook_tables.CELL_STYLE}">{total:,} B' in page and total == 120_083
     assert "1,832 (1.4 µs)" in page  # the cycles of the two runs
     assert page.count("<svg") == 3 + 3  # memory, liveness and cycle charts, and a share bar per compute set
     assert page.count('fill="#4e79a7"><title>tile') == 8  # a bar per tile of the memory chart
@@ -108,7 +108,7 @@ def test_query_results(sample):
 def test_trace_report(simulated):
     (path,) = simulated.glob("*.pvti")
     with pva.openTrace(path) as trace:
-        page = notebook.trace_html(trace)
+        page = notebook_tables.trace_html(trace)
         processes = trace.processes
     offline(page)
     assert f"{len(processes):,}, {sum(len(p.threads) for p in processes):,} threads" in page

@@ -454,6 +454,11 @@ class CompilationReport:
             f"{self.graph.numComputeSets:,} compute sets, {len(self._program_table.all):,} programs>"
         )
 
+    def _repr_html_(self) -> str:
+        from .notebook import compilation_html  # how a notebook shows the compilation report
+
+        return compilation_html(self)
+
     # -- target, graph and hardware --
 
     @functools.cached_property

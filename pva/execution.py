@@ -934,3 +934,8 @@ class ExecutionReport:
         if self._reader.file.closed:
             return "<ExecutionReport (closed)>"
         return f"<ExecutionReport {len(self.runs)} run(s), {len(self.steps):,} steps>"
+
+    def _repr_html_(self) -> str:
+        from .notebook import execution_html  # how a notebook shows the execution report
+
+        return execution_html(self)

@@ -45,6 +45,11 @@ class PvaList(list):
             parts.append(f"... (+{hidden} more)")
         return f"[{', '.join(parts)}]"
 
+    def _repr_html_(self) -> str:
+        from .notebook_tables import list_html  # how a notebook shows the list: its length and first items
+
+        return list_html(self, _print_length)
+
 
 def as_text(value: object) -> str:
     """A value read from a report as text: NULL as "", bytes decoded leniently, others with str()."""

@@ -184,14 +184,38 @@ class Report:
         """Rows (tuples) of one read-only SQL statement on the report, or an Arrow table with arrow=True.
 
         A pva addition. Writes, ATTACH and extension loading are refused; the file never changes.
+        The rows are a list (a `pva.results.Rows`) with `.columns`, ``to_arrow()``, ``to_pandas()``,
+        ``to_polars()`` and the Arrow stream interface that pyarrow, polars and DuckDB read.
         """
+        from .results import Rows, rows_to_arrow
+
+        result = self._reader.sql(query, params, timeout)
+        rows = list(result.rows)
         if arrow:
-            return self._reader.sql_arrow(query, params, timeout)
-        return list(self._reader.sql(query, params, timeout).rows)
+            return rows_to_arrow(result.columns, rows, self.path)
+        return Rows(rows, result.columns, self.path)
 
     def sql_stream(self, query: str, params: Sequence[Any] = (), *, timeout: float | None = None):
-        """One read-only SQL statement as a result with `.columns` and lazily read `.rows` (pva addition)."""
-        return self._reader.sql(query, params, timeout)
+        """One read-only SQL statement whose rows are read as they are asked for (pva addition).
+
+        A `pva.results.RowStream`: `.columns`, lazily read `.rows` (or iterate it), Arrow batches
+        through ``batches()``, ``to_arrow()``, ``to_pandas()``, ``to_polars()`` and the Arrow stream
+        interface; it is read once.
+        """
+        from .results import RowStream
+
+        return RowStream(self._reader.sql(query, params, timeout), self.path)
+
+    def duckdb(self, tables: Sequence[str] | None = None):
+        """A DuckDB connection holding the report's tables (or the named ones) as Arrow tables (pva addition).
+
+        Needs DuckDB (pip install 'pva[query]'). The connection is in memory with file access
+        disabled, so nothing a query does reaches the report file. Each table is read whole when
+        the connection is made: on a large report, name the tables a query needs.
+        """
+        from .results import report_duckdb
+
+        return report_duckdb(self._reader, tables)
 
     def close(self) -> None:
         """Close the report file (pva addition).
@@ -216,6 +240,11 @@ class Report:
             f"<Report {os.path.basename(self.path)!r} format {major}.{minor}, Poplar "
             f"{self.poplarVersion.string or 'unknown'}, {target['num_tiles']:,} tiles>"
         )
+
+    def _repr_html_(self) -> str:
+        from .notebook import report_html  # how a notebook shows the report
+
+        return report_html(self)
 
     # -- analyses and facts of the file: pva additions, PEP 8 names ----------------------------
     # Each analysis module is imported when first used, so that importing pva stays cheap.

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
     from formats.fleet.sql import Result
 
+    from ..results import ArrowStream
+
 #: Loose reports beyond which `pva query` suggests building a dataset.
 SUGGEST_DATASET_REPORTS = 20
 
@@ -60,3 +62,11 @@ def query_reports(root: str | os.PathLike[str], sql: str, limits: Limits = DEFAU
     """Run one SQL query over a dataset or every report under `root`, as one Arrow table."""
     result, _ = run_query(root, sql, limits)
     return result.to_arrow()
+
+
+def query_stream(root: str | os.PathLike[str], sql: str, limits: Limits = DEFAULT_LIMITS) -> ArrowStream:
+    """Run one SQL query over a dataset or every report under `root`; its rows stream as Arrow batches."""
+    from ..results import ArrowStream
+
+    result, _ = run_query(root, sql, limits)
+    return ArrowStream(result.batches(), result.schema, result.close, os.fspath(root))

@@ -365,6 +365,12 @@ class TraceReport:
             f"<TraceReport {os.path.basename(self.path)!r}, {len(self._processes)} processes, {threads} threads{state}>"
         )
 
+    def _repr_html_(self) -> str:
+        """How a notebook shows the trace (pva.notebook_tables)."""
+        from .notebook_tables import trace_html
+
+        return trace_html(self)
+
 
 def isTrace(path: str | os.PathLike[str]) -> bool:
     """Whether `path` is a trace (pva addition): a trace file, or a Chrome trace event JSON file

@@ -128,6 +128,20 @@ def _summary_sections(path) -> dict[str, list[str]]:
     return sections
 
 
+def _without_run_time_by_type(lines: list[str]) -> list[str]:
+    """The lines of a summary section without its "Run time by step type" block."""
+    out, skipping = [], False
+    for line in lines:
+        if line.strip().startswith("Run time by step type"):
+            skipping = True
+            continue
+        if skipping and (not line.strip() or line.startswith("    ")):
+            continue
+        skipping = False
+        out.append(line)
+    return out
+
+
 @pytest.mark.parametrize("encoding", ["json", "cbor"])
 def test_info_and_summary_survive_the_round_trip(simulated_preset, tmp_path, encoding):
     written = export_legacy(simulated_preset, tmp_path / "legacy", encoding=encoding, combined=False)
@@ -144,7 +158,14 @@ def test_info_and_summary_survive_the_round_trip(simulated_preset, tmp_path, enc
     assert after["instrumentation"] == {"compute": "Tile", "external_exchange": "Tile"}
     sections_before, sections_after = _summary_sections(simulated_preset), _summary_sections(back)
     assert list(sections_after) == list(sections_before)
+    several_ipus = before["target"]["num_ipus"] > 1
     for heading, lines in sections_before.items():
+        if several_ipus and heading.startswith("Execution"):
+            # a v1 step's span is device-wide (docs/formats.md): on several IPUs the run time by
+            # step type counts over those spans; every other line of the section is kept
+            kept = _without_run_time_by_type(lines)
+            assert _without_run_time_by_type(sections_after[heading]) == kept, heading
+            continue
         assert sections_after[heading] == lines, heading
     assert any("Always-live variables:" in line for lines in sections_after.values() for line in lines)
 

@@ -199,3 +199,15 @@ def test_a_notebook_shows_the_report(simulated, tmp_path, monkeypatch):
     assert f"shape: ({types}, 2)" in html[6] or f"shape: ({types}, 2)" in plain[6]
     for page in html[:6]:
         offline(page)
+
+
+def test_a_trace_shows_its_processes_in_a_notebook():
+    import pathlib
+
+    source = pathlib.Path(__file__).parent / "data" / "kineto" / "cpu_only_rank34.json.gz"
+    with pva.openTrace(source) as trace:
+        page = trace._repr_html_()
+        processes = list(trace.processes)
+    assert page.startswith('<div class="pva"') and "TraceReport cpu_only_rank34.json.gz" in page
+    assert "<script" not in page and "http" not in page
+    assert processes and all(p.name in page for p in processes if p.name)

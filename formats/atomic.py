@@ -290,7 +290,8 @@ def check_not_input(target: str, info: os.stat_result | None = None) -> None:
         is_input = key in _OPEN_INPUTS or key in _INPUTS.get()
     if is_input:
         raise InvalidInputError(
-            f"{target!r}: is an input of this command; refusing to replace it: write the output to another name",
+            f"{target!r}: is an input of this command (or open for reading in this process); refusing to replace it: "
+            "write the output to another name",
             target,
         )
 

@@ -273,11 +273,11 @@ def test_planner_doubles_the_memory_bound_when_no_grid_fits():
     # 4 x 4 grid does (131,072 bytes), so poplin keeps it rather than the 2 x 8 grid, a few cycles
     # faster but 180,224 bytes (ConvPlan.cpp, runPlanner: minimizeMemory doubles the bound before
     # it drops it)
-    from simulator.poplibs.poplin.planner import _best_grid
+
     from simulator.types import FLOAT, HALF
 
     def best(bytes_per_tile):
-        grid, estimate, *_ = _best_grid("ipu1", bytes_per_tile, 16, 512, 256, 251, HALF, FLOAT, HALF, (1, 1))
+        grid, estimate, *_ = _best_grid_of("ipu1", bytes_per_tile, 16, 512, 256, 251, HALF, FLOAT, HALF, (1, 1))
         return grid, dict(estimate)
 
     grid, estimate = best(65536)
@@ -497,13 +497,12 @@ def test_planner_costs_one_row_on_hmac_vertices():
     # channel to 8 conv units; HMAC (one output channel a group with float partials) is cheaper by
     # the ported estimates, and the plan's compute is the vertex estimate of its largest block
     from simulator.poplibs.poplin import MATMUL_METHODS
-    from simulator.poplibs.poplin.planner import _best_grid
     from simulator.types import FLOAT, HALF
 
-    grid, estimate, ocpg, icpg, method, _ = _best_grid(
+    grid, estimate, ocpg, icpg, method, _ = _best_grid_of(
         "ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), MATMUL_METHODS
     )
-    amp_only = _best_grid("ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), ("AMP",))
+    amp_only = _best_grid_of("ipu2", 638_976, 1472, 1000, 1000, 1, HALF, FLOAT, HALF, (1, 1), ("AMP",))
     assert method == "HMAC" and (ocpg, icpg) == (1, 2)
     assert dict(estimate)["total"] < dict(amp_only[1])["total"]
     pm, pn, pk = grid
@@ -511,3 +510,10 @@ def test_planner_costs_one_row_on_hmac_vertices():
     assert dict(estimate)["compute"] == int(
         amp.conv_partial_hmac_cycles("half", "float", [[1]], [mb], kb, 1, zero_elems=mb)[0]
     )
+
+
+def _best_grid_of(*problem):
+    """The planner's cheapest grid of a ProductProblem given field by field."""
+    from simulator.poplibs.poplin.planner import ProductProblem, _best_grid
+
+    return _best_grid(ProductProblem(*problem))

@@ -13,7 +13,6 @@ from simulator.compiler.regions import split_by_mapping
 from simulator.poplibs import poplin, popops
 from simulator.poplibs._util import map_linearly
 from simulator.poplibs.poplin import AVAILABLE_MEMORY_PROPORTION
-from simulator.poplibs.poplin.planner import _best_grid
 from simulator.types import FLOAT
 
 
@@ -28,7 +27,7 @@ def test_planner_splits_the_output_columns_serially_when_no_grid_fits():
     # [512, 256] x [256, 256] half on 16 Mk1 tiles of 64 KB: no grid of the whole product fits
     # 0.6 x 64 KB; eight steps of 32 columns do, on a 4 x 1 x 4 grid
     bound = AVAILABLE_MEMORY_PROPORTION * 65536
-    grid, estimate, *_, serial = _best_grid("ipu1", 65536, 16, 512, 256, 256, HALF, FLOAT, HALF, (1, 1))
+    grid, estimate, *_, serial = _best_grid_of("ipu1", 65536, 16, 512, 256, 256, HALF, FLOAT, HALF, (1, 1))
     estimate = dict(estimate)
     assert serial == 8 and grid == (4, 1, 4)
     assert estimate["memory"] == 36864 <= bound
@@ -53,11 +52,11 @@ def test_planner_splits_the_output_columns_serially_when_no_grid_fits():
     )
     assert estimate["total"] == 8 * (step + slices) == 182200
     # a prime number of columns has no serial split: the bound is doubled instead
-    grid, estimate, *_, serial = _best_grid("ipu1", 65536, 16, 512, 256, 251, HALF, FLOAT, HALF, (1, 1))
+    grid, estimate, *_, serial = _best_grid_of("ipu1", 65536, 16, 512, 256, 251, HALF, FLOAT, HALF, (1, 1))
     assert serial == 1 and dict(estimate)["memory"] > 2 * bound
     # the column split times the serial split is at most the output-channel groups: 16 columns
     # are one group of 16, so they are not split serially however much memory that would save
-    *_, method, serial = _best_grid("ipu1", 262144, 16, 16384, 64, 16, HALF, FLOAT, HALF, (1, 1))
+    *_, method, serial = _best_grid_of("ipu1", 262144, 16, 16384, 64, 16, HALF, FLOAT, HALF, (1, 1))
     assert (method, serial) == ("AMP", 1)
 
 
@@ -105,3 +104,10 @@ def _programs(prog):
         seen.append(p)
         stack.extend(p.children())
     return seen
+
+
+def _best_grid_of(*problem):
+    """The planner's cheapest grid of a ProductProblem given field by field."""
+    from simulator.poplibs.poplin.planner import ProductProblem, _best_grid
+
+    return _best_grid(ProductProblem(*problem))

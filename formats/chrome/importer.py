@@ -184,9 +184,9 @@ class _Spool:
                 raise translated from None
             raise
 
-    def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
-        """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record
-        batch per group of each slice (rows in the order they were added)."""
+    def _slices(self) -> Iterator[tuple[pa.Table, np.ndarray, np.ndarray]]:
+        """The rows in memory taken out a slice of at most _SPILL_BYTES at a time: each slice, its
+        rows' groups in order, and the order that sorts its rows by group (stable)."""
         batches, self._memory, self._bytes = self._memory, [], 0
         while batches:
             size = 0
@@ -198,7 +198,12 @@ class _Spool:
             del batches[:count]
             groups = part.column(0).to_numpy()
             order = np.argsort(groups, kind="stable")
-            groups = groups[order]
+            yield part, groups[order], order
+
+    def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record
+        batch per group of each slice (rows in the order they were added)."""
+        for part, groups, order in self._slices():
             part = part.take(order).combine_chunks()
             bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
             for first, stop in zip([0, *bounds], [*bounds, len(groups)]):
@@ -208,18 +213,7 @@ class _Spool:
 
     def finish(self) -> None:
         """All rows are added: those in memory are ordered by group, the file opened for reading."""
-        batches, self._memory, self._bytes = self._memory, [], 0
-        while batches:  # a slice of at most _SPILL_BYTES at a time, as `_by_group` takes them
-            size = 0
-            count = 0
-            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
-                size += batches[count].nbytes
-                count += 1
-            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
-            del batches[:count]
-            groups = part.column(0).to_numpy()
-            order = np.argsort(groups, kind="stable")
-            groups = groups[order]
+        for part, groups, order in self._slices():  # as `_by_group` takes them
             starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]])) if len(groups) else groups
             bounds = np.append(starts, len(groups))
             self._kept.append((part.take(pa.array(order)).combine_chunks(), groups[starts], bounds))

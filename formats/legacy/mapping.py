@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..pop.categories import CATEGORIES  # noqa: F401  (re-exported)
 from ..pop.categories import MEMORY_REGIONS as REGIONS  # noqa: F401  (re-exported)
+from ..pop.schema import profile_schema
 
 #: extras.source of values kept from each legacy document.
 SOURCE_GRAPH = "legacy-graph-profile"
@@ -190,14 +191,4 @@ CARRIED_METADATA = (
 )
 
 #: Columns of cycle_totals (besides run and ipu) the export carries in $.pva.cycleTotals when there are runs.
-CYCLE_TOTAL_COLUMNS = (
-    "active_compute",
-    "compute",
-    "inter_ipu_exchange",
-    "stream_copy_begin",
-    "stream_copy",
-    "stream_copy_end",
-    "internal_exchange",
-    "sync",
-    "total",
-)
+CYCLE_TOTAL_COLUMNS = profile_schema().tables["cycle_totals"].column_names[2:]

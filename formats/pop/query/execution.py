@@ -6,18 +6,10 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from ..schema import profile_schema
+
 #: cycle_totals columns, in the order `cycle_totals` sums them.
-CYCLE_ACTIVITIES = (
-    "active_compute",
-    "compute",
-    "inter_ipu_exchange",
-    "stream_copy_begin",
-    "stream_copy",
-    "stream_copy_end",
-    "internal_exchange",
-    "sync",
-    "total",
-)
+CYCLE_ACTIVITIES = profile_schema().tables["cycle_totals"].column_names[2:]
 
 #: Per-IPU figures of a step in steps_by_ipu, by name: the SQL expression of each.
 STEP_IPU_FIGURES = {

@@ -15,12 +15,12 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from formats.atomic import output_rules as output_rules
 from formats.exporters import EXPORTERS, Exporter
 from formats.pop.query.examples import FLEET_QUERY as QUERY_EXAMPLE
 from formats.pop.query.examples import REPORT_SQL as SQL_EXAMPLE
 from formats.pop.readonly_sql import DEFAULT_MEMORY_LIMIT as SQL_MEMORY_LIMIT
 from formats.pop.readonly_sql import DEFAULT_TIMEOUT as SQL_TIMEOUT
+from formats.protected_files import output_rules as output_rules
 
 __all__ = [
     "EXPORT_FORMATS",

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from formats import atomic
-from formats.atomic import AtomicOutput, commit_together, output_rules
+from formats.atomic import AtomicOutput, commit_together
 from formats.errors import InvalidInputError
+from formats.protected_files import output_rules
 
 
 def _listing(directory) -> list[str]:

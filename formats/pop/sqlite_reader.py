@@ -12,7 +12,6 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..atomic import hold_input, release_input
 from ..detect import SQLITE_MAGIC, FileKind, check_regular_file, describe_bytes, kind_of_bytes
 from ..errors import (
     ClosedReportError,
@@ -24,6 +23,7 @@ from ..errors import (
     ReportPermissionError,
     UnsupportedVersionError,
 )
+from ..protected_files import hold_input, release_input
 from .schema import Schema, split_user_version
 
 #: Times a file replaced while it is being opened is opened again before giving up.

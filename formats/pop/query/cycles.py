@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...errors import InconsistentReportError
 from .checks import typed
 from .memory import _name
 
@@ -112,31 +113,54 @@ class CycleQueries:
     def step_ipu_figures(self) -> list[tuple]:
         """Per step and IPU: (step, ipu, profiled, cycles, active tiles, start, end, thread balance, tile balance,
         active tile balance, bytes exchanged, data balance), by step and IPU."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT step_id, ipu, profiled, tile_cycles_max, active_tiles, cycles_base + all_cycles_from_min, "
-            "cycles_base + all_cycles_to_max, thread_balance, tile_balance, active_tile_balance, data_in + data_out, "
-            "data_balance FROM steps_by_ipu ORDER BY step_id, ipu"
+        return _cycles(
+            self,
+            self.file.query(  # type: ignore[attr-defined]
+                "SELECT step_id, ipu, profiled, tile_cycles_max, active_tiles, cycles_base + all_cycles_from_min, "
+                "cycles_base + all_cycles_to_max, thread_balance, tile_balance, active_tile_balance, data_in + data_out, "
+                "data_balance FROM steps_by_ipu ORDER BY step_id, ipu"
+            ),
+            "step_ipu_figures",
+            positions=(3, 4, 5, 6, 10),
         )
 
     def step_lengths(self) -> list[tuple[int, int]]:
         """(step, longest extent over the IPUs) of every profiled step."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "
-            "GROUP BY step_id"
+        return _cycles(
+            self,
+            self.file.query(  # type: ignore[attr-defined]
+                "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "
+                "GROUP BY step_id"
+            ),
+            "step_lengths",
         )
 
     def step_intervals(self) -> list[tuple[int, int, int, int]]:
-        """(ipu, step, start, end) of every profiled step on each IPU, in cycles from the run's base."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT ipu, step_id, cycles_base + all_cycles_from_min, cycles_base + all_cycles_to_max FROM steps_by_ipu "
+        """(ipu, step, start, end) of every profiled step on each IPU, in cycles on the IPU's counter
+        (the run's base plus the step's earliest start and latest end)."""
+        rows = self.file.query(  # type: ignore[attr-defined]
+            "SELECT ipu, step_id, cycles_base, all_cycles_from_min, all_cycles_to_max FROM steps_by_ipu "
             "WHERE profiled = 1"
         )
+        path = self.path  # type: ignore[attr-defined]
+        columns = ("ipu", "step_id", "cycles_base", "all_cycles_from_min", "all_cycles_to_max")
+        typed(path, rows, *(f"steps_by_ipu.{c}" for c in columns))
+        out = [(ipu, step, base + lo, base + hi) for ipu, step, base, lo, hi in rows]
+        if out and max(max(abs(r[2]), abs(r[3])) for r in out) >= 1 << 63:
+            raise InconsistentReportError(
+                f"{path!r}: steps_by_ipu: a step's cycles_base plus its cycles from or to passes 2^63 - 1", path
+            )
+        return out
 
     def steps_by_type(self) -> list[tuple[str, int, int]]:
         """(step type, steps, their cycles: the longest tile of each step and IPU, summed)."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT s.type, count(DISTINCT s.id), coalesce(sum(b.tile_cycles_max), 0) FROM steps s "
-            "LEFT JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY s.type"
+        return _cycles(
+            self,
+            self.file.query(  # type: ignore[attr-defined]
+                "SELECT s.type, count(DISTINCT s.id), coalesce(sum(b.tile_cycles_max), 0) FROM steps s "
+                "LEFT JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY s.type"
+            ),
+            "steps_by_type",
         )
 
     # -- compute sets and programs --------------------------------------------------------------
@@ -149,9 +173,13 @@ class CycleQueries:
 
     def measured_cycles_by_compute_set_name(self) -> list[tuple[str, int]]:
         """(compute set name, longest tile of each of its steps and IPUs, summed)."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT cs.name, sum(b.tile_cycles_max) FROM steps s JOIN compute_sets cs ON cs.compute_set = s.compute_set "
-            "JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY cs.name"
+        return _cycles(
+            self,
+            self.file.query(  # type: ignore[attr-defined]
+                "SELECT cs.name, sum(b.tile_cycles_max) FROM steps s JOIN compute_sets cs ON cs.compute_set = s.compute_set "
+                "JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY cs.name"
+            ),
+            "measured_cycles_by_compute_set_name",
         )
 
     def compute_set_figures(self) -> list[tuple]:
@@ -167,16 +195,38 @@ class CycleQueries:
 
     def measured_cycles_by_compute_set(self) -> list[tuple[int, int, int]]:
         """(compute set, executions, cycles: the longest IPU of each execution, summed)."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT compute_set, count(*), sum(longest) FROM (SELECT s.compute_set, max(b.tile_cycles_max) AS longest "
-            "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.id) "
-            "GROUP BY compute_set"
+        return _cycles(
+            self,
+            self.file.query(  # type: ignore[attr-defined]
+                "SELECT compute_set, count(*), sum(longest) FROM (SELECT s.compute_set, max(b.tile_cycles_max) AS longest "
+                "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.id) "
+                "GROUP BY compute_set"
+            ),
+            "measured_cycles_by_compute_set",
         )
 
     def measured_cycles_by_program(self) -> list[tuple[int, int, int]]:
         """(program, executions, cycles: the longest IPU of each execution, summed)."""
-        return self.file.query(  # type: ignore[attr-defined]
-            "SELECT program, count(*), coalesce(sum(longest), 0) FROM (SELECT s.program, max(b.tile_cycles_max) AS "
-            "longest FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.program IS NOT NULL GROUP BY s.id) "
-            "GROUP BY program"
+        return _cycles(
+            self,
+            self.file.query(  # type: ignore[attr-defined]
+                "SELECT program, count(*), coalesce(sum(longest), 0) FROM (SELECT s.program, max(b.tile_cycles_max) AS "
+                "longest FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.program IS NOT NULL GROUP BY s.id) "
+                "GROUP BY program"
+            ),
+            "measured_cycles_by_program",
         )
+
+
+def _cycles(queries: object, rows: list, what: str, positions: tuple[int, ...] | None = None) -> list:
+    """The rows of a query of cycles, checked to hold whole numbers (at `positions`, or wherever they
+    hold numbers): a REAL planted in a cycles column (2^64 - 1 is stored as one) is damage, named
+    here, not an overflow later."""
+    for row in rows:
+        for value in row if positions is None else (row[i] for i in positions):
+            if isinstance(value, float):
+                path = queries.path  # type: ignore[attr-defined]
+                raise InconsistentReportError(
+                    f"{path!r}: the cycles of steps_by_ipu ({what}) must be integers, found {value!r}", path
+                )
+    return rows

@@ -14,7 +14,7 @@ COMMANDS = (
     ["optime"],
     ["plot", "--kind", "timeline", "-o", "{out}.png"],
     ["diff", "{sample}"],
-    ["estimate"],
+    ["estimate", "-o", "{out}-estimate.txt"],
     ["export", "--format", "chrome-trace", "-o", "{out}.json"],
 )
 

@@ -16,6 +16,7 @@ import pytest
 import formats.chrome.importer as chrome_import
 import formats.chrome.parallel_read as halves
 import pva
+from formats.chrome import spool
 from formats.errors import InvalidInputError
 from formats.trace.writer import NULL, TraceWriter
 
@@ -575,13 +576,13 @@ def test_random_traces_staged_in_temporary_files_in_both_halves(tmp_path, monkey
     # a small memory bound (which the child takes half of) moves staged rows to temporary files in
     # both processes: the first half's own, then the ones the child handed over
     spills = []
-    spill = chrome_import._Spool._spill
+    spill = spool.Spool._spill
 
     def counted(self):
         spills.append(self._path is None)
         spill(self)
 
-    monkeypatch.setattr(chrome_import._Spool, "_spill", counted)
+    monkeypatch.setattr(spool.Spool, "_spill", counted)
     monkeypatch.setattr(chrome_import, "STAGE_MEMORY", 4000)
     monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 512)
     rng = random.Random(99)

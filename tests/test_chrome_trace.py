@@ -8,7 +8,8 @@ import pytest
 
 import pva
 from formats.chrome.export import export_chrome_trace
-from formats.chrome.importer import assign_lanes, import_chrome_trace
+from formats.chrome.importer import import_chrome_trace
+from formats.chrome.nesting import assign_lanes
 from formats.errors import InvalidInputError
 
 #: A per-layer timeline as SigmaStar's performance_timeline.py describes it (seed 001).

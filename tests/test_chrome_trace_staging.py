@@ -17,6 +17,7 @@ import pytest
 
 import formats.chrome.importer as chrome_import
 import pva
+from formats.chrome import nesting, spool
 from formats.chrome.events import read_trace_blocks_fast
 from formats.errors import InvalidInputError
 from formats.trace.writer import NULL, THREAD_EVENTS_SQL, TraceWriter, encode_thread_columns
@@ -60,15 +61,15 @@ def test_columns_moved_to_the_temporary_file_give_the_same_trace(tmp_path, monke
     in_memory = chrome_import.import_chrome_trace(source, tmp_path / "memory.pvti")
 
     spills = []
-    spill = chrome_import._Spool._spill
+    spill = spool.Spool._spill
 
     def counted(self):
         spills.append(self.schema.names[1])
         spill(self)
 
-    monkeypatch.setattr(chrome_import._Spool, "_spill", counted)
+    monkeypatch.setattr(spool.Spool, "_spill", counted)
     monkeypatch.setattr(chrome_import, "STAGE_MEMORY", bound)
-    monkeypatch.setattr(chrome_import, "_SPILL_BYTES", slice_bytes)
+    monkeypatch.setattr(spool, "_SPILL_BYTES", slice_bytes)
     monkeypatch.setattr("formats.chrome.events.FAST_BLOCK", 64)  # a batch of one or two events
     spilled = chrome_import.import_chrome_trace(source, tmp_path / "spilled.pvti")
 
@@ -165,20 +166,20 @@ def test_trace_writer_takes_a_whole_thread_as_columns(tmp_path):
 
 
 def test_nesting_pass_gives_lanes_and_parents_while_nested_and_after(monkeypatch):
-    never = chrome_import._OPEN
+    never = nesting.OPEN
     # by start, longest first: a [0, 100] holds b [10, 50] and c [50, 60]; d [55, 70] overlaps a's c
     # (lane 1); e [80, 90] is in a again; f [200, open) stays open and holds g [300, 310]
     starts = np.array([0, 10, 50, 55, 80, 200, 300], dtype=np.int64)
     ends = np.array([100, 50, 60, 70, 90, never, 310], dtype=np.int64)
     for slice_size, run in ((1, 64), (2, 1), (1 << 16, 1), (1 << 16, 64)):
-        monkeypatch.setattr(chrome_import, "_NEST_SLICE", slice_size)
-        monkeypatch.setattr(chrome_import, "_NEST_RUN", run)
-        lanes, parents = chrome_import._nest(starts, ends)
+        monkeypatch.setattr(nesting, "_NEST_SLICE", slice_size)
+        monkeypatch.setattr(nesting, "_NEST_RUN", run)
+        lanes, parents = nesting.nest(starts, ends)
         assert lanes.tolist() == [0, 0, 0, 1, 0, 0, 0]
         assert parents.tolist() == [-1, 0, 0, -1, 0, -1, 5]
-        done, chain = chrome_import._nested_prefix(starts, ends, np.empty(7, dtype=np.int64), 0, [], 4)
+        done, chain = nesting.nested_prefix(starts, ends, np.empty(7, dtype=np.int64), 0, [], 4)
         assert (done, chain) == (3, [0, 2])  # d is the first that does not nest; a and c are open before it
-        done, chain = chrome_import._nested_prefix(starts, ends, np.empty(7, dtype=np.int64), 4, [0, 2], 4)
+        done, chain = nesting.nested_prefix(starts, ends, np.empty(7, dtype=np.int64), 4, [0, 2], 4)
         assert (done, chain) == (7, [5, 6])  # from e on, all nest
 
     rng = np.random.default_rng(5)
@@ -189,8 +190,8 @@ def test_nesting_pass_gives_lanes_and_parents_while_nested_and_after(monkeypatch
         ends[rng.random(count) < 0.02] = never
         order = np.lexsort((np.arange(count), -ends, starts))
         starts, ends = starts[order], ends[order]
-        lanes, parents = chrome_import._nest(starts, ends)
-        expected_lanes = chrome_import.assign_lanes(starts.tolist(), [e + (e == never) for e in ends.tolist()])
+        lanes, parents = nesting.nest(starts, ends)
+        expected_lanes = nesting.assign_lanes(starts.tolist(), [e + (e == never) for e in ends.tolist()])
         assert lanes.tolist() == expected_lanes
         for i, parent in enumerate(parents.tolist()):  # each parent is the innermost open event of its lane
             if parent >= 0:
@@ -205,7 +206,7 @@ def test_a_full_disk_while_columns_go_to_the_temporary_file_is_an_output_error(t
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         yield  # pragma: no cover
 
-    monkeypatch.setattr(chrome_import._Spool, "_by_group", full)
+    monkeypatch.setattr(spool.Spool, "_by_group", full)
     source = tmp_path / "t.json"
     source.write_text(json.dumps(_trace()))
     with pytest.raises(OSError, match="no space left on device") as caught:

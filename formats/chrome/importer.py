@@ -24,7 +24,6 @@ of the trace.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gzip
 import json
@@ -32,14 +31,14 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
 
-from ..atomic import AtomicOutput, output_error
+from ..atomic import AtomicOutput
 from ..detect import GZIP_MAGIC, check_regular_file, read_head
 from ..errors import InvalidInputError, PvaError
 from ..gcpause import gc_paused
@@ -50,6 +49,8 @@ from ..streaming.tree import describe, location
 from ..trace.writer import NULL
 from . import parallel_read as halves
 from .events import NotFastError, Readable, read_trace_blocks_fast, read_trace_items
+from .nesting import OPEN, free_tid, nest, nest_by_owner
+from .spool import Spool, counter_schema, event_schema
 
 #: Phases imported (flows s/t/f and async b/e/n too); any other phase is counted and skipped.
 PHASES = frozenset("XBEiICMstfben")
@@ -74,18 +75,8 @@ _FLOW_COLUMNS = ("key", "order", "phase", "thread", "time", "bind", "seq")
 #: Ids given to processes and threads named by strings start here.
 _SYNTHETIC_ID = 1 << 40
 _ID_LIMIT = 1 << 62
-#: The end of an event that never ended, in `assign_lanes`.
-_INFINITY = 1 << 63
 #: MAX_TIME as a float, compared with timestamps (a float compared with a large int is slower).
 _MAX_TIME_FLOAT = float(MAX_TIME)
-#: The end of an event that never ended, in the staged columns.
-_OPEN = 2**63 - 1
-#: Bytes of staged columns sorted and written to the temporary file at a time.
-_SPILL_BYTES = 32 << 20
-#: Events of a thread taken at a time by the nesting pass.
-_NEST_SLICE = 1 << 16
-#: Events that must nest in a row before the nesting pass tries numpy again after one that does not.
-_NEST_RUN = 64
 #: Bytes of staged columns kept in memory; beyond it they go to a temporary file beside the output.
 STAGE_MEMORY = 256 << 20
 #: The module whose `child(task)` reads the second half of a large trace in a child process.
@@ -115,175 +106,6 @@ class _Thread:
         self.stack: list[tuple[int, int]] = []  # (seq, start) of B events not ended yet
 
 
-def _event_schema() -> pa.Schema:
-    return pa.schema(
-        [
-            ("group", pa.int32()),  # index of the event's thread
-            ("seq", pa.int64()),  # order of the event in the file
-            ("start", pa.int64()),
-            ("end", pa.int64()),  # _OPEN while open
-            ("channel", pa.int32()),  # index in the channels, in order of first use
-            ("label", pa.string()),
-            ("args", pa.binary()),  # JSON object, or null
-        ]
-    )
-
-
-def _counter_schema() -> pa.Schema:
-    return pa.schema([("group", pa.int32()), ("timestamp", pa.int64()), ("value", pa.float64())])
-
-
-class _Spool:
-    """Record batches whose first column ("group") says which thread or counter a row belongs to:
-    kept in memory up to `limit` bytes, and beyond it moved, sorted by group, to a temporary Arrow
-    IPC file beside the output. `group` then gives a group's rows in the order they were added."""
-
-    def __init__(self, schema: pa.Schema, output: str, limit: int, path: str | None = None) -> None:
-        self.schema = schema
-        self._output = output
-        self._limit = limit
-        self._path = path  # a temporary file another owns, to spill to instead of one of our own
-        self._memory: list[pa.RecordBatch] = []
-        self._bytes = 0
-        self._spilled: dict[int, list[int]] = {}  # group -> numbers of its batches in the file
-        self._batches = 0
-        self._file: AtomicOutput | None = None
-        self._sink: Any = None
-        self._writer: Any = None
-        self._source: Any = None
-        self._reader: Any = None
-        # the rows left in memory at the end: tables sorted by group, with their groups and bounds
-        self._kept: list[tuple[pa.Table, np.ndarray, np.ndarray]] = []
-        # rows of another spool's file: (reader, group -> its batches there, change to each batch)
-        self._parts: list[tuple[Any, dict[int, list[int]], Callable[[pa.RecordBatch], pa.RecordBatch]]] = []
-        self._part_sources: list[Any] = []
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        self._memory.append(batch)
-        self._bytes += batch.nbytes
-        if self._bytes > self._limit:
-            self._spill()
-
-    def _spill(self) -> None:
-        """Move the rows in memory to the file."""
-        try:
-            if self._sink is None:
-                if self._path is None:
-                    self._file = AtomicOutput(self._output)
-                self._sink = pa.OSFile(self._path or self._file.path, "wb")  # type: ignore[union-attr]
-                self._writer = pa.ipc.new_file(self._sink, self.schema)
-            for group, batch in self._by_group():
-                self._writer.write_batch(batch)
-                self._spilled.setdefault(group, []).append(self._batches)
-                self._batches += 1
-        except (FileNotFoundError, PermissionError) as exc:
-            raise InvalidInputError(f"cannot write {self._output!r}: {exc}", self._output) from None
-        except OSError as exc:  # a full disk
-            translated = output_error(exc, self._output, only_machine=True)
-            if translated is not None:
-                raise translated from None
-            raise
-
-    def _slices(self) -> Iterator[tuple[pa.Table, np.ndarray, np.ndarray]]:
-        """The rows in memory taken out a slice of at most _SPILL_BYTES at a time: each slice, its
-        rows' groups in order, and the order that sorts its rows by group (stable)."""
-        batches, self._memory, self._bytes = self._memory, [], 0
-        while batches:
-            size = 0
-            count = 0
-            while count < len(batches) and (not count or size + batches[count].nbytes <= _SPILL_BYTES):
-                size += batches[count].nbytes
-                count += 1
-            part = pa.Table.from_batches(batches[:count], self.schema).combine_chunks()
-            del batches[:count]
-            groups = part.column(0).to_numpy()
-            order = np.argsort(groups, kind="stable")
-            yield part, groups[order], order
-
-    def _by_group(self) -> Iterator[tuple[int, pa.RecordBatch]]:
-        """The rows in memory, taken out a slice of at most _SPILL_BYTES at a time, as one record
-        batch per group of each slice (rows in the order they were added)."""
-        for part, groups, order in self._slices():
-            part = part.take(order).combine_chunks()
-            bounds = (np.flatnonzero(np.diff(groups)) + 1).tolist()
-            for first, stop in zip([0, *bounds], [*bounds, len(groups)]):
-                if stop > first:
-                    for batch in part.slice(first, stop - first).to_batches():
-                        yield int(groups[first]), batch
-
-    def finish(self) -> None:
-        """All rows are added: those in memory are ordered by group, the file opened for reading."""
-        for part, groups, order in self._slices():  # as `_by_group` takes them
-            starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]])) if len(groups) else groups
-            bounds = np.append(starts, len(groups))
-            self._kept.append((part.take(pa.array(order)).combine_chunks(), groups[starts], bounds))
-        if self._writer is not None:
-            self._close_file()
-            self._source = pa.OSFile(self._path or self._file.path, "rb")  # type: ignore[union-attr]
-            self._reader = pa.ipc.open_file(self._source)
-
-    def _close_file(self) -> None:
-        """Finish the file the rows were moved to."""
-        self._writer.close()
-        self._sink.close()
-        self._writer = self._sink = None
-
-    def hand_over(self) -> dict[int, list[int]]:
-        """All rows are added: move them all to the file (another's, given as `path`) and close it;
-        returns the numbers of each group's batches there, for `attach`."""
-        self._spill()
-        self._close_file()
-        return self._spilled
-
-    def attach(
-        self, path: str, groups: dict[int, list[int]], change: Callable[[pa.RecordBatch], pa.RecordBatch]
-    ) -> None:
-        """Add the rows another spool handed over in `path` after ours: `groups` gives each of our
-        groups its batches there, and `change` is applied to each batch read."""
-        source = pa.OSFile(path, "rb")
-        self._parts.append((pa.ipc.open_file(source), groups, change))
-        self._part_sources.append(source)
-
-    def group(self, group: int) -> pa.Table:
-        """The rows of one group, in the order they were added."""
-        pieces = [self._reader.get_batch(k) for k in self._spilled.get(group, ())]
-        for table, kept_groups, bounds in self._kept:
-            at = int(np.searchsorted(kept_groups, group))
-            if at < len(kept_groups) and kept_groups[at] == group:
-                pieces.extend(table.slice(int(bounds[at]), int(bounds[at + 1] - bounds[at])).to_batches())
-        for reader, groups, change in self._parts:
-            pieces.extend(change(reader.get_batch(k)) for k in groups.get(group, ()))
-        return pa.Table.from_batches(pieces, self.schema).combine_chunks()
-
-    def groups(self, wanted: list[int]) -> tuple[pa.Table, np.ndarray]:
-        """The rows of several groups (each in the order added) as one table, group after group in
-        the order given, and the number of rows of each."""
-        if self._spilled or self._parts or len(self._kept) != 1:
-            tables = [self.group(g) for g in wanted]
-            return pa.concat_tables(tables).combine_chunks(), np.array([t.num_rows for t in tables], dtype=np.int64)
-        table, groups, bounds = self._kept[0]
-        wanted_array = np.asarray(wanted, dtype=np.int64)
-        at = np.minimum(np.searchsorted(groups, wanted_array), max(len(groups) - 1, 0))
-        present = (at < len(groups)) & (groups[at] == wanted_array) if len(groups) else np.zeros(len(wanted), bool)
-        firsts = np.where(present, bounds[at], 0)
-        sizes = np.where(present, bounds[at + 1] - bounds[at], 0) if len(groups) else np.zeros(len(wanted), np.int64)
-        # the row numbers of every wanted group, one range after another
-        offsets = np.cumsum(sizes) - sizes
-        rows = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(offsets - firsts, sizes)
-        return table.take(pa.array(rows)), sizes.astype(np.int64)
-
-    def close(self) -> None:
-        """Remove the temporary file."""
-        for handle in (self._writer, self._sink, self._source, *self._part_sources):
-            if handle is not None:
-                with contextlib.suppress(Exception):
-                    handle.close()
-        self._writer = self._sink = self._source = self._reader = None
-        self._parts, self._part_sources = [], []
-        if self._file is not None:
-            self._file.abort()
-
-
 class _Importer:
     """Checks events and stages them as columns; `write` writes the trace file from them."""
 
@@ -307,8 +129,8 @@ class _Importer:
         self.unmatched_ends = 0
         limit = STAGE_MEMORY if memory is None else memory
         events_file, counters_file = spill_to or (None, None)
-        self._events = _Spool(_event_schema(), output, limit * 7 // 8, events_file)
-        self._counters = _Spool(_counter_schema(), output, limit // 8, counters_file)
+        self._events = Spool(event_schema(), output, limit * 7 // 8, events_file)
+        self._counters = Spool(counter_schema(), output, limit // 8, counters_file)
         # E events of a second half whose B event is not in it: (thread, end, args), in file order
         self._dangling: list[tuple[int, int, dict | None]] | None = [] if spill_to else None
         # the batch being staged, a row per event: (thread index, ts, dur or NaN for a B event, label,
@@ -767,7 +589,7 @@ class _Importer:
             start = np.rint(ts).astype(np.int64)
             open_ = np.isnan(dur)
             end = np.rint(np.where(open_, 0.0, ts + dur)).astype(np.int64)
-            end[open_] = _OPEN
+            end[open_] = OPEN
             if self._ends:
                 end[np.fromiter(self._ends, np.int64)] = np.fromiter(self._ends.values(), np.int64)
             threads = np.array(group, dtype=np.int32)
@@ -1076,7 +898,7 @@ class _Importer:
         end = _array(rows, "end").to_numpy()
         order = np.lexsort((seq, -end, start, owner))
         owner, start, end = owner[order], start[order], end[order]
-        parents, overlapping = _nest_by_owner(owner.tolist(), start.tolist(), end.tolist())
+        parents, overlapping = nest_by_owner(owner.tolist(), start.tolist(), end.tolist())
         keep = ~np.isin(owner, np.array(sorted(overlapping), dtype=np.int64))
         for index in sorted(overlapping):
             pid, tid, thread, _ = threads[index]
@@ -1107,7 +929,7 @@ class _Importer:
             _array(rows, "label").take(pa.array(taken)).to_pylist(),
             channel_ids[_array(rows, "channel").to_numpy()[taken]],
             kept_start,
-            np.where(kept_end == _OPEN, NULL, kept_end - kept_start),
+            np.where(kept_end == OPEN, NULL, kept_end - kept_start),
             zip(ids[present].tolist(), args.take(pa.array(present)).to_pylist()),
         )
         self.stats.threads += int(np.unique(kept_owner).size)
@@ -1143,12 +965,12 @@ class _Importer:
         order = np.lexsort((seq, -end, start))
         start = start[order]
         end = end[order]
-        lanes, parents = _nest(start, end)
+        lanes, parents = nest(start, end)
         count = len(order)
         first = writer.reserve_event_ids(count)
         ids = np.arange(first, first + count, dtype=np.int64)
         parent_ids = np.where(parents >= 0, parents + first, NULL)
-        durations = np.where(end == _OPEN, NULL, end - start)
+        durations = np.where(end == OPEN, NULL, end - start)
         channels = channel_ids[_array(rows, "channel").to_numpy()[order]]
         labels = _array(rows, "label").take(order)
         args = args.take(order).cast(pa.string())
@@ -1159,7 +981,7 @@ class _Importer:
             if lane == 0:
                 lane_tid = tid
             else:
-                lane_tid = _free_tid(pid, tid, lane, used)
+                lane_tid = free_tid(pid, tid, lane, used)
                 lane_tids.append(lane_tid)
                 writer.add_thread(pid, lane_tid, f"{base} (overlap {lane})")
             chosen = np.flatnonzero(lanes == lane) if lane_count > 1 else np.arange(count)
@@ -1313,177 +1135,12 @@ def _bind_small_thread(points: _FlowPoints, thread: int, tid: int, index: int, p
     )
 
 
-def _nest_by_owner(owners: list[int], starts: list[int], ends: list[int]) -> tuple[np.ndarray, set[int]]:
-    """Parent position of each event (ordered by owner, start, longest first) within its owner's
-    events, as lane 0 of `_nest` places them; and the owners with events that do not nest there."""
-    parents = [-1] * len(owners)
-    overlapping: set[int] = set()
-    stack_ends: list[int] = []
-    stack_positions: list[int] = []
-    current = -1
-    for k, (owner, s, e) in enumerate(zip(owners, starts, ends)):
-        if owner != current:
-            current = owner
-            stack_ends.clear()
-            stack_positions.clear()
-        while stack_ends and stack_ends[-1] <= s:
-            stack_ends.pop()
-            stack_positions.pop()
-        if stack_ends:
-            if e > stack_ends[-1]:
-                overlapping.add(owner)
-            parents[k] = stack_positions[-1]
-        stack_ends.append(e)
-        stack_positions.append(k)
-    return np.array(parents, dtype=np.int64), overlapping
-
-
 def _array(table: pa.Table, name: str) -> pa.Array:
     return table.column(name).combine_chunks()
 
 
 class _SlowPathError(Exception):
     """An event the fast path of `_Importer.add_block` leaves to `_Importer.add`."""
-
-
-def _nested_prefix(
-    starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, first: int, chain: list[int], size: int
-) -> tuple[int, list[int]]:
-    """Fill in `parents` (positions) for the events (by start, longest first) from `first` up to
-    the next one that does not nest in lane 0, whose open events are `chain` (positions, outermost
-    first); return where it stopped and the open events then. `size` is the first slice's length.
-
-    While events nest, each one's parent is the last earlier event still open at its start (ending
-    after it): found for a slice of events at a time by halving jumps back over events that ended,
-    with the latest end of each run of 2**k events at hand, or else among the events open when the
-    slice began.
-    """
-    count = len(starts)
-    size = min(_NEST_SLICE, size)
-    while first < count:
-        stop = min(count, first + size)
-        start = starts[first:stop]
-        end = ends[first:stop]
-        runs = [end]  # runs[k][x]: the latest end of events x - 2**k + 1 ... x of the slice
-        width = 1
-        while width * 2 <= stop - first:
-            longer = runs[-1].copy()
-            longer[width:] = np.maximum(runs[-1][width:], runs[-1][:-width])
-            runs.append(longer)
-            width *= 2
-        found = np.arange(-1, stop - first - 1, dtype=np.int64)
-        for k in range(len(runs) - 1, -1, -1):
-            jump = 1 << k
-            inside = found >= jump - 1
-            ended = inside & (runs[k][np.where(inside, found, 0)] <= start)
-            found -= np.where(ended, jump, 0)
-        parent = np.where(found >= 0, found + first, -1)
-        if chain:
-            outer_positions = np.array(chain, dtype=np.int64)
-            open_count = np.searchsorted(-ends[outer_positions], -start, side="left")  # ends fall along the chain
-            outer = np.where(open_count > 0, outer_positions[np.maximum(open_count - 1, 0)], -1)
-            parent = np.where(found >= 0, parent, outer)
-        misfit = np.flatnonzero((parent >= 0) & (end > ends[np.maximum(parent, 0)]))
-        done = first + (int(misfit[0]) if misfit.size else stop - first)
-        parents[first:done] = parent[: done - first]
-        if done > first:
-            chain = []
-            position = done - 1
-            while position >= 0:
-                chain.append(position)
-                position = int(parents[position])
-            chain.reverse()
-        if done < stop:
-            return done, chain
-        first = stop
-        size = min(_NEST_SLICE, size * 2)
-    return count, chain
-
-
-def _nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lane and parent position of each event, the events in order by start, longest first:
-    each goes to the first lane where it nests inside the innermost event still open (or where
-    none is open), its parent that event. Runs of events that nest in lane 0 are placed by
-    `_nested_prefix`, the others one at a time."""
-    count = len(starts)
-    lanes = np.zeros(count, dtype=np.int64)
-    parents = np.empty(count, dtype=np.int64)
-    others: list[list[tuple[int, int]]] = []  # lanes 1, 2, ...: (end, position) of open events
-    chain: list[int] = []  # lane 0's open events, outermost first
-    done = 0
-    size = 1 << 12
-    while done < count:
-        placed, chain = _nested_prefix(starts, ends, parents, done, chain, size)
-        run = placed - done
-        done = placed
-        if done == count:
-            break
-        if run >= _NEST_RUN:  # an event that does not nest now and then: place it, then runs again
-            stop = done + 1
-            size = max(_NEST_RUN * 4, 2 * run)
-        else:  # frequent ones: a slice one at a time
-            stop = min(count, done + _NEST_SLICE)
-            size = 1 << 12
-        chain = _place_one_at_a_time(starts, ends, parents, lanes, done, stop, chain, others)
-        done = stop
-    return lanes, parents
-
-
-def _place_one_at_a_time(
-    starts: np.ndarray,
-    ends: np.ndarray,
-    parents: np.ndarray,
-    lanes: np.ndarray,
-    first: int,
-    stop: int,
-    chain: list[int],
-    others: list[list[tuple[int, int]]],
-) -> list[int]:
-    """Place events `first` to `stop` as `_nest` says, lane 0's open events being `chain`; return
-    lane 0's open events after them."""
-    top_ends: list[int] = [_OPEN, *ends[chain].tolist()]  # over a root that never ends
-    top_positions: list[int] = [-1, *chain]
-    pop_end = top_ends.pop
-    pop_position = top_positions.pop
-    push_end = top_ends.append
-    push_position = top_positions.append
-    never = _OPEN
-    found: list[int] = []
-    record = found.append
-    for i, (s, e) in enumerate(zip(starts[first:stop].tolist(), ends[first:stop].tolist()), first):
-        top = top_ends[-1]
-        while top <= s:  # ends of events never ended (and of the root) are above every start
-            pop_end()
-            pop_position()
-            top = top_ends[-1]
-        if e <= top:
-            record(top_positions[-1])
-            push_end(e)
-            push_position(i)
-            continue
-        lane = 1
-        for stack in others:
-            while stack and stack[-1][0] <= s and stack[-1][0] != never:
-                stack.pop()
-            if not stack or e <= stack[-1][0]:
-                break
-            lane += 1
-        else:
-            stack = []
-            others.append(stack)
-        record(stack[-1][1] if stack else -1)
-        stack.append((e, i))
-        lanes[i] = lane
-    parents[first:stop] = found
-    return top_positions[1:]
-
-
-def _free_tid(pid: int, tid: int, lane: int, used: set) -> int:
-    candidate = tid + lane * (1 << 32)
-    while (pid, candidate) in used or not -(1 << 63) <= candidate < (1 << 63):
-        candidate = (candidate + 1) % (1 << 62)
-    used.add((pid, candidate))
-    return candidate
 
 
 def _json(value: Any, importer: _Importer, parts: list) -> bytes:
@@ -1495,31 +1152,6 @@ def _json(value: Any, importer: _Importer, parts: list) -> bytes:
         return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
         raise importer.fail(parts + ["args"], f"args cannot be stored as JSON ({exc})") from None
-
-
-def assign_lanes(starts: list[int], ends: list[int]) -> list[int]:
-    """A lane (0, 1, ...) for each interval so that the intervals of one lane nest properly.
-
-    Intervals are taken by start, longest first, as formats.trace.writer.nest_events does, and
-    each goes to the first lane where it fits inside the innermost interval still open (or
-    where none is open). Lane 0 gets every interval when they already nest.
-    """
-    order = sorted(range(len(starts)), key=lambda k: (starts[k], -ends[k], k))
-    stacks: list[list[int]] = []
-    lanes = [0] * len(starts)
-    for k in order:
-        s, e = starts[k], ends[k]
-        for lane, stack in enumerate(stacks):
-            while stack and ends[stack[-1]] <= s and ends[stack[-1]] != _INFINITY:
-                stack.pop()
-            if not stack or e <= ends[stack[-1]]:
-                stack.append(k)
-                lanes[k] = lane
-                break
-        else:
-            stacks.append([k])
-            lanes[k] = len(stacks) - 1
-    return lanes
 
 
 def import_chrome_trace(

@@ -73,8 +73,7 @@ def measure_kineto_import(ctx: Context) -> list[Row]:
     rows: list[Row] = []
     for shape, count in SIZES[ctx.main.size].items():
         path = trace(shape, count, ctx.log)
-        scratch = ctx.scratch()
-        try:
+        with ctx.scratch_directory() as scratch:
             runs = alternate_children(
                 {
                     "ours": ("kineto-import", path, os.path.join(scratch, "trace.pvti")),
@@ -82,10 +81,6 @@ def measure_kineto_import(ctx: Context) -> list[Row]:
                 },
                 ctx.child_repeat,
             )
-        finally:
-            for name in os.listdir(scratch):
-                os.unlink(os.path.join(scratch, name))
-            os.rmdir(scratch)
         mb = os.path.getsize(path) / 1e6
         rate = mb / median_of(runs["ours"], "seconds")
         baseline = mb / median_of(runs["orjson"], "seconds")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import shutil
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .corpus import CACHE, Corpus
 
@@ -42,6 +44,15 @@ class Context:
 
     def scratch(self) -> str:
         return tempfile.mkdtemp(prefix="scratch-", suffix=".tmp", dir=CACHE)
+
+    @contextlib.contextmanager
+    def scratch_directory(self) -> Iterator[str]:
+        """A new directory in the cache, removed with what it holds when the block ends."""
+        path = self.scratch()
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def ms(times: dict[str, list[float]]) -> dict[str, list[float]]:

@@ -528,8 +528,7 @@ def measure_chrome_import(ctx: Context) -> list[Row]:
 
     events = chrome.IMPORT_EVENTS[ctx.main.size]
     trace = str(chrome.chrome_trace(events, ctx.log))
-    scratch = ctx.scratch()
-    try:
+    with ctx.scratch_directory() as scratch:
         runs = alternate_children(
             {
                 "ours": ("chrome-import", trace, os.path.join(scratch, "trace.pvti")),
@@ -537,10 +536,6 @@ def measure_chrome_import(ctx: Context) -> list[Row]:
             },
             ctx.child_repeat,
         )
-    finally:
-        for name in os.listdir(scratch):
-            os.unlink(os.path.join(scratch, name))
-        os.rmdir(scratch)
     mb = os.path.getsize(trace) / 1e6
     rate = mb / median_of(runs["ours"], "seconds")
     ijson_rate = mb / median_of(runs["ijson"], "seconds")

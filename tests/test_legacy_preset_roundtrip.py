@@ -11,26 +11,13 @@ import subprocess
 import sys
 
 import pytest
+from preset_cases import CASES, simulate_case
 
 from formats.exporters.legacy import export_legacy
 from formats.legacy import convert_legacy
 from formats.pop.check import check_report
 from formats.pop.reader import ProfileReader
 from pva.cli import main
-from simulator.presets import PRESETS, run_preset
-
-#: Small knobs so each preset simulates in a second or two; the rest keep their defaults.
-KNOBS = {
-    "matmul": {"m": 64, "k": 96, "n": 64},
-    "matmul-2ipu": {"m": 128, "k": 128, "n": 128, "ipus": 2},
-    "conv": {"batch": 1, "in-chans": 16, "out-chans": 16, "height": 8, "width": 8},
-    "mnist-mlp": {"batch": 4, "hidden": 32, "steps": 2, "runs": 2},
-    "cnn": {"batch": 1, "channels": 8, "layers": 2, "size": 8},
-    "matrix-vector": {"rows": 100, "cols": 40},
-    "bert-encoder": {"layers": 1, "seq": 16, "hidden": 32},
-    "large": {"ipus": 2, "layers": 2, "seq": 16, "hidden": 32, "heads": 2, "tiles-per-layer": 4},
-}
-CASES = sorted(set(PRESETS) | {"matmul-2ipu"})
 
 
 def _key_figures(path) -> dict:
@@ -62,11 +49,7 @@ def _key_figures(path) -> dict:
 
 @pytest.fixture(scope="module", params=CASES)
 def simulated_preset(request, tmp_path_factory):
-    name = request.param
-    preset = "matmul" if name == "matmul-2ipu" else name
-    directory = tmp_path_factory.mktemp(name)
-    run_preset(preset, {"tiles-per-ipu": 16, **KNOBS.get(name, {})}, str(directory), timestamp=1_700_000_000.0)
-    return directory / "profile.pop"
+    return simulate_case(request.param, tmp_path_factory.mktemp(request.param))
 
 
 @pytest.mark.parametrize("encoding", ["json", "cbor"])
@@ -90,7 +73,7 @@ def test_preset_round_trips_through_legacy(simulated_preset, tmp_path, encoding)
 
 def test_pva_check_passes_after_the_command_line_round_trip(tmp_path):
     directory = tmp_path / "r"
-    run_preset("tutorial1", {"tiles-per-ipu": 16}, str(directory), timestamp=1_700_000_000.0)
+    simulate_case("tutorial1", directory)
     commands = [
         ["export", str(directory / "profile.pop"), "--format", "legacy-json", "-o", str(tmp_path / "L")],
         [
@@ -189,7 +172,7 @@ def test_diff_names_what_the_legacy_format_did_not_keep(simulated_preset, tmp_pa
 @pytest.fixture(scope="module")
 def legacy_mnist(tmp_path_factory):
     directory = tmp_path_factory.mktemp("mnist")
-    run_preset("mnist-mlp", {"tiles-per-ipu": 16, **KNOBS["mnist-mlp"]}, str(directory), timestamp=1_700_000_000.0)
+    simulate_case("mnist-mlp", directory)
     export_legacy(directory / "profile.pop", directory / "legacy", encoding="json", combined=False)
     return directory / "legacy"
 

@@ -7,25 +7,12 @@ import json
 
 import numpy as np
 import pytest
+from preset_cases import CASES, simulate_case
 
 from formats.pop.reader import ProfileReader
 from pva.analysis.html import chart_data
 from pva.analysis.optime import counted_once
 from pva.cli import main
-from simulator.presets import PRESETS, run_preset
-
-#: Small knobs so each preset simulates in a second or two; the rest keep their defaults.
-KNOBS = {
-    "matmul": {"m": 64, "k": 96, "n": 64},
-    "matmul-2ipu": {"m": 128, "k": 128, "n": 128, "ipus": 2},
-    "conv": {"batch": 1, "in-chans": 16, "out-chans": 16, "height": 8, "width": 8},
-    "mnist-mlp": {"batch": 4, "hidden": 32, "steps": 2, "runs": 2},
-    "cnn": {"batch": 1, "channels": 8, "layers": 2, "size": 8},
-    "matrix-vector": {"rows": 100, "cols": 40},
-    "bert-encoder": {"layers": 1, "seq": 16, "hidden": 32},
-    "large": {"ipus": 2, "layers": 2, "seq": 16, "hidden": 32, "heads": 2, "tiles-per-layer": 4},
-}
-CASES = sorted(set(PRESETS) | {"matmul-2ipu"})
 
 
 def test_overlapping_intervals_are_counted_once_by_rank():
@@ -44,9 +31,7 @@ def _run(capsys, *args) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_optime_parts_add_up_to_the_run_cycles(tmp_path, capsys, case):
-    name = "matmul" if case == "matmul-2ipu" else case
-    run_preset(name, {"tiles-per-ipu": 16, **KNOBS.get(case, {})}, str(tmp_path), timestamp=1_700_000_000.0)
-    report = str(tmp_path / "profile.pop")
+    report = str(simulate_case(case, tmp_path))
     summary = json.loads(_run(capsys, "summary", report, "--json"))
     run_cycles = summary["execution"]["total_cycles"]
     total = summary["execution"]["run_time"]["total_cycles"]

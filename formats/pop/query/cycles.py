@@ -97,6 +97,20 @@ class CycleQueries:
             "GROUP BY compute_set, vertex_type"
         )
 
+    def _cycle_rows(self, sql: str, what: str, positions: tuple[int, ...] | None = None) -> list:
+        """The rows of a query of cycles, checked to hold whole numbers (at `positions`, or wherever
+        they hold numbers): a REAL planted in a cycles column (2^64 - 1 is stored as one) is damage,
+        named here, not an overflow later."""
+        rows = self.file.query(sql)  # type: ignore[attr-defined]
+        for row in rows:
+            for value in row if positions is None else (row[i] for i in positions):
+                if isinstance(value, float):
+                    path = self.path  # type: ignore[attr-defined]
+                    raise InconsistentReportError(
+                        f"{path!r}: the cycles of steps_by_ipu ({what}) must be integers, found {value!r}", path
+                    )
+        return rows
+
     # -- steps ----------------------------------------------------------------------------------
 
     def steps_labelled(self, max_chars: int | None = None, type_chars: int | None = None) -> list[tuple]:
@@ -113,25 +127,19 @@ class CycleQueries:
     def step_ipu_figures(self) -> list[tuple]:
         """Per step and IPU: (step, ipu, profiled, cycles, active tiles, start, end, thread balance, tile balance,
         active tile balance, bytes exchanged, data balance), by step and IPU."""
-        return _cycles(
-            self,
-            self.file.query(  # type: ignore[attr-defined]
-                "SELECT step_id, ipu, profiled, tile_cycles_max, active_tiles, cycles_base + all_cycles_from_min, "
-                "cycles_base + all_cycles_to_max, thread_balance, tile_balance, active_tile_balance, data_in + data_out, "
-                "data_balance FROM steps_by_ipu ORDER BY step_id, ipu"
-            ),
+        return self._cycle_rows(
+            "SELECT step_id, ipu, profiled, tile_cycles_max, active_tiles, cycles_base + all_cycles_from_min, "
+            "cycles_base + all_cycles_to_max, thread_balance, tile_balance, active_tile_balance, data_in + data_out, "
+            "data_balance FROM steps_by_ipu ORDER BY step_id, ipu",
             "step_ipu_figures",
             positions=(3, 4, 5, 6, 10),
         )
 
     def step_lengths(self) -> list[tuple[int, int]]:
         """(step, longest extent over the IPUs) of every profiled step."""
-        return _cycles(
-            self,
-            self.file.query(  # type: ignore[attr-defined]
-                "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "
-                "GROUP BY step_id"
-            ),
+        return self._cycle_rows(
+            "SELECT step_id, max(all_cycles_to_max - all_cycles_from_min) FROM steps_by_ipu WHERE profiled = 1 "
+            "GROUP BY step_id",
             "step_lengths",
         )
 
@@ -154,12 +162,9 @@ class CycleQueries:
 
     def steps_by_type(self) -> list[tuple[str, int, int]]:
         """(step type, steps, their cycles: the longest tile of each step and IPU, summed)."""
-        return _cycles(
-            self,
-            self.file.query(  # type: ignore[attr-defined]
-                "SELECT s.type, count(DISTINCT s.id), coalesce(sum(b.tile_cycles_max), 0) FROM steps s "
-                "LEFT JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY s.type"
-            ),
+        return self._cycle_rows(
+            "SELECT s.type, count(DISTINCT s.id), coalesce(sum(b.tile_cycles_max), 0) FROM steps s "
+            "LEFT JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY s.type",
             "steps_by_type",
         )
 
@@ -173,12 +178,9 @@ class CycleQueries:
 
     def measured_cycles_by_compute_set_name(self) -> list[tuple[str, int]]:
         """(compute set name, longest tile of each of its steps and IPUs, summed)."""
-        return _cycles(
-            self,
-            self.file.query(  # type: ignore[attr-defined]
-                "SELECT cs.name, sum(b.tile_cycles_max) FROM steps s JOIN compute_sets cs ON cs.compute_set = s.compute_set "
-                "JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY cs.name"
-            ),
+        return self._cycle_rows(
+            "SELECT cs.name, sum(b.tile_cycles_max) FROM steps s JOIN compute_sets cs ON cs.compute_set = s.compute_set "
+            "JOIN steps_by_ipu b ON b.step_id = s.id GROUP BY cs.name",
             "measured_cycles_by_compute_set_name",
         )
 
@@ -195,38 +197,18 @@ class CycleQueries:
 
     def measured_cycles_by_compute_set(self) -> list[tuple[int, int, int]]:
         """(compute set, executions, cycles: the longest IPU of each execution, summed)."""
-        return _cycles(
-            self,
-            self.file.query(  # type: ignore[attr-defined]
-                "SELECT compute_set, count(*), sum(longest) FROM (SELECT s.compute_set, max(b.tile_cycles_max) AS longest "
-                "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.id) "
-                "GROUP BY compute_set"
-            ),
+        return self._cycle_rows(
+            "SELECT compute_set, count(*), sum(longest) FROM (SELECT s.compute_set, max(b.tile_cycles_max) AS longest "
+            "FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.compute_set IS NOT NULL GROUP BY s.id) "
+            "GROUP BY compute_set",
             "measured_cycles_by_compute_set",
         )
 
     def measured_cycles_by_program(self) -> list[tuple[int, int, int]]:
         """(program, executions, cycles: the longest IPU of each execution, summed)."""
-        return _cycles(
-            self,
-            self.file.query(  # type: ignore[attr-defined]
-                "SELECT program, count(*), coalesce(sum(longest), 0) FROM (SELECT s.program, max(b.tile_cycles_max) AS "
-                "longest FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.program IS NOT NULL GROUP BY s.id) "
-                "GROUP BY program"
-            ),
+        return self._cycle_rows(
+            "SELECT program, count(*), coalesce(sum(longest), 0) FROM (SELECT s.program, max(b.tile_cycles_max) AS "
+            "longest FROM steps s JOIN steps_by_ipu b ON b.step_id = s.id WHERE s.program IS NOT NULL GROUP BY s.id) "
+            "GROUP BY program",
             "measured_cycles_by_program",
         )
-
-
-def _cycles(queries: object, rows: list, what: str, positions: tuple[int, ...] | None = None) -> list:
-    """The rows of a query of cycles, checked to hold whole numbers (at `positions`, or wherever they
-    hold numbers): a REAL planted in a cycles column (2^64 - 1 is stored as one) is damage, named
-    here, not an overflow later."""
-    for row in rows:
-        for value in row if positions is None else (row[i] for i in positions):
-            if isinstance(value, float):
-                path = queries.path  # type: ignore[attr-defined]
-                raise InconsistentReportError(
-                    f"{path!r}: the cycles of steps_by_ipu ({what}) must be integers, found {value!r}", path
-                )
-    return rows

@@ -20,7 +20,6 @@ from .tile_memory import (
     CATEGORY_FIELDS,
     MEMORY_FIELDS,
     Memory,
-    MemoryColumns,
     MemoryTables,
 )
 from .variables import (
@@ -397,7 +396,7 @@ class ComputeSet:
     @property
     def debugContexts(self) -> PvaList:
         """The debug contexts of the compute set; may be empty (always without debug information)."""
-        return self._c._debug_contexts_of("compute_set", self._id)
+        return self._c._context.debug_contexts_of("compute_set", self._id)
 
     def vertexCountArray(self) -> np.ndarray:
         """Vertices of this compute set on each tile of a replica, all types together (pva addition)."""
@@ -571,7 +570,7 @@ class CompilationReport:
 
     def alwaysLiveVariablesForTile(self, tileId: Any) -> PvaList:
         """Always-live variables on one tile (an id or a Tile) with their size there, by name."""
-        tile = self._replica_tile(tileId)
+        tile = self._context.replica_tile(tileId)
         return self._sized_variables((var, None, size) for var, size in self._always_live_rows(tile))
 
     def _always_live_rows(self, tile: int) -> list:
@@ -605,15 +604,13 @@ class CompilationReport:
         return PvaList(self._liveness_steps)
 
     @property
-    def _liveness_tiles(self) -> frozenset[int]:
-        return self._context.liveness_tiles
-
-    @property
     def tilesWithLivenessInfo(self) -> PvaList:
         """Tiles whose per-tile liveness LivenessProgramStep.notAlwaysLiveMemoryForTile gives."""
         tiles = self._tiles
         return PvaList(
-            tiles[t] for t in sorted(t for t in self._liveness_tiles if isinstance(t, int)) if 0 <= t < len(tiles)
+            tiles[t]
+            for t in sorted(t for t in self._context.liveness_tiles if isinstance(t, int))
+            if 0 <= t < len(tiles)
         )
 
     @property
@@ -664,9 +661,6 @@ class CompilationReport:
         """The debug context with an id; raises NotPresentError if isDebugInfoPresent is False."""
         return self._require_debug().context(id)
 
-    def _debug_contexts_of(self, kind: str, obj: Any) -> PvaList:
-        return self._context.debug_contexts_of(kind, obj)
-
     # -- numpy views (pva additions) --
 
     def memoryArray(self, field: str = "total.includingGaps") -> np.ndarray:
@@ -680,7 +674,7 @@ class CompilationReport:
         column = MEMORY_FIELDS.get(field)
         if column is None:
             raise ValueError(f"unknown memory field {field!r}; expected one of {', '.join(MEMORY_FIELDS)}")
-        return self._per_tile(np.asarray(self._memory_columns[column], dtype=np.uint64))
+        return self._per_tile(np.asarray(self._memory.columns[column], dtype=np.uint64))
 
     def categoryMemoryArray(self, category: str | None = None, field: str = "total") -> Any:
         """Memory of a category on every tile as a uint64 array indexed by tile id (pva addition).
@@ -694,11 +688,13 @@ class CompilationReport:
             raise ValueError(f"unknown category field {field!r}; expected one of {', '.join(CATEGORY_FIELDS)}")
         if category is None:
             return {
-                name: self.categoryMemoryArray(name, field) for name in self._category_names if isinstance(name, str)
+                name: self.categoryMemoryArray(name, field)
+                for name in self._memory.category_names
+                if isinstance(name, str)
             }
-        if category not in CATEGORIES and category not in self._category_memory[1]:
+        if category not in CATEGORIES and category not in self._memory.category_matrix[1]:
             raise ValueError(f"unknown memory category {category!r}; expected one of {', '.join(CATEGORIES)}")
-        matrix, bases = self._category_memory
+        matrix, bases = self._memory.category_matrix
         base = bases.get(category)
         if matrix is None or base is None:
             return read_only(np.zeros(self.target.numTiles, dtype=np.uint64))
@@ -753,22 +749,13 @@ class CompilationReport:
 
     # -- helpers shared by the lightweight objects --
 
-    def _replica_tile(self, tile: Any) -> int:
-        return self._context.replica_tile(tile)
-
-    def _replica_ipu(self, ipu: Any) -> int:
-        return self._context.replica_ipu(ipu)
-
     @functools.cached_property
     def _variables_by_id(self) -> dict[int, Variable]:
         return {i: Variable(self._context, i, name) for i, name in self._reader.variables()}
 
-    def _artificial_variable_name(self, var_id: int) -> str:
-        return self._context.artificial_variable_name(var_id)
-
     def _variable(self, var_id: int) -> Variable:
         if var_id < 0:
-            return Variable(self._context, var_id, self._artificial_variable_name(var_id))
+            return Variable(self._context, var_id, self._context.artificial_variable_name(var_id))
         if "_variables_by_id" in self.__dict__ or len(self._variables_asked) >= _VARIABLES_ASKED:
             found = self._variables_by_id.get(var_id)
         else:  # a few variables asked for: by id, without reading every variable's name
@@ -833,10 +820,6 @@ class CompilationReport:
     def _memory(self) -> MemoryTables:
         return MemoryTables(self._reader, self.target.tilesPerReplica, self._vertex_type)
 
-    @property
-    def _memory_columns(self) -> MemoryColumns:
-        return self._memory.columns
-
     @functools.cached_property
     def _memories(self) -> list[Memory]:
         tables = self._memory
@@ -857,14 +840,6 @@ class CompilationReport:
             delays[tile] = delay
             clocks[tile] = float(clock)
         return delays, clocks
-
-    @property
-    def _category_names(self) -> list[str]:
-        return self._memory.category_names
-
-    @property
-    def _category_memory(self) -> tuple[np.ndarray | None, dict[str, int]]:
-        return self._memory.category_matrix
 
     @functools.cached_property
     def _vertex_types(self) -> dict[int, VertexType]:
